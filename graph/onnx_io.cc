@@ -1,0 +1,243 @@
+// ONNX import and export.
+#include "graph/onnx_io.h"
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <google/protobuf/io/coded_stream.h>
+
+#include "graph/error.h"
+#include "graph/file_util.h"
+#include "graph/tensor_proto.h"
+
+namespace ot {
+
+namespace {
+
+bool IsTensorValue(const onnx::ValueInfoProto& v) { return !v.has_type() || v.type().has_tensor_type(); }
+
+ValueInfo ValueInfoFromProto(const onnx::ValueInfoProto& v) {
+  ValueInfo out;
+  out.name = v.name();
+  if (!v.has_type() || !v.type().has_tensor_type()) return out;
+  const auto& tt = v.type().tensor_type();
+  out.dtype = DTypeIsKnown(tt.elem_type()) ? static_cast<DType>(tt.elem_type()) : DType::kUndefined;
+  if (tt.has_shape()) {
+    out.has_shape = true;
+    for (const auto& d : tt.shape().dim()) {
+      Dim dim;
+      if (d.has_dim_value()) dim.value = d.dim_value();
+      else if (d.has_dim_param()) dim.param = d.dim_param();
+      out.dims.push_back(dim);
+    }
+  }
+  return out;
+}
+
+void ValueInfoToProto(const ValueInfo& v, onnx::ValueInfoProto* p) {
+  p->set_name(v.name);
+  auto* tt = p->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(static_cast<int32_t>(v.dtype));
+  if (v.has_shape) {
+    auto* shape = tt->mutable_shape();
+    for (const auto& d : v.dims) {
+      auto* pd = shape->add_dim();
+      if (d.IsStatic()) pd->set_dim_value(d.value);
+      else if (!d.param.empty()) pd->set_dim_param(d.param);
+    }
+  }
+}
+
+Attribute AttributeFromProto(const onnx::AttributeProto& a, const std::string& base_dir, const std::string& where) {
+  Attribute out;
+  using AP = onnx::AttributeProto;
+  switch (a.type()) {
+    case AP::FLOAT: out.kind = Attribute::Kind::kFloat; out.f = a.f(); break;
+    case AP::INT: out.kind = Attribute::Kind::kInt; out.i = a.i(); break;
+    case AP::STRING: out.kind = Attribute::Kind::kString; out.s = a.s(); break;
+    case AP::TENSOR:
+      out.kind = Attribute::Kind::kTensor;
+      out.t = TensorFromProto(a.t(), base_dir, where + " attribute '" + a.name() + "'");
+      break;
+    case AP::FLOATS: out.kind = Attribute::Kind::kFloats; out.floats.assign(a.floats().begin(), a.floats().end()); break;
+    case AP::INTS: out.kind = Attribute::Kind::kInts; out.ints.assign(a.ints().begin(), a.ints().end()); break;
+    case AP::STRINGS: out.kind = Attribute::Kind::kStrings; out.strings.assign(a.strings().begin(), a.strings().end()); break;
+    case AP::GRAPH: case AP::GRAPHS:
+      throw UnsupportedError(where + " has a subgraph attribute '" + a.name() +
+                             "': control flow (If, Loop, Scan) is not supported");
+    default: out.kind = Attribute::Kind::kOther; break;
+  }
+  return out;
+}
+
+void AttributeToProto(const std::string& name, const Attribute& a, onnx::AttributeProto* p) {
+  using AP = onnx::AttributeProto;
+  p->set_name(name);
+  switch (a.kind) {
+    case Attribute::Kind::kFloat: p->set_type(AP::FLOAT); p->set_f(a.f); break;
+    case Attribute::Kind::kInt: p->set_type(AP::INT); p->set_i(a.i); break;
+    case Attribute::Kind::kString: p->set_type(AP::STRING); p->set_s(a.s); break;
+    case Attribute::Kind::kTensor: p->set_type(AP::TENSOR); TensorToProto(a.t, p->mutable_t()); break;
+    case Attribute::Kind::kFloats:
+      p->set_type(AP::FLOATS);
+      for (float f : a.floats) p->add_floats(f);
+      break;
+    case Attribute::Kind::kInts:
+      p->set_type(AP::INTS);
+      for (int64_t i : a.ints) p->add_ints(i);
+      break;
+    case Attribute::Kind::kStrings:
+      p->set_type(AP::STRINGS);
+      for (const auto& s : a.strings) p->add_strings(s);
+      break;
+    default:
+      throw Error("attribute '" + name + "' of a kind (graph or sparse tensor) that onnx-train cannot export");
+  }
+}
+
+}  // namespace
+
+Model ModelFromProto(const onnx::ModelProto& proto, const std::string& base_dir, const std::string& where) {
+  Model m;
+  m.ir_version = proto.ir_version();
+  m.producer_name = proto.producer_name();
+  m.producer_version = proto.producer_version();
+  for (const auto& op : proto.opset_import()) {
+    std::string d = op.domain() == "ai.onnx" ? "" : op.domain();
+    m.opsets[d] = op.version();
+  }
+  const auto& g = proto.graph();
+  m.graph.name = g.name();
+  for (const auto& t : g.initializer())
+    m.graph.initializers.push_back(TensorFromProto(t, base_dir, where + " initializer '" + t.name() + "'"));
+  OT_CHECK(g.sparse_initializer_size() == 0, "%s: sparse initializers are not supported", where.c_str());
+  for (const auto* list : {&g.input(), &g.output()})
+    for (const auto& v : *list)
+      if (!IsTensorValue(v))
+        throw UnsupportedError(where + ": graph value '" + v.name() +
+                               "' is a sequence, map or optional; only tensors are supported");
+  for (const auto& v : g.input()) {
+    if (m.graph.FindInitializer(v.name())) continue;  // IR < 4 lists initializers as inputs
+    m.graph.inputs.push_back(ValueInfoFromProto(v));
+  }
+  for (const auto& v : g.output()) m.graph.outputs.push_back(ValueInfoFromProto(v));
+  for (const auto& v : g.value_info())
+    if (IsTensorValue(v)) m.graph.value_info[v.name()] = ValueInfoFromProto(v);
+  for (const auto& n : g.node()) {
+    Node node;
+    node.name = n.name();
+    node.op_type = n.op_type();
+    node.domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    node.inputs.assign(n.input().begin(), n.input().end());
+    node.outputs.assign(n.output().begin(), n.output().end());
+    for (const auto& a : n.attribute()) {
+      if (!a.ref_attr_name().empty())
+        throw Error(where + ": " + node.Describe() + " uses a reference attribute, which only functions may use");
+      node.attrs[a.name()] = AttributeFromProto(a, base_dir, where + " " + node.Describe());
+    }
+    m.graph.nodes.push_back(std::move(node));
+  }
+  return m;
+}
+
+void ModelToProto(const Model& m, onnx::ModelProto* proto) {
+  proto->Clear();
+  proto->set_ir_version(m.ir_version);
+  proto->set_producer_name(m.producer_name.empty() ? "onnx-train" : m.producer_name);
+  proto->set_producer_version(m.producer_version);
+  for (const auto& [domain, version] : m.opsets) {
+    auto* op = proto->add_opset_import();
+    op->set_domain(domain);
+    op->set_version(version);
+  }
+  auto* g = proto->mutable_graph();
+  g->set_name(m.graph.name.empty() ? "graph" : m.graph.name);
+  for (const auto& t : m.graph.initializers) TensorToProto(t, g->add_initializer());
+  for (const auto& v : m.graph.inputs) ValueInfoToProto(v, g->add_input());
+  if (m.ir_version < 4) {
+    // Before IR 4 every initializer had to be listed as a graph input too.
+    for (const auto& t : m.graph.initializers) {
+      ValueInfo v;
+      v.name = t.name;
+      v.dtype = t.dtype;
+      v.has_shape = true;
+      for (int64_t d : t.dims) v.dims.push_back(Dim{d, ""});
+      ValueInfoToProto(v, g->add_input());
+    }
+  }
+  for (const auto& v : m.graph.outputs) ValueInfoToProto(v, g->add_output());
+  for (const auto& [name, v] : m.graph.value_info) ValueInfoToProto(v, g->add_value_info());
+  for (const auto& n : m.graph.nodes) {
+    auto* pn = g->add_node();
+    pn->set_name(n.name);
+    pn->set_op_type(n.op_type);
+    if (!n.domain.empty()) pn->set_domain(n.domain);
+    for (const auto& i : n.inputs) pn->add_input(i);
+    for (const auto& o : n.outputs) pn->add_output(o);
+    for (const auto& [key, a] : n.attrs) AttributeToProto(key, a, pn->add_attribute());
+  }
+}
+
+Model LoadModelFromBytes(const std::string& bytes, const std::string& where, const std::string& base_dir,
+                         const LoadOptions& options) {
+  OT_CHECK(!bytes.empty(), "%s is empty; expected an ONNX model", where.c_str());
+  onnx::ModelProto proto;
+  google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                static_cast<int>(bytes.size()));
+  stream.SetTotalBytesLimit(INT32_MAX);
+  OT_CHECK(proto.ParseFromCodedStream(&stream) && stream.ConsumedEntireMessage(),
+           "%s is not an ONNX model: the protobuf cannot be parsed (corrupt or truncated file)", where.c_str());
+  OT_CHECK(proto.has_graph() && proto.opset_import_size() > 0,
+           "%s is not an ONNX model: it has no graph or no opset_import (truncated, or another protobuf?)",
+           where.c_str());
+  Model model = ModelFromProto(proto, base_dir, where);
+  if (options.run_checker || options.infer_shapes) {
+    // The checker and shape inference read tensors inline: give them the IR's view.
+    onnx::ModelProto full;
+    ModelToProto(model, &full);
+    if (options.run_checker) {
+      try {
+        onnx::checker::check_model(full);
+      } catch (const std::exception& e) {
+        throw Error(where + " fails the ONNX checker: " + e.what());
+      }
+    }
+    if (options.infer_shapes) {
+      try {
+        onnx::shape_inference::InferShapes(full);
+      } catch (const std::exception& e) {
+        throw Error(where + " fails ONNX shape inference: " + e.what());
+      }
+      for (const auto& v : full.graph().value_info())
+        if (IsTensorValue(v)) model.graph.value_info[v.name()] = ValueInfoFromProto(v);
+    }
+  }
+  return model;
+}
+
+Model LoadModel(const std::string& path, const LoadOptions& options) {
+  Model m = LoadModelFromBytes(ReadFileBytes(path), "'" + path + "'", DirName(path), options);
+  m.path = path;
+  return m;
+}
+
+void SaveModel(const Model& model, const std::string& path) {
+  onnx::ModelProto proto;
+  ModelToProto(model, &proto);
+  std::string bytes;
+  OT_CHECK(proto.SerializeToString(&bytes), "cannot serialize the model for '%s' (over 2 GB?)", path.c_str());
+  WriteFileAtomic(path, bytes);
+}
+
+void CheckModel(const Model& model) {
+  onnx::ModelProto proto;
+  ModelToProto(model, &proto);
+  try {
+    onnx::checker::check_model(proto);
+  } catch (const std::exception& e) {
+    throw Error("the model fails the ONNX checker: " + std::string(e.what()));
+  }
+}
+
+}  // namespace ot

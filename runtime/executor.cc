@@ -1,0 +1,270 @@
+// Executor: validation, tracing, memory planning and replay.
+#include "runtime/executor.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "graph/error.h"
+#include "runtime/cpu/cpu_threads.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/memory_plan.h"
+
+namespace ot {
+
+struct Executor::Plan {
+  struct Slot {
+    DType dtype = DType::kUndefined;
+    Shape shape;
+    bool external = true;  // allocated per run (fetched values), not in the arena
+    size_t offset = 0;
+  };
+  std::vector<std::unique_ptr<OpKernel>> kernels;  // by step
+  std::vector<Slot> slots;                         // by value id (node outputs only)
+  Tensor arena;
+  PlanStats stats;
+};
+
+using StepBinding = Executor::StepBinding;
+
+namespace {
+std::vector<StepBinding> Bind(const Graph& g, const std::vector<size_t>& order, const std::map<std::string, int>& ids) {
+  std::vector<StepBinding> out(order.size());
+  for (size_t step = 0; step < order.size(); ++step) {
+    const Node& n = g.nodes[order[step]];
+    for (const auto& in : n.inputs) out[step].inputs.push_back(in.empty() ? -1 : ids.at(in));
+    for (const auto& o : n.outputs) out[step].outputs.push_back(o.empty() ? -1 : ids.at(o));
+  }
+  return out;
+}
+
+KernelContext MakeContext(const Node& node, const StepBinding& b, std::vector<Tensor>& slots, std::mt19937_64* rng) {
+  std::vector<const Tensor*> ins;
+  for (int id : b.inputs) ins.push_back(id < 0 ? nullptr : &slots[static_cast<size_t>(id)]);
+  std::vector<Tensor*> outs;
+  for (int id : b.outputs) outs.push_back(id < 0 ? nullptr : &slots[static_cast<size_t>(id)]);
+  return KernelContext(node, std::move(ins), std::move(outs), rng);
+}
+}  // namespace
+
+Executor::Executor(const Model& model, ExecutorOptions options)
+    : model_(std::make_unique<Model>(model)), options_(options), rng_(options.seed) {
+  const Graph& g = model_->graph;
+  order_ = g.TopologicalOrder();
+  auto add_value = [&](const std::string& name) {
+    if (name.empty() || value_ids_.count(name)) return;
+    value_ids_[name] = static_cast<int>(value_names_.size());
+    value_names_.push_back(name);
+  };
+  for (const auto& v : g.inputs) add_value(v.name);
+  for (const auto& t : g.initializers) add_value(t.name);
+  for (const auto& n : g.nodes)
+    for (const auto& o : n.outputs) add_value(o);
+  for (const auto& o : g.outputs) {
+    OT_CHECK(value_ids_.count(o.name), "graph output '%s' is not produced by any node, input or initializer",
+             o.name.c_str());
+    output_names_.push_back(o.name);
+  }
+
+  // Every op must have a kernel; collect all that do not, for one message.
+  std::vector<std::string> missing;
+  node_opsets_.resize(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    int64_t opset = model_->OpsetFor(n.domain);
+    node_opsets_[i] = opset;
+    if (!KernelRegistry::Global().Find(n.domain, n.op_type, opset, options_.device.type)) {
+      missing.push_back(n.Describe() + " at opset " + std::to_string(opset));
+    }
+  }
+  if (!missing.empty()) {
+    std::string msg = "the model uses " + std::to_string(missing.size()) + " node(s) whose op onnx-train does not support on " +
+                      options_.device.ToString() + ": ";
+    for (size_t i = 0; i < missing.size(); ++i) msg += (i ? "; " : "") + missing[i];
+    throw UnsupportedError(msg);
+  }
+
+  state_.resize(value_names_.size());
+  for (const auto& t : g.initializers) state_[static_cast<size_t>(value_ids_[t.name])] = Tensor::FromHost(t, options_.device);
+
+  last_use_.assign(value_names_.size(), -1);
+  for (size_t step = 0; step < order_.size(); ++step)
+    for (const auto& in : g.nodes[order_[step]].inputs)
+      if (!in.empty()) last_use_[static_cast<size_t>(value_ids_[in])] = static_cast<int>(step);
+
+  binds_ = Bind(g, order_, value_ids_);
+  if (options_.device.type == DeviceType::kCPU && options_.num_threads > 0) SetCpuThreads(options_.num_threads);
+}
+
+Executor::~Executor() = default;
+
+Tensor* Executor::FindState(const std::string& name) {
+  auto it = value_ids_.find(name);
+  if (it == value_ids_.end()) return nullptr;
+  Tensor& t = state_[static_cast<size_t>(it->second)];
+  return t.defined() ? &t : nullptr;
+}
+
+void Executor::ValidateFeeds(const std::map<std::string, Tensor>& feeds) const {
+  const Graph& g = model_->graph;
+  std::map<std::string, int64_t> symbols;
+  for (const auto& v : g.inputs) {
+    auto it = feeds.find(v.name);
+    OT_CHECK(it != feeds.end(), "input '%s' (%s%s) was not given", v.name.c_str(), DTypeName(v.dtype).c_str(),
+             v.ShapeString().c_str());
+    const Tensor& t = it->second;
+    const std::string want = DTypeName(v.dtype) + v.ShapeString();
+    OT_CHECK(v.dtype == DType::kUndefined || t.dtype() == v.dtype, "input '%s': expected %s, got %s", v.name.c_str(),
+             want.c_str(), t.Describe().c_str());
+    if (!v.has_shape) continue;
+    OT_CHECK(static_cast<size_t>(t.rank()) == v.dims.size(), "input '%s': expected %s, got %s (rank differs)",
+             v.name.c_str(), want.c_str(), t.Describe().c_str());
+    for (size_t d = 0; d < v.dims.size(); ++d) {
+      const Dim& dim = v.dims[d];
+      int64_t got = t.shape()[d];
+      if (dim.IsStatic()) {
+        OT_CHECK(got == dim.value, "input '%s': expected %s, got %s (dimension %zu differs)", v.name.c_str(),
+                 want.c_str(), t.Describe().c_str(), d);
+      } else if (!dim.param.empty()) {
+        auto [sit, inserted] = symbols.emplace(dim.param, got);
+        OT_CHECK(inserted || sit->second == got,
+                 "input '%s': dimension '%s' is %lld here but %lld in another input", v.name.c_str(),
+                 dim.param.c_str(), (long long)got, (long long)sit->second);
+      }
+    }
+  }
+  for (const auto& [name, t] : feeds) {
+    if (g.FindInput(name)) continue;
+    std::string names;
+    for (const auto& v : g.inputs) names += (names.empty() ? "" : ", ") + v.name;
+    throw Error("'" + name + "' is not an input of the model; its inputs are: " + (names.empty() ? "(none)" : names));
+  }
+  for (const auto& [name, t] : feeds)
+    OT_CHECK(t.device() == options_.device, "input '%s' is on %s but the model runs on %s", name.c_str(),
+             t.device().ToString().c_str(), options_.device.ToString().c_str());
+}
+
+std::string Executor::PlanKey(const std::map<std::string, Tensor>& feeds, const std::vector<int>& fetch_ids) const {
+  std::ostringstream key;
+  for (const auto& v : model_->graph.inputs) {
+    const Tensor& t = feeds.at(v.name);
+    key << static_cast<int>(t.dtype()) << ShapeString(t.shape());
+    // Small integer inputs may be shapes (Reshape's target): their values shape the plan.
+    if ((t.dtype() == DType::kInt64 || t.dtype() == DType::kInt32) && t.numel() <= 8) {
+      HostTensor h = t.ToHost();
+      for (int64_t x : h.AsInt64s()) key << ',' << x;
+    }
+    key << ';';
+  }
+  for (int id : fetch_ids) key << id << ',';
+  return key.str();
+}
+
+
+std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, const std::vector<int>& fetch_ids,
+                                                    const RunOptions& options) {
+  const Graph& g = model_->graph;
+  auto plan = std::make_unique<Plan>();
+  plan->slots.resize(value_names_.size());
+  std::set<int> fetched(fetch_ids.begin(), fetch_ids.end());
+  const std::vector<StepBinding>& binds = binds_;
+  std::vector<BufferLifetime> lifetimes;
+  std::vector<int> planned_ids;
+
+  for (size_t step = 0; step < order_.size(); ++step) {
+    const Node& node = g.nodes[order_[step]];
+    auto def = KernelRegistry::Global().Find(node.domain, node.op_type, node_opsets_[order_[step]], options_.device.type);
+    plan->kernels.push_back(def->factory(KernelInfo{node, node_opsets_[order_[step]], options_.device}));
+    OpKernel& kernel = *plan->kernels.back();
+    KernelContext ctx = MakeContext(node, binds[step], slots, &rng_);
+    kernel.Prepare(ctx);
+    for (size_t k = 0; k < binds[step].outputs.size(); ++k) {
+      int id = binds[step].outputs[k];
+      if (id < 0) continue;
+      Tensor& spec = slots[static_cast<size_t>(id)];
+      OT_CHECK(spec.defined(), "%s: kernel did not declare output %zu ('%s')", node.Describe().c_str(), k,
+               value_names_[static_cast<size_t>(id)].c_str());
+      for (int64_t d : spec.shape())
+        OT_CHECK(d >= 0, "%s: output '%s' has a negative dimension", node.Describe().c_str(),
+                 value_names_[static_cast<size_t>(id)].c_str());
+      Plan::Slot& slot = plan->slots[static_cast<size_t>(id)];
+      slot.dtype = spec.dtype();
+      slot.shape = spec.shape();
+      slot.external = fetched.count(id) > 0;
+      spec = Tensor::Empty(slot.dtype, slot.shape, options_.device);
+      if (!slot.external) {
+        int last = std::max(static_cast<int>(step), last_use_[static_cast<size_t>(id)]);
+        lifetimes.push_back(BufferLifetime{spec.nbytes(), static_cast<int>(step), last});
+        planned_ids.push_back(id);
+      }
+    }
+    kernel.Compute(ctx);
+    if (options.on_value_ready)
+      for (int id : binds[step].outputs)
+        if (id >= 0) options.on_value_ready(value_names_[static_cast<size_t>(id)], slots[static_cast<size_t>(id)]);
+    // Free what no later step reads (unless fetched) so that tracing stays small too.
+    for (int id : binds[step].inputs) {
+      if (id < 0 || fetched.count(id) || last_use_[static_cast<size_t>(id)] != static_cast<int>(step)) continue;
+      if (state_[static_cast<size_t>(id)].defined() || g.FindInput(value_names_[static_cast<size_t>(id)])) continue;
+      slots[static_cast<size_t>(id)] = Tensor();
+    }
+  }
+  MemoryPlan mp = PlanMemory(lifetimes, kBufferAlignment);
+  for (size_t i = 0; i < planned_ids.size(); ++i) plan->slots[static_cast<size_t>(planned_ids[i])].offset = mp.offsets[i];
+  plan->arena = Tensor::Empty(DType::kUInt8, {static_cast<int64_t>(std::max<size_t>(mp.arena_bytes, 1))}, options_.device);
+  plan->stats.arena_bytes = mp.arena_bytes;
+  plan->stats.unplanned_bytes = mp.sum_of_buffers;
+  plan->stats.num_nodes = static_cast<int>(order_.size());
+  return plan;
+}
+
+std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds, const std::vector<std::string>& fetches,
+                                  const RunOptions& options) {
+  ValidateFeeds(feeds);
+  const std::vector<std::string>& names = fetches.empty() ? output_names_ : fetches;
+  std::vector<int> fetch_ids;
+  for (const auto& n : names) {
+    auto it = value_ids_.find(n);
+    OT_CHECK(it != value_ids_.end(), "cannot fetch '%s': the model has no value of that name", n.c_str());
+    fetch_ids.push_back(it->second);
+  }
+  std::vector<Tensor> slots = state_;
+  for (const auto& [name, t] : feeds) slots[static_cast<size_t>(value_ids_.at(name))] = t;
+
+  const Graph& g = model_->graph;
+  std::string key = PlanKey(feeds, fetch_ids);
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    auto plan = BuildPlan(slots, fetch_ids, options);
+    last_stats_ = plan->stats;
+    plans_[key] = std::move(plan);
+  } else {
+    Plan& plan = *it->second;
+    last_stats_ = plan.stats;
+    const std::vector<StepBinding>& binds = binds_;
+    uint8_t* arena = plan.arena.data<uint8_t>();
+    for (size_t step = 0; step < order_.size(); ++step) {
+      for (int id : binds[step].outputs) {
+        if (id < 0) continue;
+        const Plan::Slot& s = plan.slots[static_cast<size_t>(id)];
+        slots[static_cast<size_t>(id)] = s.external ? Tensor::Empty(s.dtype, s.shape, options_.device)
+                                                    : Tensor::View(s.dtype, s.shape, arena + s.offset, options_.device);
+      }
+      KernelContext ctx = MakeContext(g.nodes[order_[step]], binds[step], slots, &rng_);
+      plan.kernels[step]->Compute(ctx);
+      if (options.on_value_ready)
+        for (int id : binds[step].outputs)
+          if (id >= 0) options.on_value_ready(value_names_[static_cast<size_t>(id)], slots[static_cast<size_t>(id)]);
+    }
+  }
+  std::vector<Tensor> out;
+  for (int id : fetch_ids) {
+    const Tensor& t = slots[static_cast<size_t>(id)];
+    // Fetched node outputs were allocated for this run; state and inputs are copied.
+    bool fresh = !state_[static_cast<size_t>(id)].defined() && !g.FindInput(value_names_[static_cast<size_t>(id)]);
+    out.push_back(fresh ? t : t.Clone());
+  }
+  return out;
+}
+
+}  // namespace ot

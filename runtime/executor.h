@@ -1,0 +1,86 @@
+// Executor: runs a model's graph on one device. The first run for a given set of input
+// shapes traces the graph (kernels prepared, output shapes found) and makes a static,
+// liveness-based memory plan; later runs with the same shapes only execute.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "runtime/kernel.h"
+#include "runtime/tensor.h"
+
+namespace ot {
+
+struct ExecutorOptions {
+  Device device = Device::CPU();
+  int num_threads = 0;  // 0: leave the library default
+  uint64_t seed = 0;    // for random ops (Dropout in training mode)
+};
+
+struct RunOptions {
+  // Called as each value is produced (after its node ran), in execution order.
+  std::function<void(const std::string& name, const Tensor& value)> on_value_ready;
+};
+
+struct PlanStats {
+  size_t arena_bytes = 0;       // planned buffer memory for intermediate values
+  size_t unplanned_bytes = 0;   // what one buffer per value would take
+  int num_nodes = 0;
+};
+
+class Executor {
+ public:
+  // Value ids read and written by one step (-1: absent optional).
+  struct StepBinding {
+    std::vector<int> inputs;
+    std::vector<int> outputs;
+  };
+
+  // Throws ot::UnsupportedError listing every node whose op has no kernel on the device.
+  Executor(const Model& model, ExecutorOptions options = {});
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Runs the graph. `feeds` are the graph inputs by name; `fetches` the values to return
+  // (default: the graph outputs), in that order. Validates names, types and shapes.
+  std::vector<Tensor> Run(const std::map<std::string, Tensor>& feeds, const std::vector<std::string>& fetches = {},
+                          const RunOptions& options = {});
+
+  const Model& model() const { return *model_; }
+  const ExecutorOptions& options() const { return options_; }
+  // Persistent tensors (initializers), updated in place by training graphs.
+  Tensor* FindState(const std::string& name);
+  const std::vector<std::string>& OutputNames() const { return output_names_; }
+  PlanStats LastPlanStats() const { return last_stats_; }
+  size_t NumPlans() const { return plans_.size(); }
+
+ private:
+  struct Plan;
+  std::unique_ptr<Plan> BuildPlan(std::vector<Tensor>& slots, const std::vector<int>& fetch_ids,
+                                  const RunOptions& options);
+  void ValidateFeeds(const std::map<std::string, Tensor>& feeds) const;
+  std::string PlanKey(const std::map<std::string, Tensor>& feeds, const std::vector<int>& fetch_ids) const;
+
+  std::unique_ptr<Model> model_;
+  ExecutorOptions options_;
+  std::vector<size_t> order_;                  // node indices, topological
+  std::map<std::string, int> value_ids_;
+  std::vector<std::string> value_names_;
+  std::vector<Tensor> state_;                  // by value id; defined for initializers
+  std::vector<int64_t> node_opsets_;
+  std::vector<StepBinding> binds_;             // by step
+  std::vector<int> last_use_;                  // by value id: last step that reads it (-1: none)
+  std::vector<std::string> output_names_;
+  std::map<std::string, std::unique_ptr<Plan>> plans_;
+  PlanStats last_stats_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace ot

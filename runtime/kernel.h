@@ -1,0 +1,82 @@
+// OpKernel: the unit of execution. A kernel is made once per node and per plan (input
+// shapes); Prepare() declares output types and shapes and builds whatever the library
+// needs (oneDNN primitives, cuDNN descriptors); Compute() runs it on bound buffers.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graph/error.h"
+#include "graph/ir.h"
+#include "runtime/tensor.h"
+
+namespace ot {
+
+struct KernelInfo {
+  const Node& node;
+  int64_t opset;
+  Device device;
+};
+
+// What a kernel sees while it prepares or runs.
+class KernelContext {
+ public:
+  KernelContext(const Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor*> outputs,
+                std::mt19937_64* rng)
+      : node_(node), inputs_(std::move(inputs)), outputs_(std::move(outputs)), rng_(rng) {}
+
+  const Node& node() const { return node_; }
+  int NumInputs() const { return static_cast<int>(inputs_.size()); }
+  // nullptr for an absent optional input.
+  const Tensor* OptionalInput(int i) const { return i < NumInputs() ? inputs_[static_cast<size_t>(i)] : nullptr; }
+  const Tensor& Input(int i) const {
+    const Tensor* t = OptionalInput(i);
+    if (!t) throw Error(node_.Describe() + ": required input " + std::to_string(i) + " is missing");
+    return *t;
+  }
+  int NumOutputs() const { return static_cast<int>(outputs_.size()); }
+  bool HasOutput(int i) const { return i < NumOutputs() && outputs_[static_cast<size_t>(i)] != nullptr; }
+  // The bound output buffer (Compute) or the tensor whose spec Prepare fills.
+  Tensor& Output(int i) const {
+    if (!HasOutput(i)) throw Error(node_.Describe() + ": output " + std::to_string(i) + " is not requested");
+    return *outputs_[static_cast<size_t>(i)];
+  }
+  // Prepare: declares the type and shape of output i (ignored when not requested).
+  void SetOutput(int i, DType dtype, Shape shape) {
+    if (HasOutput(i)) *outputs_[static_cast<size_t>(i)] = Tensor::View(dtype, std::move(shape), nullptr);
+  }
+  std::mt19937_64& rng() const { return *rng_; }
+
+ private:
+  const Node& node_;
+  std::vector<const Tensor*> inputs_;
+  std::vector<Tensor*> outputs_;
+  std::mt19937_64* rng_;
+};
+
+class OpKernel {
+ public:
+  explicit OpKernel(const KernelInfo& info) : node_(info.node), opset_(info.opset), device_(info.device) {}
+  virtual ~OpKernel() = default;
+  // Declares every requested output with SetOutput; inputs hold real data here (so shape
+  // tensors can be read). Throws ot::Error, or ot::UnsupportedError for a data type or
+  // attribute this kernel does not handle.
+  virtual void Prepare(KernelContext& ctx) = 0;
+  // Computes into the bound outputs. Must not keep pointers from one call to the next.
+  virtual void Compute(KernelContext& ctx) = 0;
+
+ protected:
+  // Error helpers that name the node.
+  [[noreturn]] void Fail(const std::string& what) const { throw Error(node_.Describe() + ": " + what); }
+  [[noreturn]] void Unsupported(const std::string& what) const {
+    throw UnsupportedError(node_.op_type + ": " + what);
+  }
+
+  const Node& node_;
+  int64_t opset_;
+  Device device_;
+};
+
+}  // namespace ot

@@ -1,0 +1,21 @@
+// Helpers shared by the tests: comparing tensors with tolerances, locating test data.
+#pragma once
+
+#include <string>
+
+#include "graph/host_tensor.h"
+
+namespace ot {
+namespace testing {
+
+// Empty when equal within tolerance (|a-b| <= atol + rtol*|b|, NaNs equal); otherwise a
+// sentence naming the first offending element and the worst error.
+std::string CompareTensors(const HostTensor& expected, const HostTensor& actual, double rtol, double atol);
+// Folder of ONNX's backend test data (env ONNXTRAIN_TESTDATA overrides).
+std::string OnnxTestDataDir();
+// The onnx-train binary and the source tree, from the build (set by CMake).
+std::string OnnxTrainBinary();
+std::string SourceDir();
+
+}  // namespace testing
+}  // namespace ot

@@ -1,0 +1,29 @@
+// A small command-line parser: positional arguments and --flag VALUE / --flag=VALUE /
+// boolean --flag, with repeated flags kept in order. Unknown flags are errors.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ot {
+
+class Args {
+ public:
+  // `value_flags` take a value; `bool_flags` do not. Throws ot::Error on unknown flags.
+  Args(const std::vector<std::string>& argv, const std::set<std::string>& value_flags,
+       const std::set<std::string>& bool_flags);
+  const std::vector<std::string>& positional() const { return positional_; }
+  bool Has(const std::string& flag) const { return values_.count(flag) != 0; }
+  std::string Get(const std::string& flag, const std::string& fallback = "") const;
+  std::vector<std::string> GetAll(const std::string& flag) const;
+  int64_t GetInt(const std::string& flag, int64_t fallback) const;
+  double GetDouble(const std::string& flag, double fallback) const;
+
+ private:
+  std::vector<std::string> positional_;
+  std::map<std::string, std::vector<std::string>> values_;
+};
+
+}  // namespace ot
