@@ -15,6 +15,7 @@
 #include "models/reference_models.h"
 #include "runtime/executor.h"
 #include "tools/args.h"
+#include "train/image_dataset.h"
 
 namespace ot {
 namespace {
@@ -27,6 +28,8 @@ const char* kUsage =
     "      run the forward pass; writes each graph output as DIR/<output>.pb (binary TensorProto)\n"
     "  make-model resnet34|simplenn -o FILE [--input CxHxW] [--classes K] [--seed S]\n"
     "      write a reference model as ONNX\n"
+    "  dump-batch [--data fashion-mnist|mnist:DIR] [--split test|train] [--count N] [--offset K] -o DIR\n"
+    "      write a normalised batch as DIR/input.pb (float [N,C,H,W]) and DIR/labels.pb (int64 [N])\n"
     "  check MODEL.onnx\n"
     "      load, check and shape-infer a model; print its inputs, outputs and ops\n";
 
@@ -117,6 +120,24 @@ int CmdMakeModel(const std::vector<std::string>& argv) {
   return 0;
 }
 
+int CmdDumpBatch(const std::vector<std::string>& argv) {
+  Args args(argv, {"data", "split", "count", "offset", "o"}, {});
+  OT_CHECK(args.positional().empty(), "dump-batch takes no positional arguments");
+  OT_CHECK(args.Has("o"), "dump-batch needs -o DIR");
+  ImageDataset ds = LoadImageDataset(args.Get("data", "fashion-mnist"), args.Get("split", "test"));
+  int64_t count = args.GetInt("count", 8), offset = args.GetInt("offset", 0);
+  OT_CHECK(count > 0 && offset >= 0 && offset + count <= ds.count, "--offset %lld --count %lld is outside the %lld samples",
+           (long long)offset, (long long)count, (long long)ds.count);
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < count; ++i) idx.push_back(offset + i);
+  std::string dir = args.Get("o");
+  EnsureDir(dir);
+  WriteTensorFile(ds.Images(idx), dir + "/input.pb");
+  WriteTensorFile(ds.Labels(idx), dir + "/labels.pb");
+  std::cout << "wrote " << count << " " << ds.name << " samples to " << dir << "/input.pb and " << dir << "/labels.pb\n";
+  return 0;
+}
+
 int CmdCheck(const std::vector<std::string>& argv) {
   Args args(argv, {}, {});
   OT_CHECK(args.positional().size() == 1, "check needs exactly one MODEL.onnx");
@@ -145,6 +166,7 @@ int Main(int argc, char** argv) {
   if (cmd == "infer") return CmdInfer(rest);
   if (cmd == "make-model") return CmdMakeModel(rest);
   if (cmd == "check") return CmdCheck(rest);
+  if (cmd == "dump-batch") return CmdDumpBatch(rest);
   throw Error("unknown command '" + cmd + "'; training arrives with the trainer issue. Commands now: infer, make-model, check");
 }
 
