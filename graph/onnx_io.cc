@@ -166,9 +166,23 @@ void ModelToProto(const Model& m, onnx::ModelProto* proto) {
       ValueInfoToProto(v, g->add_input());
     }
   }
-  for (const auto& v : m.graph.outputs) ValueInfoToProto(v, g->add_output());
-  for (const auto& [name, v] : m.graph.value_info) ValueInfoToProto(v, g->add_value_info());
-  for (const auto& n : m.graph.nodes) {
+  for (const auto& v : m.graph.outputs) {
+    // The checker wants a shape on graph outputs: take the inferred one when missing.
+    auto inferred = m.graph.value_info.find(v.name);
+    bool use_inferred = !v.has_shape && inferred != m.graph.value_info.end() && inferred->second.has_shape;
+    ValueInfoToProto(use_inferred ? inferred->second : v, g->add_output());
+  }
+  for (const auto& [name, v] : m.graph.value_info)
+    if (v.dtype != DType::kUndefined) ValueInfoToProto(v, g->add_value_info());
+  // ONNX wants nodes topologically sorted; passes may append nodes in any order.
+  std::vector<size_t> order;
+  try {
+    order = m.graph.TopologicalOrder();
+  } catch (const Error&) {
+    for (size_t i = 0; i < m.graph.nodes.size(); ++i) order.push_back(i);  // the checker will say what is wrong
+  }
+  for (size_t index : order) {
+    const Node& n = m.graph.nodes[index];
     auto* pn = g->add_node();
     pn->set_name(n.name);
     pn->set_op_type(n.op_type);
