@@ -1,0 +1,252 @@
+// The autodiff pass.
+#include "graph/autodiff.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "graph/error.h"
+#include "graph/gradient_registry.h"
+
+namespace ot {
+
+namespace {
+
+std::string GraphOutputList(const Graph& g) {
+  std::string s;
+  for (const auto& o : g.outputs) s += (s.empty() ? "" : ", ") + o.name;
+  return s;
+}
+
+const ValueInfo* FindValue(const Graph& g, const std::string& name) {
+  for (const auto& o : g.outputs) if (o.name == name) return &o;
+  auto it = g.value_info.find(name);
+  return it == g.value_info.end() ? nullptr : &it->second;
+}
+
+// Attaches SoftmaxCrossEntropyLoss(mean) to the logits; returns the loss name.
+std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* labels) {
+  Graph& g = m.graph;
+  OT_CHECK(!g.outputs.empty(), "the model has no outputs to attach a loss to");
+  std::string logits = options.logits_output.empty() ? g.outputs[0].name : options.logits_output;
+  const ValueInfo* info = FindValue(g, logits);
+  OT_CHECK(info, "cannot attach the loss: '%s' is not a value of the model; outputs are: %s", logits.c_str(),
+           GraphOutputList(g).c_str());
+  OT_CHECK(info->dtype == DType::kFloat32, "cannot attach the loss to '%s': it is %s, not float logits",
+           logits.c_str(), DTypeName(info->dtype).c_str());
+  OT_CHECK(!info->has_shape || info->dims.size() >= 2,
+           "cannot attach the loss to '%s' of shape %s: logits need shape [N, C] or [N, C, d1, ...]", logits.c_str(),
+           info->ShapeString().c_str());
+  OT_CHECK(m.OpsetFor("") >= 12,
+           "the model uses opset %lld; the attached SoftmaxCrossEntropyLoss needs opset 12 or later "
+           "(export with opset_version >= 12)",
+           (long long)m.OpsetFor(""));
+  ValueInfo lab;
+  lab.name = options.labels_name;
+  OT_CHECK(!g.FindInput(lab.name) && !g.FindInitializer(lab.name), "the model already has a value named '%s'",
+           lab.name.c_str());
+  lab.dtype = DType::kInt64;
+  if (info->has_shape) {
+    lab.has_shape = true;
+    lab.dims.push_back(info->dims[0]);
+    for (size_t d = 2; d < info->dims.size(); ++d) lab.dims.push_back(info->dims[d]);
+  }
+  g.inputs.push_back(lab);
+  Node sce;
+  sce.name = "loss/SoftmaxCrossEntropyLoss";
+  sce.op_type = "SoftmaxCrossEntropyLoss";
+  sce.inputs = {logits, lab.name};
+  sce.outputs = {"loss", "loss/log_prob"};
+  sce.SetString("reduction", "mean");
+  g.nodes.push_back(sce);
+  ValueInfo loss;
+  loss.name = "loss";
+  loss.dtype = DType::kFloat32;
+  loss.has_shape = true;
+  g.outputs.insert(g.outputs.begin(), loss);
+  *labels = lab.name;
+  return "loss";
+}
+
+}  // namespace
+
+std::vector<std::string> DefaultTrainableParams(const Model& model, const std::vector<std::string>& freeze) {
+  std::set<std::string> excluded(freeze.begin(), freeze.end());
+  for (const auto& n : model.graph.nodes)
+    if (n.op_type == "BatchNormalization" && n.domain.empty())
+      for (int i : {3, 4})
+        if (n.HasInput(i)) excluded.insert(n.inputs[static_cast<size_t>(i)]);
+  for (const auto& f : freeze)
+    OT_CHECK(model.graph.FindInitializer(f), "--freeze names '%s', which is not an initializer of the model",
+             f.c_str());
+  std::vector<std::string> out;
+  for (const auto& t : model.graph.initializers)
+    if (t.dtype == DType::kFloat32 && !excluded.count(t.name)) out.push_back(t.name);
+  return out;
+}
+
+TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& options) {
+  TrainingGraph tg;
+  tg.model = forward;
+  Model& m = tg.model;
+  Graph& g = m.graph;
+
+  // 1. The loss.
+  if (!options.loss_output.empty()) {
+    OT_CHECK(FindValue(g, options.loss_output) != nullptr && std::any_of(g.outputs.begin(), g.outputs.end(),
+                                                                           [&](const ValueInfo& v) { return v.name == options.loss_output; }),
+             "the loss output '%s' does not exist; the model's outputs are: %s", options.loss_output.c_str(),
+             GraphOutputList(g).c_str());
+    tg.loss = options.loss_output;
+  } else if (!g.outputs.empty() && g.outputs[0].has_shape && g.outputs[0].dims.empty() &&
+             g.outputs[0].dtype == DType::kFloat32) {
+    tg.loss = g.outputs[0].name;  // the model ends in a scalar loss
+  } else {
+    tg.loss = AttachLoss(m, options, &tg.labels);
+  }
+  // The loss gradient needs SoftmaxCrossEntropyLoss's log_prob output.
+  for (auto& n : g.nodes)
+    if (n.op_type == "SoftmaxCrossEntropyLoss" && n.domain.empty() && !n.HasOutput(1)) {
+      n.outputs.resize(2);
+      n.outputs[1] = n.outputs[0] + "/log_prob";
+    }
+
+  // 2. Trainable parameters.
+  tg.params = DefaultTrainableParams(m, options.freeze);
+  OT_CHECK(!tg.params.empty(), "the model has no trainable float initializers (nothing to train)%s",
+           options.freeze.empty() ? "" : "; --freeze excluded all of them");
+
+  // 3. Reachability: forward from the parameters, backward from the loss.
+  const std::vector<size_t> order = g.TopologicalOrder();
+  GradientRegistry& registry = GradientRegistry::Global();
+  std::set<std::string> from_params(tg.params.begin(), tg.params.end());
+  auto stop_inputs = [&](const Node& n) -> std::set<int> {
+    const GradientRuleDef* def = registry.Find(n.domain, n.op_type, m.OpsetFor(n.domain));
+    return def ? std::set<int>(def->stop_gradient_inputs.begin(), def->stop_gradient_inputs.end()) : std::set<int>{};
+  };
+  std::vector<bool> active(g.nodes.size(), false);
+  for (size_t idx : order) {
+    const Node& n = g.nodes[idx];
+    std::set<int> stops = stop_inputs(n);
+    for (int i = 0; i < n.NumInputs(); ++i)
+      if (n.HasInput(i) && !stops.count(i) && from_params.count(n.inputs[static_cast<size_t>(i)])) active[idx] = true;
+    if (active[idx])
+      for (const auto& o : n.outputs)
+        if (!o.empty()) from_params.insert(o);
+  }
+  OT_CHECK(from_params.count(tg.loss), "the loss '%s' does not depend on any trainable parameter", tg.loss.c_str());
+  std::set<std::string> to_loss = {tg.loss};
+  std::vector<size_t> on_path;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Node& n = g.nodes[*it];
+    bool feeds_loss = std::any_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) { return to_loss.count(o) > 0; });
+    if (!feeds_loss || !active[*it]) continue;
+    on_path.push_back(*it);  // reverse topological order
+    for (const auto& in : n.inputs)
+      if (!in.empty()) to_loss.insert(in);
+  }
+  std::vector<std::string> missing;
+  for (size_t idx : on_path) {
+    const Node& n = g.nodes[idx];
+    if (!registry.Find(n.domain, n.op_type, m.OpsetFor(n.domain)))
+      missing.push_back(n.Describe() + " at opset " + std::to_string(m.OpsetFor(n.domain)));
+  }
+  if (!missing.empty()) {
+    std::string msg = "no gradient rule for " + std::to_string(missing.size()) + " node(s) between the parameters and the loss: ";
+    for (size_t i = 0; i < missing.size(); ++i) msg += (i ? "; " : "") + missing[i];
+    throw Error(msg + ". Freeze the parameters before them (--freeze) or use supported ops.");
+  }
+
+  // 4. Reverse walk.
+  std::map<std::string, std::vector<std::string>> grads;  // value -> partial gradients
+  std::vector<Node> emitted;
+  std::vector<HostTensor> constants;
+  int counter = 0;
+  HostTensor seed = HostTensor::FromVector<float>({1.f}, {}, tg.loss + "/grad_seed");
+  constants.push_back(seed);
+  grads[tg.loss].push_back(seed.name);
+  auto sum_partials = [&](const std::string& value, const std::string& out_name) -> std::string {
+    std::vector<std::string>& parts = grads[value];
+    if (parts.empty()) return "";
+    if (parts.size() == 1 && out_name.empty()) return parts[0];
+    Node sum;
+    sum.name = value + "/grad/Sum";
+    sum.op_type = parts.size() == 1 ? "Identity" : "Sum";
+    sum.inputs = parts;
+    sum.outputs = {out_name.empty() ? value + "/grad" : out_name};
+    emitted.push_back(sum);
+    parts = {sum.outputs[0]};
+    return sum.outputs[0];
+  };
+  for (size_t idx : on_path) {
+    const Node& n = g.nodes[idx];
+    const GradientRuleDef* def = registry.Find(n.domain, n.op_type, m.OpsetFor(n.domain));
+    std::vector<std::string> go;
+    bool any = false;
+    for (const auto& o : n.outputs) {
+      go.push_back(o.empty() ? "" : sum_partials(o, ""));
+      any = any || !go.back().empty();
+    }
+    if (!any) continue;
+    std::set<int> stops(def->stop_gradient_inputs.begin(), def->stop_gradient_inputs.end());
+    std::vector<bool> need(n.inputs.size(), false);
+    std::vector<std::string> gi(n.inputs.size());
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      need[i] = !n.inputs[i].empty() && !stops.count(static_cast<int>(i)) && from_params.count(n.inputs[i]) &&
+                to_loss.count(n.inputs[i]);
+      if (need[i]) gi[i] = n.inputs[i] + "/grad_from/" + (n.name.empty() ? n.op_type : n.name) + "_" + std::to_string(i);
+    }
+    size_t first_new = emitted.size();
+    GradientBuilder builder(n, m.OpsetFor(n.domain), go, need, gi, &emitted, &constants, &counter);
+    def->rule(builder);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (!need[i]) continue;
+      bool written = false;
+      for (size_t e = first_new; e < emitted.size(); ++e)
+        for (const auto& o : emitted[e].outputs) written = written || o == gi[i];
+      OT_CHECK(written, "internal error: the gradient rule of %s did not produce the gradient of input %zu",
+               n.Describe().c_str(), i);
+      grads[n.inputs[i]].push_back(gi[i]);
+    }
+  }
+
+  // 5. Parameter gradients, named "<param>/grad".
+  std::vector<std::string> kept;
+  for (const auto& p : tg.params) {
+    if (grads[p].empty()) continue;  // the loss does not depend on it
+    std::string name = p + "/grad";
+    std::vector<std::string>& parts = grads[p];
+    if (parts.size() == 1) {
+      // Rename the single partial at its producer instead of copying it.
+      for (auto& e : emitted)
+        for (auto& o : e.outputs)
+          if (o == parts[0]) o = name;
+      for (auto& e : emitted)
+        for (auto& i : e.inputs)
+          if (i == parts[0]) i = name;
+    } else {
+      sum_partials(p, name);
+    }
+    kept.push_back(p);
+    tg.grads.push_back(name);
+  }
+  tg.params = kept;
+
+  for (auto& e : emitted) {
+    if (e.domain == kGradDomain) m.opsets[kGradDomain] = 1;
+    g.nodes.push_back(std::move(e));
+  }
+  for (auto& c : constants) g.initializers.push_back(std::move(c));
+  for (size_t i = 0; i < tg.params.size(); ++i) {
+    const HostTensor* t = g.FindInitializer(tg.params[i]);
+    ValueInfo v;
+    v.name = tg.grads[i];
+    v.dtype = t->dtype;
+    v.has_shape = true;
+    for (int64_t d : t->dims) v.dims.push_back(Dim{d, ""});
+    g.outputs.push_back(v);
+  }
+  return tg;
+}
+
+}  // namespace ot

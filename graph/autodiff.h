@@ -1,0 +1,36 @@
+// The autodiff pass: forward model -> training model (forward, loss, backward) that is
+// itself a valid ONNX model. Reachability first (nodes on a path from a trainable
+// initializer to the loss), then one reverse walk that asks the GradientRegistry for each
+// node's gradient nodes and sums gradients at fan-out.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace ot {
+
+struct AutodiffOptions {
+  std::vector<std::string> freeze;  // initializers that stay fixed
+  std::string loss_output;          // an existing scalar loss output; "" = detect or attach
+  std::string logits_output;        // where to attach the loss; "" = the first graph output
+  std::string labels_name = "labels";
+};
+
+struct TrainingGraph {
+  Model model;                      // graph outputs: loss, the forward outputs, then grads
+  std::string loss;                 // scalar loss value
+  std::string labels;               // the labels input added for the loss ("" if the model had a loss)
+  std::vector<std::string> params;  // trainable initializers, in initializer order
+  std::vector<std::string> grads;   // gradient value of each param
+};
+
+// Float initializers except BatchNormalization running statistics, minus `freeze`.
+std::vector<std::string> DefaultTrainableParams(const Model& model, const std::vector<std::string>& freeze);
+
+// Throws ot::Error for: no trainable initializers, a loss output that does not exist,
+// a missing gradient rule (one message naming every op and node without one).
+TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& options = {});
+
+}  // namespace ot

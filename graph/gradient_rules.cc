@@ -1,0 +1,147 @@
+// Gradient rules of the standard ops, one small function each. Gradient ops that ONNX
+// lacks are emitted in kGradDomain and have kernels in runtime/cpu/gradient_kernels.cc.
+#include "graph/gradient_registry.h"
+
+namespace ot {
+
+namespace {
+
+using B = GradientBuilder;
+
+// Writes grad (already the right shape) to GI(i), reducing a broadcast one.
+void WriteBroadcastGrad(B& b, const std::string& grad, int i) {
+  std::string shape = b.Emit("Shape", {b.I(i)}, {b.Temp("shape")});
+  b.Emit("SumToShape", {grad, shape}, {b.GI(i)}, kGradDomain);
+}
+
+void IdentityGrad(B& b) { b.Emit("Identity", {b.GO(0)}, {b.GI(0)}); }
+
+// Ops that only change the shape: the gradient is GO reshaped to the input's shape.
+void ReshapeLikeInputGrad(B& b) {
+  std::string shape = b.Emit("Shape", {b.I(0)}, {b.Temp("shape")});
+  b.Emit("Reshape", {b.GO(0), shape}, {b.GI(0)});
+}
+
+// Activations whose gradient needs the output (Relu, Sigmoid, Tanh) or the input.
+void ActivationFromOutputGrad(B& b) {
+  b.Emit(b.node().op_type + "Grad", {b.GO(0), b.O(0)}, {b.GI(0)}, kGradDomain);
+}
+void LeakyReluGrad(B& b) {
+  b.Emit("LeakyReluGrad", {b.GO(0), b.I(0)}, {b.GI(0)}, kGradDomain,
+         {{"alpha", B::AttrFloat(b.node().GetFloat("alpha", 0.01f))}});
+}
+
+void AddGrad(B& b) {
+  for (int i : {0, 1})
+    if (b.NeedGI(i)) WriteBroadcastGrad(b, b.GO(0), i);
+}
+void SubGrad(B& b) {
+  if (b.NeedGI(0)) WriteBroadcastGrad(b, b.GO(0), 0);
+  if (b.NeedGI(1)) WriteBroadcastGrad(b, b.Emit("Neg", {b.GO(0)}, {b.Temp("neg")}), 1);
+}
+void MulGrad(B& b) {
+  if (b.NeedGI(0)) WriteBroadcastGrad(b, b.Emit("Mul", {b.GO(0), b.I(1)}, {b.Temp("mul")}), 0);
+  if (b.NeedGI(1)) WriteBroadcastGrad(b, b.Emit("Mul", {b.GO(0), b.I(0)}, {b.Temp("mul")}), 1);
+}
+void DivGrad(B& b) {
+  if (b.NeedGI(0)) WriteBroadcastGrad(b, b.Emit("Div", {b.GO(0), b.I(1)}, {b.Temp("div")}), 0);
+  if (b.NeedGI(1)) {
+    // d(a/b)/db = -(a/b)/b
+    std::string t = b.Emit("Mul", {b.GO(0), b.O(0)}, {b.Temp("mul")});
+    t = b.Emit("Div", {t, b.I(1)}, {b.Temp("div")});
+    WriteBroadcastGrad(b, b.Emit("Neg", {t}, {b.Temp("neg")}), 1);
+  }
+}
+
+// Y = alpha * op(A) * op(B) + beta * C
+void GemmGrad(B& b) {
+  const Node& n = b.node();
+  const int64_t ta = n.GetInt("transA", 0), tb = n.GetInt("transB", 0);
+  const float alpha = n.GetFloat("alpha", 1.f), beta = n.GetFloat("beta", 1.f);
+  auto gemm = [&](const std::string& x, const std::string& y, int64_t tx, int64_t ty, const std::string& out) {
+    b.Emit("Gemm", {x, y}, {out}, "",
+           {{"transA", B::AttrInt(tx)}, {"transB", B::AttrInt(ty)}, {"alpha", B::AttrFloat(alpha)}});
+  };
+  if (b.NeedGI(0)) {
+    if (ta == 0) gemm(b.GO(0), b.I(1), 0, tb ? 0 : 1, b.GI(0));
+    else gemm(b.I(1), b.GO(0), tb, 1, b.GI(0));
+  }
+  if (b.NeedGI(1)) {
+    if (tb == 0) gemm(b.I(0), b.GO(0), ta ? 0 : 1, 0, b.GI(1));
+    else gemm(b.GO(0), b.I(0), 1, ta, b.GI(1));
+  }
+  if (b.NeedGI(2)) {
+    std::string g = b.GO(0);
+    if (beta != 1.f) g = b.Emit("Mul", {g, b.ConstantFloat(beta, "beta")}, {b.Temp("scaled")});
+    WriteBroadcastGrad(b, g, 2);
+  }
+}
+
+// Y = A @ B with numpy semantics for rank >= 2 (batch dims broadcast).
+void MatMulGrad(B& b) {
+  // Transposing the last two axes needs the rank; MatMulTransposeLast swaps them at run time.
+  if (b.NeedGI(0)) {
+    std::string bt = b.Emit("TransposeLastTwo", {b.I(1)}, {b.Temp("bt")}, kGradDomain);
+    WriteBroadcastGrad(b, b.Emit("MatMul", {b.GO(0), bt}, {b.Temp("ga")}), 0);
+  }
+  if (b.NeedGI(1)) {
+    std::string at = b.Emit("TransposeLastTwo", {b.I(0)}, {b.Temp("at")}, kGradDomain);
+    WriteBroadcastGrad(b, b.Emit("MatMul", {at, b.GO(0)}, {b.Temp("gb")}), 1);
+  }
+}
+
+void TransposeGrad(B& b) {
+  std::vector<int64_t> perm = b.node().GetInts("perm");
+  std::map<std::string, Attribute> attrs;
+  if (!perm.empty()) {
+    std::vector<int64_t> inv(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+    attrs["perm"] = B::AttrInts(inv);
+  }
+  b.Emit("Transpose", {b.GO(0)}, {b.GI(0)}, "", attrs);
+}
+
+void SoftmaxCrossEntropyLossGrad(B& b) {
+  const Node& n = b.node();
+  std::vector<std::string> ins = {b.GO(0), b.O(1), b.I(1)};
+  if (n.HasInput(2)) ins.push_back(b.I(2));
+  std::map<std::string, Attribute> attrs = {{"reduction", B::AttrString(n.GetString("reduction", "mean"))}};
+  if (n.HasAttr("ignore_index")) attrs["ignore_index"] = B::AttrInt(n.GetInt("ignore_index", 0));
+  b.Emit("SoftmaxCrossEntropyLossGrad", ins, {b.GI(0)}, kGradDomain, attrs);
+}
+
+void NegativeLogLikelihoodLossGrad(B& b) {
+  const Node& n = b.node();
+  std::vector<std::string> ins = {b.GO(0), b.I(0), b.I(1)};
+  if (n.HasInput(2)) ins.push_back(b.I(2));
+  std::map<std::string, Attribute> attrs = {{"reduction", B::AttrString(n.GetString("reduction", "mean"))}};
+  if (n.HasAttr("ignore_index")) attrs["ignore_index"] = B::AttrInt(n.GetInt("ignore_index", 0));
+  b.Emit("NegativeLogLikelihoodLossGrad", ins, {b.GI(0)}, kGradDomain, attrs);
+}
+
+void Register(GradientRegistry& r, const std::string& op, int64_t since, int64_t until, GradientRule rule,
+              std::vector<int> stops = {}) {
+  r.Register(GradientRuleDef{"", op, since, until, std::move(stops), std::move(rule)});
+}
+
+}  // namespace
+
+void RegisterStandardGradientRules(GradientRegistry& r) {
+  constexpr int64_t kAny = 1 << 30;
+  Register(r, "Identity", 1, kAny, IdentityGrad);
+  for (const char* op : {"Flatten", "Reshape", "Squeeze", "Unsqueeze"})
+    Register(r, op, 1, kAny, ReshapeLikeInputGrad, {1});
+  for (const char* op : {"Relu", "Sigmoid", "Tanh"}) Register(r, op, 6, kAny, ActivationFromOutputGrad);
+  Register(r, "LeakyRelu", 6, kAny, LeakyReluGrad);
+  Register(r, "Add", 7, kAny, AddGrad);
+  Register(r, "Sub", 7, kAny, SubGrad);
+  Register(r, "Mul", 7, kAny, MulGrad);
+  Register(r, "Div", 7, kAny, DivGrad);
+  Register(r, "Gemm", 7, kAny, GemmGrad);
+  Register(r, "MatMul", 1, kAny, MatMulGrad);
+  Register(r, "Transpose", 1, kAny, TransposeGrad);
+  Register(r, "SoftmaxCrossEntropyLoss", 12, kAny, SoftmaxCrossEntropyLossGrad, {1, 2});
+  Register(r, "NegativeLogLikelihoodLoss", 12, kAny, NegativeLogLikelihoodLossGrad, {1, 2});
+}
+
+}  // namespace ot

@@ -1,0 +1,190 @@
+// Autodiff tests: gradients of the training graph against central finite differences,
+// export/reload round trip, and the errors of the pass.
+#include <cmath>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "graph/autodiff.h"
+#include "graph/error.h"
+#include "graph/onnx_io.h"
+#include "runtime/executor.h"
+
+namespace ot {
+namespace {
+
+class ModelBuilder {
+ public:
+  ModelBuilder() { m_.opsets[""] = 13; }
+  ModelBuilder& Input(const std::string& name, DType t, std::vector<int64_t> dims) {
+    ValueInfo v;
+    v.name = name;
+    v.dtype = t;
+    v.has_shape = true;
+    for (int64_t d : dims) v.dims.push_back(Dim{d, ""});
+    m_.graph.inputs.push_back(v);
+    return *this;
+  }
+  ModelBuilder& Param(const std::string& name, std::vector<int64_t> dims, float lo, float hi) {
+    HostTensor t(DType::kFloat32, dims, name);
+    std::uniform_real_distribution<float> u(lo, hi);
+    for (int64_t i = 0; i < t.NumElements(); ++i) t.Data<float>()[i] = u(rng_);
+    m_.graph.initializers.push_back(t);
+    return *this;
+  }
+  Node& Op(const std::string& op, std::vector<std::string> ins, std::string out) {
+    Node n;
+    n.name = op + "_" + std::to_string(m_.graph.nodes.size());
+    n.op_type = op;
+    n.inputs = std::move(ins);
+    n.outputs = {std::move(out)};
+    m_.graph.nodes.push_back(n);
+    return m_.graph.nodes.back();
+  }
+  ModelBuilder& Output(const std::string& name, std::vector<int64_t> dims) {
+    ValueInfo v;
+    v.name = name;
+    v.dtype = DType::kFloat32;
+    v.has_shape = true;
+    for (int64_t d : dims) v.dims.push_back(Dim{d, ""});
+    m_.graph.outputs.push_back(v);
+    return *this;
+  }
+  Model Build() { return m_; }
+  std::mt19937& rng() { return rng_; }
+
+ private:
+  Model m_;
+  std::mt19937 rng_{7};
+};
+
+// A small net that uses every rule with fan-out and broadcasting.
+Model MixedNet() {
+  ModelBuilder b;
+  b.Input("x", DType::kFloat32, {3, 5});
+  b.Param("w1", {4, 5}, -0.8f, 0.8f).Param("b1", {4}, -0.3f, 0.3f).Param("g", {4}, 0.5f, 1.5f);
+  b.Param("q", {1, 4}, 1.5f, 2.5f).Param("c", {4}, -0.2f, 0.2f).Param("w2", {4, 3}, -1.f, 1.f);
+  b.Op("Gemm", {"x", "w1", "b1"}, "h").SetInt("transB", 1);
+  b.Op("Tanh", {"h"}, "a");
+  b.Op("Relu", {"h"}, "r");
+  b.Op("LeakyRelu", {"h"}, "lr").SetFloat("alpha", 0.2f);
+  b.Op("Add", {"a", "r"}, "s0");
+  b.Op("Add", {"s0", "lr"}, "s");
+  b.Op("Mul", {"s", "g"}, "m");
+  b.Op("Div", {"m", "q"}, "d");
+  b.Op("Sub", {"d", "c"}, "t");
+  b.Op("Sigmoid", {"t"}, "u");
+  b.Op("Transpose", {"u"}, "ut").SetInts("perm", {1, 0});
+  b.Op("Transpose", {"ut"}, "uu").SetInts("perm", {1, 0});
+  b.Op("Flatten", {"uu"}, "f");
+  b.Op("MatMul", {"f", "w2"}, "logits");
+  b.Output("logits", {3, 3});
+  return b.Build();
+}
+
+std::map<std::string, Tensor> Feeds(const TrainingGraph& tg) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> n(0.f, 1.f);
+  HostTensor x(DType::kFloat32, {3, 5});
+  for (int64_t i = 0; i < x.NumElements(); ++i) x.Data<float>()[i] = n(rng);
+  return {{"x", Tensor::FromHost(x)}, {tg.labels, Tensor::FromHost(HostTensor::FromVector<int64_t>({2, 0, 1}, {3}))}};
+}
+
+// Max over parameters of |analytic - numeric| / (1e-3 + |numeric|) style error.
+void ExpectGradientsMatchFiniteDifferences(const TrainingGraph& tg, const std::map<std::string, Tensor>& feeds) {
+  Executor exec(tg.model);
+  std::vector<std::string> fetch = {tg.loss};
+  fetch.insert(fetch.end(), tg.grads.begin(), tg.grads.end());
+  std::vector<Tensor> out = exec.Run(feeds, fetch);
+  const float eps = 2e-3f;
+  double worst = 0;
+  for (size_t p = 0; p < tg.params.size(); ++p) {
+    HostTensor analytic = out[p + 1].ToHost();
+    Tensor* w = exec.FindState(tg.params[p]);
+    ASSERT_NE(w, nullptr);
+    for (int64_t i = 0; i < w->numel(); ++i) {
+      float orig = w->data<float>()[i];
+      w->data<float>()[i] = orig + eps;
+      double up = exec.Run(feeds, {tg.loss})[0].data<float>()[0];
+      w->data<float>()[i] = orig - eps;
+      double down = exec.Run(feeds, {tg.loss})[0].data<float>()[0];
+      w->data<float>()[i] = orig;
+      double numeric = (up - down) / (2 * eps);
+      double a = analytic.Data<float>()[i];
+      double err = std::fabs(a - numeric) / (1e-2 + std::fabs(numeric));
+      worst = std::max(worst, err);
+      EXPECT_LT(err, 2e-2) << tg.params[p] << "[" << i << "]: analytic " << a << ", numeric " << numeric;
+    }
+  }
+  std::cout << "finite differences: worst relative error " << worst << "\n";
+}
+
+TEST(Autodiff, MixedNetGradientsMatchFiniteDifferences) {
+  TrainingGraph tg = BuildTrainingGraph(MixedNet());
+  EXPECT_EQ(tg.loss, "loss");
+  EXPECT_EQ(tg.labels, "labels");
+  EXPECT_EQ(tg.params.size(), 6u);
+  ExpectGradientsMatchFiniteDifferences(tg, Feeds(tg));
+}
+
+TEST(Autodiff, TrainingGraphIsValidOnnxAndRoundTrips) {
+  TrainingGraph tg = BuildTrainingGraph(MixedNet());
+  std::string path = ::testing::TempDir() + "/autodiff_training.onnx";
+  SaveModel(tg.model, path);
+  Model back = LoadModel(path);  // runs the ONNX checker
+  Executor a(tg.model), b(back);
+  auto feeds = Feeds(tg);
+  std::vector<std::string> fetch = tg.grads;
+  auto ga = a.Run(feeds, fetch), gb = b.Run(feeds, fetch);
+  for (size_t i = 0; i < ga.size(); ++i) {
+    HostTensor x = ga[i].ToHost(), y = gb[i].ToHost();
+    EXPECT_EQ(x.bytes, y.bytes) << fetch[i];
+  }
+}
+
+TEST(Autodiff, FrozenParametersGetNoGradient) {
+  AutodiffOptions o;
+  o.freeze = {"w1", "b1"};
+  TrainingGraph tg = BuildTrainingGraph(MixedNet(), o);
+  EXPECT_EQ(std::count(tg.params.begin(), tg.params.end(), "w1"), 0);
+  EXPECT_EQ(tg.params.size(), 4u);
+  ExpectGradientsMatchFiniteDifferences(tg, Feeds(tg));
+}
+
+TEST(Autodiff, ErrorsNameWhatIsWrong) {
+  Model m = MixedNet();
+  m.graph.nodes[1].op_type = "Atan";  // no rule
+  m.graph.nodes[9].op_type = "Asin";
+  try {
+    BuildTrainingGraph(m);
+    FAIL();
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("Atan"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Asin"), std::string::npos) << msg;
+  }
+  AutodiffOptions o;
+  o.loss_output = "nope";
+  EXPECT_THROW(BuildTrainingGraph(MixedNet(), o), Error);
+  o = {};
+  o.freeze = {"w1", "b1", "g", "q", "c", "w2"};
+  EXPECT_THROW(BuildTrainingGraph(MixedNet(), o), Error);
+  o.freeze = {"not_a_param"};
+  EXPECT_THROW(BuildTrainingGraph(MixedNet(), o), Error);
+}
+
+TEST(Autodiff, LabelsOutOfRangeNameTheIndex) {
+  TrainingGraph tg = BuildTrainingGraph(MixedNet());
+  Executor exec(tg.model);
+  auto feeds = Feeds(tg);
+  feeds[tg.labels] = Tensor::FromHost(HostTensor::FromVector<int64_t>({2, 7, 1}, {3}));
+  try {
+    exec.Run(feeds, {tg.loss});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("7"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ot
