@@ -64,6 +64,16 @@ std::vector<std::string> AllCases() {
 
 class Conformance : public ::testing::TestWithParam<std::string> {};
 
+// Cases whose expected outputs contradict the ONNX spec in libonnx-testdata 1.12.
+const std::map<std::string, std::string>& KnownDataBugs() {
+  static const std::map<std::string, std::string> bugs = {
+      {"node/test_adam_multiple",
+       "expected outputs were generated with epsilon=1e-2 but the node carries no epsilon attribute, so the "
+       "spec default 1e-6 applies (X1_new is 0.75596 by the spec, 0.75914 in the data)"},
+  };
+  return bugs;
+}
+
 void Skip(const std::string& key) {
   GetTally().skipped++;
   GetTally().missing[key]++;
@@ -71,6 +81,11 @@ void Skip(const std::string& key) {
 
 TEST_P(Conformance, MatchesExpectedOutputs) {
   const std::string dir = testing::OnnxTestDataDir() + "/" + GetParam();
+  auto bug = KnownDataBugs().find(GetParam());
+  if (bug != KnownDataBugs().end()) {
+    Skip("test-data bug");
+    GTEST_SKIP() << bug->second;
+  }
   Model model;
   try {
     model = LoadModel(dir + "/model.onnx");
