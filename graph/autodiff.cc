@@ -68,7 +68,99 @@ std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* la
   return "loss";
 }
 
+// Puts BatchNormalization and Dropout into training mode for the training graph:
+// BatchNormalization becomes kGradDomain's BatchNormTraining (Y, new running mean and
+// variance, saved batch mean and variance; the last two feed the gradient), Dropout gets
+// training_mode=true and its mask output.
+void ConvertToTrainingMode(Model& m, TrainingGraph& tg) {
+  Graph& g = m.graph;
+  std::set<std::string> consumed;
+  for (const auto& n : g.nodes)
+    for (const auto& in : n.inputs) consumed.insert(in);
+  for (auto& n : g.nodes) {
+    if (!n.domain.empty()) continue;
+    if (n.op_type == "BatchNormalization") {
+      OT_CHECK(n.NumInputs() == 5, "%s: expected 5 inputs (X, scale, B, mean, var)", n.Describe().c_str());
+      OT_CHECK(n.GetInt("spatial", 1) == 1, "%s: spatial=0 BatchNormalization cannot be trained", n.Describe().c_str());
+      for (size_t k = 1; k < n.outputs.size(); ++k)
+        OT_CHECK(n.outputs[k].empty() || !consumed.count(n.outputs[k]),
+                 "%s: output '%s' is read by other nodes; onnx-train cannot train such a graph", n.Describe().c_str(),
+                 n.outputs[k].c_str());
+      for (int k : {3, 4})
+        OT_CHECK(g.FindInitializer(n.inputs[static_cast<size_t>(k)]),
+                 "%s: running statistics '%s' must be initializers to be trained", n.Describe().c_str(),
+                 n.inputs[static_cast<size_t>(k)].c_str());
+      Node t;
+      t.name = n.name;
+      t.op_type = "BatchNormTraining";
+      t.domain = kGradDomain;
+      t.inputs = n.inputs;
+      t.SetFloat("epsilon", n.GetFloat("epsilon", 1e-5f));
+      t.SetFloat("momentum", n.GetFloat("momentum", 0.9f));
+      const std::string& y = n.outputs[0];
+      t.outputs = {y, StateUpdateName(n.inputs[3]), StateUpdateName(n.inputs[4]), y + "/saved_mean", y + "/saved_var"};
+      for (int k : {3, 4}) {
+        const HostTensor* stat = g.FindInitializer(n.inputs[static_cast<size_t>(k)]);
+        ValueInfo v;
+        v.name = t.outputs[static_cast<size_t>(k - 2)];
+        v.dtype = DType::kFloat32;
+        v.has_shape = true;
+        for (int64_t d : stat->dims) v.dims.push_back(Dim{d, ""});
+        g.outputs.push_back(v);
+        tg.state_updates.emplace_back(v.name, n.inputs[static_cast<size_t>(k)]);
+      }
+      n = std::move(t);
+      m.opsets[kGradDomain] = 1;
+    } else if (n.op_type == "Dropout") {
+      if (m.OpsetFor("") >= 12) {
+        if (n.inputs.size() < 2) n.inputs.resize(2);  // ratio stays default
+        HostTensor on = HostTensor::FromVector<uint8_t>({1}, {}, n.name + "/training_mode");
+        on.dtype = DType::kBool;
+        g.initializers.push_back(on);
+        n.inputs.resize(3);
+        n.inputs[2] = on.name;
+      } else {
+        n.attrs.erase("is_test");
+      }
+      if (n.outputs.size() < 2 || n.outputs[1].empty()) {
+        n.outputs.resize(2);
+        n.outputs[1] = n.outputs[0] + "/mask";
+      }
+    }
+  }
+}
+
 }  // namespace
+
+Model DeriveEvalModel(const Model& model) {
+  Model m = model;
+  for (auto& n : m.graph.nodes) {
+    if (!n.domain.empty()) continue;
+    if (n.op_type == "BatchNormalization") {
+      n.attrs.erase("training_mode");
+      n.outputs.resize(1);
+    } else if (n.op_type == "Dropout") {
+      n.outputs.resize(1);
+      if (n.inputs.size() > 2) n.inputs.resize(2);  // training_mode absent = false
+      if (m.OpsetFor("") < 7) n.SetInt("is_test", 1);
+    }
+  }
+  return m;
+}
+
+std::string StateUpdateName(const std::string& state) { return state + "/new"; }
+
+std::vector<std::pair<std::string, std::string>> FindStateUpdates(const Model& model) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::string suffix = "/new";
+  for (const auto& o : model.graph.outputs) {
+    if (o.name.size() <= suffix.size() || o.name.compare(o.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    std::string state = o.name.substr(0, o.name.size() - suffix.size());
+    if (model.graph.FindInitializer(state)) out.emplace_back(o.name, state);
+  }
+  return out;
+}
 
 std::vector<std::string> DefaultTrainableParams(const Model& model, const std::vector<std::string>& freeze) {
   std::set<std::string> excluded(freeze.begin(), freeze.end());
@@ -110,6 +202,8 @@ TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& op
       n.outputs.resize(2);
       n.outputs[1] = n.outputs[0] + "/log_prob";
     }
+
+  ConvertToTrainingMode(m, tg);
 
   // 2. Trainable parameters.
   tg.params = DefaultTrainableParams(m, options.freeze);

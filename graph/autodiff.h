@@ -24,7 +24,20 @@ struct TrainingGraph {
   std::string labels;               // the labels input added for the loss ("" if the model had a loss)
   std::vector<std::string> params;  // trainable initializers, in initializer order
   std::vector<std::string> grads;   // gradient value of each param
+  // (value, state): after each run the runtime copies value into the initializer state
+  // (BatchNorm running statistics, updated weights and optimizer state).
+  std::vector<std::pair<std::string, std::string>> state_updates;
 };
+
+// Name of the graph output that carries the new value of a state tensor.
+std::string StateUpdateName(const std::string& state);
+// The (value, state) pairs of a training model, found by that naming convention: graph
+// outputs "S/new" where S is an initializer.
+std::vector<std::pair<std::string, std::string>> FindStateUpdates(const Model& model);
+
+// The model for evaluation and export: BatchNormalization in inference mode (running
+// statistics), Dropout off.
+Model DeriveEvalModel(const Model& model);
 
 // Float initializers except BatchNormalization running statistics, minus `freeze`.
 std::vector<std::string> DefaultTrainableParams(const Model& model, const std::vector<std::string>& freeze);

@@ -119,9 +119,29 @@ void NegativeLogLikelihoodLossGrad(B& b) {
   b.Emit("NegativeLogLikelihoodLossGrad", ins, {b.GI(0)}, kGradDomain, attrs);
 }
 
+// BatchNormTraining(X, scale, B, mean, var) -> Y, mean', var', saved_mean, saved_var.
+void BatchNormTrainingGrad(B& b) {
+  std::vector<std::string> outs = {b.NeedGI(0) ? b.GI(0) : b.Temp("dx"), b.NeedGI(1) ? b.GI(1) : b.Temp("dscale"),
+                                   b.NeedGI(2) ? b.GI(2) : b.Temp("dbias")};
+  b.Emit("BatchNormalizationGrad", {b.GO(0), b.I(0), b.I(1), b.O(3), b.O(4)}, outs, kGradDomain,
+         {{"epsilon", B::AttrFloat(b.node().GetFloat("epsilon", 1e-5f))}});
+}
+
+// Dropout(X[, ratio, training_mode]) -> Y, mask: dX = dY * mask / (1 - ratio).
+void DropoutGrad(B& b) {
+  std::vector<std::string> ins = {b.GO(0), b.O(1)};
+  std::map<std::string, Attribute> attrs;
+  if (b.opset() >= 12) {
+    if (b.node().HasInput(1)) ins.push_back(b.I(1));
+  } else {
+    attrs["ratio"] = B::AttrFloat(b.node().GetFloat("ratio", 0.5f));
+  }
+  b.Emit("DropoutGrad", ins, {b.GI(0)}, kGradDomain, attrs);
+}
+
 void Register(GradientRegistry& r, const std::string& op, int64_t since, int64_t until, GradientRule rule,
-              std::vector<int> stops = {}) {
-  r.Register(GradientRuleDef{"", op, since, until, std::move(stops), std::move(rule)});
+              std::vector<int> stops = {}, const std::string& domain = "") {
+  r.Register(GradientRuleDef{domain, op, since, until, std::move(stops), std::move(rule)});
 }
 
 }  // namespace
@@ -142,6 +162,8 @@ void RegisterStandardGradientRules(GradientRegistry& r) {
   Register(r, "Transpose", 1, kAny, TransposeGrad);
   Register(r, "SoftmaxCrossEntropyLoss", 12, kAny, SoftmaxCrossEntropyLossGrad, {1, 2});
   Register(r, "NegativeLogLikelihoodLoss", 12, kAny, NegativeLogLikelihoodLossGrad, {1, 2});
+  Register(r, "Dropout", 7, kAny, DropoutGrad, {1, 2});
+  Register(r, "BatchNormTraining", 1, kAny, BatchNormTrainingGrad, {3, 4}, kGradDomain);
 }
 
 }  // namespace ot

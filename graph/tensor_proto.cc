@@ -14,20 +14,32 @@ namespace ot {
 
 namespace {
 
+// Allocates the tensor's bytes for the values the field holds, and converts them.
 template <typename Dst, typename Field>
 void CopyField(const Field& field, HostTensor* t) {
+  t->bytes.resize(static_cast<size_t>(field.size()) * sizeof(Dst));
   Dst* out = t->Data<Dst>();
   for (int i = 0; i < field.size(); ++i) out[i] = static_cast<Dst>(field.Get(i));
 }
 
+// Parses a decimal external-data field ("offset", "length") without throwing std:: errors.
+int64_t ParseExternalNumber(const std::string& text, const std::string& key, const std::string& where) {
+  OT_CHECK(!text.empty() && text.size() <= 18 && text.find_first_not_of("0123456789") == std::string::npos,
+           "%s: external data '%s' is '%s'; expected a non-negative integer", where.c_str(), key.c_str(),
+           text.c_str());
+  return std::stoll(text);
+}
+
+// Reads the tensor's bytes from its external file after checking that the file holds them,
+// so that a size field alone never makes us allocate.
 void LoadExternal(const onnx::TensorProto& p, const std::string& base_dir, const std::string& where,
-                  HostTensor* t) {
+                  size_t nbytes, HostTensor* t) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : p.external_data()) {
     if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
-    else if (kv.key() == "length") length = std::stoll(kv.value());
+    else if (kv.key() == "offset") offset = ParseExternalNumber(kv.value(), kv.key(), where);
+    else if (kv.key() == "length") length = ParseExternalNumber(kv.value(), kv.key(), where);
   }
   OT_CHECK(!location.empty(), "%s: external data without a 'location'", where.c_str());
   OT_CHECK(location.find("..") == std::string::npos && location[0] != '/',
@@ -35,15 +47,18 @@ void LoadExternal(const onnx::TensorProto& p, const std::string& base_dir, const
            where.c_str(), location.c_str());
   std::string path = base_dir + "/" + location;
   struct stat st {};
-  OT_CHECK(::stat(path.c_str(), &st) == 0, "%s: external data file '%s' is missing", where.c_str(), path.c_str());
-  int64_t want = static_cast<int64_t>(t->NumBytes());
+  OT_CHECK(::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode), "%s: external data file '%s' is missing",
+           where.c_str(), path.c_str());
+  int64_t want = static_cast<int64_t>(nbytes);
   if (length < 0) length = want;
   OT_CHECK(length == want, "%s: external data length %lld does not match shape %s of type %s (%lld bytes)",
            where.c_str(), (long long)length, ShapeString(t->dims).c_str(), DTypeName(t->dtype).c_str(),
            (long long)want);
-  OT_CHECK(offset >= 0 && offset + length <= st.st_size,
-           "%s: external data [%lld, %lld) lies outside '%s' (%lld bytes); the file is truncated",
-           where.c_str(), (long long)offset, (long long)(offset + length), path.c_str(), (long long)st.st_size);
+  OT_CHECK(length <= st.st_size && offset <= st.st_size - length,
+           "%s: external data [%lld, %lld + %lld) lies outside '%s' (%lld bytes); the file is truncated",
+           where.c_str(), (long long)offset, (long long)offset, (long long)length, path.c_str(),
+           (long long)st.st_size);
+  t->bytes.resize(nbytes);
   std::ifstream in(path, std::ios::binary);
   in.seekg(offset);
   in.read(reinterpret_cast<char*>(t->bytes.data()), length);
@@ -58,20 +73,23 @@ HostTensor TensorFromProto(const onnx::TensorProto& p, const std::string& base_d
   HostTensor t;
   t.name = p.name();
   t.dtype = static_cast<DType>(p.data_type());
+  // Element counts are bounded (and checked before each multiplication, so they cannot
+  // overflow); memory is allocated only once the data is known to be present.
+  constexpr int64_t kMaxElements = int64_t(1) << 40;
   int64_t n = 1;
   for (int64_t d : p.dims()) {
-    OT_CHECK(d >= 0 && d < (int64_t(1) << 40), "%s: tensor '%s' has invalid dimension %lld", where.c_str(),
+    OT_CHECK(d >= 0 && d < kMaxElements, "%s: tensor '%s' has invalid dimension %lld", where.c_str(),
              p.name().c_str(), (long long)d);
     t.dims.push_back(d);
+    OT_CHECK(d == 0 || n <= kMaxElements / d, "%s: tensor '%s' has implausibly large shape (over 2^40 elements)",
+             where.c_str(), p.name().c_str());
     n *= d;
-    OT_CHECK(n < (int64_t(1) << 40), "%s: tensor '%s' is implausibly large", where.c_str(), p.name().c_str());
   }
   const size_t esize = DTypeSize(t.dtype);
   const size_t nbytes = static_cast<size_t>(n) * esize;
 
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
-    t.bytes.resize(nbytes);
-    LoadExternal(p, base_dir, where, &t);
+    LoadExternal(p, base_dir, where, nbytes, &t);
     return t;
   }
   if (p.has_raw_data()) {
@@ -85,7 +103,7 @@ HostTensor TensorFromProto(const onnx::TensorProto& p, const std::string& base_d
     OT_CHECK(count == n, "%s: tensor '%s' holds %d values but shape %s needs %lld", where.c_str(),
              p.name().c_str(), count, ShapeString(t.dims).c_str(), (long long)n);
   };
-  t.bytes.resize(nbytes);
+  // check_count runs before CopyField allocates, so the field's own size bounds the memory.
   switch (t.dtype) {
     case DType::kFloat32: check_count(p.float_data_size()); CopyField<float>(p.float_data(), &t); break;
     case DType::kFloat64: check_count(p.double_data_size()); CopyField<double>(p.double_data(), &t); break;
@@ -112,11 +130,14 @@ void TensorToProto(const HostTensor& t, onnx::TensorProto* p) {
   p->set_raw_data(t.bytes.data(), t.bytes.size());
 }
 
-HostTensor ReadTensorFile(const std::string& path) {
-  std::string bytes = ReadFileBytes(path);
+HostTensor TensorFromBytes(const std::string& bytes, const std::string& base_dir, const std::string& where) {
   onnx::TensorProto p;
-  OT_CHECK(p.ParseFromString(bytes), "'%s' is not a binary TensorProto file (corrupt or truncated)", path.c_str());
-  return TensorFromProto(p, DirName(path), "'" + path + "'");
+  OT_CHECK(p.ParseFromString(bytes), "%s is not a binary TensorProto file (corrupt or truncated)", where.c_str());
+  return TensorFromProto(p, base_dir, where);
+}
+
+HostTensor ReadTensorFile(const std::string& path) {
+  return TensorFromBytes(ReadFileBytes(path), DirName(path), "'" + path + "'");
 }
 
 void WriteTensorFile(const HostTensor& t, const std::string& path) {

@@ -17,6 +17,8 @@ HostTensor TensorFromProto(const onnx::TensorProto& proto, const std::string& ba
 // Writes raw_data.
 void TensorToProto(const HostTensor& t, onnx::TensorProto* proto);
 
+// Parses the bytes of a binary TensorProto file; `where` names the source in messages.
+HostTensor TensorFromBytes(const std::string& bytes, const std::string& base_dir, const std::string& where);
 HostTensor ReadTensorFile(const std::string& path);
 void WriteTensorFile(const HostTensor& t, const std::string& path);
 

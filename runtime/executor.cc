@@ -92,6 +92,14 @@ Executor::Executor(const Model& model, ExecutorOptions options)
     for (const auto& in : g.nodes[order_[step]].inputs)
       if (!in.empty()) last_use_[static_cast<size_t>(value_ids_[in])] = static_cast<int>(step);
 
+  for (const auto& [value, state] : options_.state_updates) {
+    auto v = value_ids_.find(value), st = value_ids_.find(state);
+    OT_CHECK(v != value_ids_.end(), "state update: the model has no value '%s'", value.c_str());
+    OT_CHECK(st != value_ids_.end() && state_[static_cast<size_t>(st->second)].defined(),
+             "state update: '%s' is not an initializer of the model", state.c_str());
+    update_ids_.emplace_back(v->second, st->second);
+    last_use_[static_cast<size_t>(v->second)] = static_cast<int>(order_.size());  // alive until the copy
+  }
   binds_ = Bind(g, order_, value_ids_);
   if (options_.device.type == DeviceType::kCPU && options_.num_threads > 0) SetCpuThreads(options_.num_threads);
 }
@@ -257,6 +265,7 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds, co
           if (id >= 0) options.on_value_ready(value_names_[static_cast<size_t>(id)], slots[static_cast<size_t>(id)]);
     }
   }
+  // Fetch before the state is updated: a fetched initializer is its value during the run.
   std::vector<Tensor> out;
   for (int id : fetch_ids) {
     const Tensor& t = slots[static_cast<size_t>(id)];
@@ -264,6 +273,8 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds, co
     bool fresh = !state_[static_cast<size_t>(id)].defined() && !g.FindInput(value_names_[static_cast<size_t>(id)]);
     out.push_back(fresh ? t : t.Clone());
   }
+  for (const auto& [value, state] : update_ids_)
+    state_[static_cast<size_t>(state)].CopyFrom(slots[static_cast<size_t>(value)]);
   return out;
 }
 

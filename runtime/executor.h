@@ -21,6 +21,9 @@ struct ExecutorOptions {
   Device device = Device::CPU();
   int num_threads = 0;  // 0: leave the library default
   uint64_t seed = 0;    // for random ops (Dropout in training mode)
+  // (value, state): after each run, value is copied into the initializer named state
+  // (training graphs: updated weights, optimizer state, BatchNorm running statistics).
+  std::vector<std::pair<std::string, std::string>> state_updates;
 };
 
 struct RunOptions {
@@ -77,6 +80,7 @@ class Executor {
   std::vector<int64_t> node_opsets_;
   std::vector<StepBinding> binds_;             // by step
   std::vector<int> last_use_;                  // by value id: last step that reads it (-1: none)
+  std::vector<std::pair<int, int>> update_ids_;  // (value id, state id)
   std::vector<std::string> output_names_;
   std::map<std::string, std::unique_ptr<Plan>> plans_;
   PlanStats last_stats_;

@@ -8,7 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev
   libonnx-testdata dataset-fashion-mnist
-  python3 python3-numpy python3-onnx python3-torch
+  python3 python3-numpy python3-onnx python3-torch python3-torchvision
 )
 missing=()
 for p in "${packages[@]}"; do

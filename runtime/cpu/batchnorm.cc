@@ -1,0 +1,180 @@
+// BatchNormalization (inference and training mode) and InstanceNormalization, both on
+// oneDNN's batch-normalization primitive.
+//
+// BatchNormalization outputs by mode:
+//   inference: Y, normalised with the running mean and variance inputs.
+//   training (opset 14+: training_mode=1; opsets 7-13: any output past Y requested;
+//   opsets 1-6: is_test=0): Y normalised with the batch's own mean and population
+//   variance, and
+//     1 running_mean = input_mean * momentum + batch_mean * (1 - momentum)
+//     2 running_var  = input_var  * momentum + batch_var  * (1 - momentum)
+//     3 saved_mean   = batch_mean
+//     4 saved_var    = batch_var (population variance, before epsilon)
+//   Outputs 3 and 4 are in the spec up to opset 13; at opset 14+ a training graph may
+//   still request them (the gradient of BatchNormalization reads them).
+#include <vector>
+
+#include "runtime/cpu/dnnl_util.h"
+#include "runtime/kernel_registry.h"
+
+namespace ot {
+namespace cpu {
+namespace {
+
+// oneDNN batch normalization with per-channel scale and shift over data whose channels
+// are dim 1. With batch statistics it computes mean and variance (written to the
+// caller's buffers); otherwise it reads them.
+class BatchNormPrimitive {
+ public:
+  void Build(const Shape& data_shape, int64_t channels, float epsilon, bool batch_statistics) {
+    data_desc_ = PlainDesc(data_shape, DType::kFloat32);
+    channel_desc_ = PlainDesc(Shape{channels}, DType::kFloat32);
+    auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+    if (!batch_statistics) flags = flags | dnnl::normalization_flags::use_global_stats;
+    const auto prop = batch_statistics ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+    try {
+      dnnl::batch_normalization_forward::desc desc(prop, data_desc_, epsilon, flags);
+      prim_ = dnnl::batch_normalization_forward(dnnl::batch_normalization_forward::primitive_desc(desc, Engine()));
+    } catch (const dnnl::error& e) {
+      throw UnsupportedError(std::string("oneDNN has no batch normalization for this configuration: ") + e.what());
+    }
+  }
+
+  void Run(void* src, void* dst, void* scale, void* shift, void* mean, void* variance) const {
+    auto channel = [&](void* p) { return dnnl::memory(channel_desc_, Engine(), p); };
+    prim_.execute(Stream(), {{DNNL_ARG_SRC, dnnl::memory(data_desc_, Engine(), src)},
+                             {DNNL_ARG_DST, dnnl::memory(data_desc_, Engine(), dst)},
+                             {DNNL_ARG_SCALE, channel(scale)},
+                             {DNNL_ARG_SHIFT, channel(shift)},
+                             {DNNL_ARG_MEAN, channel(mean)},
+                             {DNNL_ARG_VARIANCE, channel(variance)}});
+    Stream().wait();
+  }
+
+ private:
+  dnnl::memory::desc data_desc_, channel_desc_;
+  dnnl::batch_normalization_forward prim_;
+};
+
+// oneDNN takes 2 to 5 dims; more spatial dims fold into one (statistics are per channel
+// over all of them anyway).
+Shape NormalizationShape(const Shape& shape) {
+  if (shape.size() <= 5) return shape;
+  return {shape[0], shape[1], NumElements(Shape(shape.begin() + 2, shape.end()))};
+}
+
+class BatchNormKernel final : public OpKernel {
+ public:
+  explicit BatchNormKernel(const KernelInfo& info) : OpKernel(info) {}
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    for (int i = 0; i < 5; ++i)
+      if (ctx.Input(i).dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(ctx.Input(i).dtype()));
+    if (x.rank() < 2) Fail("input " + x.Describe() + " must be N x C x ...");
+    if (node_.GetInt("spatial", 1) != 1) Unsupported("spatial=0 (per-activation statistics)");
+    const int64_t channels = x.dim(1);
+    for (int i = 1; i < 5; ++i)
+      if (ctx.Input(i).shape() != Shape{channels})
+        Fail("input " + std::to_string(i) + " " + ctx.Input(i).Describe() + " must have one value per channel (" +
+             std::to_string(channels) + ")");
+    training_ = IsTrainingMode(ctx);
+    momentum_ = node_.GetFloat("momentum", 0.9f);
+    ctx.SetOutput(0, DType::kFloat32, x.shape());
+    for (int i = 1; i < 5; ++i) ctx.SetOutput(i, DType::kFloat32, {channels});
+    if (x.numel() == 0) {
+      if (training_) Fail("training mode needs a non-empty batch to compute statistics");
+      return;
+    }
+    batch_mean_.assign(static_cast<size_t>(channels), 0.f);
+    batch_var_.assign(static_cast<size_t>(channels), 0.f);
+    prim_.Build(NormalizationShape(x.shape()), channels, node_.GetFloat("epsilon", 1e-5f), training_);
+  }
+
+  void Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    if (x.numel() == 0) return;
+    void* scale = ctx.Input(1).raw();
+    void* shift = ctx.Input(2).raw();
+    if (!training_) {
+      prim_.Run(x.raw(), ctx.Output(0).raw(), scale, shift, ctx.Input(3).raw(), ctx.Input(4).raw());
+      return;
+    }
+    float* mean = ctx.HasOutput(3) ? ctx.Output(3).data<float>() : batch_mean_.data();
+    float* var = ctx.HasOutput(4) ? ctx.Output(4).data<float>() : batch_var_.data();
+    prim_.Run(x.raw(), ctx.Output(0).raw(), scale, shift, mean, var);
+    // Element-wise, so an output may share its buffer with the running-stat input.
+    UpdateRunningStat(ctx, 1, ctx.Input(3).data<float>(), mean);
+    UpdateRunningStat(ctx, 2, ctx.Input(4).data<float>(), var);
+  }
+
+ private:
+  bool IsTrainingMode(const KernelContext& ctx) const {
+    const bool stats_requested = ctx.HasOutput(1) || ctx.HasOutput(2) || ctx.HasOutput(3) || ctx.HasOutput(4);
+    bool training = stats_requested;
+    if (opset_ >= 14) training = node_.GetInt("training_mode", 0) != 0;
+    else if (opset_ <= 6) training = node_.GetInt("is_test", 0) == 0;
+    if (stats_requested && !training) Fail("statistics outputs are requested but the node is in inference mode");
+    return training;
+  }
+
+  void UpdateRunningStat(KernelContext& ctx, int output, const float* running, const float* batch) const {
+    if (!ctx.HasOutput(output)) return;
+    float* out = ctx.Output(output).data<float>();
+    const int64_t n = ctx.Output(output).numel();
+    for (int64_t c = 0; c < n; ++c) out[c] = running[c] * momentum_ + batch[c] * (1.f - momentum_);
+  }
+
+  bool training_ = false;
+  float momentum_ = 0.9f;
+  std::vector<float> batch_mean_, batch_var_;  // when saved_mean / saved_var are not outputs
+  BatchNormPrimitive prim_;
+};
+
+// Instance normalization is batch normalization of the N x C instances seen as channels
+// of a batch of one: [1, N*C, D1*D2*...], with the per-channel scale and bias tiled N times.
+class InstanceNormKernel final : public OpKernel {
+ public:
+  explicit InstanceNormKernel(const KernelInfo& info) : OpKernel(info) {}
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    for (int i = 0; i < 3; ++i)
+      if (ctx.Input(i).dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(ctx.Input(i).dtype()));
+    if (x.rank() < 3) Fail("input " + x.Describe() + " must be N x C x D1 x ...");
+    const int64_t channels = x.dim(1);
+    for (int i = 1; i < 3; ++i)
+      if (ctx.Input(i).shape() != Shape{channels})
+        Fail("input " + std::to_string(i) + " " + ctx.Input(i).Describe() + " must have one value per channel (" +
+             std::to_string(channels) + ")");
+    ctx.SetOutput(0, DType::kFloat32, x.shape());
+    if (x.numel() == 0) return;
+    const int64_t instances = x.dim(0) * channels;
+    for (auto* v : {&scale_, &shift_, &mean_, &var_}) v->assign(static_cast<size_t>(instances), 0.f);
+    prim_.Build({1, instances, x.numel() / instances}, instances, node_.GetFloat("epsilon", 1e-5f), true);
+  }
+
+  void Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    if (x.numel() == 0) return;
+    const float* scale = ctx.Input(1).data<float>();
+    const float* bias = ctx.Input(2).data<float>();
+    const size_t channels = static_cast<size_t>(x.dim(1));
+    for (size_t i = 0; i < scale_.size(); ++i) {
+      scale_[i] = scale[i % channels];
+      shift_[i] = bias[i % channels];
+    }
+    prim_.Run(x.raw(), ctx.Output(0).raw(), scale_.data(), shift_.data(), mean_.data(), var_.data());
+  }
+
+ private:
+  std::vector<float> scale_, shift_, mean_, var_;  // one entry per instance
+  BatchNormPrimitive prim_;
+};
+
+OT_REGISTER_CPU_KERNEL("BatchNormalization", 1, 1 << 30, BatchNormKernel);
+OT_REGISTER_CPU_KERNEL("InstanceNormalization", 1, 1 << 30, InstanceNormKernel);
+
+}  // namespace
+}  // namespace cpu
+}  // namespace ot

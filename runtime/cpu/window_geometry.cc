@@ -1,0 +1,115 @@
+// Sliding-window geometry of Conv and the pooling ops (see window_geometry.h).
+#include "runtime/cpu/window_geometry.h"
+
+#include <algorithm>
+
+#include "graph/error.h"
+
+namespace ot {
+namespace {
+
+std::string JoinInts(const std::vector<int64_t>& v) {
+  std::string s;
+  for (int64_t x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
+  return "[" + s + "]";
+}
+
+// An attribute list of one value per spatial dimension, each at least `min_value`.
+std::vector<int64_t> ReadPerDim(const Node& node, const char* key, size_t rank, int64_t fallback, int64_t min_value) {
+  std::vector<int64_t> v = node.GetInts(key, std::vector<int64_t>(rank, fallback));
+  if (v.size() != rank)
+    throw Error(StrFormat("%s: attribute %s has %zu values, expected one per spatial dimension (%zu)",
+                          node.Describe().c_str(), key, v.size(), rank));
+  for (int64_t x : v)
+    if (x < min_value)
+      throw Error(StrFormat("%s: attribute %s = %s must be at least %lld", node.Describe().c_str(), key,
+                            JoinInts(v).c_str(), static_cast<long long>(min_value)));
+  return v;
+}
+
+// Size of a window of `kernel` taps spaced `dilation` apart.
+int64_t WindowExtent(int64_t kernel, int64_t dilation) { return (kernel - 1) * dilation + 1; }
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+Shape SpatialDims(const Shape& shape) { return Shape(shape.begin() + std::min<size_t>(2, shape.size()), shape.end()); }
+
+WindowAttrs ReadWindowAttrs(const Node& node, size_t spatial_rank, const std::vector<int64_t>& kernel) {
+  WindowAttrs a;
+  if (node.HasAttr("kernel_shape")) {
+    a.kernel = ReadPerDim(node, "kernel_shape", spatial_rank, 1, 1);
+    if (!kernel.empty() && a.kernel != kernel)
+      throw Error(node.Describe() + ": kernel_shape " + JoinInts(a.kernel) + " differs from the weight's " +
+                  JoinInts(kernel));
+  } else if (!kernel.empty()) {
+    a.kernel = kernel;
+  } else {
+    throw Error(node.Describe() + ": attribute kernel_shape is required");
+  }
+  a.strides = ReadPerDim(node, "strides", spatial_rank, 1, 1);
+  a.dilations = ReadPerDim(node, "dilations", spatial_rank, 1, 1);
+  a.auto_pad = node.GetString("auto_pad", "NOTSET");
+  if (a.auto_pad != "NOTSET" && a.auto_pad != "SAME_UPPER" && a.auto_pad != "SAME_LOWER" && a.auto_pad != "VALID")
+    throw Error(node.Describe() + ": unknown auto_pad '" + a.auto_pad + "'");
+  std::vector<int64_t> pads = node.GetInts("pads", std::vector<int64_t>(2 * spatial_rank, 0));
+  if (pads.size() != 2 * spatial_rank)
+    throw Error(StrFormat("%s: attribute pads has %zu values, expected %zu (begin and end of each spatial dimension)",
+                          node.Describe().c_str(), pads.size(), 2 * spatial_rank));
+  bool any_pad = false;
+  for (int64_t p : pads) {
+    if (p < 0) throw Error(node.Describe() + ": negative pads " + JoinInts(pads));
+    any_pad = any_pad || p != 0;
+  }
+  if (any_pad && a.auto_pad != "NOTSET")
+    throw Error(node.Describe() + ": pads " + JoinInts(pads) + " cannot be combined with auto_pad " + a.auto_pad);
+  a.pads_begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(spatial_rank));
+  a.pads_end.assign(pads.begin() + static_cast<std::ptrdiff_t>(spatial_rank), pads.end());
+  a.ceil_mode = node.GetInt("ceil_mode", 0) != 0;
+  return a;
+}
+
+WindowGeometry ComputeWindowGeometry(const WindowAttrs& a, const Shape& input_spatial, const Node& node) {
+  const size_t rank = input_spatial.size();
+  WindowGeometry g;
+  g.pads_begin.assign(rank, 0);
+  g.pads_end.assign(rank, 0);
+  g.ceil_extra.assign(rank, 0);
+  g.output.assign(rank, 0);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t in = input_spatial[i], stride = a.strides[i];
+    const int64_t extent = WindowExtent(a.kernel[i], a.dilations[i]);
+    if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
+      g.output[i] = CeilDiv(in, stride);
+      int64_t total = std::max<int64_t>(0, (g.output[i] - 1) * stride + extent - in);
+      int64_t smaller = total / 2;
+      g.pads_begin[i] = a.auto_pad == "SAME_UPPER" ? smaller : total - smaller;
+      g.pads_end[i] = total - g.pads_begin[i];
+      continue;
+    }
+    if (a.auto_pad == "NOTSET") {
+      g.pads_begin[i] = a.pads_begin[i];
+      g.pads_end[i] = a.pads_end[i];
+    }
+    const int64_t span = in + g.pads_begin[i] + g.pads_end[i] - extent;
+    if (span < 0)
+      throw Error(StrFormat("%s: the window (%lld wide with dilation) does not fit spatial dimension %zu of size %lld "
+                            "plus padding %lld + %lld",
+                            node.Describe().c_str(), static_cast<long long>(extent), i, static_cast<long long>(in),
+                            static_cast<long long>(g.pads_begin[i]), static_cast<long long>(g.pads_end[i])));
+    const bool ceil = a.ceil_mode && a.auto_pad == "NOTSET";
+    g.output[i] = (ceil ? CeilDiv(span, stride) : span / stride) + 1;
+    // As in PyTorch and later ONNX specs: the last window must start inside the input
+    // or the begin padding, never wholly in the padding at the end.
+    if (ceil && (g.output[i] - 1) * stride >= in + g.pads_begin[i]) --g.output[i];
+    const int64_t needed_end = (g.output[i] - 1) * stride + extent - in - g.pads_begin[i];
+    if (needed_end > g.pads_end[i]) {
+      g.ceil_extra[i] = needed_end - g.pads_end[i];
+      g.pads_end[i] = needed_end;
+    }
+  }
+  return g;
+}
+
+}  // namespace ot

@@ -1,0 +1,50 @@
+// Sliding-window geometry of Conv and the pooling ops: reads ONNX's kernel_shape, strides,
+// dilations, pads, auto_pad and ceil_mode attributes and works out, per spatial
+// dimension, the padding on each side and the output size, following the ONNX formulas.
+// Device independent; the oneDNN and cuDNN kernels both feed it into their descriptors.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "graph/ir.h"
+#include "runtime/tensor.h"
+
+namespace ot {
+
+// The window attributes of one node, one entry per spatial dimension.
+struct WindowAttrs {
+  std::vector<int64_t> kernel;
+  std::vector<int64_t> strides;
+  std::vector<int64_t> dilations;   // ONNX convention: 1 means dense
+  std::vector<int64_t> pads_begin;  // from `pads` (ignored when auto_pad is set)
+  std::vector<int64_t> pads_end;
+  std::string auto_pad = "NOTSET";  // NOTSET, SAME_UPPER, SAME_LOWER or VALID
+  bool ceil_mode = false;
+};
+
+// Padding and output size of every spatial dimension.
+struct WindowGeometry {
+  std::vector<int64_t> pads_begin;
+  // Padding at the end that a library must use to produce `output`: the node's own
+  // end padding plus, under ceil_mode, the part of the last window past the input.
+  std::vector<int64_t> pads_end;
+  // That ceil_mode part alone (0 without ceil_mode); averages must not count it.
+  std::vector<int64_t> ceil_extra;
+  std::vector<int64_t> output;
+};
+
+// Reads the window attributes of `node` for `spatial_rank` dimensions. `kernel` is the
+// window size when the op fixes it (Conv: the weight's spatial dims); the kernel_shape
+// attribute must then agree with it. Otherwise kernel_shape is required. Throws ot::Error
+// naming the node for malformed attributes.
+WindowAttrs ReadWindowAttrs(const Node& node, size_t spatial_rank, const std::vector<int64_t>& kernel);
+
+// Geometry over the input's spatial dims (`input_spatial`, same length as the attrs).
+// Throws ot::Error naming the node when the window does not fit.
+WindowGeometry ComputeWindowGeometry(const WindowAttrs& attrs, const Shape& input_spatial, const Node& node);
+
+// Spatial part (dims 2..) of an N x C x D1 x ... shape.
+Shape SpatialDims(const Shape& shape);
+
+}  // namespace ot
