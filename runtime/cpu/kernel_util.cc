@@ -45,4 +45,21 @@ std::vector<int64_t> BroadcastStrides(const Shape& in, const Shape& out) {
   return st;
 }
 
+std::vector<int64_t> ShapeInputValues::Read(const KernelContext& ctx, int input) {
+  const Tensor* t = ctx.OptionalInput(input);
+  std::vector<int64_t> values = t ? t->ToHost().AsInt64s() : std::vector<int64_t>{};
+  seen_.emplace_back(input, values);
+  return values;
+}
+
+void ShapeInputValues::Check(const KernelContext& ctx) const {
+  for (const auto& [input, values] : seen_) {
+    const Tensor* t = ctx.OptionalInput(input);
+    if ((t ? t->ToHost().AsInt64s() : std::vector<int64_t>{}) != values)
+      throw Error(ctx.node().Describe() + ": input " + std::to_string(input) +
+                  " changed value between runs with the same input shapes; onnx-train plans output shapes once "
+                  "per input shapes, so this value must depend only on shapes");
+  }
+}
+
 }  // namespace ot

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "runtime/kernel.h"
 #include "runtime/tensor.h"
 
 namespace ot {
@@ -18,5 +19,19 @@ int64_t NormalizeAxis(int64_t axis, int64_t rank, const Node& node);
 std::vector<int64_t> RowMajorStrides(const Shape& s);
 // Strides of `in` aligned to `out` (right-aligned), 0 where `in` is broadcast.
 std::vector<int64_t> BroadcastStrides(const Shape& in, const Shape& out);
+
+// The values of small integer inputs (shapes, axes, repeats, pads) that a kernel reads in
+// Prepare. Plans are cached by input shapes, so a later run may bind other values to the
+// same plan; Check() in Compute turns that into an error instead of a stale output shape.
+class ShapeInputValues {
+ public:
+  // Input `input` as int64 values, remembered for Check(); empty when the input is absent.
+  std::vector<int64_t> Read(const KernelContext& ctx, int input);
+  // Throws ot::Error naming the node when an input read in Prepare now holds other values.
+  void Check(const KernelContext& ctx) const;
+
+ private:
+  std::vector<std::pair<int, std::vector<int64_t>>> seen_;
+};
 
 }  // namespace ot

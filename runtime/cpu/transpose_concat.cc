@@ -1,0 +1,671 @@
+// CPU kernels that move elements between positions: Transpose, Concat, Split, Slice,
+// Gather, GatherElements, Tile, Expand, Where and Pad. Float32 Transpose and Concat run on
+// oneDNN (reorder with permuted strides, concat); everything else is a strided byte copy
+// (strided_loop.h) that works for any fixed-size element type, since these ops never
+// compute on values.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <unordered_map>
+
+#include "runtime/cpu/dnnl_util.h"
+#include "runtime/cpu/kernel_util.h"
+#include "runtime/cpu/strided_loop.h"
+#include "runtime/kernel_registry.h"
+
+namespace ot {
+namespace cpu {
+namespace {
+
+constexpr int64_t kLatestOpset = 1 << 30;
+
+size_t ElementSize(const Tensor& t, const Node& node) {
+  size_t size = DTypeSize(t.dtype());
+  if (size == 0) throw UnsupportedError(node.op_type + ": data type " + DTypeName(t.dtype()));
+  return size;
+}
+
+template <size_t kSize> struct ElementBytes {
+  unsigned char b[kSize];
+};
+
+// Calls fn(ElementBytes<size>{}) for 1, 2, 4 and 8 byte elements, else fn_bytes(size).
+template <typename Fn> void DispatchBySize(size_t esize, Fn&& fn) {
+  switch (esize) {
+    case 1: fn(ElementBytes<1>{}); break;
+    case 2: fn(ElementBytes<2>{}); break;
+    case 4: fn(ElementBytes<4>{}); break;
+    case 8: fn(ElementBytes<8>{}); break;
+    default: throw Error("element size " + std::to_string(esize) + " has no copy routine");
+  }
+}
+
+// dst (dense, row-major over out_shape) = src viewed through src_strides from src_offset
+// (all in elements). Transpose, Slice, Tile and Expand are all this one copy.
+void StridedCopy(const void* src, const std::vector<int64_t>& src_strides, int64_t src_offset, void* dst,
+                 const Shape& out_shape, size_t esize) {
+  const auto* in = static_cast<const unsigned char*>(src);
+  auto* out = static_cast<unsigned char*>(dst);
+  DispatchBySize(esize, [&](auto tag) {
+    using E = decltype(tag);
+    StrideSet<2> strides = {src_strides, RowMajorStrides(out_shape)};
+    ForEachRow<2>(out_shape, strides, [&](const std::array<int64_t, 2>& at, int64_t len, const std::array<int64_t, 2>& step) {
+      const E* s = reinterpret_cast<const E*>(in) + src_offset + at[0];
+      E* d = reinterpret_cast<E*>(out) + at[1];
+      if (step[0] == 1) {
+        std::memcpy(d, s, static_cast<size_t>(len) * sizeof(E));
+        return;
+      }
+      for (int64_t i = 0; i < len; ++i) d[i] = s[i * step[0]];
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+class TransposeKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    esize_ = ElementSize(x, node_);
+    const int64_t rank = x.rank();
+    std::vector<int64_t> perm = node_.GetInts("perm");
+    if (perm.empty())
+      for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
+    if (static_cast<int64_t>(perm.size()) != rank)
+      Fail("perm has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(rank));
+    std::vector<bool> seen(static_cast<size_t>(rank), false);
+    std::vector<int64_t> in_strides = RowMajorStrides(x.shape());
+    out_shape_.clear();
+    src_strides_.clear();
+    for (int64_t p : perm) {
+      size_t axis = static_cast<size_t>(NormalizeAxis(p, rank, node_));
+      if (seen[axis]) Fail("perm repeats axis " + std::to_string(p));
+      seen[axis] = true;
+      out_shape_.push_back(x.shape()[axis]);
+      src_strides_.push_back(in_strides[axis]);
+    }
+    ctx.SetOutput(0, x.dtype(), out_shape_);
+    use_dnnl_ = DnnlSupports(x.dtype()) && rank >= 1 && rank <= DNNL_MAX_NDIMS && x.numel() > 0;
+    if (!use_dnnl_) return;
+    // The source read in output order: dims of the output, strides of the input.
+    src_desc_ = dnnl::memory::desc(ToDims(out_shape_), ToDnnl(x.dtype()), dnnl::memory::dims(src_strides_));
+    dst_desc_ = PlainDesc(out_shape_, x.dtype());
+    reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), src_desc_, Engine(), dst_desc_));
+  }
+
+  void Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    Tensor& y = ctx.Output(0);
+    if (use_dnnl_) {
+      reorder_.execute(Stream(), {{DNNL_ARG_FROM, Wrap(src_desc_, x)}, {DNNL_ARG_TO, Wrap(dst_desc_, y)}});
+      Stream().wait();
+      return;
+    }
+    StridedCopy(x.raw(), src_strides_, 0, y.raw(), out_shape_, esize_);
+  }
+
+ private:
+  size_t esize_ = 0;
+  Shape out_shape_;
+  std::vector<int64_t> src_strides_;
+  bool use_dnnl_ = false;
+  dnnl::memory::desc src_desc_, dst_desc_;
+  dnnl::reorder reorder_;
+};
+
+// ---------------------------------------------------------------------------------------
+// A tensor seen as [outer, axis, inner] around one axis, in bytes per axis step.
+struct AxisSplit {
+  int64_t outer = 1;
+  int64_t inner_bytes = 0;  // bytes of one step along the axis
+};
+
+AxisSplit SplitAround(const Shape& shape, int64_t axis, size_t esize) {
+  AxisSplit s;
+  s.inner_bytes = static_cast<int64_t>(esize);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (static_cast<int64_t>(d) < axis) s.outer *= shape[d];
+    else if (static_cast<int64_t>(d) > axis) s.inner_bytes *= shape[d];
+  }
+  return s;
+}
+
+class ConcatKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& first = ctx.Input(0);
+    esize_ = ElementSize(first, node_);
+    if (first.rank() == 0) Fail("cannot concatenate scalars");
+    if (!node_.HasAttr("axis") && opset_ >= 4) Fail("attribute 'axis' is required");
+    axis_ = NormalizeAxis(node_.GetInt("axis", 1), first.rank(), node_);
+    Shape out = first.shape();
+    out[static_cast<size_t>(axis_)] = 0;
+    for (int i = 0; i < ctx.NumInputs(); ++i) {
+      const Tensor& in = ctx.Input(i);
+      Shape expect = out;
+      expect[static_cast<size_t>(axis_)] = in.rank() == first.rank() ? in.dim(static_cast<int>(axis_)) : -1;
+      if (in.dtype() != first.dtype() || in.shape() != expect)
+        Fail("input " + std::to_string(i) + " (" + in.Describe() + ") does not match input 0 (" + first.Describe() +
+             ") outside axis " + std::to_string(axis_));
+      out[static_cast<size_t>(axis_)] += in.dim(static_cast<int>(axis_));
+    }
+    ctx.SetOutput(0, first.dtype(), out);
+    PrepareDnnl(ctx, out);
+  }
+
+  void Compute(KernelContext& ctx) override {
+    Tensor& y = ctx.Output(0);
+    if (y.numel() == 0) return;
+    if (!dnnl_inputs_.empty()) {
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DST, Wrap(dst_desc_, y)}};
+      for (size_t k = 0; k < dnnl_inputs_.size(); ++k)
+        args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k), Wrap(src_descs_[k], ctx.Input(dnnl_inputs_[k])));
+      concat_.execute(Stream(), args);
+      Stream().wait();
+      return;
+    }
+    auto* out = static_cast<unsigned char*>(y.raw());
+    const AxisSplit ys = SplitAround(y.shape(), axis_, esize_);
+    for (int64_t o = 0; o < ys.outer; ++o) {
+      for (int i = 0; i < ctx.NumInputs(); ++i) {
+        const Tensor& in = ctx.Input(i);
+        const int64_t bytes = in.dim(static_cast<int>(axis_)) * ys.inner_bytes;
+        std::memcpy(out, static_cast<const unsigned char*>(in.raw()) + o * bytes, static_cast<size_t>(bytes));
+        out += bytes;
+      }
+    }
+  }
+
+ private:
+  // oneDNN concat for float32 over the non-empty inputs.
+  void PrepareDnnl(const KernelContext& ctx, const Shape& out) {
+    dnnl_inputs_.clear();
+    src_descs_.clear();
+    if (ctx.Input(0).dtype() != DType::kFloat32 || NumElements(out) == 0) return;
+    for (int i = 0; i < ctx.NumInputs(); ++i) {
+      if (ctx.Input(i).numel() == 0) continue;
+      dnnl_inputs_.push_back(i);
+      src_descs_.push_back(PlainDesc(ctx.Input(i).shape(), DType::kFloat32));
+    }
+    dst_desc_ = PlainDesc(out, DType::kFloat32);
+    concat_ = dnnl::concat(dnnl::concat::primitive_desc(dst_desc_, static_cast<int>(axis_), src_descs_, Engine()));
+  }
+
+  size_t esize_ = 0;
+  int64_t axis_ = 0;
+  std::vector<int> dnnl_inputs_;
+  std::vector<dnnl::memory::desc> src_descs_;
+  dnnl::memory::desc dst_desc_;
+  dnnl::concat concat_;
+};
+
+// ---------------------------------------------------------------------------------------
+class SplitKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    esize_ = ElementSize(x, node_);
+    axis_ = NormalizeAxis(node_.GetInt("axis", 0), x.rank(), node_);
+    const int64_t dim = x.dim(static_cast<int>(axis_));
+    const int n = ctx.NumOutputs();
+    if (opset_ >= 13) {
+      sizes_ = shape_inputs_.Read(ctx, 1);
+    } else {
+      sizes_ = node_.GetInts("split");
+    }
+    if (sizes_.empty()) {
+      if (n == 0 || dim % n != 0)
+        Fail("dimension " + std::to_string(dim) + " cannot be split evenly into " + std::to_string(n) + " outputs");
+      sizes_.assign(static_cast<size_t>(n), dim / n);
+    }
+    int64_t total = 0;
+    for (int64_t s : sizes_) {
+      if (s < 0) Fail("split sizes must not be negative");
+      total += s;
+    }
+    if (static_cast<int>(sizes_.size()) != n || total != dim)
+      Fail("split sizes " + ShapeString(sizes_) + " do not divide dimension " + std::to_string(dim) + " into " +
+           std::to_string(n) + " outputs");
+    for (int i = 0; i < n; ++i) {
+      Shape s = x.shape();
+      s[static_cast<size_t>(axis_)] = sizes_[static_cast<size_t>(i)];
+      ctx.SetOutput(i, x.dtype(), s);
+    }
+  }
+
+  void Compute(KernelContext& ctx) override {
+    shape_inputs_.Check(ctx);
+    const Tensor& x = ctx.Input(0);
+    const AxisSplit xs = SplitAround(x.shape(), axis_, esize_);
+    const auto* in = static_cast<const unsigned char*>(x.raw());
+    for (int64_t o = 0; o < xs.outer; ++o) {
+      for (int i = 0; i < ctx.NumOutputs(); ++i) {
+        const int64_t bytes = sizes_[static_cast<size_t>(i)] * xs.inner_bytes;
+        if (ctx.HasOutput(i))
+          std::memcpy(static_cast<unsigned char*>(ctx.Output(i).raw()) + o * bytes, in, static_cast<size_t>(bytes));
+        in += bytes;
+      }
+    }
+  }
+
+ private:
+  size_t esize_ = 0;
+  int64_t axis_ = 0;
+  std::vector<int64_t> sizes_;
+  ShapeInputValues shape_inputs_;
+};
+
+// ---------------------------------------------------------------------------------------
+class SliceKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    esize_ = ElementSize(x, node_);
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (opset_ < 10) {
+      starts = node_.GetInts("starts");
+      ends = node_.GetInts("ends");
+      axes = node_.GetInts("axes");
+    } else {
+      starts = shape_inputs_.Read(ctx, 1);
+      ends = shape_inputs_.Read(ctx, 2);
+      axes = shape_inputs_.Read(ctx, 3);
+      steps = shape_inputs_.Read(ctx, 4);
+    }
+    if (axes.empty())
+      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    if (steps.empty()) steps.assign(starts.size(), 1);
+    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+      Fail("starts, ends, axes and steps differ in length");
+
+    out_shape_ = x.shape();
+    src_strides_ = RowMajorStrides(x.shape());
+    src_offset_ = 0;
+    std::vector<bool> seen(static_cast<size_t>(x.rank()), false);
+    for (size_t i = 0; i < starts.size(); ++i) {
+      size_t axis = static_cast<size_t>(NormalizeAxis(axes[i], x.rank(), node_));
+      if (seen[axis]) Fail("axis " + std::to_string(axes[i]) + " is sliced twice");
+      seen[axis] = true;
+      if (steps[i] == 0) Fail("step must not be 0");
+      int64_t first = 0, count = 0;
+      SliceAxis(x.shape()[axis], starts[i], ends[i], steps[i], &first, &count);
+      out_shape_[axis] = count;
+      src_offset_ += first * src_strides_[axis];
+      src_strides_[axis] *= steps[i];
+    }
+    ctx.SetOutput(0, x.dtype(), out_shape_);
+  }
+
+  void Compute(KernelContext& ctx) override {
+    shape_inputs_.Check(ctx);
+    StridedCopy(ctx.Input(0).raw(), src_strides_, src_offset_, ctx.Output(0).raw(), out_shape_, esize_);
+  }
+
+ private:
+  // First index and element count of start:end:step on a dimension, clamped as ONNX says.
+  static void SliceAxis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t* first, int64_t* count) {
+    *first = *count = 0;
+    if (dim == 0) return;
+    if (start < 0) start += dim;
+    if (end < 0) end += dim;
+    if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+      *count = end > start ? (end - start - 1) / step + 1 : 0;
+    } else {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+      *count = start > end ? (start - end - 1) / -step + 1 : 0;
+    }
+    *first = *count > 0 ? start : 0;
+  }
+
+  size_t esize_ = 0;
+  Shape out_shape_;
+  std::vector<int64_t> src_strides_;
+  int64_t src_offset_ = 0;
+  ShapeInputValues shape_inputs_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Index tensors (int32 or int64) read one value at a time.
+int64_t IndexAt(const Tensor& indices, int64_t i) {
+  return indices.dtype() == DType::kInt64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
+}
+
+void RequireIndexType(const Tensor& indices, const Node& node) {
+  if (indices.dtype() != DType::kInt64 && indices.dtype() != DType::kInt32)
+    throw Error(node.Describe() + ": indices must be int32 or int64, not " + DTypeName(indices.dtype()));
+}
+
+// Maps index `raw` into [0, dim) allowing negative values; throws naming the node.
+int64_t CheckedIndex(int64_t raw, int64_t dim, const Node& node) {
+  if (raw < -dim || raw >= dim)
+    throw Error(node.Describe() + ": index " + std::to_string(raw) + " is out of range for dimension of size " +
+                std::to_string(dim));
+  return raw < 0 ? raw + dim : raw;
+}
+
+class GatherKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& data = ctx.Input(0);
+    const Tensor& indices = ctx.Input(1);
+    esize_ = ElementSize(data, node_);
+    RequireIndexType(indices, node_);
+    if (data.rank() == 0) Fail("cannot gather from a scalar");
+    axis_ = NormalizeAxis(node_.GetInt("axis", 0), data.rank(), node_);
+    Shape out(data.shape().begin(), data.shape().begin() + axis_);
+    out.insert(out.end(), indices.shape().begin(), indices.shape().end());
+    out.insert(out.end(), data.shape().begin() + axis_ + 1, data.shape().end());
+    ctx.SetOutput(0, data.dtype(), out);
+  }
+
+  void Compute(KernelContext& ctx) override {
+    const Tensor& data = ctx.Input(0);
+    const Tensor& indices = ctx.Input(1);
+    const AxisSplit ds = SplitAround(data.shape(), axis_, esize_);
+    const int64_t dim = data.dim(static_cast<int>(axis_));
+    const int64_t n = indices.numel();
+    const auto* in = static_cast<const unsigned char*>(data.raw());
+    auto* out = static_cast<unsigned char*>(ctx.Output(0).raw());
+    for (int64_t o = 0; o < ds.outer; ++o) {
+      const unsigned char* block = in + o * dim * ds.inner_bytes;
+      for (int64_t k = 0; k < n; ++k) {
+        int64_t idx = CheckedIndex(IndexAt(indices, k), dim, node_);
+        std::memcpy(out, block + idx * ds.inner_bytes, static_cast<size_t>(ds.inner_bytes));
+        out += ds.inner_bytes;
+      }
+    }
+  }
+
+ private:
+  size_t esize_ = 0;
+  int64_t axis_ = 0;
+};
+
+class GatherElementsKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& data = ctx.Input(0);
+    const Tensor& indices = ctx.Input(1);
+    esize_ = ElementSize(data, node_);
+    RequireIndexType(indices, node_);
+    if (data.rank() == 0 || indices.rank() != data.rank())
+      Fail("data " + data.Describe() + " and indices " + indices.Describe() + " must have the same rank >= 1");
+    axis_ = NormalizeAxis(node_.GetInt("axis", 0), data.rank(), node_);
+    for (int d = 0; d < data.rank(); ++d)
+      if (d != axis_ && indices.dim(d) > data.dim(d))
+        Fail("indices " + indices.Describe() + " exceed data " + data.Describe() + " on axis " + std::to_string(d));
+    ctx.SetOutput(0, data.dtype(), indices.shape());
+  }
+
+  void Compute(KernelContext& ctx) override {
+    const Tensor& data = ctx.Input(0);
+    const Tensor& indices = ctx.Input(1);
+    std::vector<int64_t> data_strides = RowMajorStrides(data.shape());
+    const int64_t axis_stride = data_strides[static_cast<size_t>(axis_)];
+    const int64_t dim = data.dim(static_cast<int>(axis_));
+    data_strides[static_cast<size_t>(axis_)] = 0;  // the index supplies this coordinate
+    const StrideSet<2> strides = {RowMajorStrides(indices.shape()), data_strides};
+    const auto* in = static_cast<const unsigned char*>(data.raw());
+    auto* out = static_cast<unsigned char*>(ctx.Output(0).raw());
+    DispatchBySize(esize_, [&](auto tag) {
+      using E = decltype(tag);
+      ForEachRow<2>(indices.shape(), strides, [&](const std::array<int64_t, 2>& at, int64_t len, const std::array<int64_t, 2>& step) {
+        for (int64_t i = 0; i < len; ++i) {
+          const int64_t pos = at[0] + i * step[0];
+          const int64_t idx = CheckedIndex(IndexAt(indices, pos), dim, node_);
+          reinterpret_cast<E*>(out)[pos] = reinterpret_cast<const E*>(in)[at[1] + i * step[1] + idx * axis_stride];
+        }
+      });
+    });
+  }
+
+ private:
+  size_t esize_ = 0;
+  int64_t axis_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------
+// Kernels whose output is one strided view of input 0 fixed in Prepare (Tile, Expand).
+class StridedViewKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Compute(KernelContext& ctx) final {
+    shape_inputs_.Check(ctx);
+    StridedCopy(ctx.Input(0).raw(), walk_strides_, 0, ctx.Output(0).raw(), walk_shape_, esize_);
+  }
+
+ protected:
+  size_t esize_ = 0;
+  Shape walk_shape_;  // same element count as the output, laid out densely
+  std::vector<int64_t> walk_strides_;
+  ShapeInputValues shape_inputs_;
+};
+
+class TileKernel final : public StridedViewKernel {
+ public:
+  using StridedViewKernel::StridedViewKernel;
+
+  // The output seen as [r0, d0, r1, d1, ...] reads the input with strides [0, s0, 0, s1, ...].
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    esize_ = ElementSize(x, node_);
+    std::vector<int64_t> repeats = shape_inputs_.Read(ctx, 1);
+    if (static_cast<int>(repeats.size()) != x.rank())
+      Fail("repeats has " + std::to_string(repeats.size()) + " entries for rank " + std::to_string(x.rank()));
+    std::vector<int64_t> in_strides = RowMajorStrides(x.shape());
+    Shape out;
+    walk_shape_.clear();
+    walk_strides_.clear();
+    for (size_t d = 0; d < repeats.size(); ++d) {
+      if (repeats[d] < 0) Fail("repeats must not be negative");
+      out.push_back(x.shape()[d] * repeats[d]);
+      walk_shape_.insert(walk_shape_.end(), {repeats[d], x.shape()[d]});
+      walk_strides_.insert(walk_strides_.end(), {0, in_strides[d]});
+    }
+    ctx.SetOutput(0, x.dtype(), out);
+  }
+};
+
+class ExpandKernel final : public StridedViewKernel {
+ public:
+  using StridedViewKernel::StridedViewKernel;
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    esize_ = ElementSize(x, node_);
+    walk_shape_ = BroadcastShapes(x.shape(), shape_inputs_.Read(ctx, 1), node_);
+    walk_strides_ = BroadcastStrides(x.shape(), walk_shape_);
+    ctx.SetOutput(0, x.dtype(), walk_shape_);
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+class WhereKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& cond = ctx.Input(0);
+    const Tensor& x = ctx.Input(1);
+    const Tensor& y = ctx.Input(2);
+    if (cond.dtype() != DType::kBool) Fail("condition must be bool, not " + DTypeName(cond.dtype()));
+    if (x.dtype() != y.dtype()) Fail("X and Y differ in type: " + x.Describe() + " and " + y.Describe());
+    esize_ = ElementSize(x, node_);
+    out_shape_ = BroadcastShapes(BroadcastShapes(cond.shape(), x.shape(), node_), y.shape(), node_);
+    ctx.SetOutput(0, x.dtype(), out_shape_);
+  }
+
+  void Compute(KernelContext& ctx) override {
+    const Tensor& cond = ctx.Input(0);
+    const Tensor& x = ctx.Input(1);
+    const Tensor& y = ctx.Input(2);
+    const StrideSet<4> strides = {BroadcastStrides(cond.shape(), out_shape_), BroadcastStrides(x.shape(), out_shape_),
+                                  BroadcastStrides(y.shape(), out_shape_), RowMajorStrides(out_shape_)};
+    const uint8_t* c = cond.data<uint8_t>();
+    DispatchBySize(esize_, [&](auto tag) {
+      using E = decltype(tag);
+      const E* xs = static_cast<const E*>(x.raw());
+      const E* ys = static_cast<const E*>(y.raw());
+      E* out = static_cast<E*>(ctx.Output(0).raw());
+      ForEachRow<4>(out_shape_, strides, [&](const std::array<int64_t, 4>& at, int64_t len, const std::array<int64_t, 4>& step) {
+        for (int64_t i = 0; i < len; ++i)
+          out[at[3] + i * step[3]] = c[at[0] + i * step[0]] ? xs[at[1] + i * step[1]] : ys[at[2] + i * step[2]];
+      });
+    });
+  }
+
+ private:
+  size_t esize_ = 0;
+  Shape out_shape_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Pad: constant, reflect and edge modes. Each output coordinate maps to an input
+// coordinate per axis (or to "padding" in constant mode); pads may be negative (crop).
+class PadKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    esize_ = ElementSize(x, node_);
+    const std::string mode = node_.GetString("mode", "constant");
+    if (mode != "constant" && mode != "reflect" && mode != "edge") Unsupported("mode '" + mode + "'");
+    std::vector<int64_t> pads = opset_ < 11 ? node_.GetInts("pads") : shape_inputs_.Read(ctx, 1);
+    const int rank = x.rank();
+    if (static_cast<int>(pads.size()) != 2 * rank)
+      Fail("pads has " + std::to_string(pads.size()) + " entries for rank " + std::to_string(rank));
+    Shape out(static_cast<size_t>(rank));
+    source_index_.assign(static_cast<size_t>(rank), {});
+    for (int d = 0; d < rank; ++d) {
+      const int64_t begin = pads[static_cast<size_t>(d)], end = pads[static_cast<size_t>(d + rank)];
+      out[static_cast<size_t>(d)] = x.dim(d) + begin + end;
+      if (out[static_cast<size_t>(d)] < 0) Fail("pads " + ShapeString(pads) + " crop axis " + std::to_string(d) + " below 0");
+      source_index_[static_cast<size_t>(d)] = AxisSources(x.dim(d), begin, out[static_cast<size_t>(d)], mode);
+    }
+    fill_ = FillValue(ctx, x.dtype());
+    ctx.SetOutput(0, x.dtype(), out);
+  }
+
+  void Compute(KernelContext& ctx) override {
+    shape_inputs_.Check(ctx);
+    const Tensor& x = ctx.Input(0);
+    Tensor& y = ctx.Output(0);
+    fill_ = FillValue(ctx, x.dtype());  // constant_value is data, read on every run
+    if (y.numel() == 0) return;
+    if (y.rank() == 0) {
+      y.CopyFrom(x);
+      return;
+    }
+    DispatchBySize(esize_, [&](auto tag) { PadRows<decltype(tag)>(x, y); });
+  }
+
+ private:
+  // Input index for each output index along one axis; -1 where constant padding goes.
+  std::vector<int64_t> AxisSources(int64_t dim, int64_t begin, int64_t out_dim, const std::string& mode) const {
+    std::vector<int64_t> src(static_cast<size_t>(out_dim));
+    for (int64_t o = 0; o < out_dim; ++o) {
+      int64_t i = o - begin;
+      if (i < 0 || i >= dim) {
+        if (mode == "constant") i = -1;
+        else if (dim == 0) Fail("cannot pad an empty axis in mode '" + mode + "'");
+        else if (mode == "edge") i = std::clamp<int64_t>(i, 0, dim - 1);
+        else if (dim == 1) i = 0;
+        else {  // reflect: period 2*(dim-1), mirrored about both ends
+          const int64_t period = 2 * (dim - 1);
+          i = ((i % period) + period) % period;
+          if (i >= dim) i = period - i;
+        }
+      }
+      src[static_cast<size_t>(o)] = i;
+    }
+    return src;
+  }
+
+  // The bytes of the padding value in the data type.
+  std::vector<unsigned char> FillValue(const KernelContext& ctx, DType t) const {
+    std::vector<unsigned char> bytes(esize_, 0);
+    if (opset_ >= 11) {
+      const Tensor* v = ctx.OptionalInput(2);
+      if (v && v->numel() > 0) {
+        if (v->dtype() != t) Fail("constant_value has type " + DTypeName(v->dtype()) + ", data has " + DTypeName(t));
+        std::memcpy(bytes.data(), v->raw(), esize_);
+      }
+      return bytes;
+    }
+    const float value = node_.GetFloat("value", 0.f);
+    if (t == DType::kFloat32) std::memcpy(bytes.data(), &value, sizeof value);
+    else if (t == DType::kFloat64) {
+      const double d = value;
+      std::memcpy(bytes.data(), &d, sizeof d);
+    } else if (value != 0.f) {
+      Unsupported("attribute 'value' for data type " + DTypeName(t));
+    }
+    return bytes;
+  }
+
+  template <typename E> void PadRows(const Tensor& x, Tensor& y) const {
+    const int rank = y.rank();
+    const std::vector<int64_t> in_strides = RowMajorStrides(x.shape());
+    const std::vector<int64_t>& inner_src = source_index_.back();
+    E fill;
+    std::memcpy(&fill, fill_.data(), sizeof fill);
+    const E* in = static_cast<const E*>(x.raw());
+    E* out = static_cast<E*>(y.raw());
+    const int64_t row_len = y.dim(rank - 1);
+    std::vector<int64_t> index(static_cast<size_t>(rank - 1), 0);
+    for (int64_t row = 0, rows = y.numel() / row_len; row < rows; ++row, out += row_len) {
+      int64_t base = 0;
+      bool padding = false;
+      for (size_t d = 0; d < index.size(); ++d) {
+        const int64_t s = source_index_[d][static_cast<size_t>(index[d])];
+        padding = padding || s < 0;
+        base += s * in_strides[d];
+      }
+      for (int64_t j = 0; j < row_len; ++j) {
+        const int64_t s = inner_src[static_cast<size_t>(j)];
+        out[j] = padding || s < 0 ? fill : in[base + s];
+      }
+      for (size_t d = index.size(); d-- > 0;) {
+        if (++index[d] < y.dim(static_cast<int>(d))) break;
+        index[d] = 0;
+      }
+    }
+  }
+
+  size_t esize_ = 0;
+  std::vector<std::vector<int64_t>> source_index_;
+  std::vector<unsigned char> fill_;
+  ShapeInputValues shape_inputs_;
+};
+
+OT_REGISTER_CPU_KERNEL("Transpose", 1, kLatestOpset, TransposeKernel);
+OT_REGISTER_CPU_KERNEL("Concat", 1, kLatestOpset, ConcatKernel);
+OT_REGISTER_CPU_KERNEL("Split", 2, 17, SplitKernel);  // 18 adds num_outputs
+OT_REGISTER_CPU_KERNEL("Slice", 1, kLatestOpset, SliceKernel);
+OT_REGISTER_CPU_KERNEL("Gather", 1, kLatestOpset, GatherKernel);
+OT_REGISTER_CPU_KERNEL("GatherElements", 11, kLatestOpset, GatherElementsKernel);
+OT_REGISTER_CPU_KERNEL("Tile", 6, kLatestOpset, TileKernel);
+OT_REGISTER_CPU_KERNEL("Expand", 8, kLatestOpset, ExpandKernel);
+OT_REGISTER_CPU_KERNEL("Where", 9, kLatestOpset, WhereKernel);
+OT_REGISTER_CPU_KERNEL("Pad", 2, 17, PadKernel);  // 18 adds axes, 19 wrap mode
+
+}  // namespace
+}  // namespace cpu
+}  // namespace ot
