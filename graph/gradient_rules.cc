@@ -2,6 +2,8 @@
 // lacks are emitted in kGradDomain and have kernels in runtime/cpu/gradient_kernels.cc.
 #include "graph/gradient_registry.h"
 
+#include "graph/error.h"
+
 namespace ot {
 
 namespace {
@@ -139,6 +141,65 @@ void DropoutGrad(B& b) {
   b.Emit("DropoutGrad", ins, {b.GI(0)}, kGradDomain, attrs);
 }
 
+// The forward node's attributes, for gradient ops that recompute its geometry.
+std::map<std::string, Attribute> SameAttrs(B& b) { return b.node().attrs; }
+
+void ConvGrad(B& b) {
+  std::vector<std::string> outs = {b.NeedGI(0) ? b.GI(0) : "", b.NeedGI(1) ? b.GI(1) : "",
+                                   b.node().HasInput(2) && b.NeedGI(2) ? b.GI(2) : ""};
+  b.Emit("ConvGrad", {b.GO(0), b.I(0), b.I(1)}, outs, kGradDomain, SameAttrs(b));
+}
+
+// MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool.
+void PoolGrad(B& b) {
+  OT_CHECK(!b.node().HasOutput(1), "%s: the gradient through MaxPool's Indices output is not supported",
+           b.node().Describe().c_str());
+  b.Emit(b.node().op_type + "Grad", {b.GO(0), b.I(0)}, {b.GI(0)}, kGradDomain, SameAttrs(b));
+}
+
+// Softmax and LogSoftmax: the gradient ops take dY and Y, and the axis semantics of the
+// forward opset (before 13 the input is seen as 2-D at `axis`).
+void SoftmaxFamilyGrad(B& b) {
+  std::map<std::string, Attribute> attrs = {{"axis", B::AttrInt(b.node().GetInt("axis", b.opset() >= 13 ? -1 : 1))},
+                                            {"coerce_2d", B::AttrInt(b.opset() < 13 ? 1 : 0)}};
+  b.Emit(b.node().op_type + "Grad", {b.GO(0), b.O(0)}, {b.GI(0)}, kGradDomain, attrs);
+}
+
+// ReduceSum and ReduceMean: dY broadcast back over the reduced axes (scaled for mean).
+void ReduceGrad(B& b) {
+  std::vector<std::string> ins = {b.GO(0), b.Emit("Shape", {b.I(0)}, {b.Temp("shape")})};
+  if (b.node().HasInput(1)) ins.push_back(b.I(1));  // axes as an input (ReduceSum 13+)
+  std::map<std::string, Attribute> attrs = {{"keepdims", B::AttrInt(b.node().GetInt("keepdims", 1))},
+                                            {"noop_with_empty_axes", B::AttrInt(b.node().GetInt("noop_with_empty_axes", 0))},
+                                            {"mean", B::AttrInt(b.node().op_type == "ReduceMean" ? 1 : 0)}};
+  if (b.node().HasAttr("axes")) attrs["axes"] = B::AttrInts(b.node().GetInts("axes"));
+  b.Emit("ReduceGrad", ins, {b.GI(0)}, kGradDomain, attrs);
+}
+
+// Concat: dY split back into pieces shaped like the inputs.
+void ConcatGrad(B& b) {
+  std::vector<std::string> ins = {b.GO(0)};
+  std::vector<std::string> outs;
+  for (int i = 0; i < b.node().NumInputs(); ++i) {
+    ins.push_back(b.I(i));
+    outs.push_back(b.NeedGI(i) ? b.GI(i) : "");
+  }
+  b.Emit("ConcatGrad", ins, outs, kGradDomain, {{"axis", B::AttrInt(b.node().GetInt("axis", 0))}});
+}
+
+void SumGrad(B& b) {
+  for (int i = 0; i < b.node().NumInputs(); ++i)
+    if (b.NeedGI(i)) WriteBroadcastGrad(b, b.GO(0), i);
+}
+void ExpandGrad(B& b) { WriteBroadcastGrad(b, b.GO(0), 0); }
+void NegGrad(B& b) { b.Emit("Neg", {b.GO(0)}, {b.GI(0)}); }
+void ExpGrad(B& b) { b.Emit("Mul", {b.GO(0), b.O(0)}, {b.GI(0)}); }
+void LogGrad(B& b) { b.Emit("Div", {b.GO(0), b.I(0)}, {b.GI(0)}); }
+void SqrtGrad(B& b) {
+  std::string half = b.Emit("Mul", {b.GO(0), b.ConstantFloat(0.5f, "half")}, {b.Temp("half")});
+  b.Emit("Div", {half, b.O(0)}, {b.GI(0)});
+}
+
 void Register(GradientRegistry& r, const std::string& op, int64_t since, int64_t until, GradientRule rule,
               std::vector<int> stops = {}, const std::string& domain = "") {
   r.Register(GradientRuleDef{domain, op, since, until, std::move(stops), std::move(rule)});
@@ -163,6 +224,17 @@ void RegisterStandardGradientRules(GradientRegistry& r) {
   Register(r, "SoftmaxCrossEntropyLoss", 12, kAny, SoftmaxCrossEntropyLossGrad, {1, 2});
   Register(r, "NegativeLogLikelihoodLoss", 12, kAny, NegativeLogLikelihoodLossGrad, {1, 2});
   Register(r, "Dropout", 7, kAny, DropoutGrad, {1, 2});
+  Register(r, "Conv", 1, kAny, ConvGrad);
+  for (const char* op : {"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"}) Register(r, op, 1, kAny, PoolGrad);
+  for (const char* op : {"Softmax", "LogSoftmax"}) Register(r, op, 1, kAny, SoftmaxFamilyGrad);
+  for (const char* op : {"ReduceSum", "ReduceMean"}) Register(r, op, 1, kAny, ReduceGrad, {1});
+  Register(r, "Concat", 4, kAny, ConcatGrad);
+  Register(r, "Sum", 8, kAny, SumGrad);
+  Register(r, "Expand", 8, kAny, ExpandGrad, {1});
+  Register(r, "Neg", 6, kAny, NegGrad);
+  Register(r, "Exp", 6, kAny, ExpGrad);
+  Register(r, "Log", 6, kAny, LogGrad);
+  Register(r, "Sqrt", 6, kAny, SqrtGrad);
   Register(r, "BatchNormTraining", 1, kAny, BatchNormTrainingGrad, {3, 4}, kGradDomain);
 }
 

@@ -82,6 +82,50 @@ Model MixedNet() {
   return b.Build();
 }
 
+// Conv (groups, pads), BatchNorm in training mode, pools, Concat, softmax family,
+// reductions: the ops of the reference models and their neighbours.
+Model ConvNet() {
+  ModelBuilder b;
+  b.Input("x", DType::kFloat32, {3, 2, 5, 5});
+  b.Param("w", {4, 1, 3, 3}, -0.5f, 0.5f).Param("cb", {4}, -0.1f, 0.1f);
+  b.Param("scale", {4}, 0.5f, 1.5f).Param("shift", {4}, -0.2f, 0.2f);
+  b.Param("rm", {4}, -0.1f, 0.1f).Param("rv", {4}, 0.9f, 1.1f).Param("fc", {3, 8}, -0.7f, 0.7f);
+  Node& conv = b.Op("Conv", {"x", "w", "cb"}, "c");
+  conv.SetInt("group", 2);
+  conv.SetInts("pads", {1, 1, 1, 1});
+  Node& bn = b.Op("BatchNormalization", {"c", "scale", "shift", "rm", "rv"}, "n");
+  bn.outputs = {"n"};
+  b.Op("Relu", {"n"}, "r");
+  Node& mp = b.Op("MaxPool", {"r"}, "mp");
+  mp.SetInts("kernel_shape", {2, 2});
+  mp.SetInts("strides", {2, 2});
+  Node& ap = b.Op("AveragePool", {"n"}, "ap");
+  ap.SetInts("kernel_shape", {3, 3});
+  ap.SetInts("strides", {2, 2});
+  ap.SetInts("pads", {1, 1, 1, 1});
+  b.Op("GlobalAveragePool", {"mp"}, "g1");
+  b.Op("GlobalMaxPool", {"ap"}, "g2");
+  b.Op("Concat", {"g1", "g2"}, "cat").SetInt("axis", 1);
+  b.Op("Flatten", {"cat"}, "f");
+  b.Op("LogSoftmax", {"f"}, "ls").SetInt("axis", 1);
+  b.Op("Softmax", {"f"}, "sm").SetInt("axis", 1);
+  Node& rm = b.Op("ReduceMean", {"ls"}, "mean");
+  rm.SetInts("axes", {1});
+  b.Op("Mul", {"sm", "mean"}, "mix");
+  b.Op("Add", {"f", "mix"}, "f2");
+  b.Op("Gemm", {"f2", "fc"}, "logits").SetInt("transB", 1);
+  b.Output("logits", {3, 3});
+  return b.Build();
+}
+
+std::map<std::string, Tensor> ConvFeeds(const TrainingGraph& tg) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n(0.f, 1.f);
+  HostTensor x(DType::kFloat32, {3, 2, 5, 5});
+  for (int64_t i = 0; i < x.NumElements(); ++i) x.Data<float>()[i] = n(rng);
+  return {{"x", Tensor::FromHost(x)}, {tg.labels, Tensor::FromHost(HostTensor::FromVector<int64_t>({1, 0, 2}, {3}))}};
+}
+
 std::map<std::string, Tensor> Feeds(const TrainingGraph& tg) {
   std::mt19937 rng(3);
   std::normal_distribution<float> n(0.f, 1.f);
@@ -125,6 +169,91 @@ TEST(Autodiff, MixedNetGradientsMatchFiniteDifferences) {
   EXPECT_EQ(tg.labels, "labels");
   EXPECT_EQ(tg.params.size(), 6u);
   ExpectGradientsMatchFiniteDifferences(tg, Feeds(tg));
+}
+
+TEST(Autodiff, ConvNetGradientsMatchFiniteDifferences) {
+  TrainingGraph tg = BuildTrainingGraph(ConvNet());
+  // Running statistics are state, not parameters; they get update outputs instead.
+  EXPECT_EQ(std::count(tg.params.begin(), tg.params.end(), "rm"), 0);
+  EXPECT_EQ(tg.state_updates.size(), 2u);
+  ExpectGradientsMatchFiniteDifferences(tg, ConvFeeds(tg));
+}
+
+TEST(Autodiff, BatchNormRunningStatisticsFollowOnnxMomentum) {
+  TrainingGraph tg = BuildTrainingGraph(ConvNet());
+  ExecutorOptions opts;
+  opts.state_updates = tg.state_updates;
+  Executor exec(tg.model, opts);
+  auto feeds = ConvFeeds(tg);
+  HostTensor rm0 = exec.FindState("rm")->ToHost(), rv0 = exec.FindState("rv")->ToHost();
+  // The batch statistics of the convolution output, computed here from "c".
+  Executor forward(tg.model);
+  HostTensor c = forward.Run(feeds, {"c"})[0].ToHost();
+  exec.Run(feeds, {tg.loss});
+  HostTensor rm1 = exec.FindState("rm")->ToHost(), rv1 = exec.FindState("rv")->ToHost();
+  const int64_t n = 3, ch = 4, hw = 25;
+  for (int64_t k = 0; k < ch; ++k) {
+    double sum = 0, sq = 0;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < hw; ++i) {
+        double v = c.Data<float>()[(b * ch + k) * hw + i];
+        sum += v;
+        sq += v * v;
+      }
+    double mean = sum / (n * hw), var = sq / (n * hw) - mean * mean;
+    EXPECT_NEAR(rm1.Data<float>()[k], 0.9 * rm0.Data<float>()[k] + 0.1 * mean, 1e-5);
+    EXPECT_NEAR(rv1.Data<float>()[k], 0.9 * rv0.Data<float>()[k] + 0.1 * var, 1e-4);
+  }
+}
+
+TEST(Autodiff, DropoutGradientReusesTheMask) {
+  ModelBuilder b;
+  b.Input("x", DType::kFloat32, {4, 6});
+  b.Param("w", {6, 5}, -1.f, 1.f);
+  b.Op("MatMul", {"x", "w"}, "h");
+  Node& d = b.Op("Dropout", {"h"}, "dr");
+  d.SetInt("seed", 3);
+  b.Op("Identity", {"dr"}, "logits");
+  b.Output("logits", {4, 5});
+  Model m = b.Build();
+  m.opsets[""] = 13;
+  HostTensor ratio = HostTensor::FromVector<float>({0.25f}, {}, "ratio");
+  m.graph.initializers.push_back(ratio);
+  m.graph.nodes[1].inputs = {"h", "ratio"};
+  TrainingGraph tg = BuildTrainingGraph(m);
+  Executor exec(tg.model);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  HostTensor x(DType::kFloat32, {4, 6});
+  for (int64_t i = 0; i < x.NumElements(); ++i) x.Data<float>()[i] = nd(rng);
+  std::map<std::string, Tensor> feeds = {{"x", Tensor::FromHost(x)},
+                                         {"labels", Tensor::FromHost(HostTensor::FromVector<int64_t>({0, 1, 4, 2}, {4}))}};
+  auto out = exec.Run(feeds, {"dr/mask", "dr", "w/grad"});
+  HostTensor mask = out[0].ToHost(), y = out[1].ToHost(), gw = out[2].ToHost();
+  // Expected dW = x^T (mask / 0.75 * (softmax(y) - onehot) / N), computed here.
+  const int64_t labels[4] = {0, 1, 4, 2};
+  std::vector<double> dh(20);
+  int dropped = 0;
+  for (int64_t r = 0; r < 4; ++r) {
+    double mx = -1e30, z = 0;
+    for (int64_t c = 0; c < 5; ++c) mx = std::max(mx, double(y.Data<float>()[r * 5 + c]));
+    for (int64_t c = 0; c < 5; ++c) z += std::exp(y.Data<float>()[r * 5 + c] - mx);
+    for (int64_t c = 0; c < 5; ++c) {
+      bool keep = mask.Data<uint8_t>()[r * 5 + c] != 0;
+      dropped += !keep;
+      double p = std::exp(y.Data<float>()[r * 5 + c] - mx) / z - (c == labels[r] ? 1 : 0);
+      dh[static_cast<size_t>(r * 5 + c)] = keep ? p / 4 / 0.75 : 0;
+      if (!keep) EXPECT_EQ(y.Data<float>()[r * 5 + c], 0.f);
+    }
+  }
+  for (int64_t i = 0; i < 6; ++i)
+    for (int64_t j = 0; j < 5; ++j) {
+      double e = 0;
+      for (int64_t r = 0; r < 4; ++r) e += x.Data<float>()[r * 6 + i] * dh[static_cast<size_t>(r * 5 + j)];
+      EXPECT_NEAR(gw.Data<float>()[i * 5 + j], e, 1e-5) << i << "," << j;
+    }
+  EXPECT_GT(dropped, 0);
+  EXPECT_LT(dropped, 20);
 }
 
 TEST(Autodiff, TrainingGraphIsValidOnnxAndRoundTrips) {

@@ -14,6 +14,8 @@
 //   still request them (the gradient of BatchNormalization reads them).
 #include <vector>
 
+#include "graph/gradient_registry.h"
+
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/kernel_registry.h"
 
@@ -111,6 +113,7 @@ class BatchNormKernel final : public OpKernel {
  private:
   bool IsTrainingMode(const KernelContext& ctx) const {
     const bool stats_requested = ctx.HasOutput(1) || ctx.HasOutput(2) || ctx.HasOutput(3) || ctx.HasOutput(4);
+    if (node_.domain == kGradDomain) return true;  // BatchNormTraining of training graphs
     bool training = stats_requested;
     if (opset_ >= 14) training = node_.GetInt("training_mode", 0) != 0;
     else if (opset_ <= 6) training = node_.GetInt("is_test", 0) == 0;
@@ -129,6 +132,60 @@ class BatchNormKernel final : public OpKernel {
   float momentum_ = 0.9f;
   std::vector<float> batch_mean_, batch_var_;  // when saved_mean / saved_var are not outputs
   BatchNormPrimitive prim_;
+};
+
+// BatchNormalizationGrad(dY, X, scale, saved_mean, saved_var) -> dX, dScale, dBias on
+// oneDNN's backward primitive; saved_var is the population variance before epsilon.
+class BatchNormGradKernel final : public OpKernel {
+ public:
+  explicit BatchNormGradKernel(const KernelInfo& info) : OpKernel(info) {}
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& dy = ctx.Input(0);
+    const Tensor& x = ctx.Input(1);
+    for (int i = 0; i < 5; ++i)
+      if (ctx.Input(i).dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(ctx.Input(i).dtype()));
+    if (dy.shape() != x.shape() || x.rank() < 2) Fail("gradient " + dy.Describe() + " does not match input " + x.Describe());
+    const int64_t channels = x.dim(1);
+    ctx.SetOutput(0, DType::kFloat32, x.shape());
+    ctx.SetOutput(1, DType::kFloat32, {channels});
+    ctx.SetOutput(2, DType::kFloat32, {channels});
+    if (x.numel() == 0) Fail("training mode needs a non-empty batch");
+    data_desc_ = PlainDesc(NormalizationShape(x.shape()), DType::kFloat32);
+    channel_desc_ = PlainDesc(Shape{channels}, DType::kFloat32);
+    const float eps = node_.GetFloat("epsilon", 1e-5f);
+    const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+    auto fwd = dnnl::batch_normalization_forward::primitive_desc(
+        dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, data_desc_, eps, flags), Engine());
+    dnnl::batch_normalization_backward::desc bwd(dnnl::prop_kind::backward, data_desc_, data_desc_, eps, flags);
+    prim_ = dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(bwd, Engine(), fwd));
+    scratch_.assign(static_cast<size_t>(channels) * 2, 0.f);
+    zero_shift_.assign(static_cast<size_t>(channels), 0.f);
+    scratch_dx_.resize(ctx.HasOutput(0) ? 0 : static_cast<size_t>(x.numel()));
+  }
+
+  void Compute(KernelContext& ctx) override {
+    auto channel = [&](void* p) { return dnnl::memory(channel_desc_, Engine(), p); };
+    const size_t c = scratch_.size() / 2;
+    void* dx = ctx.HasOutput(0) ? ctx.Output(0).raw() : scratch_dx_.data();
+    void* dscale = ctx.HasOutput(1) ? ctx.Output(1).raw() : scratch_.data();
+    void* dshift = ctx.HasOutput(2) ? ctx.Output(2).raw() : scratch_.data() + c;
+    prim_.execute(Stream(), {{DNNL_ARG_DIFF_DST, dnnl::memory(data_desc_, Engine(), ctx.Input(0).raw())},
+                             {DNNL_ARG_SRC, dnnl::memory(data_desc_, Engine(), ctx.Input(1).raw())},
+                             {DNNL_ARG_SCALE, channel(ctx.Input(2).raw())},
+                             {DNNL_ARG_SHIFT, channel(zero_shift_.data())},  // oneDNN 2.6 wants it, unread
+                             {DNNL_ARG_MEAN, channel(ctx.Input(3).raw())},
+                             {DNNL_ARG_VARIANCE, channel(ctx.Input(4).raw())},
+                             {DNNL_ARG_DIFF_SRC, dnnl::memory(data_desc_, Engine(), dx)},
+                             {DNNL_ARG_DIFF_SCALE, channel(dscale)},
+                             {DNNL_ARG_DIFF_SHIFT, channel(dshift)}});
+    Stream().wait();
+  }
+
+ private:
+  dnnl::memory::desc data_desc_, channel_desc_;
+  dnnl::batch_normalization_backward prim_;
+  std::vector<float> scratch_, scratch_dx_, zero_shift_;
 };
 
 // Instance normalization is batch normalization of the N x C instances seen as channels
@@ -173,6 +230,8 @@ class InstanceNormKernel final : public OpKernel {
 };
 
 OT_REGISTER_CPU_KERNEL("BatchNormalization", 1, 1 << 30, BatchNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "BatchNormTraining", 1, 1 << 30, DeviceType::kCPU, BatchNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "BatchNormalizationGrad", 1, 1 << 30, DeviceType::kCPU, BatchNormGradKernel);
 OT_REGISTER_CPU_KERNEL("InstanceNormalization", 1, 1 << 30, InstanceNormKernel);
 
 }  // namespace

@@ -1,6 +1,9 @@
 // CPU kernels of the gradient ops ONNX lacks (domain org.onnxtrain): activation
-// gradients on oneDNN's eltwise backward primitive, and the loss gradients, SumToShape
-// (reduce a broadcast gradient) and TransposeLastTwo as loops.
+// gradients on oneDNN's eltwise backward primitive; loss, softmax, reduction, concat and
+// dropout gradients, SumToShape (reduce a broadcast gradient) and TransposeLastTwo as
+// loops (data movement and small reductions that no library routine covers). Conv,
+// pooling and BatchNorm gradients live beside their forward kernels.
+#include <cmath>
 #include <cstring>
 
 #include "graph/gradient_registry.h"
@@ -210,6 +213,163 @@ class NllLossGradKernel final : public OpKernel {
   }
 };
 
+// DropoutGrad(dY, mask[, ratio]) -> dY * mask / (1 - ratio), the mask reused from the
+// forward Dropout.
+class DropoutGradKernel final : public OpKernel {
+ public:
+  explicit DropoutGradKernel(const KernelInfo& info) : OpKernel(info) {}
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& dy = ctx.Input(0);
+    if (dy.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(dy.dtype()));
+    if (ctx.Input(1).shape() != dy.shape()) Fail("mask shape differs from the gradient's");
+    ctx.SetOutput(0, DType::kFloat32, dy.shape());
+  }
+  void Compute(KernelContext& ctx) override {
+    float ratio = node_.GetFloat("ratio", 0.5f);
+    if (const Tensor* r = ctx.OptionalInput(2)) ratio = r->data<float>()[0];
+    const float scale = ratio >= 1.f ? 0.f : 1.f / (1.f - ratio);
+    const Tensor& dy = ctx.Input(0);
+    const float* g = dy.data<float>();
+    const bool* mask = ctx.Input(1).data<bool>();
+    float* dx = ctx.Output(0).data<float>();
+    const int64_t n = dy.numel();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) dx[i] = mask[i] ? g[i] * scale : 0.f;
+  }
+};
+
+// Softmax and LogSoftmax gradients from dY and the forward output Y, over one axis or,
+// with coerce_2d (opsets before 13), over all axes from `axis` on.
+class SoftmaxFamilyGradKernel final : public OpKernel {
+ public:
+  explicit SoftmaxFamilyGradKernel(const KernelInfo& info) : OpKernel(info) {}
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& dy = ctx.Input(0);
+    if (dy.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(dy.dtype()));
+    if (ctx.Input(1).shape() != dy.shape()) Fail("Y shape differs from the gradient's");
+    ctx.SetOutput(0, DType::kFloat32, dy.shape());
+    const Shape& s = dy.shape();
+    const int64_t axis = NormalizeAxis(node_.GetInt("axis", -1), static_cast<int64_t>(s.size()), node_);
+    outer_ = NumElements(Shape(s.begin(), s.begin() + axis));
+    if (node_.GetInt("coerce_2d", 0)) {
+      len_ = NumElements(Shape(s.begin() + axis, s.end()));
+      inner_ = 1;
+    } else {
+      len_ = s.empty() ? 1 : s[static_cast<size_t>(axis)];
+      inner_ = NumElements(Shape(s.begin() + axis + 1, s.end()));
+    }
+    log_ = node_.op_type == "LogSoftmaxGrad";
+  }
+  void Compute(KernelContext& ctx) override {
+    const float* dy = ctx.Input(0).data<float>();
+    const float* y = ctx.Input(1).data<float>();
+    float* dx = ctx.Output(0).data<float>();
+    const int64_t outer = outer_, len = len_, inner = inner_;
+    const bool log = log_;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t base = o * len * inner + i;
+        double acc = 0;
+        for (int64_t k = 0; k < len; ++k) acc += log ? dy[base + k * inner] : dy[base + k * inner] * y[base + k * inner];
+        for (int64_t k = 0; k < len; ++k) {
+          const int64_t at = base + k * inner;
+          dx[at] = log ? dy[at] - std::exp(y[at]) * static_cast<float>(acc) : y[at] * (dy[at] - static_cast<float>(acc));
+        }
+      }
+  }
+
+ private:
+  int64_t outer_ = 0, len_ = 0, inner_ = 0;
+  bool log_ = false;
+};
+
+// ReduceGrad(dY, input_shape[, axes]) for ReduceSum/ReduceMean: dY broadcast back over
+// the reduced axes, divided by the reduced count for a mean.
+class ReduceGradKernel final : public OpKernel {
+ public:
+  explicit ReduceGradKernel(const KernelInfo& info) : OpKernel(info) {}
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& dy = ctx.Input(0);
+    if (dy.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(dy.dtype()));
+    const Shape out = ctx.Input(1).ToHost().AsInt64s();
+    std::vector<int64_t> axes = node_.GetInts("axes");
+    if (const Tensor* a = ctx.OptionalInput(2)) axes = a->ToHost().AsInt64s();
+    Shape kept = out;
+    double count = 1;
+    if (axes.empty() && node_.GetInt("noop_with_empty_axes", 0) == 0)
+      for (size_t d = 0; d < out.size(); ++d) axes.push_back(static_cast<int64_t>(d));
+    for (int64_t a : axes) {
+      const size_t d = static_cast<size_t>(NormalizeAxis(a, static_cast<int64_t>(out.size()), node_));
+      count *= static_cast<double>(out[d]);
+      kept[d] = 1;
+    }
+    if (NumElements(kept) != dy.numel()) Fail("gradient " + dy.Describe() + " does not fit the reduced shape " + ShapeString(kept));
+    strides_ = BroadcastStrides(kept, out);
+    scale_ = node_.GetInt("mean", 0) && count > 0 ? static_cast<float>(1.0 / count) : 1.f;
+    ctx.SetOutput(0, DType::kFloat32, out);
+  }
+  void Compute(KernelContext& ctx) override {
+    const Shape& s = ctx.Output(0).shape();
+    const float* g = ctx.Input(0).data<float>();
+    float* dx = ctx.Output(0).data<float>();
+    const int64_t n = ctx.Output(0).numel();
+    std::vector<int64_t> idx(s.size(), 0);
+    int64_t src = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      dx[i] = g[src] * scale_;
+      for (size_t d = s.size(); d-- > 0;) {
+        src += strides_[d];
+        if (++idx[d] < s[d]) break;
+        src -= strides_[d] * s[d];
+        idx[d] = 0;
+      }
+    }
+  }
+
+ private:
+  std::vector<int64_t> strides_;
+  float scale_ = 1.f;
+};
+
+// ConcatGrad(dY, X0, X1, ...) -> dX0, dX1, ...: dY cut along `axis` into pieces shaped
+// like the forward inputs.
+class ConcatGradKernel final : public OpKernel {
+ public:
+  explicit ConcatGradKernel(const KernelInfo& info) : OpKernel(info) {}
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& dy = ctx.Input(0);
+    axis_ = NormalizeAxis(node_.GetInt("axis", 0), dy.rank(), node_);
+    int64_t total = 0;
+    for (int i = 1; i < ctx.NumInputs(); ++i) {
+      ctx.SetOutput(i - 1, dy.dtype(), ctx.Input(i).shape());
+      total += ctx.Input(i).dim(static_cast<int>(axis_));
+    }
+    if (total != dy.dim(static_cast<int>(axis_))) Fail("the pieces do not add up to the gradient's axis");
+  }
+  void Compute(KernelContext& ctx) override {
+    const Tensor& dy = ctx.Input(0);
+    const Shape& s = dy.shape();
+    const size_t esize = DTypeSize(dy.dtype());
+    const int64_t outer = NumElements(Shape(s.begin(), s.begin() + axis_));
+    const int64_t inner = NumElements(Shape(s.begin() + axis_ + 1, s.end())) * static_cast<int64_t>(esize);
+    const int64_t row = s[static_cast<size_t>(axis_)] * inner;
+    const uint8_t* src = static_cast<const uint8_t*>(dy.raw());
+    int64_t offset = 0;
+    for (int i = 1; i < ctx.NumInputs(); ++i) {
+      const int64_t chunk = ctx.Input(i).dim(static_cast<int>(axis_)) * inner;
+      if (ctx.HasOutput(i - 1)) {
+        uint8_t* dst = static_cast<uint8_t*>(ctx.Output(i - 1).raw());
+        for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + o * chunk, src + o * row + offset, static_cast<size_t>(chunk));
+      }
+      offset += chunk;
+    }
+  }
+
+ private:
+  int64_t axis_ = 0;
+};
+
 constexpr int64_t kAny = 1 << 30;
 OT_REGISTER_KERNEL(kGradDomain, "ReluGrad", 1, kAny, DeviceType::kCPU, ActivationGradKernel);
 OT_REGISTER_KERNEL(kGradDomain, "SigmoidGrad", 1, kAny, DeviceType::kCPU, ActivationGradKernel);
@@ -220,6 +380,11 @@ OT_REGISTER_KERNEL(kGradDomain, "TransposeLastTwo", 1, kAny, DeviceType::kCPU, T
 OT_REGISTER_KERNEL(kGradDomain, "SoftmaxCrossEntropyLossGrad", 1, kAny, DeviceType::kCPU,
                    SoftmaxCrossEntropyLossGradKernel);
 OT_REGISTER_KERNEL(kGradDomain, "NegativeLogLikelihoodLossGrad", 1, kAny, DeviceType::kCPU, NllLossGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "DropoutGrad", 1, kAny, DeviceType::kCPU, DropoutGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SoftmaxGrad", 1, kAny, DeviceType::kCPU, SoftmaxFamilyGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "LogSoftmaxGrad", 1, kAny, DeviceType::kCPU, SoftmaxFamilyGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "ReduceGrad", 1, kAny, DeviceType::kCPU, ReduceGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "ConcatGrad", 1, kAny, DeviceType::kCPU, ConcatGradKernel);
 
 }  // namespace
 }  // namespace cpu

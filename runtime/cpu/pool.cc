@@ -1,5 +1,9 @@
 // Pooling on oneDNN's (dilated) pooling primitive: MaxPool, AveragePool,
-// GlobalMaxPool, GlobalAveragePool over 1 to 3 spatial dimensions.
+// GlobalMaxPool, GlobalAveragePool over 1 to 3 spatial dimensions, and their gradients.
+#include <unordered_map>
+#include <vector>
+
+#include "graph/gradient_registry.h"
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/cpu/window_geometry.h"
 #include "runtime/kernel_registry.h"
@@ -7,6 +11,55 @@
 namespace ot {
 namespace cpu {
 namespace {
+
+// Everything oneDNN needs to know about one pooling node on one input shape; shared by
+// the forward kernel and the gradient kernel.
+struct PoolProblem {
+  Shape src, dst;
+  dnnl::algorithm alg = dnnl::algorithm::pooling_max;
+  dnnl::memory::dims strides, kernel, dilations, pads_begin, pads_end;
+};
+
+// `op` is the forward op type (MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool).
+PoolProblem DescribePool(const std::string& op, const Node& node, const Shape& x_shape) {
+  const bool is_max = op == "MaxPool" || op == "GlobalMaxPool";
+  const bool global = op.rfind("Global", 0) == 0;
+  const Shape spatial = SpatialDims(x_shape);
+  WindowAttrs attrs;
+  if (global) {
+    attrs.kernel = spatial;
+    attrs.strides = attrs.dilations = std::vector<int64_t>(spatial.size(), 1);
+    attrs.pads_begin = attrs.pads_end = std::vector<int64_t>(spatial.size(), 0);
+  } else {
+    attrs = ReadWindowAttrs(node, spatial.size(), {});
+  }
+  const WindowGeometry g = ComputeWindowGeometry(attrs, spatial, node);
+  PoolProblem p;
+  p.src = x_shape;
+  p.dst = {x_shape[0], x_shape[1]};
+  p.dst.insert(p.dst.end(), g.output.begin(), g.output.end());
+  if (!is_max) {
+    const bool include_pad = node.GetInt("count_include_pad", 0) != 0;
+    // oneDNN divides by the whole window; ONNX (like PyTorch) leaves out the part that
+    // ceil_mode adds past the end padding.
+    for (int64_t extra : g.ceil_extra)
+      if (include_pad && extra > 0)
+        throw UnsupportedError(op + ": count_include_pad=1 with a ceil_mode window past the padding");
+    p.alg = include_pad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding;
+  }
+  p.strides = attrs.strides;
+  p.kernel = attrs.kernel;
+  for (int64_t d : attrs.dilations) p.dilations.push_back(d - 1);
+  p.pads_begin = g.pads_begin;
+  p.pads_end = g.pads_end;
+  return p;
+}
+
+dnnl::pooling_v2_forward::primitive_desc PoolForwardDesc(const PoolProblem& p, DType t, dnnl::prop_kind prop) {
+  dnnl::pooling_v2_forward::desc desc(prop, p.alg, PlainDesc(p.src, t), PlainDesc(p.dst, t), p.strides, p.kernel,
+                                      p.dilations, p.pads_begin, p.pads_end);
+  return dnnl::pooling_v2_forward::primitive_desc(desc, Engine());
+}
 
 class PoolKernel final : public OpKernel {
  public:
@@ -16,39 +69,13 @@ class PoolKernel final : public OpKernel {
     const Tensor& x = ctx.Input(0);
     const bool is_max = node_.op_type == "MaxPool" || node_.op_type == "GlobalMaxPool";
     CheckSupported(x, is_max, ctx);
-    const bool global = node_.op_type.rfind("Global", 0) == 0;
-    const Shape spatial = SpatialDims(x.shape());
-    WindowAttrs attrs;
-    if (global) {
-      attrs.kernel = spatial;
-      attrs.strides = attrs.dilations = std::vector<int64_t>(spatial.size(), 1);
-      attrs.pads_begin = attrs.pads_end = std::vector<int64_t>(spatial.size(), 0);
-    } else {
-      attrs = ReadWindowAttrs(node_, spatial.size(), {});
-    }
-    const WindowGeometry g = ComputeWindowGeometry(attrs, spatial, node_);
-    Shape out_shape = {x.dim(0), x.dim(1)};
-    out_shape.insert(out_shape.end(), g.output.begin(), g.output.end());
-    ctx.SetOutput(0, x.dtype(), out_shape);
-    if (x.numel() == 0 || NumElements(out_shape) == 0) return;
-
-    dnnl::algorithm alg = dnnl::algorithm::pooling_max;
-    if (!is_max) {
-      const bool include_pad = node_.GetInt("count_include_pad", 0) != 0;
-      // oneDNN divides by the whole window; ONNX (like PyTorch) leaves out the part that
-      // ceil_mode adds past the end padding.
-      for (int64_t extra : g.ceil_extra)
-        if (include_pad && extra > 0) Unsupported("count_include_pad=1 with a ceil_mode window past the padding");
-      alg = include_pad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding;
-    }
-    src_desc_ = PlainDesc(x.shape(), x.dtype());
-    dst_desc_ = PlainDesc(out_shape, x.dtype());
-    dnnl::memory::dims dilations;
-    for (int64_t d : attrs.dilations) dilations.push_back(d - 1);
+    const PoolProblem p = DescribePool(node_.op_type, node_, x.shape());
+    ctx.SetOutput(0, x.dtype(), p.dst);
+    if (x.numel() == 0 || NumElements(p.dst) == 0) return;
+    src_desc_ = PlainDesc(p.src, x.dtype());
+    dst_desc_ = PlainDesc(p.dst, x.dtype());
     try {
-      dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, alg, src_desc_, dst_desc_, attrs.strides,
-                                          attrs.kernel, dilations, g.pads_begin, g.pads_end);
-      prim_ = dnnl::pooling_v2_forward(dnnl::pooling_v2_forward::primitive_desc(desc, Engine()));
+      prim_ = dnnl::pooling_v2_forward(PoolForwardDesc(p, x.dtype(), dnnl::prop_kind::forward_inference));
     } catch (const dnnl::error& e) {
       Unsupported(std::string("oneDNN has no pooling for this configuration: ") + e.what());
     }
@@ -77,6 +104,67 @@ class PoolKernel final : public OpKernel {
   dnnl::pooling_v2_forward prim_;
 };
 
+// <Pool>Grad(dY, X) -> dX in the gradient domain, with the forward node's attributes.
+// Max pooling's backward needs oneDNN's workspace (where each maximum came from), so the
+// gradient kernel runs the forward pass again to get it; average pooling needs only
+// the shapes.
+class PoolGradKernel final : public OpKernel {
+ public:
+  explicit PoolGradKernel(const KernelInfo& info) : OpKernel(info) {}
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& dy = ctx.Input(0);
+    const Tensor& x = ctx.Input(1);
+    if (x.dtype() != DType::kFloat32 || dy.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(x.dtype()));
+    const std::string forward_op = node_.op_type.substr(0, node_.op_type.size() - 4);  // strip "Grad"
+    const PoolProblem p = DescribePool(forward_op, node_, x.shape());
+    if (p.dst != dy.shape()) Fail("gradient " + dy.Describe() + " does not match the pooled shape " + ShapeString(p.dst));
+    ctx.SetOutput(0, DType::kFloat32, x.shape());
+    if (x.numel() == 0 || dy.numel() == 0) return;
+    is_max_ = p.alg == dnnl::algorithm::pooling_max;
+    src_desc_ = PlainDesc(p.src, DType::kFloat32);
+    dst_desc_ = PlainDesc(p.dst, DType::kFloat32);
+    auto fwd_pd = PoolForwardDesc(p, DType::kFloat32, dnnl::prop_kind::forward_training);
+    dnnl::pooling_v2_backward::desc bwd(p.alg, src_desc_, dst_desc_, p.strides, p.kernel, p.dilations, p.pads_begin,
+                                        p.pads_end);
+    bwd_ = dnnl::pooling_v2_backward(dnnl::pooling_v2_backward::primitive_desc(bwd, Engine(), fwd_pd));
+    if (is_max_) {
+      fwd_ = dnnl::pooling_v2_forward(fwd_pd);
+      workspace_desc_ = fwd_pd.workspace_desc();
+      workspace_.resize(workspace_desc_.get_size());
+      scratch_dst_.resize(static_cast<size_t>(NumElements(p.dst)));
+    }
+  }
+
+  void Compute(KernelContext& ctx) override {
+    const Tensor& dy = ctx.Input(0);
+    if (dy.numel() == 0 || ctx.Input(1).numel() == 0) return;
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_DIFF_DST, Wrap(dst_desc_, dy)},
+                                                  {DNNL_ARG_DIFF_SRC, Wrap(src_desc_, ctx.Output(0))}};
+    if (is_max_) {
+      dnnl::memory ws(workspace_desc_, Engine(), workspace_.data());
+      fwd_.execute(Stream(), {{DNNL_ARG_SRC, Wrap(src_desc_, ctx.Input(1))},
+                              {DNNL_ARG_DST, dnnl::memory(dst_desc_, Engine(), scratch_dst_.data())},
+                              {DNNL_ARG_WORKSPACE, ws}});
+      args[DNNL_ARG_WORKSPACE] = ws;
+    }
+    bwd_.execute(Stream(), args);
+    Stream().wait();
+  }
+
+ private:
+  bool is_max_ = false;
+  dnnl::memory::desc src_desc_, dst_desc_, workspace_desc_;
+  dnnl::pooling_v2_forward fwd_;
+  dnnl::pooling_v2_backward bwd_;
+  std::vector<uint8_t> workspace_;
+  std::vector<float> scratch_dst_;
+};
+
+OT_REGISTER_KERNEL(kGradDomain, "MaxPoolGrad", 1, 1 << 30, DeviceType::kCPU, PoolGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "AveragePoolGrad", 1, 1 << 30, DeviceType::kCPU, PoolGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "GlobalMaxPoolGrad", 1, 1 << 30, DeviceType::kCPU, PoolGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "GlobalAveragePoolGrad", 1, 1 << 30, DeviceType::kCPU, PoolGradKernel);
 OT_REGISTER_CPU_KERNEL("MaxPool", 1, 1 << 30, PoolKernel);
 OT_REGISTER_CPU_KERNEL("AveragePool", 1, 1 << 30, PoolKernel);
 OT_REGISTER_CPU_KERNEL("GlobalMaxPool", 1, 1 << 30, PoolKernel);

@@ -1,0 +1,387 @@
+// Elementwise binary and variadic ops with numpy broadcasting: Add, Sub, Mul, Div, Pow,
+// Max, Min, Sum, Mean and the comparisons (Equal, Less, Greater, LessOrEqual,
+// GreaterOrEqual). float32 Add/Sub/Mul/Div/Max/Min/Sum/Mean run on oneDNN's binary
+// primitive when it can express the broadcast (it broadcasts only its second source);
+// everything else runs a strided loop. Opsets before 7 (8 for the variadic ops) use the
+// legacy broadcast rules, handled here.
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "runtime/cpu/dnnl_util.h"
+#include "runtime/cpu/dtype_dispatch.h"
+#include "runtime/cpu/kernel_util.h"
+#include "runtime/cpu/strided_loop.h"
+#include "runtime/kernel_registry.h"
+
+namespace ot {
+namespace cpu {
+namespace {
+
+enum class BinaryOp {
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,
+  kMax,
+  kMin,
+  kEqual,
+  kLess,
+  kLessOrEqual,
+  kGreater,
+  kGreaterOrEqual
+};
+
+BinaryOp ParseBinaryOp(const std::string& op_type) {
+  if (op_type == "Add" || op_type == "Sum" || op_type == "Mean") return BinaryOp::kAdd;
+  if (op_type == "Sub") return BinaryOp::kSub;
+  if (op_type == "Mul") return BinaryOp::kMul;
+  if (op_type == "Div") return BinaryOp::kDiv;
+  if (op_type == "Pow") return BinaryOp::kPow;
+  if (op_type == "Max") return BinaryOp::kMax;
+  if (op_type == "Min") return BinaryOp::kMin;
+  if (op_type == "Equal") return BinaryOp::kEqual;
+  if (op_type == "Less") return BinaryOp::kLess;
+  if (op_type == "LessOrEqual") return BinaryOp::kLessOrEqual;
+  if (op_type == "Greater") return BinaryOp::kGreater;
+  if (op_type == "GreaterOrEqual") return BinaryOp::kGreaterOrEqual;
+  throw Error("no binary op named " + op_type);
+}
+
+bool IsComparison(BinaryOp op) { return op >= BinaryOp::kEqual; }
+bool IsCommutative(BinaryOp op) {
+  return op == BinaryOp::kAdd || op == BinaryOp::kMul || op == BinaryOp::kMax || op == BinaryOp::kMin;
+}
+bool IsVariadic(const std::string& op_type) {
+  return op_type == "Sum" || op_type == "Mean" || op_type == "Max" || op_type == "Min";
+}
+
+// Pads a shape with leading 1s to `rank`.
+Shape PadToRank(const Shape& s, size_t rank) {
+  Shape out(rank - s.size(), 1);
+  out.insert(out.end(), s.begin(), s.end());
+  return out;
+}
+
+// Integer power by squaring; a negative exponent truncates like the real result would.
+template <typename T, typename E>
+T IntegerPow(T base, E exponent) {
+  if constexpr (std::is_signed_v<E>) {
+    if (exponent < 0) return base == 1 ? T(1) : base == T(-1) ? (exponent % 2 ? T(-1) : T(1)) : T(0);
+  }
+  T result = 1;
+  while (exponent > 0) {
+    if (exponent & 1) result = static_cast<T>(result * base);
+    base = static_cast<T>(base * base);
+    exponent = static_cast<E>(exponent >> 1);
+  }
+  return result;
+}
+
+template <typename T, typename E>
+T ScalarPow(T base, E exponent) {
+  if constexpr (std::is_integral_v<T> && std::is_integral_v<E>)
+    return IntegerPow(base, exponent);
+  else if constexpr (std::is_same_v<T, float> && std::is_same_v<E, float>)
+    return std::pow(base, exponent);
+  else
+    return static_cast<T>(std::pow(static_cast<double>(base), static_cast<double>(exponent)));
+}
+
+class BroadcastBinaryKernel final : public OpKernel {
+ public:
+  explicit BroadcastBinaryKernel(const KernelInfo& info)
+      : OpKernel(info), op_(ParseBinaryOp(info.node.op_type)), mean_(info.node.op_type == "Mean") {}
+
+  void Prepare(KernelContext& ctx) override {
+    const int n = ctx.NumInputs();
+    if (n < 1 || (!IsVariadic(node_.op_type) && n != 2))
+      Fail("expects " + std::string(IsVariadic(node_.op_type) ? "at least 1" : "2") + " inputs");
+    shapes_.clear();
+    for (int i = 0; i < n; ++i) shapes_.push_back(ctx.Input(i).shape());
+    CheckTypes(ctx);
+    ApplyLegacyBroadcast();
+    out_shape_ = shapes_[0];
+    for (int i = 1; i < n; ++i) out_shape_ = BroadcastShapes(out_shape_, shapes_[i], node_);
+    DType out_type = IsComparison(op_) ? DType::kBool : ctx.Input(0).dtype();
+    ctx.SetOutput(0, out_type, out_shape_);
+    steps_.clear();
+    use_dnnl_ = ctx.Input(0).dtype() == DType::kFloat32 && NumElements(out_shape_) > 0 && n >= 2 && PlanDnnl();
+  }
+
+  void Compute(KernelContext& ctx) override {
+    if (NumElements(out_shape_) == 0) return;
+    if (use_dnnl_) return ComputeDnnl(ctx);
+    if (op_ == BinaryOp::kPow) return ComputePow(ctx);
+    if (IsComparison(op_)) {
+      DispatchType(NumericOrBoolTypes{}, ctx.Input(0).dtype(), node_,
+                   [&](auto tag) { ComputeComparison<typename decltype(tag)::type>(ctx); });
+      return;
+    }
+    DispatchType(NumericTypes{}, ctx.Input(0).dtype(), node_,
+                 [&](auto tag) { ComputeArithmetic<typename decltype(tag)::type>(ctx); });
+  }
+
+ private:
+  // One oneDNN binary step: dst = src0 (op) src1, where src0 is the base input for the first
+  // step and the output afterwards.
+  struct DnnlStep {
+    int src1_input;
+    dnnl::memory::desc src1_desc;
+    dnnl::binary prim;
+  };
+
+  void CheckTypes(const KernelContext& ctx) const {
+    DType t = ctx.Input(0).dtype();
+    // Pow from opset 12 takes an exponent of any numeric type; every other op one type.
+    bool mixed_ok = op_ == BinaryOp::kPow && opset_ >= 12;
+    for (int i = 1; i < ctx.NumInputs(); ++i)
+      if (!mixed_ok && ctx.Input(i).dtype() != t)
+        Fail("inputs have different data types (" + DTypeName(t) + " and " + DTypeName(ctx.Input(i).dtype()) + ")");
+    if (mean_ && !TypeListHas(FloatTypes{}, t)) ThrowUnsupportedType(t, node_);
+  }
+
+  // Before opset 7 (8 for Max/Min/Sum/Mean) inputs had equal shapes unless `broadcast` was
+  // set, in which case B is matched against A's dimensions starting at `axis` (default:
+  // suffix matching). Rewrites B's shape so numpy broadcasting gives the legacy answer.
+  void ApplyLegacyBroadcast() {
+    if (IsVariadic(node_.op_type)) {
+      if (opset_ >= 8) return;
+      for (const Shape& s : shapes_)
+        if (s != shapes_[0])
+          Fail("inputs must have equal shapes before opset 8, got " + ShapeString(shapes_[0]) + " and " +
+               ShapeString(s));
+      return;
+    }
+    if (opset_ >= 7) return;
+    const Shape& a = shapes_[0];
+    Shape& b = shapes_[1];
+    if (node_.GetInt("broadcast", 0) == 0) {
+      if (a != b)
+        Fail("shapes " + ShapeString(a) + " and " + ShapeString(b) + " differ and the broadcast attribute is not set");
+      return;
+    }
+    int64_t rank_a = static_cast<int64_t>(a.size()), rank_b = static_cast<int64_t>(b.size());
+    int64_t axis = node_.HasAttr("axis") ? NormalizeAxis(node_.GetInt("axis", 0), rank_a, node_) : rank_a - rank_b;
+    if (axis < 0 || axis + rank_b > rank_a)
+      Fail("B of shape " + ShapeString(b) + " does not fit A of shape " + ShapeString(a) + " at axis " +
+           std::to_string(axis));
+    Shape aligned(static_cast<size_t>(rank_a), 1);
+    for (int64_t i = 0; i < rank_b; ++i) {
+      int64_t da = a[static_cast<size_t>(axis + i)], db = b[static_cast<size_t>(i)];
+      if (db != da && db != 1)
+        Fail("B of shape " + ShapeString(b) + " does not match A of shape " + ShapeString(a) + " at axis " +
+             std::to_string(axis));
+      aligned[static_cast<size_t>(axis + i)] = db;
+    }
+    b = aligned;
+  }
+
+  // Plans the op as a chain of oneDNN binary steps on the output; false when oneDNN cannot
+  // express it (the loop runs instead).
+  bool PlanDnnl() {
+    dnnl::algorithm alg;
+    switch (op_) {
+      case BinaryOp::kAdd:
+        alg = dnnl::algorithm::binary_add;
+        break;
+      case BinaryOp::kSub:
+        alg = dnnl::algorithm::binary_sub;
+        break;
+      case BinaryOp::kMul:
+        alg = dnnl::algorithm::binary_mul;
+        break;
+      case BinaryOp::kDiv:
+        alg = dnnl::algorithm::binary_div;
+        break;
+      case BinaryOp::kMax:
+        alg = dnnl::algorithm::binary_max;
+        break;
+      case BinaryOp::kMin:
+        alg = dnnl::algorithm::binary_min;
+        break;
+      default:
+        return false;
+    }
+    const size_t rank = out_shape_.size();
+    if (rank > DNNL_MAX_NDIMS) return false;
+    // oneDNN broadcasts only src1, so the first step's src0 must already have the output
+    // shape. Sub with only B full-shaped runs as -(B - A).
+    int base = -1;
+    for (int i = 0; i < static_cast<int>(shapes_.size()) && base < 0; ++i)
+      if (PadToRank(shapes_[static_cast<size_t>(i)], rank) == out_shape_ &&
+          (i == 0 || IsCommutative(op_) || op_ == BinaryOp::kSub))
+        base = i;
+    if (base < 0) return false;
+    base_input_ = base;
+    float scale = 1.f;
+    if (mean_) scale = 1.f / static_cast<float>(shapes_.size());
+    if (op_ == BinaryOp::kSub && base == 1) scale = -1.f;
+    dnnl::memory::desc dst_desc = PlainDesc(out_shape_, DType::kFloat32);
+    base_desc_ = dst_desc;
+    std::vector<int> others;
+    for (int i = 0; i < static_cast<int>(shapes_.size()); ++i)
+      if (i != base) others.push_back(i);
+    for (size_t k = 0; k < others.size(); ++k) {
+      int src1 = others[k];
+      dnnl::memory::desc src1_desc = PlainDesc(PadToRank(shapes_[static_cast<size_t>(src1)], rank), DType::kFloat32);
+      dnnl::primitive_attr attr;
+      if (k + 1 == others.size() && scale != 1.f) {
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, scale, 0.f);
+        attr.set_post_ops(ops);
+      }
+      dnnl::binary::primitive_desc pd(dnnl::binary::desc(alg, dst_desc, src1_desc, dst_desc), attr, Engine(), true);
+      if (!pd) return false;
+      steps_.push_back({src1, src1_desc, dnnl::binary(pd)});
+    }
+    return true;
+  }
+
+  void ComputeDnnl(KernelContext& ctx) {
+    Tensor& out = ctx.Output(0);
+    dnnl::memory dst = Wrap(base_desc_, out);
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      dnnl::memory src0 = k == 0 ? Wrap(base_desc_, ctx.Input(base_input_)) : dst;
+      dnnl::memory src1 = Wrap(steps_[k].src1_desc, ctx.Input(steps_[k].src1_input));
+      steps_[k].prim.execute(Stream(), {{DNNL_ARG_SRC_0, src0}, {DNNL_ARG_SRC_1, src1}, {DNNL_ARG_DST, dst}});
+    }
+    Stream().wait();
+  }
+
+  // Folds the inputs left to right into the output: out = in0 op in1, out = out op in2, ...
+  template <typename T, typename Fn>
+  void FoldInputs(KernelContext& ctx, Fn&& fn) {
+    T* out = ctx.Output(0).data<T>();
+    const int n = ctx.NumInputs();
+    if (n == 1) {
+      BroadcastCopy(ctx.Input(0).data<T>(), shapes_[0], out, out_shape_);
+      return;
+    }
+    BroadcastMap(ctx.Input(0).data<T>(), shapes_[0], ctx.Input(1).data<T>(), shapes_[1], out, out_shape_, fn);
+    for (int i = 2; i < n; ++i)
+      BroadcastMap(out, out_shape_, ctx.Input(i).data<T>(), shapes_[static_cast<size_t>(i)], out, out_shape_, fn);
+  }
+
+  template <typename T>
+  void ComputeArithmetic(KernelContext& ctx) {
+    switch (op_) {
+      case BinaryOp::kAdd:
+        FoldInputs<T>(ctx, [](T a, T b) { return static_cast<T>(a + b); });
+        break;
+      case BinaryOp::kSub:
+        FoldInputs<T>(ctx, [](T a, T b) { return static_cast<T>(a - b); });
+        break;
+      case BinaryOp::kMul:
+        FoldInputs<T>(ctx, [](T a, T b) { return static_cast<T>(a * b); });
+        break;
+      case BinaryOp::kMax:
+        FoldInputs<T>(ctx, [](T a, T b) { return a < b ? b : a; });
+        break;
+      case BinaryOp::kMin:
+        FoldInputs<T>(ctx, [](T a, T b) { return b < a ? b : a; });
+        break;
+      case BinaryOp::kDiv:
+        ComputeDivide<T>(ctx);
+        break;
+      default:
+        Fail("not an arithmetic op");
+    }
+    if (mean_) {
+      if constexpr (std::is_floating_point_v<T>) {
+        T* out = ctx.Output(0).data<T>();
+        const T count = static_cast<T>(ctx.NumInputs());
+        for (int64_t i = 0, e = NumElements(out_shape_); i < e; ++i) out[i] /= count;
+      }
+    }
+  }
+
+  // Integer division truncates toward zero (as C does); a zero divisor is an error.
+  template <typename T>
+  void ComputeDivide(KernelContext& ctx) {
+    if constexpr (std::is_integral_v<T>) {
+      bool divided_by_zero = false;
+      FoldInputs<T>(ctx, [&divided_by_zero](T a, T b) {
+        if (b == 0) {
+          divided_by_zero = true;
+          return T(0);
+        }
+        return static_cast<T>(a / b);
+      });
+      if (divided_by_zero) Fail("integer division by zero");
+    } else {
+      FoldInputs<T>(ctx, [](T a, T b) { return a / b; });
+    }
+  }
+
+  template <typename T>
+  void ComputeComparison(KernelContext& ctx) {
+    const T* a = ctx.Input(0).data<T>();
+    const T* b = ctx.Input(1).data<T>();
+    bool* out = ctx.Output(0).data<bool>();
+    auto map = [&](auto fn) { BroadcastMap(a, shapes_[0], b, shapes_[1], out, out_shape_, fn); };
+    switch (op_) {
+      case BinaryOp::kEqual:
+        map([](T x, T y) { return x == y; });
+        break;
+      case BinaryOp::kLess:
+        map([](T x, T y) { return x < y; });
+        break;
+      case BinaryOp::kLessOrEqual:
+        map([](T x, T y) { return x <= y; });
+        break;
+      case BinaryOp::kGreater:
+        map([](T x, T y) { return x > y; });
+        break;
+      case BinaryOp::kGreaterOrEqual:
+        map([](T x, T y) { return x >= y; });
+        break;
+      default:
+        Fail("not a comparison");
+    }
+  }
+
+  void ComputePow(KernelContext& ctx) {
+    const Tensor& base = ctx.Input(0);
+    const Tensor& exponent = ctx.Input(1);
+    using BaseTypes = TypeList<float, double, int32_t, int64_t>;
+    DispatchType(BaseTypes{}, base.dtype(), node_, [&](auto base_tag) {
+      using T = typename decltype(base_tag)::type;
+      DispatchType(NumericTypes{}, exponent.dtype(), node_, [&](auto exp_tag) {
+        using E = typename decltype(exp_tag)::type;
+        BroadcastMap(base.data<T>(), shapes_[0], exponent.data<E>(), shapes_[1], ctx.Output(0).data<T>(), out_shape_,
+                     [](T x, E y) { return ScalarPow(x, y); });
+      });
+    });
+  }
+
+  const BinaryOp op_;
+  const bool mean_;
+  std::vector<Shape> shapes_;  // input shapes after legacy broadcast alignment
+  Shape out_shape_;
+  bool use_dnnl_ = false;
+  int base_input_ = 0;
+  dnnl::memory::desc base_desc_;
+  std::vector<DnnlStep> steps_;
+};
+
+constexpr int64_t kLatest = 1 << 30;
+OT_REGISTER_CPU_KERNEL("Add", 1, kLatest, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Sub", 1, kLatest, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Mul", 1, kLatest, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Div", 1, kLatest, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Pow", 1, kLatest, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Max", 1, kLatest, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Min", 1, kLatest, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Sum", 1, kLatest, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Mean", 1, kLatest, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Equal", 1, kLatest, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Less", 1, kLatest, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Greater", 1, kLatest, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("LessOrEqual", 12, kLatest, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("GreaterOrEqual", 12, kLatest, BroadcastBinaryKernel);
+
+}  // namespace
+}  // namespace cpu
+}  // namespace ot
