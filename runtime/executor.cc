@@ -19,7 +19,8 @@ struct Executor::Plan {
     bool external = true;  // allocated per run (fetched values), not in the arena
     size_t offset = 0;
   };
-  std::vector<std::unique_ptr<OpKernel>> kernels;  // by step
+  std::vector<std::unique_ptr<OpKernel>> kernels;  // by step; null for steps not run
+  std::vector<bool> active;                        // by step: needed for the fetches or state updates
   std::vector<Slot> slots;                         // by value id (node outputs only)
   Tensor arena;
   PlanStats stats;
@@ -87,18 +88,12 @@ Executor::Executor(const Model& model, ExecutorOptions options)
   state_.resize(value_names_.size());
   for (const auto& t : g.initializers) state_[static_cast<size_t>(value_ids_[t.name])] = Tensor::FromHost(t, options_.device);
 
-  last_use_.assign(value_names_.size(), -1);
-  for (size_t step = 0; step < order_.size(); ++step)
-    for (const auto& in : g.nodes[order_[step]].inputs)
-      if (!in.empty()) last_use_[static_cast<size_t>(value_ids_[in])] = static_cast<int>(step);
-
   for (const auto& [value, state] : options_.state_updates) {
     auto v = value_ids_.find(value), st = value_ids_.find(state);
     OT_CHECK(v != value_ids_.end(), "state update: the model has no value '%s'", value.c_str());
     OT_CHECK(st != value_ids_.end() && state_[static_cast<size_t>(st->second)].defined(),
              "state update: '%s' is not an initializer of the model", state.c_str());
     update_ids_.emplace_back(v->second, st->second);
-    last_use_[static_cast<size_t>(v->second)] = static_cast<int>(order_.size());  // alive until the copy
   }
   binds_ = Bind(g, order_, value_ids_);
   if (options_.device.type == DeviceType::kCPU && options_.num_threads > 0) SetCpuThreads(options_.num_threads);
@@ -179,11 +174,34 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
   std::vector<BufferLifetime> lifetimes;
   std::vector<int> planned_ids;
 
+  // Only the steps that lead to a fetched value or a state update run.
+  std::vector<bool> needed_value(value_names_.size(), false);
+  for (int id : fetch_ids) needed_value[static_cast<size_t>(id)] = true;
+  for (const auto& [value, state] : update_ids_) needed_value[static_cast<size_t>(value)] = true;
+  plan->active.assign(order_.size(), false);
+  plan->kernels.resize(order_.size());
+  for (size_t step = order_.size(); step-- > 0;) {
+    for (int id : binds[step].outputs)
+      if (id >= 0 && needed_value[static_cast<size_t>(id)]) plan->active[step] = true;
+    if (plan->active[step])
+      for (int id : binds[step].inputs)
+        if (id >= 0) needed_value[static_cast<size_t>(id)] = true;
+  }
+
+  // Last active step reading each value; state updates stay alive to the end.
+  std::vector<int> last_use(value_names_.size(), -1);
+  for (size_t step = 0; step < order_.size(); ++step)
+    if (plan->active[step])
+      for (int id : binds[step].inputs)
+        if (id >= 0) last_use[static_cast<size_t>(id)] = static_cast<int>(step);
+  for (const auto& [value, state] : update_ids_) last_use[static_cast<size_t>(value)] = static_cast<int>(order_.size());
+
   for (size_t step = 0; step < order_.size(); ++step) {
+    if (!plan->active[step]) continue;
     const Node& node = g.nodes[order_[step]];
     auto def = KernelRegistry::Global().Find(node.domain, node.op_type, node_opsets_[order_[step]], options_.device.type);
-    plan->kernels.push_back(def->factory(KernelInfo{node, node_opsets_[order_[step]], options_.device}));
-    OpKernel& kernel = *plan->kernels.back();
+    plan->kernels[step] = def->factory(KernelInfo{node, node_opsets_[order_[step]], options_.device});
+    OpKernel& kernel = *plan->kernels[step];
     KernelContext ctx = MakeContext(node, binds[step], slots, &rng_);
     kernel.Prepare(ctx);
     for (size_t k = 0; k < binds[step].outputs.size(); ++k) {
@@ -201,7 +219,7 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
       slot.external = fetched.count(id) > 0;
       spec = Tensor::Empty(slot.dtype, slot.shape, options_.device);
       if (!slot.external) {
-        int last = std::max(static_cast<int>(step), last_use_[static_cast<size_t>(id)]);
+        int last = std::max(static_cast<int>(step), last_use[static_cast<size_t>(id)]);
         lifetimes.push_back(BufferLifetime{spec.nbytes(), static_cast<int>(step), last});
         planned_ids.push_back(id);
       }
@@ -212,7 +230,7 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
         if (id >= 0) options.on_value_ready(value_names_[static_cast<size_t>(id)], slots[static_cast<size_t>(id)]);
     // Free what no later step reads (unless fetched) so that tracing stays small too.
     for (int id : binds[step].inputs) {
-      if (id < 0 || fetched.count(id) || last_use_[static_cast<size_t>(id)] != static_cast<int>(step)) continue;
+      if (id < 0 || fetched.count(id) || last_use[static_cast<size_t>(id)] != static_cast<int>(step)) continue;
       if (state_[static_cast<size_t>(id)].defined() || g.FindInput(value_names_[static_cast<size_t>(id)])) continue;
       slots[static_cast<size_t>(id)] = Tensor();
     }
@@ -252,6 +270,7 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds, co
     const std::vector<StepBinding>& binds = binds_;
     uint8_t* arena = plan.arena.data<uint8_t>();
     for (size_t step = 0; step < order_.size(); ++step) {
+      if (!plan.active[step]) continue;
       for (int id : binds[step].outputs) {
         if (id < 0) continue;
         const Plan::Slot& s = plan.slots[static_cast<size_t>(id)];

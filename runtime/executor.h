@@ -79,7 +79,6 @@ class Executor {
   std::vector<Tensor> state_;                  // by value id; defined for initializers
   std::vector<int64_t> node_opsets_;
   std::vector<StepBinding> binds_;             // by step
-  std::vector<int> last_use_;                  // by value id: last step that reads it (-1: none)
   std::vector<std::pair<int, int>> update_ids_;  // (value id, state id)
   std::vector<std::string> output_names_;
   std::map<std::string, std::unique_ptr<Plan>> plans_;

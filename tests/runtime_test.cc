@@ -69,6 +69,18 @@ TEST(Executor, RunsAndCachesOnePlanPerShape) {
   EXPECT_EQ(exec.NumPlans(), 2u);
 }
 
+TEST(Executor, RunsOnlyWhatTheFetchesNeedAndReportsValuesAsTheyAreReady) {
+  Executor exec(ChainModel());
+  std::vector<std::string> produced;
+  RunOptions opts;
+  opts.on_value_ready = [&](const std::string& name, const Tensor&) { produced.push_back(name); };
+  exec.Run({{"x", Tensor::Empty(DType::kFloat32, {2, 4})}}, {"y0"}, opts);
+  EXPECT_EQ(produced, std::vector<std::string>{"y0"});
+  produced.clear();
+  exec.Run({{"x", Tensor::Empty(DType::kFloat32, {2, 4})}}, {}, opts);
+  EXPECT_EQ(produced, (std::vector<std::string>{"y0", "y1", "y2"}));
+}
+
 TEST(Executor, RejectsWrongInputs) {
   Executor exec(ChainModel());
   EXPECT_THROW(exec.Run({}), Error);
