@@ -80,14 +80,15 @@ def torch_forward(module, x, training):
         return m(torch.from_numpy(x)).numpy()
 
 
-def export(module, shape, path, training):
+def export(module, shape, path, training, opset=None):
     mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
     dummy = torch.zeros((EXPORT_BATCH,) + shape)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(copy.deepcopy(module), dummy, path, input_names=["input"], output_names=["logits"],
                           dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, training=mode,
-                          do_constant_folding=not training)  # torch advises no folding for training export
+                          do_constant_folding=not training,  # torch advises no folding for training export
+                          **({"opset_version": opset} if opset else {}))
 
 
 def write_tensor(array, name, path):

@@ -1,0 +1,56 @@
+// Helpers shared by the onnx-train subcommands.
+#include "tools/cli_util.h"
+
+#include <sys/stat.h>
+
+#include "graph/error.h"
+#include "graph/tensor_proto.h"
+
+namespace ot {
+
+std::pair<std::string, std::string> SplitAssignment(const std::string& s, const std::string& flag) {
+  auto eq = s.find('=');
+  OT_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < s.size(), "--%s expects NAME=FILE.pb, got '%s'",
+           flag.c_str(), s.c_str());
+  return {s.substr(0, eq), s.substr(eq + 1)};
+}
+
+void EnsureDir(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) {
+    OT_CHECK(S_ISDIR(st.st_mode), "'%s' exists and is not a folder", dir.c_str());
+    return;
+  }
+  OT_CHECK(::mkdir(dir.c_str(), 0755) == 0, "cannot create folder '%s'", dir.c_str());
+}
+
+std::string FileNameFor(const std::string& value) {
+  std::string out = value;
+  for (char& c : out)
+    if (c == '/' || c == '\\' || c == ':' || c == ' ') c = '_';
+  return out.empty() ? "_" : out;
+}
+
+std::map<std::string, Tensor> ReadFeeds(const std::vector<std::string>& assignments, Device device) {
+  std::map<std::string, Tensor> feeds;
+  for (const auto& a : assignments) {
+    auto [name, path] = SplitAssignment(a, "input");
+    OT_CHECK(!feeds.count(name), "input '%s' is given twice", name.c_str());
+    feeds[name] = Tensor::FromHost(ReadTensorFile(path), device);
+  }
+  return feeds;
+}
+
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    if (comma > start) out.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace ot

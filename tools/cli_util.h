@@ -1,0 +1,25 @@
+// Helpers shared by the onnx-train subcommands: NAME=FILE arguments, output folders,
+// file names for value names, feeds from tensor files.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace ot {
+
+// Splits NAME=PATH; throws ot::Error naming the flag otherwise.
+std::pair<std::string, std::string> SplitAssignment(const std::string& s, const std::string& flag);
+// Creates the folder if needed; throws if it exists and is not a folder.
+void EnsureDir(const std::string& dir);
+// A file name for a value name (ONNX names may hold '/' or ':').
+std::string FileNameFor(const std::string& value);
+// Reads every --input NAME=FILE.pb into device tensors.
+std::map<std::string, Tensor> ReadFeeds(const std::vector<std::string>& assignments, Device device);
+// Splits "a,b,c" (empty items dropped).
+std::vector<std::string> SplitList(const std::string& s);
+
+}  // namespace ot

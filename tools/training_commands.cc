@@ -1,0 +1,87 @@
+// grad and export: one forward+backward step written as tensor files, and the training
+// graph written as ONNX.
+#include "tools/training_commands.h"
+
+#include <iostream>
+
+#include "graph/autodiff.h"
+#include "graph/error.h"
+#include "graph/gradient_registry.h"
+#include "graph/onnx_io.h"
+#include "graph/optimizer_pass.h"
+#include "graph/tensor_proto.h"
+#include "runtime/executor.h"
+#include "tools/args.h"
+#include "tools/cli_util.h"
+
+namespace ot {
+
+namespace {
+
+AutodiffOptions ReadAutodiffOptions(const Args& args) {
+  AutodiffOptions o;
+  o.freeze = SplitList(args.Get("freeze"));
+  o.loss_output = args.Get("loss-output");
+  o.logits_output = args.Get("logits-output");
+  return o;
+}
+
+}  // namespace
+
+int CmdGrad(const std::vector<std::string>& argv) {
+  Args args(argv, {"input", "o", "device", "threads", "freeze", "loss-output", "logits-output", "seed"}, {});
+  OT_CHECK(args.positional().size() == 1, "grad needs exactly one MODEL.onnx (see onnx-train --help)");
+  OT_CHECK(args.Has("o"), "grad needs -o DIR (where the loss and gradients are written)");
+  TrainingGraph tg = BuildTrainingGraph(LoadModel(args.positional()[0]), ReadAutodiffOptions(args));
+  ExecutorOptions opts;
+  opts.device = Device::Parse(args.Get("device", "cpu"));
+  opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
+  opts.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
+  Executor exec(tg.model, opts);
+  std::map<std::string, Tensor> feeds = ReadFeeds(args.GetAll("input"), opts.device);
+  if (!tg.labels.empty())
+    OT_CHECK(feeds.count(tg.labels), "grad needs the labels: --input %s=FILE.pb (int64, one class index per sample)",
+             tg.labels.c_str());
+  std::vector<std::string> fetch = {tg.loss};
+  fetch.insert(fetch.end(), tg.grads.begin(), tg.grads.end());
+  std::vector<Tensor> out = exec.Run(feeds, fetch);
+  const std::string dir = args.Get("o");
+  EnsureDir(dir);
+  WriteTensorFile(out[0].ToHost(tg.loss), dir + "/" + FileNameFor(tg.loss) + ".pb");
+  std::cout << "loss " << out[0].ToHost().Data<float>()[0] << "\n";
+  for (size_t i = 0; i < tg.params.size(); ++i)
+    WriteTensorFile(out[i + 1].ToHost(tg.params[i]), dir + "/" + FileNameFor(tg.params[i]) + ".pb");
+  std::cout << "wrote the loss and " << tg.params.size() << " parameter gradients to " << dir << "/\n";
+  return 0;
+}
+
+int CmdExport(const std::vector<std::string>& argv) {
+  Args args(argv,
+            {"o", "freeze", "loss-output", "logits-output", "optimizer", "momentum", "weight-decay", "beta1", "beta2",
+             "epsilon"},
+            {"nesterov", "no-optimizer"});
+  OT_CHECK(args.positional().size() == 1, "export needs exactly one MODEL.onnx (see onnx-train --help)");
+  OT_CHECK(args.Has("o"), "export needs -o TRAINING.onnx");
+  TrainingGraph tg = BuildTrainingGraph(LoadModel(args.positional()[0]), ReadAutodiffOptions(args));
+  if (!args.Has("no-optimizer")) {
+    OptimizerConfig c;
+    c.kind = ParseOptimizerKind(args.Get("optimizer", "sgd"));
+    c.momentum = static_cast<float>(args.GetDouble("momentum", 0.9));
+    c.nesterov = args.Has("nesterov");
+    c.weight_decay = static_cast<float>(args.GetDouble("weight-decay", 0.0));
+    c.beta1 = static_cast<float>(args.GetDouble("beta1", 0.9));
+    c.beta2 = static_cast<float>(args.GetDouble("beta2", 0.999));
+    c.epsilon = static_cast<float>(args.GetDouble("epsilon", 1e-8));
+    AppendOptimizer(tg, c);
+  }
+  CheckModel(tg.model);
+  SaveModel(tg.model, args.Get("o"));
+  size_t grad_nodes = 0;
+  for (const auto& n : tg.model.graph.nodes) grad_nodes += n.domain == kGradDomain;
+  std::cout << "wrote the training graph (" << tg.model.graph.nodes.size() << " nodes, " << grad_nodes
+            << " of them in " << kGradDomain << ", " << tg.params.size() << " trainable parameters, loss '" << tg.loss
+            << "') to " << args.Get("o") << "\n";
+  return 0;
+}
+
+}  // namespace ot
