@@ -110,6 +110,13 @@ Tensor* Executor::FindState(const std::string& name) {
 
 void Executor::ValidateFeeds(const std::map<std::string, Tensor>& feeds) const {
   const Graph& g = model_->graph;
+  // Unknown names first: a misspelled input is the likelier mistake than a missing one.
+  for (const auto& [name, t] : feeds) {
+    if (g.FindInput(name)) continue;
+    std::string names;
+    for (const auto& v : g.inputs) names += (names.empty() ? "" : ", ") + v.name;
+    throw Error("'" + name + "' is not an input of the model; its inputs are: " + (names.empty() ? "(none)" : names));
+  }
   std::map<std::string, int64_t> symbols;
   for (const auto& v : g.inputs) {
     auto it = feeds.find(v.name);
@@ -135,12 +142,6 @@ void Executor::ValidateFeeds(const std::map<std::string, Tensor>& feeds) const {
                  dim.param.c_str(), (long long)got, (long long)sit->second);
       }
     }
-  }
-  for (const auto& [name, t] : feeds) {
-    if (g.FindInput(name)) continue;
-    std::string names;
-    for (const auto& v : g.inputs) names += (names.empty() ? "" : ", ") + v.name;
-    throw Error("'" + name + "' is not an input of the model; its inputs are: " + (names.empty() ? "(none)" : names));
   }
   for (const auto& [name, t] : feeds)
     OT_CHECK(t.device() == options_.device, "input '%s' is on %s but the model runs on %s", name.c_str(),

@@ -15,6 +15,7 @@
 #include "models/reference_models.h"
 #include "runtime/executor.h"
 #include "tools/args.h"
+#include "tools/training_commands.h"
 #include "train/image_dataset.h"
 
 namespace ot {
@@ -30,6 +31,12 @@ const char* kUsage =
     "      write a reference model as ONNX\n"
     "  dump-batch [--data fashion-mnist|mnist:DIR] [--split test|train] [--count N] [--offset K] -o DIR\n"
     "      write a normalised batch as DIR/input.pb (float [N,C,H,W]) and DIR/labels.pb (int64 [N])\n"
+    "  grad MODEL.onnx --input NAME=FILE.pb ... --input labels=FILE.pb -o DIR [--freeze A,B]\n"
+    "      one forward+backward step in training mode; writes DIR/loss.pb and one file per parameter\n"
+    "      gradient, each TensorProto named after the parameter's initializer\n"
+    "  export MODEL.onnx -o TRAINING.onnx [--optimizer sgd|adam|adagrad] [--momentum M] [--nesterov]\n"
+    "      [--weight-decay W] [--no-optimizer] [--freeze A,B]\n"
+    "      write the training graph (forward, loss, backward, optimizer update) as ONNX\n"
     "  check MODEL.onnx\n"
     "      load, check and shape-infer a model; print its inputs, outputs and ops\n";
 
@@ -60,7 +67,7 @@ std::string FileNameFor(const std::string& value) {
 
 int CmdInfer(const std::vector<std::string>& argv) {
   Args args(argv, {"input", "o", "device", "threads"}, {});
-  OT_CHECK(args.positional().size() == 1, "infer needs exactly one MODEL.onnx\n%s", kUsage);
+  OT_CHECK(args.positional().size() == 1, "infer needs exactly one MODEL.onnx (see onnx-train --help)");
   OT_CHECK(args.Has("o"), "infer needs -o DIR (where the outputs are written)");
   Model model = LoadModel(args.positional()[0]);
   ExecutorOptions opts;
@@ -101,7 +108,7 @@ void ParseInputShape(const std::string& s, ReferenceModelOptions* o) {
 
 int CmdMakeModel(const std::vector<std::string>& argv) {
   Args args(argv, {"o", "input", "classes", "seed"}, {});
-  OT_CHECK(args.positional().size() == 1, "make-model needs a model name (resnet34 or simplenn)\n%s", kUsage);
+  OT_CHECK(args.positional().size() == 1, "make-model needs a model name (resnet34 or simplenn)");
   OT_CHECK(args.Has("o"), "make-model needs -o FILE");
   const std::string& name = args.positional()[0];
   ReferenceModelOptions o;
@@ -167,23 +174,49 @@ int Main(int argc, char** argv) {
   if (cmd == "make-model") return CmdMakeModel(rest);
   if (cmd == "check") return CmdCheck(rest);
   if (cmd == "dump-batch") return CmdDumpBatch(rest);
+  if (cmd == "grad") return CmdGrad(rest);
+  if (cmd == "export") return CmdExport(rest);
   throw Error("unknown command '" + cmd + "'; training arrives with the trainer issue. Commands now: infer, make-model, check");
 }
 
 }  // namespace
 }  // namespace ot
 
+namespace {
+// Prints the one error line: messages from libraries (the ONNX checker) span several lines,
+// so runs of line breaks and the spaces around them become one space.
+void PrintErrorLine(const std::string& message) {
+  std::string line;
+  bool in_break = false;
+  for (char c : message) {
+    if (c == '\n' || c == '\r') {
+      in_break = true;
+      continue;
+    }
+    if (in_break && c == ' ') continue;
+    if (in_break) {
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      line += ' ';
+      in_break = false;
+    }
+    line += c;
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  std::cerr << "onnx-train: error: " << line << "\n";
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   try {
     return ot::Main(argc, argv);
-  } catch (const ot::Error& e) {
-    std::cerr << "onnx-train: error: " << e.what() << "\n";
-    return 1;
   } catch (const std::bad_alloc&) {
-    std::cerr << "onnx-train: error: out of memory\n";
+    PrintErrorLine("out of memory");
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "onnx-train: error: " << e.what() << "\n";
+    PrintErrorLine(e.what());  // ot::Error and any library exception
+    return 1;
+  } catch (...) {
+    PrintErrorLine("internal error: an exception of unknown type");
     return 1;
   }
 }

@@ -1,0 +1,97 @@
+// Forward-pass throughput of the reference models on CPU through ot::Executor (the
+// inference graph, batch norm with running statistics: PyTorch's eval mode), reported as
+// items_per_second = images/s. scripts/bench-forward.sh runs it beside a PyTorch reference
+// measured in the same run. Threads: OMP_NUM_THREADS, or --threads=N before the benchmark
+// flags.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graph/error.h"
+#include "models/reference_models.h"
+#include "runtime/cpu/cpu_threads.h"
+#include "runtime/executor.h"
+
+namespace ot {
+namespace {
+
+struct ForwardCase {
+  std::string model;  // "resnet34" or "simplenn"
+  int64_t batch;
+  ReferenceModelOptions shape;
+};
+
+int g_threads = 0;  // 0: the library default (OMP_NUM_THREADS)
+
+HostTensor RandomImages(const std::string& name, int64_t batch, const ReferenceModelOptions& o) {
+  HostTensor t(DType::kFloat32, {batch, o.channels, o.height, o.width}, name);
+  std::mt19937 rng(42);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  float* data = t.Data<float>();
+  for (int64_t i = 0; i < t.NumElements(); ++i) data[i] = normal(rng);
+  return t;
+}
+
+void BenchForward(benchmark::State& state, const ForwardCase& c) {
+  try {
+    Model model = BuildReferenceModel(c.model, c.shape);
+    ExecutorOptions options;
+    options.num_threads = g_threads;
+    Executor exec(model, options);
+    const std::string& input_name = model.graph.inputs.at(0).name;
+    std::map<std::string, Tensor> feeds{{input_name, Tensor::FromHost(RandomImages(input_name, c.batch, c.shape))}};
+    exec.Run(feeds);  // plans and prepares the kernels: not timed
+    for (auto _ : state) {
+      std::vector<Tensor> outputs = exec.Run(feeds);
+      benchmark::DoNotOptimize(outputs.front().raw());
+    }
+  } catch (const Error& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  state.SetItemsProcessed(state.iterations() * c.batch);
+  state.SetLabel(c.model);
+  state.counters["batch"] = static_cast<double>(c.batch);
+  state.counters["threads"] = GetCpuThreads();
+}
+
+void RegisterForwardBenchmarks() {
+  const std::vector<ForwardCase> cases = {
+      {"resnet34", 128, ReferenceModelOptions{3, 32, 32, 10, 0}},
+      {"simplenn", 32, ReferenceModelOptions{1, 28, 28, 10, 0}},
+  };
+  for (const auto& c : cases) {
+    std::string name = "forward/" + c.model + "/batch:" + std::to_string(c.batch);
+    auto* b = benchmark::RegisterBenchmark(name.c_str(), BenchForward, c);
+    b->UseRealTime()->Unit(benchmark::kMillisecond);
+    if (c.model == "resnet34") b->MinTime(3.0);
+  }
+}
+
+// Takes --threads=N out of argv (Google Benchmark rejects flags it does not know).
+void ParseThreadsFlag(int* argc, char** argv) {
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    if (std::strncmp(argv[i], "--threads=", 10) == 0) g_threads = std::atoi(argv[i] + 10);
+    else argv[out++] = argv[i];
+  }
+  *argc = out;
+}
+
+}  // namespace
+}  // namespace ot
+
+int main(int argc, char** argv) {
+  ot::ParseThreadsFlag(&argc, argv);
+  ot::RegisterForwardBenchmarks();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
