@@ -243,7 +243,9 @@ TEST(Autodiff, DropoutGradientReusesTheMask) {
       dropped += !keep;
       double p = std::exp(y.Data<float>()[r * 5 + c] - mx) / z - (c == labels[r] ? 1 : 0);
       dh[static_cast<size_t>(r * 5 + c)] = keep ? p / 4 / 0.75 : 0;
-      if (!keep) EXPECT_EQ(y.Data<float>()[r * 5 + c], 0.f);
+      if (!keep) {
+        EXPECT_EQ(y.Data<float>()[r * 5 + c], 0.f);
+      }
     }
   }
   for (int64_t i = 0; i < 6; ++i)

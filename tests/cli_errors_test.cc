@@ -255,8 +255,8 @@ TEST_F(CliErrorsTest, UnsupportedOpsAreAllListed) {
 }
 
 TEST_F(CliErrorsTest, WrongInputName) {
-  // Only a wrong name: the missing input is named.
-  ExpectOneErrorLine(Infer(model_, "nope=" + good_input_), {"'x'"});
+  // Only a wrong name: the unknown name is reported with the model's real inputs.
+  ExpectOneErrorLine(Infer(model_, "nope=" + good_input_), {"'nope'", "x"});
   // The right input plus an unknown one: the unknown one is named, with the model's inputs.
   ExpectOneErrorLine({"infer", model_, "--input", "x=" + good_input_, "--input", "nope=" + good_input_, "-o",
                       Path("out")},

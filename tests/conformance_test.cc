@@ -100,6 +100,12 @@ TEST_P(Conformance, MatchesExpectedOutputs) {
   // Non-tensor or unsupported element types at the graph boundary.
   for (const auto* list : {&model.graph.inputs, &model.graph.outputs}) {
     for (const auto& v : *list) {
+      if (v.dtype == DType::kBFloat16) {
+        // ONNX 1.12 stores these cases' bfloat16 data as uint16 tensors; the runtime has no
+        // bfloat16 kernels yet either.
+        Skip("bfloat16 value");
+        GTEST_SKIP() << "bfloat16 value '" << v.name << "'";
+      }
       if (v.dtype == DType::kUndefined || v.dtype == DType::kString) {
         std::string key = "non-tensor/string value";
         Skip(key);
