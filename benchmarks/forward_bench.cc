@@ -12,12 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/bench_common.h"
 #include "graph/error.h"
 #include "models/reference_models.h"
 #include "runtime/cpu/cpu_threads.h"
 #include "runtime/executor.h"
 
 namespace ot {
+
+int g_threads = 0;  // 0: the library default (OMP_NUM_THREADS)
+
 namespace {
 
 struct ForwardCase {
@@ -26,16 +30,6 @@ struct ForwardCase {
   ReferenceModelOptions shape;
 };
 
-int g_threads = 0;  // 0: the library default (OMP_NUM_THREADS)
-
-HostTensor RandomImages(const std::string& name, int64_t batch, const ReferenceModelOptions& o) {
-  HostTensor t(DType::kFloat32, {batch, o.channels, o.height, o.width}, name);
-  std::mt19937 rng(42);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  float* data = t.Data<float>();
-  for (int64_t i = 0; i < t.NumElements(); ++i) data[i] = normal(rng);
-  return t;
-}
 
 void BenchForward(benchmark::State& state, const ForwardCase& c) {
   try {
@@ -44,7 +38,7 @@ void BenchForward(benchmark::State& state, const ForwardCase& c) {
     options.num_threads = g_threads;
     Executor exec(model, options);
     const std::string& input_name = model.graph.inputs.at(0).name;
-    std::map<std::string, Tensor> feeds{{input_name, Tensor::FromHost(RandomImages(input_name, c.batch, c.shape))}};
+    std::map<std::string, Tensor> feeds{{input_name, Tensor::FromHost(bench::RandomImages(input_name, c.batch, c.shape))}};
     exec.Run(feeds);  // plans and prepares the kernels: not timed
     for (auto _ : state) {
       std::vector<Tensor> outputs = exec.Run(feeds);
@@ -73,21 +67,11 @@ void RegisterForwardBenchmarks() {
   }
 }
 
-// Takes --threads=N out of argv (Google Benchmark rejects flags it does not know).
-void ParseThreadsFlag(int* argc, char** argv) {
-  int out = 1;
-  for (int i = 1; i < *argc; ++i) {
-    if (std::strncmp(argv[i], "--threads=", 10) == 0) g_threads = std::atoi(argv[i] + 10);
-    else argv[out++] = argv[i];
-  }
-  *argc = out;
-}
-
 }  // namespace
 }  // namespace ot
 
 int main(int argc, char** argv) {
-  ot::ParseThreadsFlag(&argc, argv);
+  ot::g_threads = ot::bench::TakeThreadsFlag(&argc, argv);
   ot::RegisterForwardBenchmarks();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

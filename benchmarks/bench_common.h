@@ -1,0 +1,20 @@
+// Pieces shared by the benchmark programs: random inputs and the --threads flag.
+#pragma once
+
+#include <string>
+
+#include "graph/host_tensor.h"
+#include "models/reference_models.h"
+
+namespace ot {
+namespace bench {
+
+// Normal(0, 1) images [batch, C, H, W] named `name`, the same for every call.
+HostTensor RandomImages(const std::string& name, int64_t batch, const ReferenceModelOptions& shape);
+// Labels in [0, classes), the same for every call.
+HostTensor RandomLabels(int64_t batch, int64_t classes);
+// Removes --threads=N from argv (Google Benchmark rejects unknown flags); 0 when absent.
+int TakeThreadsFlag(int* argc, char** argv);
+
+}  // namespace bench
+}  // namespace ot

@@ -1,0 +1,76 @@
+// TrainingSession.
+#include "train/training_session.h"
+
+#include "graph/error.h"
+
+namespace ot {
+
+TrainingSession::TrainingSession(const Model& forward, const TrainingConfig& config) {
+  const Graph& g = forward.graph;
+  OT_CHECK(g.inputs.size() == 1, "the model has %zu inputs; training needs exactly one data input (images)",
+           g.inputs.size());
+  OT_CHECK(!g.outputs.empty(), "the model has no outputs");
+  input_info_ = g.inputs[0];
+  input_name_ = input_info_.name;
+  logits_name_ = config.autodiff.logits_output.empty() ? g.outputs[0].name : config.autodiff.logits_output;
+  tg_ = BuildTrainingGraph(forward, config.autodiff);
+  OT_CHECK(!tg_.labels.empty(), "the model already ends in a loss; training needs logits to attach its own loss to");
+  AppendOptimizer(tg_, config.optimizer);
+  ExecutorOptions opts = config.executor;
+  opts.state_updates = tg_.state_updates;
+  train_ = std::make_unique<Executor>(tg_.model, opts);
+  eval_model_ = DeriveEvalModel(forward);
+  ExecutorOptions eval_opts = config.executor;
+  eval_opts.state_updates.clear();
+  eval_ = std::make_unique<Executor>(eval_model_, eval_opts);
+  for (const auto& t : tg_.model.graph.initializers)
+    if (t.dtype == DType::kFloat32 && train_->FindState(t.name)) state_names_.push_back(t.name);
+}
+
+TrainingSession::~TrainingSession() = default;
+
+StepResult TrainingSession::Step(const Tensor& input, const Tensor& labels, float lr, const RunOptions& options) {
+  HostTensor lr_t = HostTensor::FromVector<float>({lr}, {});
+  HostTensor step_t = HostTensor::FromVector<int64_t>({steps_done_ + 1}, {});
+  const Device dev = train_->options().device;
+  std::map<std::string, Tensor> feeds = {{input_name_, input},
+                                         {tg_.labels, labels},
+                                         {kLearningRateInput, Tensor::FromHost(lr_t, dev)},
+                                         {kStepInput, Tensor::FromHost(step_t, dev)}};
+  std::vector<Tensor> out = train_->Run(feeds, {tg_.loss, logits_name_}, options);
+  ++steps_done_;
+  StepResult r;
+  r.loss = out[0].ToHost().Data<float>()[0];
+  r.logits = out[1];
+  return r;
+}
+
+void TrainingSession::SyncEvalWeights() {
+  if (eval_synced_at_ == steps_done_) return;
+  for (const auto& t : eval_model_.graph.initializers) {
+    Tensor* dst = eval_->FindState(t.name);
+    Tensor* src = train_->FindState(t.name);
+    if (dst && src) dst->CopyFrom(*src);
+  }
+  eval_synced_at_ = steps_done_;
+}
+
+Tensor TrainingSession::Evaluate(const Tensor& input) {
+  SyncEvalWeights();
+  return eval_->Run({{input_name_, input}})[0];
+}
+
+Model TrainingSession::InferenceModel() const {
+  Model m = eval_model_;
+  for (auto& t : m.graph.initializers)
+    if (const Tensor* s = train_->FindState(t.name)) t = s->ToHost(t.name);
+  return m;
+}
+
+std::vector<std::pair<std::string, Tensor*>> TrainingSession::StateTensors() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (const auto& n : state_names_) out.emplace_back(n, train_->FindState(n));
+  return out;
+}
+
+}  // namespace ot

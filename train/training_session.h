@@ -1,0 +1,68 @@
+// TrainingSession: a forward model turned into a training graph (autodiff + optimizer)
+// and run step by step on one device, with an eval graph that shares its trained state.
+// The training loop, checkpoints, benchmarks and the distributed worker all drive it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/autodiff.h"
+#include "graph/optimizer_pass.h"
+#include "runtime/executor.h"
+
+namespace ot {
+
+struct TrainingConfig {
+  AutodiffOptions autodiff;
+  OptimizerConfig optimizer;
+  ExecutorOptions executor;
+};
+
+struct StepResult {
+  float loss = 0.f;
+  Tensor logits;  // the model's first output for this batch (accuracy)
+};
+
+class TrainingSession {
+ public:
+  // Throws ot::Error naming what the model lacks (a single data input, a trainable
+  // initializer, a gradient rule) or ot::UnsupportedError for missing kernels.
+  TrainingSession(const Model& forward, const TrainingConfig& config);
+  ~TrainingSession();
+
+  const std::string& input_name() const { return input_name_; }
+  const ValueInfo& input_info() const { return input_info_; }
+  const TrainingGraph& graph() const { return tg_; }
+
+  // One step: forward, loss, backward, optimizer update at learning rate `lr`. The step
+  // counter (the optimizers' T) advances by one.
+  StepResult Step(const Tensor& input, const Tensor& labels, float lr, const RunOptions& options = {});
+  // Forward in evaluation mode (BatchNorm running statistics, no Dropout) with the
+  // current weights; returns the logits.
+  Tensor Evaluate(const Tensor& input);
+  // The inference model: the forward model in eval mode with the trained initializers.
+  Model InferenceModel() const;
+
+  // Every tensor of training state by name: parameters, BatchNorm statistics, optimizer
+  // state. Checkpoints and broadcasts walk this list; it is the same order every time.
+  std::vector<std::pair<std::string, Tensor*>> StateTensors();
+  int64_t steps_done() const { return steps_done_; }
+  void set_steps_done(int64_t n) { steps_done_ = n; }
+
+ private:
+  void SyncEvalWeights();
+
+  TrainingGraph tg_;
+  Model eval_model_;
+  std::string input_name_;
+  ValueInfo input_info_;
+  std::string logits_name_;
+  std::unique_ptr<Executor> train_;
+  std::unique_ptr<Executor> eval_;
+  std::vector<std::string> state_names_;
+  int64_t steps_done_ = 0;
+  int64_t eval_synced_at_ = -1;
+};
+
+}  // namespace ot
