@@ -15,6 +15,7 @@
 #include "models/reference_models.h"
 #include "runtime/executor.h"
 #include "tools/args.h"
+#include "tools/train_command.h"
 #include "tools/training_commands.h"
 #include "train/image_dataset.h"
 
@@ -22,9 +23,14 @@ namespace ot {
 namespace {
 
 const char* kUsage =
-    "usage: onnx-train <command> [options]\n"
+    "usage: onnx-train MODEL.onnx [options]     train it (see onnx-train train --help)\n"
+    "       onnx-train <command> [options]\n"
     "\n"
     "commands:\n"
+    "  train MODEL.onnx [options]\n"
+    "      train on a data set (Fashion-MNIST by default); checkpoints, resume, metrics\n"
+    "  eval MODEL.onnx [--data SPEC] [--split test|train]\n"
+    "      test accuracy of a model\n"
     "  infer MODEL.onnx --input NAME=FILE.pb ... -o DIR [--device cpu] [--threads N]\n"
     "      run the forward pass; writes each graph output as DIR/<output>.pb (binary TensorProto)\n"
     "  make-model resnet34|simplenn -o FILE [--input CxHxW] [--classes K] [--seed S]\n"
@@ -175,8 +181,12 @@ int Main(int argc, char** argv) {
   if (cmd == "check") return CmdCheck(rest);
   if (cmd == "dump-batch") return CmdDumpBatch(rest);
   if (cmd == "grad") return CmdGrad(rest);
+  if (cmd == "train") return CmdTrain(rest);
+  if (cmd == "eval") return CmdEval(rest);
+  if (cmd.size() > 5 && cmd.compare(cmd.size() - 5, 5, ".onnx") == 0) return CmdTrain(args);
   if (cmd == "export") return CmdExport(rest);
-  throw Error("unknown command '" + cmd + "'; training arrives with the trainer issue. Commands now: infer, make-model, check");
+  throw Error("unknown command '" + cmd +
+              "'; commands: train, eval, infer, grad, export, make-model, dump-batch, check (or MODEL.onnx to train)");
 }
 
 }  // namespace

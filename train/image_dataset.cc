@@ -1,18 +1,26 @@
-// Image data sets: IDX (MNIST, Fashion-MNIST) loading and normalised batches.
+// Image data sets: spec parsing, IDX (MNIST, Fashion-MNIST) loading, synthetic data and
+// normalised batches. CIFAR-10 reading lives in cifar10_reader.cc.
 #include "train/image_dataset.h"
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <random>
+
 #include "graph/error.h"
+#include "train/cifar10_reader.h"
+#include "train/data_random.h"
 #include "train/idx_reader.h"
 
 namespace ot {
 
 namespace {
+
 bool Exists(const std::string& p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0;
 }
+
 // "DIR/stem-idx3-ubyte.gz", or the uncompressed name if that is what exists.
 std::string FindIdx(const std::string& dir, const std::string& stem) {
   std::string gz = dir + "/" + stem + ".gz";
@@ -22,70 +30,165 @@ std::string FindIdx(const std::string& dir, const std::string& stem) {
   throw Error("data file '" + gz + "' (or '" + plain + "') is missing" +
               (dir == kFashionMnistDir ? "; install Debian's dataset-fashion-mnist package" : ""));
 }
+
+// kind is "fashion-mnist" or "mnist".
+ImageDataset LoadIdxDataset(const std::string& kind, const std::string& dir, const std::string& split) {
+  ImageDataset ds;
+  ds.name = kind;
+  const std::string prefix = split == "train" ? "train" : "t10k";
+  std::string img_path = FindIdx(dir, prefix + "-images-idx3-ubyte");
+  std::string lbl_path = FindIdx(dir, prefix + "-labels-idx1-ubyte");
+  IdxArray images = ReadIdxFile(img_path);
+  IdxArray labels = ReadIdxFile(lbl_path);
+  OT_CHECK(images.dims.size() == 3, "'%s' should hold N x 28 x 28 images", img_path.c_str());
+  OT_CHECK(labels.dims.size() == 1 && labels.dims[0] == images.dims[0],
+           "'%s' holds %lld labels but '%s' holds %lld images", lbl_path.c_str(),
+           (long long)(labels.dims.empty() ? 0 : labels.dims[0]), img_path.c_str(), (long long)images.dims[0]);
+  ds.count = images.dims[0];
+  ds.channels = 1;
+  ds.height = images.dims[1];
+  ds.width = images.dims[2];
+  ds.classes = 10;
+  ds.pixels = std::move(images.data);
+  ds.labels.reserve(labels.data.size());
+  for (size_t i = 0; i < labels.data.size(); ++i) {
+    OT_CHECK(labels.data[i] < 10, "'%s': label %d at index %zu is outside [0, 10)", lbl_path.c_str(),
+             labels.data[i], i);
+    ds.labels.push_back(labels.data[i]);
+  }
+  if (kind == "fashion-mnist") { ds.mean = {0.2860f}; ds.stddev = {0.3530f}; }
+  else { ds.mean = {0.1307f}; ds.stddev = {0.3081f}; }
+  return ds;
+}
+
+// A positive integer of a spec ("synthetic:N"), or throws naming the spec.
+int64_t ParsePositive(const std::string& text, const std::string& spec) {
+  size_t used = 0;
+  long long v = 0;
+  try { v = std::stoll(text, &used); } catch (const std::exception&) { used = 0; }
+  OT_CHECK(used == text.size() && v > 0, "data spec '%s': '%s' is not a positive whole number", spec.c_str(),
+           text.c_str());
+  return v;
+}
+
+// "synthetic[:N[:CxHxW]]"; rest is what follows "synthetic:" ("" when nothing does).
+ImageDataset LoadSynthetic(const std::string& spec, const std::string& rest, const std::string& split,
+                           SyntheticDataOptions opts) {
+  if (!rest.empty()) {
+    const size_t colon = rest.find(':');
+    opts.count = ParsePositive(rest.substr(0, colon), spec);
+    if (colon != std::string::npos) {
+      const std::string shape = rest.substr(colon + 1);
+      const size_t x1 = shape.find('x'), x2 = x1 == std::string::npos ? x1 : shape.find('x', x1 + 1);
+      OT_CHECK(x2 != std::string::npos, "data spec '%s': the image shape should read CxHxW, e.g. 3x32x32",
+               spec.c_str());
+      opts.channels = ParsePositive(shape.substr(0, x1), spec);
+      opts.height = ParsePositive(shape.substr(x1 + 1, x2 - x1 - 1), spec);
+      opts.width = ParsePositive(shape.substr(x2 + 1), spec);
+    }
+  }
+  if (split == "test") opts.seed = StreamSeed(opts.seed, 1);  // other bytes than the train split
+  return MakeSyntheticDataset(opts);
+}
+
 }  // namespace
 
-ImageDataset LoadImageDataset(const std::string& spec, const std::string& split) {
+ImageDataset MakeSyntheticDataset(const SyntheticDataOptions& o) {
+  OT_CHECK(o.count > 0 && o.channels > 0 && o.height > 0 && o.width > 0 && o.classes > 0,
+           "synthetic data needs positive count, image shape and classes (got %lld images of %lldx%lldx%lld, "
+           "%lld classes)",
+           (long long)o.count, (long long)o.channels, (long long)o.height, (long long)o.width, (long long)o.classes);
+  ImageDataset ds;
+  ds.name = "synthetic";
+  ds.count = o.count;
+  ds.channels = o.channels;
+  ds.height = o.height;
+  ds.width = o.width;
+  ds.classes = o.classes;
+  ds.pixels.resize(static_cast<size_t>(ds.count * ds.ImageBytes()));
+  std::mt19937_64 rng(StreamSeed(o.seed, 0x5eed));
+  for (size_t i = 0; i < ds.pixels.size(); i += 8) {
+    uint64_t bits = rng();
+    for (size_t b = 0; b < 8 && i + b < ds.pixels.size(); ++b) ds.pixels[i + b] = static_cast<uint8_t>(bits >> (8 * b));
+  }
+  ds.labels.resize(static_cast<size_t>(ds.count));
+  for (int64_t& label : ds.labels) label = static_cast<int64_t>(UniformBelow(rng, static_cast<uint64_t>(o.classes)));
+  // Uniform bytes: mean 127.5/255, standard deviation about 73.9/255.
+  ds.mean.assign(static_cast<size_t>(ds.channels), 0.5f);
+  ds.stddev.assign(static_cast<size_t>(ds.channels), 0.2898f);
+  return ds;
+}
+
+ImageDataset LoadImageDataset(const std::string& spec, const std::string& split, const DataSourceOptions& options) {
   OT_CHECK(split == "train" || split == "test", "unknown split '%s' (train or test)", split.c_str());
-  std::string kind = spec, dir;
+  std::string kind = spec, rest;
   auto colon = spec.find(':');
   if (colon != std::string::npos) {
     kind = spec.substr(0, colon);
-    dir = spec.substr(colon + 1);
+    rest = spec.substr(colon + 1);
   }
-  ImageDataset ds;
   if (kind == "fashion-mnist" || kind == "mnist") {
-    if (dir.empty()) {
+    if (rest.empty()) {
       OT_CHECK(kind == "fashion-mnist", "--data mnist needs a folder: mnist:DIR");
-      dir = kFashionMnistDir;
+      rest = kFashionMnistDir;
     }
-    ds.name = kind;
-    const std::string prefix = split == "train" ? "train" : "t10k";
-    std::string img_path = FindIdx(dir, prefix + "-images-idx3-ubyte");
-    std::string lbl_path = FindIdx(dir, prefix + "-labels-idx1-ubyte");
-    IdxArray images = ReadIdxFile(img_path);
-    IdxArray labels = ReadIdxFile(lbl_path);
-    OT_CHECK(images.dims.size() == 3, "'%s' should hold N x 28 x 28 images", img_path.c_str());
-    OT_CHECK(labels.dims.size() == 1 && labels.dims[0] == images.dims[0],
-             "'%s' holds %lld labels but '%s' holds %lld images", lbl_path.c_str(),
-             (long long)(labels.dims.empty() ? 0 : labels.dims[0]), img_path.c_str(), (long long)images.dims[0]);
-    ds.count = images.dims[0];
-    ds.channels = 1;
-    ds.height = images.dims[1];
-    ds.width = images.dims[2];
-    ds.classes = 10;
-    ds.pixels = std::move(images.data);
-    ds.labels.reserve(labels.data.size());
-    for (size_t i = 0; i < labels.data.size(); ++i) {
-      OT_CHECK(labels.data[i] < 10, "'%s': label %d at index %zu is outside [0, 10)", lbl_path.c_str(),
-               labels.data[i], i);
-      ds.labels.push_back(labels.data[i]);
-    }
-    if (kind == "fashion-mnist") { ds.mean = {0.2860f}; ds.stddev = {0.3530f}; }
-    else { ds.mean = {0.1307f}; ds.stddev = {0.3081f}; }
-    return ds;
+    return LoadIdxDataset(kind, rest, split);
   }
-  throw Error("unknown data set '" + spec + "'; use fashion-mnist, fashion-mnist:DIR or mnist:DIR");
+  if (kind == "cifar10") {
+    OT_CHECK(!rest.empty(),
+             "--data cifar10 needs a folder: cifar10:DIR, holding the binary version's data_batch_1.bin .. "
+             "data_batch_5.bin and test_batch.bin");
+    return ReadCifar10(rest, split);
+  }
+  if (kind == "synthetic") return LoadSynthetic(spec, rest, split, options.synthetic);
+  throw Error("unknown data set '" + spec +
+              "'; use fashion-mnist, fashion-mnist:DIR, mnist:DIR, cifar10:DIR or synthetic[:N[:CxHxW]]");
 }
 
-HostTensor ImageDataset::Images(const std::vector<int64_t>& indices) const {
-  const int64_t n = static_cast<int64_t>(indices.size()), plane = height * width, item = channels * plane;
-  HostTensor t(DType::kFloat32, {n, channels, height, width}, "input");
-  float* out = t.Data<float>();
+std::string ImageDataset::ImageShapeString() const {
+  return std::to_string(channels) + "x" + std::to_string(height) + "x" + std::to_string(width);
+}
+
+HostTensor ImageDataset::RawImages(const std::vector<int64_t>& indices) const {
+  const int64_t n = static_cast<int64_t>(indices.size()), item = ImageBytes();
+  HostTensor t(DType::kUInt8, {n, channels, height, width}, "input");
+  uint8_t* out = t.Data<uint8_t>();
   for (int64_t i = 0; i < n; ++i) {
     OT_CHECK(indices[i] >= 0 && indices[i] < count, "sample index %lld is outside the data set (%lld samples)",
              (long long)indices[i], (long long)count);
-    const uint8_t* src = pixels.data() + indices[i] * item;
-    for (int64_t c = 0; c < channels; ++c) {
-      const float scale = 1.f / (255.f * stddev[c]), shift = mean[c] / stddev[c];
-      for (int64_t p = 0; p < plane; ++p) out[i * item + c * plane + p] = src[c * plane + p] * scale - shift;
+    std::copy_n(pixels.data() + indices[i] * item, item, out + i * item);
+  }
+  return t;
+}
+
+HostTensor ImageDataset::Normalize(const HostTensor& raw) const {
+  OT_CHECK(raw.dtype == DType::kUInt8 && raw.dims.size() == 4 && raw.dims[1] == channels &&
+               raw.dims[2] == height && raw.dims[3] == width,
+           "Normalize expects a uint8 batch [n, %lld, %lld, %lld], got %s %s", (long long)channels,
+           (long long)height, (long long)width, DTypeName(raw.dtype).c_str(), ShapeString(raw.dims).c_str());
+  const int64_t n = raw.dims[0], plane = height * width, item = ImageBytes();
+  HostTensor t(DType::kFloat32, raw.dims, raw.name);
+  const uint8_t* src = raw.Data<uint8_t>();
+  float* out = t.Data<float>();
+  for (int64_t c = 0; c < channels; ++c) {
+    const float scale = 1.f / (255.f * stddev[c]), shift = mean[c] / stddev[c];
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t base = i * item + c * plane;
+      for (int64_t p = 0; p < plane; ++p) out[base + p] = src[base + p] * scale - shift;
     }
   }
   return t;
 }
 
+HostTensor ImageDataset::Images(const std::vector<int64_t>& indices) const { return Normalize(RawImages(indices)); }
+
 HostTensor ImageDataset::Labels(const std::vector<int64_t>& indices) const {
   HostTensor t(DType::kInt64, {static_cast<int64_t>(indices.size())}, "labels");
-  for (size_t i = 0; i < indices.size(); ++i) t.Data<int64_t>()[i] = labels[static_cast<size_t>(indices[i])];
+  for (size_t i = 0; i < indices.size(); ++i) {
+    OT_CHECK(indices[i] >= 0 && indices[i] < count, "sample index %lld is outside the data set (%lld samples)",
+             (long long)indices[i], (long long)count);
+    t.Data<int64_t>()[i] = labels[static_cast<size_t>(indices[i])];
+  }
   return t;
 }
 

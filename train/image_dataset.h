@@ -11,7 +11,7 @@
 namespace ot {
 
 struct ImageDataset {
-  std::string name;      // "fashion-mnist", "mnist"
+  std::string name;      // "fashion-mnist", "mnist", "cifar10", "synthetic"
   int64_t count = 0;
   int64_t channels = 0, height = 0, width = 0;
   int64_t classes = 0;
@@ -19,15 +19,45 @@ struct ImageDataset {
   std::vector<int64_t> labels;   // count
   std::vector<float> mean, stddev;  // per channel, on the [0,1] scale
 
+  int64_t ImageBytes() const { return channels * height * width; }
+  // "1x28x28"
+  std::string ImageShapeString() const;
+
   // Normalised float batch [n, C, H, W] of samples indices[0..n).
   HostTensor Images(const std::vector<int64_t>& indices) const;
+  // The bytes of samples indices[0..n) as a uint8 batch [n, C, H, W] (for augmentation).
+  HostTensor RawImages(const std::vector<int64_t>& indices) const;
+  // Float batch of a uint8 batch [n, C, H, W]: x / 255, then (x - mean[c]) / stddev[c].
+  HostTensor Normalize(const HostTensor& raw) const;
   // int64 labels [n].
   HostTensor Labels(const std::vector<int64_t>& indices) const;
 };
 
-// Parses a data spec ("fashion-mnist", "mnist:DIR", "fashion-mnist:DIR") and loads a split
-// ("train" or "test"). Throws ot::Error naming the missing or malformed file.
-ImageDataset LoadImageDataset(const std::string& spec, const std::string& split);
+// Random images with random labels, for benchmarks and for models whose data is not at
+// hand. The same options give the same bytes on every platform.
+struct SyntheticDataOptions {
+  int64_t count = 1024;
+  int64_t channels = 3, height = 32, width = 32;
+  int64_t classes = 10;
+  uint64_t seed = 0;
+};
+ImageDataset MakeSyntheticDataset(const SyntheticDataOptions& options);
+
+// What a data spec alone does not fix. For `synthetic` the trainer sets the image shape and
+// the classes from the model, so that the data fits any model.
+struct DataSourceOptions {
+  SyntheticDataOptions synthetic;
+};
+
+// Parses a data spec and loads a split ("train" or "test"). Specs:
+//   fashion-mnist, fashion-mnist:DIR, mnist:DIR   IDX files (gzip or plain)
+//   cifar10:DIR                                    CIFAR-10 binary version: data_batch_1..5.bin,
+//                                                  test_batch.bin
+//   synthetic, synthetic:N, synthetic:N:CxHxW      N random images (default from options;
+//                                                  the test split has other bytes)
+// Throws ot::Error naming the missing or malformed file.
+ImageDataset LoadImageDataset(const std::string& spec, const std::string& split,
+                              const DataSourceOptions& options = {});
 
 // Where Debian's dataset-fashion-mnist puts its files.
 constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";

@@ -1,0 +1,198 @@
+// Trainer tests: checkpoints (atomic, checksummed, exact resume), schedules, bad input.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "graph/error.h"
+#include "graph/file_util.h"
+#include "graph/onnx_io.h"
+#include "models/reference_models.h"
+#include "train/checkpoint.h"
+#include "train/lr_schedule.h"
+#include "train/trainer.h"
+
+namespace ot {
+namespace {
+
+std::string FreshDir(const std::string& name) {
+  std::string d = ::testing::TempDir() + "/trainer_test_" + std::to_string(::getpid()) + "_" + name;
+  std::string cmd = "rm -rf '" + d + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  return d;
+}
+
+Model SimpleNN(uint64_t seed = 1) {
+  ReferenceModelOptions o;
+  o.channels = 1;
+  o.height = o.width = 28;
+  o.seed = seed;
+  return BuildSimpleNN(o);
+}
+
+TrainerOptions QuickRun(const std::string& dir) {
+  TrainerOptions o;
+  o.epochs = 3;
+  o.batch = 32;
+  o.max_steps_per_epoch = 40;
+  o.schedule.base_lr = 0.05;
+  o.schedule.kind = LrSchedule::Kind::kStep;
+  o.schedule.step_size = 1;
+  o.schedule.gamma = 0.5;
+  o.optimizer.momentum = 0.9f;
+  o.optimizer.weight_decay = 1e-4f;
+  o.checkpoint_dir = dir;
+  o.save_every = 1;
+  o.quiet = true;
+  o.seed = 11;
+  o.threads = 2;
+  return o;
+}
+
+TEST(LrSchedule, StepAndCosineFollowPyTorch) {
+  LrSchedule s;
+  s.kind = LrSchedule::Kind::kStep;
+  s.base_lr = 0.1;
+  s.step_size = 5;
+  s.gamma = 0.1;
+  EXPECT_DOUBLE_EQ(s.At(4), 0.1);
+  EXPECT_NEAR(s.At(5), 0.01, 1e-12);
+  EXPECT_NEAR(s.At(14), 0.001, 1e-12);
+  s.kind = LrSchedule::Kind::kCosine;
+  s.total_epochs = 10;
+  EXPECT_DOUBLE_EQ(s.At(0), 0.1);
+  EXPECT_NEAR(s.At(5), 0.05, 1e-12);
+}
+
+TEST(Checkpoint, RoundTripAndCorruptionIsDetected) {
+  std::string dir = FreshDir("ckpt");
+  PrepareCheckpointDir(dir);
+  TrainingState s;
+  s.epochs_done = 3;
+  s.global_step = 1173;
+  s.scalars["seed"] = "7";
+  s.tensors.push_back(HostTensor::FromVector<float>({1.f, 2.f, 3.f}, {3}, "w"));
+  const std::string path = dir + "/epoch_0003.state";
+  WriteTrainingState(s, path);
+  TrainingState back = ReadTrainingState(path);
+  EXPECT_EQ(back.epochs_done, 3);
+  EXPECT_EQ(back.global_step, 1173);
+  EXPECT_EQ(back.scalars.at("seed"), "7");
+  ASSERT_NE(back.FindTensor("w"), nullptr);
+  EXPECT_EQ(back.FindTensor("w")->Data<float>()[2], 3.f);
+  EXPECT_EQ(FindLatestCheckpoint(dir), path);
+
+  // A flipped byte: checksum mismatch, and the latest *valid* checkpoint is chosen.
+  WriteTrainingState(s, dir + "/epoch_0002.state");
+  std::string bytes = ReadFileBytes(path);
+  bytes[bytes.size() / 2] ^= 0x40;
+  WriteFileAtomic(path, bytes);
+  EXPECT_THROW(ReadTrainingState(path), Error);
+  EXPECT_EQ(FindLatestCheckpoint(dir), dir + "/epoch_0002.state");
+  // Truncated.
+  WriteFileAtomic(path, bytes.substr(0, bytes.size() - 5));
+  EXPECT_THROW(ReadTrainingState(path), Error);
+}
+
+// The headline property: a run interrupted at an epoch boundary and resumed ends with
+// bitwise the same weights (and optimizer state) as a run that never stopped.
+TEST(Trainer, ResumedRunIsBitwiseEqualToAnUninterruptedOne) {
+  const Model model = SimpleNN();
+  TrainerOptions full = QuickRun(FreshDir("full"));
+  TrainResult a = RunTraining(model, full);
+  ASSERT_EQ(a.epochs_run, 3);
+
+  TrainerOptions first = QuickRun(FreshDir("split"));
+  first.epochs = 3;
+  // Stop after one epoch by training a 1-epoch run, then resume the same 3-epoch run.
+  TrainerOptions part = first;
+  part.epochs = 1;
+  part.schedule.total_epochs = first.schedule.total_epochs;
+  RunTraining(model, part);
+  TrainerOptions rest = first;
+  rest.resume = "latest";
+  TrainResult b = RunTraining(model, rest);
+  EXPECT_EQ(b.epochs_run, 2);
+  EXPECT_EQ(b.global_step, a.global_step);
+
+  TrainingState sa = ReadTrainingState(a.last_checkpoint + ".state");
+  TrainingState sb = ReadTrainingState(b.last_checkpoint + ".state");
+  ASSERT_EQ(sa.tensors.size(), sb.tensors.size());
+  for (size_t i = 0; i < sa.tensors.size(); ++i) {
+    EXPECT_EQ(sa.tensors[i].name, sb.tensors[i].name);
+    EXPECT_TRUE(sa.tensors[i].bytes == sb.tensors[i].bytes) << sa.tensors[i].name << " differs";
+  }
+  // The losses of the resumed epochs are the uninterrupted run's.
+  ASSERT_EQ(b.step_losses.size(), 80u);
+  for (size_t i = 0; i < b.step_losses.size(); ++i) EXPECT_EQ(b.step_losses[i], a.step_losses[40 + i]) << i;
+  // The inference checkpoint is a valid ONNX model.
+  EXPECT_NO_THROW(LoadModel(a.last_checkpoint + ".onnx"));
+}
+
+TEST(Trainer, LearnsFashionMnist) {
+  TrainerOptions o = QuickRun(FreshDir("learn"));
+  o.epochs = 1;
+  o.max_steps_per_epoch = 300;
+  o.schedule.kind = LrSchedule::Kind::kConstant;
+  o.schedule.base_lr = 0.01;
+  o.optimizer.momentum = 0.f;
+  o.optimizer.weight_decay = 0.f;
+  o.save_checkpoints = false;
+  TrainResult r = RunTraining(SimpleNN(), o);
+  // 300 plain-SGD steps of a linear model: well past chance (10%) on the 10,000 test images.
+  EXPECT_GT(r.test_accuracy, 0.70) << r.test_accuracy;
+  double head = 0, tail = 0;
+  for (size_t i = 0; i < 20; ++i) {
+    head += r.step_losses[i];
+    tail += r.step_losses[r.step_losses.size() - 1 - i];
+  }
+  EXPECT_LT(tail, head * 0.5);
+}
+
+TEST(Trainer, BadInputGivesClearErrors) {
+  // Fashion-MNIST's 1x28x28 images into a 3x32x32 model.
+  ReferenceModelOptions rgb;
+  Model wrong = BuildSimpleNN(rgb);
+  TrainerOptions o = QuickRun(FreshDir("bad"));
+  o.save_checkpoints = false;
+  try {
+    RunTraining(wrong, o);
+    FAIL();
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("1x28x28"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("32"), std::string::npos) << msg;
+  }
+  // A checkpoint folder that cannot be created.
+  o = QuickRun("/proc/onnx-train-cannot-write-here");
+  EXPECT_THROW(RunTraining(SimpleNN(), o), Error);
+  // Resuming a checkpoint of another model.
+  TrainerOptions first = QuickRun(FreshDir("other"));
+  first.epochs = 1;
+  first.max_steps_per_epoch = 2;
+  RunTraining(SimpleNN(), first);
+  ReferenceModelOptions ten;
+  ten.channels = 1;
+  ten.height = ten.width = 28;
+  ten.classes = 12;  // fits the data (10 classes) but is another model
+  TrainerOptions again = first;
+  again.epochs = 2;
+  again.resume = "latest";
+  try {
+    RunTraining(BuildSimpleNN(ten), again);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("another model"), std::string::npos) << e.what();
+  }
+  // Resuming with another batch size would not continue the same run.
+  again = first;
+  again.epochs = 2;
+  again.batch = 64;
+  again.resume = "latest";
+  EXPECT_THROW(RunTraining(SimpleNN(), again), Error);
+}
+
+}  // namespace
+}  // namespace ot

@@ -1,0 +1,150 @@
+// `onnx-train MODEL.onnx [options]` (train) and `onnx-train eval MODEL.onnx`: flag parsing
+// with the recipes' defaults, then the trainer or the evaluator.
+#include "tools/train_command.h"
+
+#include <cmath>
+#include <iostream>
+
+#include "graph/error.h"
+#include "graph/onnx_io.h"
+#include "runtime/executor.h"
+#include "tools/args.h"
+#include "tools/cli_util.h"
+#include "train/evaluate.h"
+#include "train/image_dataset.h"
+#include "train/trainer.h"
+
+namespace ot {
+
+const char* kTrainUsage =
+    "usage: onnx-train MODEL.onnx [options]          train (the default command; also `onnx-train train ...`)\n"
+    "\n"
+    "data:\n"
+    "  --data SPEC          fashion-mnist (default; Debian's dataset-fashion-mnist), fashion-mnist:DIR,\n"
+    "                       mnist:DIR, cifar10:DIR, synthetic[:N]\n"
+    "  --augment            random crop (4-pixel padding) and horizontal flip\n"
+    "  --no-shuffle         keep the data set's order\n"
+    "  --seed S             shuffling, augmentation and initial randomness (default 0)\n"
+    "recipe:\n"
+    "  --recipe NAME        simplenn: SGD lr 0.01, batch 32, 5 epochs (the defaults)\n"
+    "                       resnet34: SGD lr 0.1 momentum 0.9, StepLR 5 x0.1, batch 128, 15 epochs,\n"
+    "                       checkpoint every 3 epochs\n"
+    "  --epochs N           (5)            --batch B            (32)\n"
+    "  --optimizer sgd|adam|adagrad (sgd)  --lr LR               (0.01)\n"
+    "  --momentum M         (0)            --nesterov           --weight-decay W (0)\n"
+    "  --beta1 B1 --beta2 B2 --epsilon E   Adam's (0.9, 0.999, 1e-8)\n"
+    "  --lr-schedule constant|step|cosine (constant)   --lr-step N (5)   --lr-gamma G (0.1)\n"
+    "  --freeze A,B         initializers that stay fixed\n"
+    "evaluation and checkpoints:\n"
+    "  --eval-every N       test accuracy every N epochs (always at the end)\n"
+    "  --save-every N       checkpoint every N epochs (always at the end)\n"
+    "  --checkpoint-dir D   (trained_models)   --no-checkpoints\n"
+    "  --resume [PATH]      continue from PATH, or from the newest valid checkpoint in --checkpoint-dir\n"
+    "output and runtime:\n"
+    "  --metrics FILE.jsonl one JSON object per step and per epoch\n"
+    "  --quiet              no progress bar\n"
+    "  --threads N          CPU threads (default: all)\n"
+    "  --device cpu|cuda[:K]\n"
+    "  --max-steps N        at most N steps per epoch (quick looks, tests)\n";
+
+namespace {
+
+void ApplyRecipe(const std::string& name, TrainerOptions* o) {
+  if (name == "simplenn") return;  // the defaults
+  OT_CHECK(name == "resnet34", "unknown --recipe '%s'; choose simplenn or resnet34", name.c_str());
+  o->batch = 128;
+  o->epochs = 15;
+  o->schedule.base_lr = 0.1;
+  o->schedule.kind = LrSchedule::Kind::kStep;
+  o->schedule.step_size = 5;
+  o->schedule.gamma = 0.1;
+  o->optimizer.momentum = 0.9f;
+  o->save_every = 3;
+}
+
+}  // namespace
+
+int CmdTrain(std::vector<std::string> argv) {
+  // `--resume` alone means the newest checkpoint: give it its implicit value.
+  for (size_t i = 0; i < argv.size(); ++i)
+    if (argv[i] == "--resume" && (i + 1 == argv.size() || argv[i + 1].rfind("--", 0) == 0))
+      argv[i] = "--resume=latest";
+  Args args(argv,
+            {"data", "seed", "recipe", "epochs", "batch", "optimizer", "lr", "momentum", "weight-decay", "beta1",
+             "beta2", "epsilon", "lr-schedule", "lr-step", "lr-gamma", "freeze", "eval-every", "save-every",
+             "checkpoint-dir", "resume", "metrics", "threads", "device", "max-steps"},
+            {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help"});
+  if (args.Has("help")) {
+    std::cout << kTrainUsage;
+    return 0;
+  }
+  OT_CHECK(args.positional().size() == 1, "training needs exactly one MODEL.onnx\n%s", kTrainUsage);
+  TrainerOptions o;
+  ApplyRecipe(args.Get("recipe", "simplenn"), &o);
+  o.data = args.Get("data", o.data);
+  o.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
+  o.epochs = static_cast<int>(args.GetInt("epochs", o.epochs));
+  o.batch = args.GetInt("batch", o.batch);
+  o.optimizer.kind = ParseOptimizerKind(args.Get("optimizer", "sgd"));
+  o.schedule.base_lr = args.GetDouble("lr", o.schedule.base_lr);
+  o.optimizer.momentum = static_cast<float>(args.GetDouble("momentum", o.optimizer.momentum));
+  o.optimizer.nesterov = args.Has("nesterov");
+  o.optimizer.weight_decay = static_cast<float>(args.GetDouble("weight-decay", 0.0));
+  o.optimizer.beta1 = static_cast<float>(args.GetDouble("beta1", o.optimizer.beta1));
+  o.optimizer.beta2 = static_cast<float>(args.GetDouble("beta2", o.optimizer.beta2));
+  o.optimizer.epsilon = static_cast<float>(args.GetDouble("epsilon", o.optimizer.epsilon));
+  if (args.Has("lr-schedule")) o.schedule.kind = ParseLrScheduleKind(args.Get("lr-schedule"));
+  o.schedule.step_size = static_cast<int>(args.GetInt("lr-step", o.schedule.step_size));
+  o.schedule.gamma = args.GetDouble("lr-gamma", o.schedule.gamma);
+  o.schedule.total_epochs = o.epochs;
+  OT_CHECK(o.schedule.base_lr > 0 && std::isfinite(o.schedule.base_lr), "--lr must be a positive number");
+  OT_CHECK(o.schedule.step_size >= 1, "--lr-step must be at least 1");
+  o.freeze = SplitList(args.Get("freeze"));
+  o.augment = args.Has("augment");
+  o.shuffle = !args.Has("no-shuffle");
+  o.eval_every = static_cast<int>(args.GetInt("eval-every", 0));
+  o.save_every = static_cast<int>(args.GetInt("save-every", o.save_every));
+  o.checkpoint_dir = args.Get("checkpoint-dir", o.checkpoint_dir);
+  o.save_checkpoints = !args.Has("no-checkpoints");
+  o.resume = args.Get("resume");
+  o.metrics_path = args.Get("metrics");
+  o.quiet = args.Has("quiet");
+  o.threads = static_cast<int>(args.GetInt("threads", 0));
+  o.device = Device::Parse(args.Get("device", "cpu"));
+  o.max_steps_per_epoch = args.GetInt("max-steps", -1);
+
+  Model model = LoadModel(args.positional()[0]);
+  std::cout << "training " << args.positional()[0] << " on " << o.data << ": " << o.epochs << " epochs, batch "
+            << o.batch << ", " << args.Get("optimizer", "sgd") << " lr " << o.schedule.base_lr << " ("
+            << o.schedule.Describe() << ")";
+  if (o.optimizer.momentum != 0.f) std::cout << ", momentum " << o.optimizer.momentum;
+  std::cout << "\n";
+  TrainResult r = RunTraining(model, o);
+  std::cout << StrFormat("done: %d epochs, %lld steps; test accuracy %.2f%%", r.epochs_run, (long long)r.global_step,
+                         100.0 * r.test_accuracy);
+  if (!r.last_checkpoint.empty()) std::cout << "; model saved as " << r.last_checkpoint << ".onnx";
+  std::cout << "\n";
+  return 0;
+}
+
+int CmdEval(const std::vector<std::string>& argv) {
+  Args args(argv, {"data", "split", "batch", "threads", "device"}, {});
+  OT_CHECK(args.positional().size() == 1, "eval needs exactly one MODEL.onnx (see onnx-train --help)");
+  Model model = LoadModel(args.positional()[0]);
+  OT_CHECK(model.graph.inputs.size() == 1, "eval needs a model with one input (images); this one has %zu",
+           model.graph.inputs.size());
+  ExecutorOptions opts;
+  opts.device = Device::Parse(args.Get("device", "cpu"));
+  opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
+  Executor exec(model, opts);
+  const std::string spec = args.Get("data", "fashion-mnist"), split = args.Get("split", "test");
+  ImageDataset data = LoadImageDataset(spec, split);
+  const std::string input = model.graph.inputs[0].name;
+  Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return exec.Run({{input, x}})[0]; }, data,
+                                  args.GetInt("batch", 256), opts.device);
+  std::cout << StrFormat("%s %s accuracy: %.2f%% (%lld of %lld)\n", spec.c_str(), split.c_str(), 100.0 * acc.Fraction(),
+                         (long long)acc.correct, (long long)acc.total);
+  return 0;
+}
+
+}  // namespace ot

@@ -1,0 +1,84 @@
+// BatchLoader: a producer thread and a bounded queue of prepared batches.
+#include "train/batch_loader.h"
+
+#include <utility>
+
+#include "graph/error.h"
+
+namespace ot {
+
+Batch PrepareBatch(const ImageDataset& dataset, std::vector<int64_t> samples, const AugmentOptions& augment,
+                   int64_t epoch, int64_t index) {
+  Batch b;
+  b.epoch = epoch;
+  b.index = index;
+  b.samples = std::move(samples);
+  b.real_count = static_cast<int64_t>(b.samples.size());
+  HostTensor raw = dataset.RawImages(b.samples);
+  AugmentBatch(raw, augment, epoch, index);
+  b.images = dataset.Normalize(raw);
+  b.labels = dataset.Labels(b.samples);
+  return b;
+}
+
+BatchLoader::BatchLoader(const ImageDataset& dataset, DistributedSampler sampler, const BatchLoaderOptions& options)
+    : dataset_(dataset), sampler_(std::move(sampler)), options_(options) {
+  OT_CHECK(options.queue_depth >= 1, "the batch queue needs room for at least one batch");
+  thread_ = std::thread([this] { Run(); });
+}
+
+BatchLoader::~BatchLoader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  room_.notify_all();
+  thread_.join();
+}
+
+Batch BatchLoader::MakeNext() {
+  const SamplerState at = sampler_.State();
+  std::vector<int64_t> samples = sampler_.NextBatch();
+  Batch b = PrepareBatch(dataset_, std::move(samples), options_.augment, at.epoch, at.position);
+  b.real_count = sampler_.RealSamplesInBatch(at.position);
+  b.next = sampler_.State();
+  return b;
+}
+
+void BatchLoader::Run() {
+  try {
+    while (sampler_.State().epoch < options_.end_epoch) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        room_.wait(lock, [this] { return stop_ || queue_.size() < static_cast<size_t>(options_.queue_depth); });
+        if (stop_) return;
+      }
+      Batch b = MakeNext();  // outside the lock: the consumer may take batches meanwhile
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(b));
+      ready_.notify_one();
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    error_ = std::current_exception();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  finished_ = true;
+  ready_.notify_all();
+}
+
+bool BatchLoader::Next(Batch* batch) {
+  std::unique_lock<std::mutex> lock(mu_);
+  ready_.wait(lock, [this] { return !queue_.empty() || finished_; });
+  if (!queue_.empty()) {
+    *batch = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    room_.notify_one();
+    return true;
+  }
+  if (error_) std::rethrow_exception(error_);
+  return false;
+}
+
+}  // namespace ot

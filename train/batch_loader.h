@@ -1,0 +1,75 @@
+// BatchLoader: prepares training batches (gather, augment, normalise) on a background
+// thread, a few batches ahead of the step that needs them, in the sampler's deterministic
+// order. PrepareBatch is the same work done directly, for callers without a thread and for
+// tests.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "graph/host_tensor.h"
+#include "train/augment.h"
+#include "train/image_dataset.h"
+#include "train/sampler.h"
+
+namespace ot {
+
+struct Batch {
+  int64_t epoch = 0;
+  int64_t index = 0;             // the batch's place in its epoch, from 0
+  std::vector<int64_t> samples;  // data set indices
+  int64_t real_count = 0;        // leading samples that are not sampler padding (for metrics)
+  HostTensor images;             // float32 [n, C, H, W], augmented and normalised
+  HostTensor labels;             // int64 [n]
+  SamplerState next;             // the sampler's state after this batch: a checkpoint taken
+                                 // after training on it resumes from here
+};
+
+// Images and labels of the given samples; augmentation is seeded by (seed, epoch, index).
+Batch PrepareBatch(const ImageDataset& dataset, std::vector<int64_t> samples, const AugmentOptions& augment,
+                   int64_t epoch, int64_t index);
+
+struct BatchLoaderOptions {
+  AugmentOptions augment;
+  int64_t end_epoch = 1;    // the loader stops where this epoch would start
+  int64_t queue_depth = 2;  // batches made ahead of the consumer
+};
+
+class BatchLoader {
+ public:
+  // Serves the batches from the sampler's current state to the end of epoch end_epoch - 1.
+  // dataset must outlive the loader.
+  BatchLoader(const ImageDataset& dataset, DistributedSampler sampler, const BatchLoaderOptions& options);
+  // Stops the thread and waits for it, also when batches were left unread.
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  // The next batch in order; false when all are served. An exception thrown while making a
+  // batch is rethrown here, in place of that batch.
+  bool Next(Batch* batch);
+
+ private:
+  void Run();
+  Batch MakeNext();
+
+  const ImageDataset& dataset_;
+  DistributedSampler sampler_;  // used only by the loader thread
+  BatchLoaderOptions options_;
+
+  std::mutex mu_;
+  std::condition_variable ready_;  // a batch, the end or an error is there
+  std::condition_variable room_;   // the queue has room, or stop was asked
+  std::deque<Batch> queue_;
+  bool finished_ = false;  // the loader thread made its last batch (or failed)
+  bool stop_ = false;      // the destructor asks the thread to end
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+}  // namespace ot

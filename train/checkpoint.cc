@@ -1,0 +1,148 @@
+// Training checkpoints: ModelProto as the container (initializers for tensors,
+// metadata_props for scalars) followed by a 16-byte trailer: "OTCK", CRC-32 of the
+// payload, payload length.
+#include "train/checkpoint.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+
+#include <onnx/onnx_pb.h>
+
+#include "graph/error.h"
+#include "graph/file_util.h"
+#include "graph/tensor_proto.h"
+
+namespace ot {
+
+namespace {
+constexpr char kMagic[4] = {'O', 'T', 'C', 'K'};
+constexpr size_t kTrailer = 16;
+
+uint32_t Crc32(const std::string& bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const uInt chunk = static_cast<uInt>(std::min<size_t>(bytes.size() - done, 1u << 30));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data() + done), chunk);
+    done += chunk;
+  }
+  return static_cast<uint32_t>(crc);
+}
+}  // namespace
+
+const HostTensor* TrainingState::FindTensor(const std::string& name) const {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+const std::string& TrainingState::Scalar(const std::string& key, const std::string& where) const {
+  auto it = scalars.find(key);
+  OT_CHECK(it != scalars.end(), "checkpoint '%s' lacks '%s' (written by another version?)", where.c_str(), key.c_str());
+  return it->second;
+}
+
+void WriteTrainingState(const TrainingState& state, const std::string& path) {
+  onnx::ModelProto proto;
+  proto.set_ir_version(8);
+  proto.set_producer_name("onnx-train checkpoint");
+  proto.mutable_graph()->set_name("training_state");
+  auto set = [&](const std::string& k, const std::string& v) {
+    auto* p = proto.add_metadata_props();
+    p->set_key(k);
+    p->set_value(v);
+  };
+  set("epochs_done", std::to_string(state.epochs_done));
+  set("global_step", std::to_string(state.global_step));
+  for (const auto& [k, v] : state.scalars) set(k, v);
+  for (const auto& t : state.tensors) TensorToProto(t, proto.mutable_graph()->add_initializer());
+  std::string payload;
+  OT_CHECK(proto.SerializeToString(&payload), "cannot serialise the training state for '%s' (over 2 GB?)",
+           path.c_str());
+  const uint32_t crc = Crc32(payload);
+  const uint64_t length = payload.size();
+  char trailer[kTrailer];
+  std::memcpy(trailer, kMagic, 4);
+  std::memcpy(trailer + 4, &crc, 4);
+  std::memcpy(trailer + 8, &length, 8);
+  payload.append(trailer, kTrailer);
+  WriteFileAtomic(path, payload);
+}
+
+TrainingState ReadTrainingState(const std::string& path) {
+  std::string bytes = ReadFileBytes(path);
+  const std::string where = "checkpoint '" + path + "'";
+  OT_CHECK(bytes.size() >= kTrailer && std::memcmp(bytes.data() + bytes.size() - kTrailer, kMagic, 4) == 0,
+           "%s is not an onnx-train training state or is truncated (no trailer)", where.c_str());
+  uint32_t crc = 0;
+  uint64_t length = 0;
+  std::memcpy(&crc, bytes.data() + bytes.size() - kTrailer + 4, 4);
+  std::memcpy(&length, bytes.data() + bytes.size() - kTrailer + 8, 8);
+  OT_CHECK(length == bytes.size() - kTrailer, "%s is truncated: %llu payload bytes promised, %zu present",
+           where.c_str(), (unsigned long long)length, bytes.size() - kTrailer);
+  bytes.resize(bytes.size() - kTrailer);
+  OT_CHECK(Crc32(bytes) == crc, "%s is corrupt: its checksum does not match; use an older checkpoint", where.c_str());
+  onnx::ModelProto proto;
+  OT_CHECK(proto.ParseFromString(bytes), "%s cannot be parsed although its checksum matches", where.c_str());
+  TrainingState s;
+  for (const auto& kv : proto.metadata_props()) s.scalars[kv.key()] = kv.value();
+  s.epochs_done = std::stoll(s.Scalar("epochs_done", path));
+  s.global_step = std::stoll(s.Scalar("global_step", path));
+  s.scalars.erase("epochs_done");
+  s.scalars.erase("global_step");
+  for (const auto& t : proto.graph().initializer()) s.tensors.push_back(TensorFromProto(t, DirName(path), where));
+  return s;
+}
+
+std::string ModelFingerprint(const Model& model) {
+  std::string text;
+  for (const auto& n : model.graph.nodes) text += n.domain + "." + n.op_type + "(" + std::to_string(n.inputs.size()) + ");";
+  for (const auto& t : model.graph.initializers) text += t.name + ShapeString(t.dims) + DTypeName(t.dtype) + ";";
+  for (const auto& v : model.graph.inputs) text += v.name + v.ShapeString() + ";";
+  return StrFormat("%08x-%zu", Crc32(text), text.size());
+}
+
+std::string CheckpointStem(const std::string& dir, int64_t epoch) {
+  return dir + "/" + StrFormat("epoch_%04lld", (long long)epoch);
+}
+
+void PrepareCheckpointDir(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    OT_CHECK(::mkdir(dir.c_str(), 0755) == 0, "cannot create the checkpoint folder '%s': %s", dir.c_str(),
+             std::strerror(errno));
+  } else {
+    OT_CHECK(S_ISDIR(st.st_mode), "checkpoint folder '%s' exists and is not a folder", dir.c_str());
+  }
+  OT_CHECK(::access(dir.c_str(), W_OK) == 0, "checkpoint folder '%s' is not writable; choose another with --checkpoint-dir",
+           dir.c_str());
+}
+
+std::string FindLatestCheckpoint(const std::string& dir) {
+  std::vector<std::string> states;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n.rfind("epoch_", 0) == 0 && n.size() > 6 && n.compare(n.size() - 6, 6, ".state") == 0) states.push_back(n);
+    }
+    ::closedir(d);
+  }
+  std::sort(states.rbegin(), states.rend());  // zero-padded epochs: newest first
+  for (const auto& n : states) {
+    try {
+      ReadTrainingState(dir + "/" + n);
+      return dir + "/" + n;
+    } catch (const Error& e) {
+      std::cerr << "onnx-train: warning: skipping " << e.what() << "\n";
+    }
+  }
+  return "";
+}
+
+}  // namespace ot

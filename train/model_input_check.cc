@@ -1,0 +1,40 @@
+// Data set / model shape checks.
+#include "train/model_input_check.h"
+
+#include "graph/error.h"
+
+namespace ot {
+
+void CheckImagesFitInput(const ValueInfo& input, const std::string& dataset_name, int64_t channels,
+                         int64_t height, int64_t width) {
+  const std::string images = std::to_string(channels) + "x" + std::to_string(height) + "x" + std::to_string(width);
+  OT_CHECK(input.dtype == DType::kUndefined || input.dtype == DType::kFloat32,
+           "data set %s has float images but the model's input '%s' expects %s", dataset_name.c_str(),
+           input.name.c_str(), DTypeName(input.dtype).c_str());
+  if (!input.has_shape) return;
+  const int64_t wanted[3] = {channels, height, width};
+  bool fits = input.dims.size() == 4;
+  for (size_t i = 1; fits && i < 4; ++i) fits = !input.dims[i].IsStatic() || input.dims[i].value == wanted[i - 1];
+  OT_CHECK(fits, "data set %s has images %s but the model's input '%s' expects %s", dataset_name.c_str(),
+           images.c_str(), input.name.c_str(), input.ShapeString().c_str());
+}
+
+void CheckClassesFitOutput(const ValueInfo& scores, const std::string& dataset_name, int64_t classes) {
+  if (!scores.has_shape) return;
+  OT_CHECK(scores.dims.size() == 2, "the model's output '%s' should be class scores [batch, classes], it is %s",
+           scores.name.c_str(), scores.ShapeString().c_str());
+  const Dim& k = scores.dims[1];
+  OT_CHECK(!k.IsStatic() || k.value >= classes,
+           "data set %s has %lld classes but the model's output '%s' scores only %lld (%s)", dataset_name.c_str(),
+           (long long)classes, scores.name.c_str(), (long long)k.value, scores.ShapeString().c_str());
+}
+
+std::vector<int64_t> ImageShapeOfInput(const ValueInfo& input) {
+  bool fixed = input.has_shape && input.dims.size() == 4;
+  for (size_t i = 1; fixed && i < 4; ++i) fixed = input.dims[i].IsStatic() && input.dims[i].value > 0;
+  OT_CHECK(fixed, "the model's input '%s' is %s; images need a fixed shape [batch, C, H, W]", input.name.c_str(),
+           input.ShapeString().c_str());
+  return {input.dims[1].value, input.dims[2].value, input.dims[3].value};
+}
+
+}  // namespace ot

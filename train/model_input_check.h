@@ -1,0 +1,26 @@
+// Checks that a data set can feed a model: its images fit the model's image input
+// [batch, C, H, W] (any batch dimension, static or symbolic), and its labels fit the
+// model's class scores. Errors name both shapes, so the user sees what to change.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace ot {
+
+// Throws ot::Error unless images of channels x height x width (float32) fit `input`. An
+// input without a shape, or with symbolic C/H/W, accepts any size there.
+void CheckImagesFitInput(const ValueInfo& input, const std::string& dataset_name, int64_t channels,
+                         int64_t height, int64_t width);
+
+// Throws ot::Error when `scores` ([batch, K] logits) has a static K below `classes`.
+void CheckClassesFitOutput(const ValueInfo& scores, const std::string& dataset_name, int64_t classes);
+
+// {C, H, W} of an image input [batch, C, H, W] whose last three dimensions are static (to
+// make synthetic data for any model); throws ot::Error naming the input otherwise.
+std::vector<int64_t> ImageShapeOfInput(const ValueInfo& input);
+
+}  // namespace ot

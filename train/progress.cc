@@ -1,0 +1,113 @@
+// Progress output and metrics.
+#include "train/progress.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "graph/error.h"
+
+namespace ot {
+
+namespace {
+double Since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+std::string Clock(double seconds) {
+  const int s = static_cast<int>(seconds + 0.5);
+  return s >= 3600 ? StrFormat("%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : StrFormat("%d:%02d", s / 60, s % 60);
+}
+}  // namespace
+
+ProgressReporter::ProgressReporter(std::string tag, const std::string& metrics_path, bool quiet)
+    : tag_(std::move(tag)), tty_(::isatty(STDOUT_FILENO) != 0), quiet_(quiet) {
+  if (!metrics_path.empty()) {
+    metrics_ = std::make_unique<std::ofstream>(metrics_path, std::ios::app);
+    OT_CHECK(metrics_->good(), "cannot open the metrics file '%s' for writing", metrics_path.c_str());
+  }
+  run_start_ = std::chrono::steady_clock::now();
+}
+
+ProgressReporter::~ProgressReporter() = default;
+
+void ProgressReporter::StartEpoch(int epoch, int64_t steps, double lr) {
+  epoch_ = epoch;
+  steps_ = steps;
+  lr_ = lr;
+  images_ = 0;
+  epoch_start_ = last_print_ = std::chrono::steady_clock::now();
+}
+
+void ProgressReporter::Step(int64_t step, int64_t global_step, double step_loss, double running_loss,
+                            int64_t images) {
+  images_ += images;
+  const double elapsed = Since(epoch_start_);
+  if (metrics_)
+    WriteJson(StrFormat("{\"type\":\"step\",\"epoch\":%d,\"step\":%lld,\"global_step\":%lld,\"loss\":%.6g,\"lr\":%.6g,"
+                        "\"img_per_s\":%.1f,\"time\":%.3f}",
+                        epoch_, (long long)step, (long long)global_step, step_loss, lr_,
+                        elapsed > 0 ? images_ / elapsed : 0.0, Since(run_start_)));
+  if (quiet_) return;
+  const bool last = step + 1 == steps_;
+  const double since_print = Since(last_print_);
+  if (tty_ ? (since_print >= 0.2 || last) : (since_print >= 10.0 && !last)) {
+    Bar(step, running_loss);
+    last_print_ = std::chrono::steady_clock::now();
+  }
+}
+
+void ProgressReporter::Bar(int64_t step, double running_loss) {
+  const double elapsed = Since(epoch_start_);
+  const double rate = elapsed > 0 ? images_ / elapsed : 0;
+  const double per_step = elapsed / static_cast<double>(step + 1);
+  const double eta = per_step * static_cast<double>(steps_ - step - 1);
+  if (tty_) {
+    const int width = 24;
+    const int filled = static_cast<int>(width * (step + 1) / std::max<int64_t>(steps_, 1));
+    std::string bar(static_cast<size_t>(filled), '=');
+    if (filled < width) bar += '>';
+    bar.resize(width, ' ');
+    std::printf("\r[%s] Epoch %d [%s] %lld/%lld | loss %.4f | %.0f img/s | ETA %s\033[K", tag_.c_str(), epoch_,
+                bar.c_str(), (long long)(step + 1), (long long)steps_, running_loss, rate, Clock(eta).c_str());
+    bar_shown_ = true;
+  } else {
+    std::printf("[%s] Epoch %d step %lld/%lld | loss %.4f | %.0f img/s | ETA %s\n", tag_.c_str(), epoch_,
+                (long long)(step + 1), (long long)steps_, running_loss, rate, Clock(eta).c_str());
+  }
+  std::fflush(stdout);
+}
+
+void ProgressReporter::EndEpoch(const EpochSummary& s) {
+  std::string line = StrFormat("[%s] Epoch %d | Batchsize: %lld | Steps: %lld | LR: %.4f | Loss: %.4f | Acc: %.2f%%",
+                               tag_.c_str(), s.epoch, (long long)s.batch, (long long)s.steps, s.lr, s.loss,
+                               100.0 * s.accuracy);
+  if (s.test_accuracy >= 0) line += StrFormat(" | Test acc: %.2f%%", 100.0 * s.test_accuracy);
+  line += StrFormat(" | %.0f img/s | %.1f s", s.images_per_second, s.seconds);
+  Message(line);
+  if (metrics_) {
+    std::string json = StrFormat(
+        "{\"type\":\"epoch\",\"epoch\":%d,\"steps\":%lld,\"batch\":%lld,\"lr\":%.6g,\"loss\":%.6g,\"acc\":%.6g,"
+        "\"img_per_s\":%.1f,\"epoch_time\":%.3f,\"time\":%.3f",
+        s.epoch, (long long)s.steps, (long long)s.batch, s.lr, s.loss, s.accuracy, s.images_per_second, s.seconds,
+        Since(run_start_));
+    if (s.test_accuracy >= 0) json += StrFormat(",\"test_acc\":%.6g", s.test_accuracy);
+    WriteJson(json + "}");
+  }
+}
+
+void ProgressReporter::Message(const std::string& line) {
+  if (bar_shown_) {
+    std::printf("\r\033[K");
+    bar_shown_ = false;
+  }
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+void ProgressReporter::WriteJson(const std::string& json) {
+  *metrics_ << json << '\n';
+  metrics_->flush();
+}
+
+}  // namespace ot

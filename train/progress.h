@@ -1,0 +1,56 @@
+// What a training run tells its user: the per-epoch line the recipes' users know
+//   [cpu0] Epoch 0 | Batchsize: 128 | Steps: 391 | LR: 0.1000 | Loss: 2.0430 | Acc: 25.20% | 812 img/s | 61.6 s
+// a progress bar inside the epoch on a terminal (plain lines every few seconds
+// otherwise), and, with --metrics FILE.jsonl, one JSON object per step and per epoch.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
+
+namespace ot {
+
+struct EpochSummary {
+  int epoch = 0;
+  int64_t batch = 0;
+  int64_t steps = 0;
+  double lr = 0;
+  double loss = 0;      // mean over the epoch's samples
+  double accuracy = 0;  // training accuracy over the epoch, in [0, 1]
+  double images_per_second = 0;
+  double seconds = 0;
+  double test_accuracy = -1;  // < 0 when not evaluated
+};
+
+class ProgressReporter {
+ public:
+  // tag: "cpu0", "cuda0"; metrics_path: "" for none. Throws ot::Error if the metrics file
+  // cannot be opened.
+  ProgressReporter(std::string tag, const std::string& metrics_path, bool quiet);
+  ~ProgressReporter();
+
+  void StartEpoch(int epoch, int64_t steps, double lr);
+  // After each step: the running mean loss of the epoch so far and this step's figures.
+  void Step(int64_t step_in_epoch, int64_t global_step, double step_loss, double running_loss, int64_t images);
+  void EndEpoch(const EpochSummary& s);
+  void Message(const std::string& line);  // a plain line (clears the bar first)
+
+ private:
+  void Bar(int64_t step, double running_loss);
+  void WriteJson(const std::string& json);
+
+  std::string tag_;
+  bool tty_ = false;
+  bool quiet_ = false;
+  std::unique_ptr<std::ofstream> metrics_;
+  int epoch_ = 0;
+  int64_t steps_ = 0;
+  double lr_ = 0;
+  int64_t images_ = 0;
+  std::chrono::steady_clock::time_point epoch_start_, last_print_, run_start_;
+  bool bar_shown_ = false;
+};
+
+}  // namespace ot

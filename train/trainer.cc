@@ -1,0 +1,190 @@
+// The training loop.
+#include "train/trainer.h"
+
+#include <chrono>
+#include <random>
+#include <cmath>
+#include <sstream>
+
+#include "graph/error.h"
+#include "graph/onnx_io.h"
+#include "train/checkpoint.h"
+#include "train/evaluate.h"
+#include "train/batch_loader.h"
+#include "train/image_dataset.h"
+#include "train/model_input_check.h"
+#include "train/progress.h"
+#include "train/sampler.h"
+#include "train/training_session.h"
+
+namespace ot {
+
+namespace {
+
+// The settings that decide the data order and the update rule: a resumed run must use
+// the same ones to continue exactly.
+std::map<std::string, std::string> RunSettings(const TrainerOptions& o) {
+  return {{"batch", std::to_string(o.batch)},
+          {"seed", std::to_string(o.seed)},
+          {"shuffle", o.shuffle ? "1" : "0"},
+          {"augment", o.augment ? "1" : "0"},
+          {"data", o.data}};
+}
+
+void SaveCheckpoint(TrainingSession& session, const Model& forward, const TrainerOptions& o, int64_t epochs_done,
+                    const SamplerState& sampler, const std::string& stem) {
+  SaveModel(session.InferenceModel(), stem + ".onnx");
+  TrainingState state;
+  state.epochs_done = epochs_done;
+  state.global_step = session.steps_done();
+  state.scalars = RunSettings(o);
+  state.scalars["model_fingerprint"] = ModelFingerprint(forward);
+  state.scalars["sampler_epoch"] = std::to_string(sampler.epoch);
+  state.scalars["sampler_position"] = std::to_string(sampler.position);
+  for (const auto& [name, tensor] : session.StateTensors()) state.tensors.push_back(tensor->ToHost(name));
+  WriteTrainingState(state, stem + ".state");
+}
+
+// Restores the session from a checkpoint; returns where the sampler stood.
+SamplerState Resume(TrainingSession& session, const Model& forward, const TrainerOptions& o, const std::string& path) {
+  TrainingState state = ReadTrainingState(path);
+  const std::string fp = state.Scalar("model_fingerprint", path);
+  OT_CHECK(fp == ModelFingerprint(forward),
+           "checkpoint '%s' was made from another model (fingerprint %s, this model %s); resume it with the model it "
+           "was trained from",
+           path.c_str(), fp.c_str(), ModelFingerprint(forward).c_str());
+  for (const auto& [key, value] : RunSettings(o)) {
+    const std::string& saved = state.Scalar(key, path);
+    OT_CHECK(saved == value,
+             "checkpoint '%s' was made with %s=%s but this run has %s=%s; resume with the same setting to continue "
+             "the same run",
+             path.c_str(), key.c_str(), saved.c_str(), key.c_str(), value.c_str());
+  }
+  for (const auto& [name, tensor] : session.StateTensors()) {
+    const HostTensor* saved = state.FindTensor(name);
+    OT_CHECK(saved, "checkpoint '%s' has no tensor '%s'", path.c_str(), name.c_str());
+    OT_CHECK(saved->dims == tensor->shape() && saved->dtype == tensor->dtype(),
+             "checkpoint '%s': tensor '%s' is %s%s, the model wants %s", path.c_str(), name.c_str(),
+             DTypeName(saved->dtype).c_str(), ShapeString(saved->dims).c_str(), tensor->Describe().c_str());
+    tensor->CopyFrom(Tensor::FromHost(*saved, tensor->device()));
+  }
+  session.set_steps_done(state.global_step);
+  SamplerState sampler;
+  sampler.epoch = std::stoll(state.Scalar("sampler_epoch", path));
+  sampler.position = std::stoll(state.Scalar("sampler_position", path));
+  return sampler;
+}
+
+}  // namespace
+
+TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
+  OT_CHECK(o.epochs >= 1, "--epochs must be at least 1");
+  OT_CHECK(o.batch >= 1, "--batch must be at least 1");
+  OT_CHECK(forward.graph.inputs.size() == 1, "the model has %zu inputs; training needs exactly one data input (images)",
+           forward.graph.inputs.size());
+  const ValueInfo& input = forward.graph.inputs[0];
+  DataSourceOptions source;
+  if (o.data.rfind("synthetic", 0) == 0) {  // synthetic data takes the model's shape
+    std::vector<int64_t> chw = ImageShapeOfInput(input);
+    source.synthetic.channels = chw[0];
+    source.synthetic.height = chw[1];
+    source.synthetic.width = chw[2];
+    source.synthetic.seed = o.seed;
+    const ValueInfo& out = forward.graph.outputs.at(0);
+    if (out.has_shape && out.dims.size() == 2 && out.dims[1].IsStatic()) source.synthetic.classes = out.dims[1].value;
+  }
+  ImageDataset train = LoadImageDataset(o.data, "train", source);
+  ImageDataset test = LoadImageDataset(o.data, "test", source);
+  CheckImagesFitInput(input, train.name, train.channels, train.height, train.width);
+  CheckClassesFitOutput(forward.graph.outputs.at(0), train.name, train.classes);
+
+  TrainingConfig config;
+  config.autodiff.freeze = o.freeze;
+  config.optimizer = o.optimizer;
+  config.executor.device = o.device;
+  config.executor.num_threads = o.threads;
+  config.executor.seed = o.seed;
+  TrainingSession session(forward, config);
+  if (o.save_checkpoints) PrepareCheckpointDir(o.checkpoint_dir);
+  const std::string tag = o.device.type == DeviceType::kCPU ? "cpu0" : "cuda" + std::to_string(o.device.index);
+  ProgressReporter progress(tag, o.metrics_path, o.quiet);
+
+  SamplerOptions so;
+  so.dataset_size = train.count;
+  so.batch_size = o.batch;
+  so.shuffle = o.shuffle;
+  so.seed = o.seed;
+  DistributedSampler sampler(so);
+  if (!o.resume.empty()) {
+    const std::string path = o.resume == "latest" ? FindLatestCheckpoint(o.checkpoint_dir) : o.resume;
+    if (path.empty()) {
+      progress.Message("no checkpoint in " + o.checkpoint_dir + " yet: starting from the beginning");
+    } else {
+      sampler.Restore(Resume(session, forward, o, path));
+      progress.Message(StrFormat("resumed from %s: epoch %lld, %lld steps done", path.c_str(),
+                                 (long long)sampler.State().epoch, (long long)session.steps_done()));
+    }
+  }
+  BatchLoaderOptions lo;
+  lo.augment.random_crop = lo.augment.horizontal_flip = o.augment;
+  lo.augment.seed = o.seed;
+
+  TrainResult result;
+  const int64_t full_steps = sampler.BatchesPerEpoch();
+  for (int64_t epoch = sampler.State().epoch; epoch < o.epochs; ++epoch) {
+    const int64_t first = epoch == sampler.State().epoch ? sampler.State().position : 0;
+    const int64_t last = o.max_steps_per_epoch > 0 ? std::min(full_steps, o.max_steps_per_epoch) : full_steps;
+    const double lr = o.schedule.At(static_cast<int>(epoch));
+    progress.StartEpoch(static_cast<int>(epoch), last, lr);
+    const auto start = std::chrono::steady_clock::now();
+    sampler.Restore(SamplerState{epoch, first});
+    lo.end_epoch = epoch + 1;
+    BatchLoader loader(train, sampler, lo);
+    double loss_sum = 0;
+    int64_t seen = 0, correct = 0;
+    SamplerState next{epoch + 1, 0};
+    Batch batch;
+    for (int64_t s = first; s < last && loader.Next(&batch); ++s) {
+      StepResult r = session.Step(Tensor::FromHost(batch.images, o.device), Tensor::FromHost(batch.labels, o.device),
+                                  static_cast<float>(lr));
+      OT_CHECK(std::isfinite(r.loss), "the loss became %f at epoch %lld step %lld; lower the learning rate", r.loss,
+               (long long)epoch, (long long)s);
+      const int64_t n = batch.labels.NumElements();
+      loss_sum += static_cast<double>(r.loss) * static_cast<double>(n);
+      seen += n;
+      correct += CountCorrect(r.logits, batch.labels);
+      result.step_losses.push_back(r.loss);
+      progress.Step(s, session.steps_done(), r.loss, loss_sum / static_cast<double>(seen), n);
+    }
+    sampler.Restore(next);
+    EpochSummary summary;
+    summary.epoch = static_cast<int>(epoch);
+    summary.batch = o.batch;
+    summary.steps = last - first;
+    summary.lr = lr;
+    summary.loss = loss_sum / static_cast<double>(std::max<int64_t>(seen, 1));
+    summary.accuracy = static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1));
+    summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    summary.images_per_second = summary.seconds > 0 ? static_cast<double>(seen) / summary.seconds : 0;
+    const bool final_epoch = epoch + 1 == o.epochs;
+    if (final_epoch || (o.eval_every > 0 && (epoch + 1) % o.eval_every == 0)) {
+      Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return session.Evaluate(x); }, test,
+                                      std::max<int64_t>(o.batch, 256), o.device);
+      summary.test_accuracy = acc.Fraction();
+      result.test_accuracy = acc.Fraction();
+    }
+    progress.EndEpoch(summary);
+    if (o.save_checkpoints && (final_epoch || (o.save_every > 0 && (epoch + 1) % o.save_every == 0))) {
+      const std::string stem = CheckpointStem(o.checkpoint_dir, epoch + 1);
+      SaveCheckpoint(session, forward, o, epoch + 1, sampler.State(), stem);
+      result.last_checkpoint = stem;
+      progress.Message("[" + tag + "] saved checkpoint " + stem + ".onnx and .state");
+    }
+    result.epochs_run++;
+    result.last_epoch_loss = summary.loss;
+  }
+  result.global_step = session.steps_done();
+  return result;
+}
+
+}  // namespace ot

@@ -1,0 +1,51 @@
+// The training loop: epochs of steps over a data set with a TrainingSession, learning-rate
+// schedule, evaluation, checkpoints and exact resume. `onnx-train MODEL.onnx` runs it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "graph/optimizer_pass.h"
+#include "runtime/device.h"
+#include "train/lr_schedule.h"
+
+namespace ot {
+
+struct TrainerOptions {
+  std::string data = "fashion-mnist";  // data spec (see LoadImageDataset)
+  int epochs = 5;
+  int64_t batch = 32;
+  LrSchedule schedule;
+  OptimizerConfig optimizer;
+  std::vector<std::string> freeze;
+  bool shuffle = true;
+  bool augment = false;
+  uint64_t seed = 0;
+  int eval_every = 0;  // epochs; 0: only at the end
+  int save_every = 0;  // epochs; 0: only at the end
+  std::string checkpoint_dir = "trained_models";
+  bool save_checkpoints = true;
+  std::string resume;  // "": fresh start; "latest": newest valid checkpoint in checkpoint_dir; else a path
+  std::string metrics_path;
+  int threads = 0;
+  Device device;
+  int64_t max_steps_per_epoch = -1;  // for tests and quick looks; -1: the whole epoch
+  bool quiet = false;                // no per-step output (epoch lines still print)
+};
+
+struct TrainResult {
+  int epochs_run = 0;
+  int64_t global_step = 0;
+  double last_epoch_loss = 0;
+  double test_accuracy = -1;
+  std::vector<double> step_losses;  // every step's loss, in order
+  std::string last_checkpoint;      // stem of the last checkpoint written ("" if none)
+};
+
+// Trains `forward` as the options say. Throws ot::Error for bad input (data that does not
+// fit the model, an unwritable checkpoint folder, a checkpoint of another model, ...).
+TrainResult RunTraining(const Model& forward, const TrainerOptions& options);
+
+}  // namespace ot
