@@ -37,6 +37,20 @@ std::string ReadFileBytes(const std::string& path) {
   return out;
 }
 
+void MakeDirectories(const std::string& path) {
+  for (size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos != path.size() && path[pos] != '/') continue;
+    const std::string prefix = path.substr(0, pos);
+    struct stat st {};
+    if (::stat(prefix.c_str(), &st) == 0) {
+      OT_CHECK(S_ISDIR(st.st_mode), "'%s' exists and is not a folder", prefix.c_str());
+      continue;
+    }
+    OT_CHECK(::mkdir(prefix.c_str(), 0755) == 0 || errno == EEXIST, "cannot create folder '%s': %s", prefix.c_str(),
+             std::strerror(errno));
+  }
+}
+
 std::string DirName(const std::string& path) {
   auto pos = path.find_last_of('/');
   if (pos == std::string::npos) return ".";

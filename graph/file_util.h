@@ -11,6 +11,8 @@ std::string ReadFileBytes(const std::string& path);
 // Writes bytes to path atomically; throws ot::Error naming the path on failure and leaves
 // any previous file at path untouched.
 void WriteFileAtomic(const std::string& path, const std::string& bytes);
+// Creates a folder and its missing parents (mkdir -p); throws ot::Error naming the path.
+void MakeDirectories(const std::string& path);
 // Folder part of a path ("." when none).
 std::string DirName(const std::string& path);
 

@@ -298,4 +298,16 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds, co
   return out;
 }
 
+std::string Executor::RngState() const {
+  std::ostringstream out;
+  out << rng_;
+  return out.str();
+}
+
+void Executor::SetRngState(const std::string& state) {
+  std::istringstream in(state);
+  in >> rng_;
+  OT_CHECK(!in.fail(), "the random-stream state in the checkpoint is malformed");
+}
+
 }  // namespace ot

@@ -63,6 +63,10 @@ class Executor {
   const std::vector<std::string>& OutputNames() const { return output_names_; }
   PlanStats LastPlanStats() const { return last_stats_; }
   size_t NumPlans() const { return plans_.size(); }
+  // The random stream of random ops (Dropout in training mode), saved in checkpoints so
+  // that a resumed run draws the same masks.
+  std::string RngState() const;
+  void SetRngState(const std::string& state);
 
  private:
   struct Plan;

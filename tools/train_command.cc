@@ -3,6 +3,8 @@
 #include "tools/train_command.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <thread>
 #include <iostream>
 
 #include "graph/error.h"
@@ -10,6 +12,7 @@
 #include "runtime/executor.h"
 #include "tools/args.h"
 #include "tools/cli_util.h"
+#include "tools/launcher.h"
 #include "train/evaluate.h"
 #include "train/image_dataset.h"
 #include "train/trainer.h"
@@ -40,12 +43,19 @@ const char* kTrainUsage =
     "  --save-every N       checkpoint every N epochs (always at the end)\n"
     "  --checkpoint-dir D   (trained_models)   --no-checkpoints\n"
     "  --resume [PATH]      continue from PATH, or from the newest valid checkpoint in --checkpoint-dir\n"
+    "  --snapshot-every S   also write a recovery snapshot every S steps (exact mid-epoch resume)\n"
+    "  --keep N             snapshots kept (2)\n"
     "output and runtime:\n"
     "  --metrics FILE.jsonl one JSON object per step and per epoch\n"
     "  --quiet              no progress bar\n"
     "  --threads N          CPU threads (default: all)\n"
     "  --device cpu|cuda[:K]\n"
-    "  --max-steps N        at most N steps per epoch (quick looks, tests)\n";
+    "  --max-steps N        at most N steps per epoch (quick looks, tests)\n"
+    "launcher:\n"
+    "  --world-size N       N worker processes on this host (threads split among them)\n"
+    "  --max-restarts K     when a worker fails, stop all and restart them from the newest\n"
+    "                       checkpoint, up to K times (default 0)\n"
+    "  --grace-period S     seconds between SIGTERM and SIGKILL when stopping workers (10)\n";
 
 namespace {
 
@@ -72,7 +82,8 @@ int CmdTrain(std::vector<std::string> argv) {
   Args args(argv,
             {"data", "seed", "recipe", "epochs", "batch", "optimizer", "lr", "momentum", "weight-decay", "beta1",
              "beta2", "epsilon", "lr-schedule", "lr-step", "lr-gamma", "freeze", "eval-every", "save-every",
-             "checkpoint-dir", "resume", "metrics", "threads", "device", "max-steps"},
+             "checkpoint-dir", "resume", "metrics", "threads", "device", "max-steps", "world-size", "max-restarts",
+             "grace-period", "snapshot-every", "keep"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help"});
   if (args.Has("help")) {
     std::cout << kTrainUsage;
@@ -112,6 +123,30 @@ int CmdTrain(std::vector<std::string> argv) {
   o.threads = static_cast<int>(args.GetInt("threads", 0));
   o.device = Device::Parse(args.Get("device", "cpu"));
   o.max_steps_per_epoch = args.GetInt("max-steps", -1);
+  o.snapshot_every = args.GetInt("snapshot-every", 0);
+  o.keep_snapshots = static_cast<int>(args.GetInt("keep", 2));
+  OT_CHECK(o.snapshot_every >= 0 && o.keep_snapshots >= 1, "--snapshot-every must be >= 0 and --keep >= 1");
+
+  // The launcher: several workers, or one that is restarted when it fails.
+  const int world = static_cast<int>(args.GetInt("world-size", 1));
+  const int restarts = static_cast<int>(args.GetInt("max-restarts", 0));
+  if (std::getenv(kEnvRank) == nullptr && (world > 1 || restarts > 0)) {
+    LaunchOptions lo;
+    lo.world_size = world;
+    lo.worker_args = argv;
+    lo.max_restarts = restarts;
+    lo.grace_seconds = args.GetDouble("grace-period", 10.0);
+    const int total = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+    lo.threads_per_worker = std::max(1, total / world);
+    if (!o.save_checkpoints) lo.resume_flag.clear();
+    return LaunchWorkers(lo);
+  }
+  if (const char* w = std::getenv(kEnvWorldSize)) {
+    OT_CHECK(std::atoi(w) == 1, "data-parallel training over %s workers is not available in this build yet", w);
+  }
+  if (std::getenv(kEnvRank) != nullptr && o.threads == 0) {
+    if (const char* t = std::getenv("OMP_NUM_THREADS")) o.threads = std::atoi(t);
+  }
 
   Model model = LoadModel(args.positional()[0]);
   std::cout << "training " << args.positional()[0] << " on " << o.data << ": " << o.epochs << " epochs, batch "

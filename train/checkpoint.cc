@@ -113,36 +113,57 @@ std::string CheckpointStem(const std::string& dir, int64_t epoch) {
 }
 
 void PrepareCheckpointDir(const std::string& dir) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) {
-    OT_CHECK(::mkdir(dir.c_str(), 0755) == 0, "cannot create the checkpoint folder '%s': %s", dir.c_str(),
-             std::strerror(errno));
-  } else {
-    OT_CHECK(S_ISDIR(st.st_mode), "checkpoint folder '%s' exists and is not a folder", dir.c_str());
+  try {
+    MakeDirectories(dir);
+  } catch (const Error& e) {
+    throw Error(std::string("cannot use the checkpoint folder: ") + e.what());
   }
   OT_CHECK(::access(dir.c_str(), W_OK) == 0, "checkpoint folder '%s' is not writable; choose another with --checkpoint-dir",
            dir.c_str());
 }
 
-std::string FindLatestCheckpoint(const std::string& dir) {
-  std::vector<std::string> states;
+namespace {
+std::vector<std::string> ListStates(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> out;
   if (DIR* d = ::opendir(dir.c_str())) {
     while (dirent* e = ::readdir(d)) {
       std::string n = e->d_name;
-      if (n.rfind("epoch_", 0) == 0 && n.size() > 6 && n.compare(n.size() - 6, 6, ".state") == 0) states.push_back(n);
+      if (n.rfind(prefix, 0) == 0 && n.size() > 6 && n.compare(n.size() - 6, 6, ".state") == 0) out.push_back(n);
     }
     ::closedir(d);
   }
-  std::sort(states.rbegin(), states.rend());  // zero-padded epochs: newest first
-  for (const auto& n : states) {
-    try {
-      ReadTrainingState(dir + "/" + n);
-      return dir + "/" + n;
-    } catch (const Error& e) {
-      std::cerr << "onnx-train: warning: skipping " << e.what() << "\n";
+  std::sort(out.begin(), out.end());  // zero-padded numbers: oldest first
+  return out;
+}
+}  // namespace
+
+std::string SnapshotPath(const std::string& dir, int64_t global_step) {
+  return dir + "/" + StrFormat("step_%010lld.state", (long long)global_step);
+}
+
+void PruneSnapshots(const std::string& dir, int keep) {
+  std::vector<std::string> snaps = ListStates(dir, "step_");
+  for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 0)) < snaps.size(); ++i)
+    ::unlink((dir + "/" + snaps[i]).c_str());
+}
+
+std::string FindLatestCheckpoint(const std::string& dir) {
+  std::string best;
+  int64_t best_step = -1;
+  for (const char* prefix : {"epoch_", "step_"}) {
+    for (const auto& n : ListStates(dir, prefix)) {
+      try {
+        TrainingState s = ReadTrainingState(dir + "/" + n);
+        if (s.global_step > best_step) {  // an epoch checkpoint wins a tie (listed first)
+          best_step = s.global_step;
+          best = dir + "/" + n;
+        }
+      } catch (const Error& e) {
+        std::cerr << "onnx-train: warning: skipping " << e.what() << "\n";
+      }
     }
   }
-  return "";
+  return best;
 }
 
 }  // namespace ot

@@ -4,7 +4,8 @@
 //   D/epoch_E.state  everything an exact continuation needs: every state tensor
 //                    (weights, statistics, optimizer moments) and the scalars (epoch, step,
 //                    sampler, RNG streams, the model's fingerprint, the run's settings).
-// Both are written atomically (temporary file, fsync, rename); the state file ends in a
+// Recovery snapshots (D/step_S.state) hold the same state mid-epoch.
+// All are written atomically (temporary file, fsync, rename); the state file ends in a
 // CRC-32 trailer that is verified on load, so a torn or corrupt file is never resumed.
 #pragma once
 
@@ -40,8 +41,12 @@ std::string ModelFingerprint(const Model& model);
 std::string CheckpointStem(const std::string& dir, int64_t epoch);
 // Creates the folder if needed and checks that files can be written there.
 void PrepareCheckpointDir(const std::string& dir);
-// The newest epoch_*.state in dir whose checksum verifies ("" when none). Corrupt newer
-// files are skipped with a warning on stderr.
+// Recovery snapshots between epoch checkpoints (--snapshot-every): D/step_S.state.
+std::string SnapshotPath(const std::string& dir, int64_t global_step);
+// Deletes all but the newest `keep` snapshots.
+void PruneSnapshots(const std::string& dir, int keep);
+// The state file (epoch checkpoint or snapshot) in dir with the most steps done whose
+// checksum verifies ("" when none). Corrupt files are skipped with a warning on stderr.
 std::string FindLatestCheckpoint(const std::string& dir);
 
 }  // namespace ot

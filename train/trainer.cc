@@ -1,7 +1,10 @@
 // The training loop.
 #include "train/trainer.h"
 
+#include <csignal>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <cmath>
 #include <sstream>
@@ -31,9 +34,9 @@ std::map<std::string, std::string> RunSettings(const TrainerOptions& o) {
           {"data", o.data}};
 }
 
-void SaveCheckpoint(TrainingSession& session, const Model& forward, const TrainerOptions& o, int64_t epochs_done,
-                    const SamplerState& sampler, const std::string& stem) {
-  SaveModel(session.InferenceModel(), stem + ".onnx");
+// The training state file; `path` is an epoch checkpoint's .state or a snapshot.
+void SaveState(TrainingSession& session, const Model& forward, const TrainerOptions& o, int64_t epochs_done,
+               const SamplerState& sampler, const std::string& path) {
   TrainingState state;
   state.epochs_done = epochs_done;
   state.global_step = session.steps_done();
@@ -41,8 +44,34 @@ void SaveCheckpoint(TrainingSession& session, const Model& forward, const Traine
   state.scalars["model_fingerprint"] = ModelFingerprint(forward);
   state.scalars["sampler_epoch"] = std::to_string(sampler.epoch);
   state.scalars["sampler_position"] = std::to_string(sampler.position);
+  state.scalars["executor_rng"] = session.RngState();
   for (const auto& [name, tensor] : session.StateTensors()) state.tensors.push_back(tensor->ToHost(name));
-  WriteTrainingState(state, stem + ".state");
+  WriteTrainingState(state, path);
+}
+
+void SaveCheckpoint(TrainingSession& session, const Model& forward, const TrainerOptions& o, int64_t epochs_done,
+                    const SamplerState& sampler, const std::string& stem) {
+  SaveModel(session.InferenceModel(), stem + ".onnx");
+  SaveState(session, forward, o, epochs_done, sampler, stem + ".state");
+}
+
+// Fault injection for the chaos tests: ONNXTRAIN_FAULT_KILL_AT_STEPS="s0,s1,..." makes the
+// process SIGKILL itself when global step s_k is reached in restart k (ONNXTRAIN_RESTART_COUNT).
+void MaybeInjectFault(int64_t global_step) {
+  static const std::vector<int64_t> steps = [] {
+    std::vector<int64_t> out;
+    if (const char* env = std::getenv("ONNXTRAIN_FAULT_KILL_AT_STEPS"))
+      for (const char* p = env; *p;) {
+        char* end = nullptr;
+        out.push_back(std::strtoll(p, &end, 10));
+        p = *end == ',' ? end + 1 : end + std::strlen(end);
+      }
+    return out;
+  }();
+  if (steps.empty()) return;
+  const char* restart = std::getenv("ONNXTRAIN_RESTART_COUNT");
+  const size_t k = restart ? static_cast<size_t>(std::atoi(restart)) : 0;
+  if (k < steps.size() && steps[k] == global_step) ::raise(SIGKILL);
 }
 
 // Restores the session from a checkpoint; returns where the sampler stood.
@@ -69,6 +98,7 @@ SamplerState Resume(TrainingSession& session, const Model& forward, const Traine
     tensor->CopyFrom(Tensor::FromHost(*saved, tensor->device()));
   }
   session.set_steps_done(state.global_step);
+  session.SetRngState(state.Scalar("executor_rng", path));
   SamplerState sampler;
   sampler.epoch = std::stoll(state.Scalar("sampler_epoch", path));
   sampler.position = std::stoll(state.Scalar("sampler_position", path));
@@ -155,6 +185,12 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
       correct += CountCorrect(r.logits, batch.labels);
       result.step_losses.push_back(r.loss);
       progress.Step(s, session.steps_done(), r.loss, loss_sum / static_cast<double>(seen), n);
+      if (o.save_checkpoints && o.snapshot_every > 0 && session.steps_done() % o.snapshot_every == 0 &&
+          batch.next.position < full_steps) {
+        SaveState(session, forward, o, epoch, batch.next, SnapshotPath(o.checkpoint_dir, session.steps_done()));
+        PruneSnapshots(o.checkpoint_dir, o.keep_snapshots);
+      }
+      MaybeInjectFault(session.steps_done());
     }
     sampler.Restore(next);
     EpochSummary summary;

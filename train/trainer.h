@@ -25,6 +25,8 @@ struct TrainerOptions {
   uint64_t seed = 0;
   int eval_every = 0;  // epochs; 0: only at the end
   int save_every = 0;  // epochs; 0: only at the end
+  int64_t snapshot_every = 0;  // steps; 0: no recovery snapshots between epoch checkpoints
+  int keep_snapshots = 2;
   std::string checkpoint_dir = "trained_models";
   bool save_checkpoints = true;
   std::string resume;  // "": fresh start; "latest": newest valid checkpoint in checkpoint_dir; else a path

@@ -67,6 +67,9 @@ Model TrainingSession::InferenceModel() const {
   return m;
 }
 
+std::string TrainingSession::RngState() const { return train_->RngState(); }
+void TrainingSession::SetRngState(const std::string& state) { train_->SetRngState(state); }
+
 std::vector<std::pair<std::string, Tensor*>> TrainingSession::StateTensors() {
   std::vector<std::pair<std::string, Tensor*>> out;
   for (const auto& n : state_names_) out.emplace_back(n, train_->FindState(n));

@@ -1,0 +1,242 @@
+// The local launcher: fork/exec of the workers, output relay with rank prefixes, signal
+// forwarding, failure handling and restarts.
+#include "tools/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "graph/error.h"
+
+namespace ot {
+
+namespace {
+
+volatile sig_atomic_t g_signal = 0;
+void OnSignal(int sig) { g_signal = sig; }
+
+struct Worker {
+  int rank = 0;
+  pid_t pid = -1;
+  int out_fd = -1;  // stdout and stderr of the worker, merged
+  std::string partial;
+  std::deque<std::string> last_lines;
+  bool exited = false;
+  int status = 0;
+};
+
+std::string SelfPath() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  OT_CHECK(n > 0, "cannot find this program's own path (/proc/self/exe)");
+  buf[n] = '\0';
+  return buf;
+}
+
+std::string NewRunDir(const std::string& root) {
+  std::random_device rd;
+  const std::string id = StrFormat("%08x%08x", rd(), rd());
+  const std::string dir = (root.empty() ? std::string("/tmp") : root) + "/onnx-train-run-" + id;
+  OT_CHECK(::mkdir(dir.c_str(), 0700) == 0, "cannot create the rendezvous folder '%s': %s", dir.c_str(),
+           std::strerror(errno));
+  return dir;
+}
+
+void Emit(Worker& w, const std::string& line) {
+  std::cout << "[rank " << w.rank << "] " << line << "\n" << std::flush;
+  w.last_lines.push_back(line);
+  if (w.last_lines.size() > 10) w.last_lines.pop_front();
+}
+
+// Reads what is available from a worker; emits complete lines. Returns false at EOF.
+bool Pump(Worker& w) {
+  char buf[8192];
+  ssize_t n = ::read(w.out_fd, buf, sizeof(buf));
+  if (n <= 0) {
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+    if (!w.partial.empty()) Emit(w, w.partial);
+    w.partial.clear();
+    ::close(w.out_fd);
+    w.out_fd = -1;
+    return false;
+  }
+  w.partial.append(buf, static_cast<size_t>(n));
+  size_t pos;
+  while ((pos = w.partial.find_first_of("\n\r")) != std::string::npos) {
+    std::string line = w.partial.substr(0, pos);
+    w.partial.erase(0, pos + 1);
+    if (!line.empty()) Emit(w, line);
+  }
+  return true;
+}
+
+std::string DescribeStatus(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + strsignal(WTERMSIG(status));
+  return "ended";
+}
+
+pid_t Spawn(const std::string& self, const std::vector<std::string>& args, const std::vector<std::string>& env,
+            int* out_fd) {
+  int fds[2];
+  OT_CHECK(::pipe(fds) == 0, "cannot create a pipe for a worker: %s", std::strerror(errno));
+  pid_t pid = ::fork();
+  OT_CHECK(pid >= 0, "cannot start a worker process: %s", std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0);  // its own group: a terminal's Ctrl-C reaches the launcher, which forwards it
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(self.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(self.c_str(), argv.data());
+    std::fprintf(stderr, "onnx-train: error: cannot start worker '%s': %s\n", self.c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  *out_fd = fds[0];
+  return pid;
+}
+
+// One attempt: start all workers, relay their output, wait for all. Returns the rank of
+// the first worker that failed (-1 when all succeeded) and fills `failure`.
+int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<std::string>& args, int restart,
+            std::string* failure) {
+  const std::string run_dir = NewRunDir(o.run_root);
+  std::vector<Worker> workers(static_cast<size_t>(o.world_size));
+  // Strings must outlive the fork: putenv keeps pointers.
+  std::vector<std::vector<std::string>> envs(workers.size());
+  for (int r = 0; r < o.world_size; ++r) {
+    auto& env = envs[static_cast<size_t>(r)];
+    env = {std::string(kEnvRank) + "=" + std::to_string(r),
+           std::string(kEnvWorldSize) + "=" + std::to_string(o.world_size),
+           std::string(kEnvLocalRank) + "=" + std::to_string(r),
+           std::string(kEnvRendezvousDir) + "=" + run_dir,
+           std::string(kEnvRunId) + "=" + run_dir.substr(run_dir.rfind('-') + 1),
+           std::string(kEnvRestartCount) + "=" + std::to_string(restart),
+           "TORCHELASTIC_RESTART_COUNT=" + std::to_string(restart),
+           "RANK=" + std::to_string(r),
+           "WORLD_SIZE=" + std::to_string(o.world_size),
+           "LOCAL_RANK=" + std::to_string(r)};
+    if (o.threads_per_worker > 0) env.push_back("OMP_NUM_THREADS=" + std::to_string(o.threads_per_worker));
+    Worker& w = workers[static_cast<size_t>(r)];
+    w.rank = r;
+    w.pid = Spawn(self, args, env, &w.out_fd);
+  }
+  int failed = -1;
+  bool stopping = false;
+  auto stop_deadline = std::chrono::steady_clock::time_point::max();
+  auto signal_all = [&](int sig) {
+    for (auto& w : workers)
+      if (!w.exited) ::kill(w.pid, sig);
+  };
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<Worker*> owners;
+    for (auto& w : workers)
+      if (w.out_fd >= 0) {
+        fds.push_back(pollfd{w.out_fd, POLLIN, 0});
+        owners.push_back(&w);
+      }
+    if (!fds.empty()) {
+      int n = ::poll(fds.data(), fds.size(), 200);
+      if (n > 0)
+        for (size_t i = 0; i < fds.size(); ++i)
+          if (fds[i].revents) Pump(*owners[i]);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    for (auto& w : workers) {
+      if (w.exited) continue;
+      int status = 0;
+      if (::waitpid(w.pid, &status, WNOHANG) == w.pid) {
+        w.exited = true;
+        w.status = status;
+        const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (!ok && failed < 0 && !stopping) {
+          failed = w.rank;
+          *failure = "worker rank " + std::to_string(w.rank) + " " + DescribeStatus(status);
+        }
+      }
+    }
+    if (g_signal && !stopping) {
+      *failure = std::string("interrupted by ") + strsignal(g_signal);
+      failed = failed < 0 ? 0 : failed;
+      stopping = true;
+      signal_all(g_signal == SIGINT ? SIGINT : SIGTERM);
+      stop_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(o.grace_seconds * 1000));
+    }
+    if (failed >= 0 && !stopping) {
+      stopping = true;
+      signal_all(SIGTERM);
+      stop_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(o.grace_seconds * 1000));
+    }
+    if (stopping && std::chrono::steady_clock::now() > stop_deadline) {
+      signal_all(SIGKILL);
+      stop_deadline = std::chrono::steady_clock::time_point::max();
+    }
+    bool all_done = true;
+    for (auto& w : workers) all_done = all_done && w.exited && w.out_fd < 0;
+    if (all_done) break;
+  }
+  if (failed >= 0) {
+    const Worker& w = workers[static_cast<size_t>(failed)];
+    std::string tail;
+    for (const auto& l : w.last_lines) tail += "\n    " + l;
+    *failure += tail.empty() ? " (no output)" : "; its last lines:" + tail;
+  }
+  std::string cmd = "rm -rf '" + run_dir + "'";
+  if (std::system(cmd.c_str()) != 0) std::cerr << "onnx-train: warning: could not remove " << run_dir << "\n";
+  return failed;
+}
+
+}  // namespace
+
+int LaunchWorkers(const LaunchOptions& o) {
+  OT_CHECK(o.world_size >= 1 && o.world_size <= 1024, "--world-size must be between 1 and 1024");
+  OT_CHECK(o.max_restarts >= 0, "--max-restarts must be 0 or more");
+  const std::string self = SelfPath();
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  std::vector<std::string> args = o.worker_args;
+  for (int attempt = 0;; ++attempt) {
+    std::string failure;
+    const int failed = RunOnce(o, self, args, attempt, &failure);
+    if (failed < 0) return 0;
+    if (g_signal) {
+      std::cerr << "onnx-train: error: " << failure << "\n";
+      return 130;
+    }
+    if (attempt >= o.max_restarts) {
+      std::cerr << "onnx-train: error: " << failure << "\n"
+                << (o.max_restarts > 0 ? StrFormat("onnx-train: gave up after %d restart(s)\n", o.max_restarts) : "");
+      return 1;
+    }
+    std::cout << "onnx-train: " << failure.substr(0, failure.find(';')) << "; restarting all " << o.world_size
+              << " workers from the latest checkpoint (restart " << attempt + 1 << " of " << o.max_restarts << ")\n"
+              << std::flush;
+    if (attempt == 0 && !o.resume_flag.empty()) {
+      bool has = false;
+      for (const auto& a : args) has = has || a.rfind(o.resume_flag, 0) == 0;
+      if (!has) args.push_back(o.resume_flag);
+    }
+  }
+}
+
+}  // namespace ot
