@@ -1,7 +1,13 @@
-// Executor: validation, tracing, memory planning and replay.
+// Executor: validation, tracing, memory planning and replay. Layouts: a kernel may hand
+// out values in a layout of its own (oneDNN's blocked formats); before a step whose
+// kernel does not accept layouts, such inputs are converted to plain temporaries planned
+// in the arena, and fetched values and state updates are written back plain.
 #include "runtime/executor.h"
 
 #include <algorithm>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <set>
 #include <sstream>
 
@@ -16,13 +22,24 @@ struct Executor::Plan {
   struct Slot {
     DType dtype = DType::kUndefined;
     Shape shape;
+    std::shared_ptr<const TensorLayout> layout;  // as the producing kernel chose it
     bool external = true;  // allocated per run (fetched values), not in the arena
     size_t offset = 0;
   };
+  // (laid-out value, plain temporary): converted before a step whose kernel reads only
+  // plain inputs.
+  using Conversion = std::pair<int, int>;
   std::vector<std::unique_ptr<OpKernel>> kernels;  // by step; null for steps not run
   std::vector<bool> active;                        // by step: needed for the fetches or state updates
-  std::vector<Slot> slots;                         // by value id (node outputs only)
+  std::vector<StepBinding> binds;                  // by step; inputs may name conversion temporaries
+  std::vector<std::vector<Conversion>> conversions;  // by step
+  std::vector<Slot> slots;  // by value id (node outputs only), then conversion temporaries
+  std::vector<int> external_ids;                   // values allocated per run
   Tensor arena;
+  // Replay state, made once: tensors by slot id (arena views of planned values; state and
+  // feeds are bound per run) and each step's kernel context over them.
+  std::vector<Tensor> run_slots;
+  std::vector<std::unique_ptr<KernelContext>> contexts;
   PlanStats stats;
 };
 
@@ -35,6 +52,24 @@ std::vector<StepBinding> Bind(const Graph& g, const std::vector<size_t>& order, 
     const Node& n = g.nodes[order[step]];
     for (const auto& in : n.inputs) out[step].inputs.push_back(in.empty() ? -1 : ids.at(in));
     for (const auto& o : n.outputs) out[step].outputs.push_back(o.empty() ? -1 : ids.at(o));
+  }
+  return out;
+}
+
+// Graph inputs read only by ops whose output shapes follow from input shapes alone
+// (optimizer updates read the step count T; losses read labels): their values need not
+// be part of the plan key.
+std::set<std::string> InputsWhoseValuesNeverShapeThePlan(const Graph& g) {
+  static const std::set<std::string> kShapeFromShapesOnly = {
+      "Momentum", "Adam", "Adagrad", "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss",
+      "SoftmaxCrossEntropyLossGrad", "NegativeLogLikelihoodLossGrad"};
+  std::set<std::string> out;
+  for (const auto& v : g.inputs) {
+    bool independent = true;
+    for (const auto& n : g.nodes)
+      for (const auto& in : n.inputs)
+        if (in == v.name && !kShapeFromShapesOnly.count(n.op_type)) independent = false;
+    if (independent) out.insert(v.name);
   }
   return out;
 }
@@ -96,6 +131,7 @@ Executor::Executor(const Model& model, ExecutorOptions options)
     update_ids_.emplace_back(v->second, st->second);
   }
   binds_ = Bind(g, order_, value_ids_);
+  value_independent_inputs_ = InputsWhoseValuesNeverShapeThePlan(g);
   if (options_.device.type == DeviceType::kCPU && options_.num_threads > 0) SetCpuThreads(options_.num_threads);
 }
 
@@ -123,18 +159,19 @@ void Executor::ValidateFeeds(const std::map<std::string, Tensor>& feeds) const {
     OT_CHECK(it != feeds.end(), "input '%s' (%s%s) was not given", v.name.c_str(), DTypeName(v.dtype).c_str(),
              v.ShapeString().c_str());
     const Tensor& t = it->second;
-    const std::string want = DTypeName(v.dtype) + v.ShapeString();
+    auto want = [&v] { return DTypeName(v.dtype) + v.ShapeString(); };  // for messages only
     OT_CHECK(v.dtype == DType::kUndefined || t.dtype() == v.dtype, "input '%s': expected %s, got %s", v.name.c_str(),
-             want.c_str(), t.Describe().c_str());
+             want().c_str(), t.Describe().c_str());
+    OT_CHECK(t.is_plain(), "input '%s' is not plain (%s)", v.name.c_str(), t.Describe().c_str());
     if (!v.has_shape) continue;
     OT_CHECK(static_cast<size_t>(t.rank()) == v.dims.size(), "input '%s': expected %s, got %s (rank differs)",
-             v.name.c_str(), want.c_str(), t.Describe().c_str());
+             v.name.c_str(), want().c_str(), t.Describe().c_str());
     for (size_t d = 0; d < v.dims.size(); ++d) {
       const Dim& dim = v.dims[d];
       int64_t got = t.shape()[d];
       if (dim.IsStatic()) {
         OT_CHECK(got == dim.value, "input '%s': expected %s, got %s (dimension %zu differs)", v.name.c_str(),
-                 want.c_str(), t.Describe().c_str(), d);
+                 want().c_str(), t.Describe().c_str(), d);
       } else if (!dim.param.empty()) {
         auto [sit, inserted] = symbols.emplace(dim.param, got);
         OT_CHECK(inserted || sit->second == got,
@@ -153,8 +190,10 @@ std::string Executor::PlanKey(const std::map<std::string, Tensor>& feeds, const 
   for (const auto& v : model_->graph.inputs) {
     const Tensor& t = feeds.at(v.name);
     key << static_cast<int>(t.dtype()) << ShapeString(t.shape());
-    // Small integer inputs may be shapes (Reshape's target): their values shape the plan.
-    if ((t.dtype() == DType::kInt64 || t.dtype() == DType::kInt32) && t.numel() <= 8) {
+    // Small integer inputs may be shapes (Reshape's target): their values shape the plan,
+    // unless only ops whose output shapes never depend on them read them (the step count).
+    if ((t.dtype() == DType::kInt64 || t.dtype() == DType::kInt32) && t.numel() <= 8 &&
+        !value_independent_inputs_.count(v.name)) {
       HostTensor h = t.ToHost();
       for (int64_t x : h.AsInt64s()) key << ',' << x;
     }
@@ -197,13 +236,36 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
         if (id >= 0) last_use[static_cast<size_t>(id)] = static_cast<int>(step);
   for (const auto& [value, state] : update_ids_) last_use[static_cast<size_t>(value)] = static_cast<int>(order_.size());
 
+  plan->binds = binds;
+  plan->conversions.resize(order_.size());
   for (size_t step = 0; step < order_.size(); ++step) {
     if (!plan->active[step]) continue;
     const Node& node = g.nodes[order_[step]];
     auto def = KernelRegistry::Global().Find(node.domain, node.op_type, node_opsets_[order_[step]], options_.device.type);
     plan->kernels[step] = def->factory(KernelInfo{node, node_opsets_[order_[step]], options_.device});
     OpKernel& kernel = *plan->kernels[step];
-    KernelContext ctx = MakeContext(node, binds[step], slots, &rng_);
+    std::vector<int> temps;
+    if (!kernel.AcceptsLayouts(MakeContext(node, plan->binds[step], slots, &rng_))) {
+      // Plain copies of laid-out inputs, alive for this step only.
+      for (int& id : plan->binds[step].inputs) {
+        if (id < 0 || slots[static_cast<size_t>(id)].is_plain()) continue;
+        const Tensor src = slots[static_cast<size_t>(id)];  // a copy: slots grows below
+        const int tmp = static_cast<int>(slots.size());
+        Plan::Slot slot;
+        slot.dtype = src.dtype();
+        slot.shape = src.shape();
+        slot.external = false;
+        plan->slots.push_back(slot);
+        slots.push_back(Tensor::Empty(src.dtype(), src.shape(), options_.device));
+        slots.back().CopyFrom(src);
+        plan->conversions[step].emplace_back(id, tmp);
+        lifetimes.push_back(BufferLifetime{slots.back().nbytes(), static_cast<int>(step), static_cast<int>(step)});
+        planned_ids.push_back(tmp);
+        temps.push_back(tmp);
+        id = tmp;
+      }
+    }
+    KernelContext ctx = MakeContext(node, plan->binds[step], slots, &rng_);
     kernel.Prepare(ctx);
     for (size_t k = 0; k < binds[step].outputs.size(); ++k) {
       int id = binds[step].outputs[k];
@@ -217,12 +279,15 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
       Plan::Slot& slot = plan->slots[static_cast<size_t>(id)];
       slot.dtype = spec.dtype();
       slot.shape = spec.shape();
+      slot.layout = spec.layout();
       slot.external = fetched.count(id) > 0;
-      spec = Tensor::Empty(slot.dtype, slot.shape, options_.device);
+      spec = Tensor::Empty(slot.dtype, slot.shape, options_.device, slot.layout);
       if (!slot.external) {
         int last = std::max(static_cast<int>(step), last_use[static_cast<size_t>(id)]);
         lifetimes.push_back(BufferLifetime{spec.nbytes(), static_cast<int>(step), last});
         planned_ids.push_back(id);
+      } else {
+        plan->external_ids.push_back(id);
       }
     }
     kernel.Compute(ctx);
@@ -230,19 +295,61 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
       for (int id : binds[step].outputs)
         if (id >= 0) options.on_value_ready(value_names_[static_cast<size_t>(id)], slots[static_cast<size_t>(id)]);
     // Free what no later step reads (unless fetched) so that tracing stays small too.
+    for (int id : temps) slots[static_cast<size_t>(id)] = Tensor();
     for (int id : binds[step].inputs) {
       if (id < 0 || fetched.count(id) || last_use[static_cast<size_t>(id)] != static_cast<int>(step)) continue;
       if (state_[static_cast<size_t>(id)].defined() || g.FindInput(value_names_[static_cast<size_t>(id)])) continue;
       slots[static_cast<size_t>(id)] = Tensor();
     }
   }
+  // The traced buffers are freed; give their heap memory back before the arena is made.
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
   MemoryPlan mp = PlanMemory(lifetimes, kBufferAlignment);
   for (size_t i = 0; i < planned_ids.size(); ++i) plan->slots[static_cast<size_t>(planned_ids[i])].offset = mp.offsets[i];
   plan->arena = Tensor::Empty(DType::kUInt8, {static_cast<int64_t>(std::max<size_t>(mp.arena_bytes, 1))}, options_.device);
   plan->stats.arena_bytes = mp.arena_bytes;
   plan->stats.unplanned_bytes = mp.sum_of_buffers;
   plan->stats.num_nodes = static_cast<int>(order_.size());
+  PrepareReplay(*plan);
   return plan;
+}
+
+void Executor::PrepareReplay(Plan& plan) {
+  const Graph& g = model_->graph;
+  plan.run_slots.assign(plan.slots.size(), Tensor());
+  uint8_t* arena = plan.arena.data<uint8_t>();
+  for (size_t id = 0; id < plan.slots.size(); ++id) {
+    const Plan::Slot& s = plan.slots[id];
+    if (s.dtype != DType::kUndefined && !s.external)
+      plan.run_slots[id] = Tensor::View(s.dtype, s.shape, arena + s.offset, options_.device, s.layout);
+  }
+  plan.contexts.resize(order_.size());
+  for (size_t step = 0; step < order_.size(); ++step)
+    if (plan.active[step])
+      plan.contexts[step] = std::make_unique<KernelContext>(
+          MakeContext(g.nodes[order_[step]], plan.binds[step], plan.run_slots, &rng_));
+}
+
+void Executor::Replay(Plan& plan, const std::map<std::string, Tensor>& feeds, const RunOptions& options) {
+  std::vector<Tensor>& slots = plan.run_slots;
+  for (size_t id = 0; id < state_.size(); ++id)
+    if (state_[id].defined()) slots[id] = state_[id];
+  for (const auto& [name, t] : feeds) slots[static_cast<size_t>(value_ids_.at(name))] = t;
+  for (int id : plan.external_ids) {
+    const Plan::Slot& s = plan.slots[static_cast<size_t>(id)];
+    slots[static_cast<size_t>(id)] = Tensor::Empty(s.dtype, s.shape, options_.device, s.layout);
+  }
+  for (size_t step = 0; step < order_.size(); ++step) {
+    if (!plan.active[step]) continue;
+    for (const auto& [from, to] : plan.conversions[step])
+      slots[static_cast<size_t>(to)].CopyFrom(slots[static_cast<size_t>(from)]);
+    plan.kernels[step]->Compute(*plan.contexts[step]);
+    if (options.on_value_ready)
+      for (int id : binds_[step].outputs)
+        if (id >= 0) options.on_value_ready(value_names_[static_cast<size_t>(id)], slots[static_cast<size_t>(id)]);
+  }
 }
 
 std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds, const std::vector<std::string>& fetches,
@@ -255,46 +362,44 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds, co
     OT_CHECK(it != value_ids_.end(), "cannot fetch '%s': the model has no value of that name", n.c_str());
     fetch_ids.push_back(it->second);
   }
-  std::vector<Tensor> slots = state_;
-  for (const auto& [name, t] : feeds) slots[static_cast<size_t>(value_ids_.at(name))] = t;
-
   const Graph& g = model_->graph;
   std::string key = PlanKey(feeds, fetch_ids);
   auto it = plans_.find(key);
+  std::vector<Tensor> traced;
+  std::vector<Tensor>* slots = &traced;
   if (it == plans_.end()) {
-    auto plan = BuildPlan(slots, fetch_ids, options);
+    traced = state_;
+    for (const auto& [name, t] : feeds) traced[static_cast<size_t>(value_ids_.at(name))] = t;
+    auto plan = BuildPlan(traced, fetch_ids, options);
     last_stats_ = plan->stats;
     plans_[key] = std::move(plan);
   } else {
     Plan& plan = *it->second;
     last_stats_ = plan.stats;
-    const std::vector<StepBinding>& binds = binds_;
-    uint8_t* arena = plan.arena.data<uint8_t>();
-    for (size_t step = 0; step < order_.size(); ++step) {
-      if (!plan.active[step]) continue;
-      for (int id : binds[step].outputs) {
-        if (id < 0) continue;
-        const Plan::Slot& s = plan.slots[static_cast<size_t>(id)];
-        slots[static_cast<size_t>(id)] = s.external ? Tensor::Empty(s.dtype, s.shape, options_.device)
-                                                    : Tensor::View(s.dtype, s.shape, arena + s.offset, options_.device);
-      }
-      KernelContext ctx = MakeContext(g.nodes[order_[step]], binds[step], slots, &rng_);
-      plan.kernels[step]->Compute(ctx);
-      if (options.on_value_ready)
-        for (int id : binds[step].outputs)
-          if (id >= 0) options.on_value_ready(value_names_[static_cast<size_t>(id)], slots[static_cast<size_t>(id)]);
-    }
+    Replay(plan, feeds, options);
+    slots = &plan.run_slots;
   }
   // Fetch before the state is updated: a fetched initializer is its value during the run.
   std::vector<Tensor> out;
   for (int id : fetch_ids) {
-    const Tensor& t = slots[static_cast<size_t>(id)];
-    // Fetched node outputs were allocated for this run; state and inputs are copied.
+    const Tensor& t = (*slots)[static_cast<size_t>(id)];
+    // Fetched node outputs were allocated for this run; state and inputs are copied;
+    // laid-out values are handed out plain.
     bool fresh = !state_[static_cast<size_t>(id)].defined() && !g.FindInput(value_names_[static_cast<size_t>(id)]);
-    out.push_back(fresh ? t : t.Clone());
+    if (!t.is_plain()) {
+      out.push_back(Tensor::Empty(t.dtype(), t.shape(), t.device()));
+      out.back().CopyFrom(t);
+    } else {
+      out.push_back(fresh ? t : t.Clone());
+    }
   }
   for (const auto& [value, state] : update_ids_)
-    state_[static_cast<size_t>(state)].CopyFrom(slots[static_cast<size_t>(value)]);
+    state_[static_cast<size_t>(state)].CopyFrom((*slots)[static_cast<size_t>(value)]);
+  if (slots != &traced) {
+    // Drop this run's references to the caller's feeds and the fetched buffers.
+    for (const auto& [name, t] : feeds) (*slots)[static_cast<size_t>(value_ids_.at(name))] = Tensor();
+    for (int id : it->second->external_ids) (*slots)[static_cast<size_t>(id)] = Tensor();
+  }
   return out;
 }
 

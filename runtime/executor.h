@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,8 @@ struct ExecutorOptions {
 };
 
 struct RunOptions {
-  // Called as each value is produced (after its node ran), in execution order.
+  // Called as each value is produced (after its node ran), in execution order. The tensor
+  // may be in a kernel's layout (Tensor::layout()); ToHost / CopyFrom give plain data.
   std::function<void(const std::string& name, const Tensor& value)> on_value_ready;
 };
 
@@ -72,6 +74,10 @@ class Executor {
   struct Plan;
   std::unique_ptr<Plan> BuildPlan(std::vector<Tensor>& slots, const std::vector<int>& fetch_ids,
                                   const RunOptions& options);
+  // Makes the plan's replay state (arena views, kernel contexts) once.
+  void PrepareReplay(Plan& plan);
+  // Runs a traced plan on new feeds.
+  void Replay(Plan& plan, const std::map<std::string, Tensor>& feeds, const RunOptions& options);
   void ValidateFeeds(const std::map<std::string, Tensor>& feeds) const;
   std::string PlanKey(const std::map<std::string, Tensor>& feeds, const std::vector<int>& fetch_ids) const;
 
@@ -85,6 +91,7 @@ class Executor {
   std::vector<StepBinding> binds_;             // by step
   std::vector<std::pair<int, int>> update_ids_;  // (value id, state id)
   std::vector<std::string> output_names_;
+  std::set<std::string> value_independent_inputs_;  // their values are not in the plan key
   std::map<std::string, std::unique_ptr<Plan>> plans_;
   PlanStats last_stats_;
   std::mt19937_64 rng_;

@@ -43,9 +43,12 @@ class KernelContext {
     if (!HasOutput(i)) throw Error(node_.Describe() + ": output " + std::to_string(i) + " is not requested");
     return *outputs_[static_cast<size_t>(i)];
   }
-  // Prepare: declares the type and shape of output i (ignored when not requested).
-  void SetOutput(int i, DType dtype, Shape shape) {
-    if (HasOutput(i)) *outputs_[static_cast<size_t>(i)] = Tensor::View(dtype, std::move(shape), nullptr);
+  // Prepare: declares the type, shape and (optionally) layout of output i; ignored when
+  // not requested. Only kernels that accept layouts should hand out non-plain outputs.
+  void SetOutput(int i, DType dtype, Shape shape, std::shared_ptr<const TensorLayout> layout = nullptr) {
+    if (HasOutput(i))
+      *outputs_[static_cast<size_t>(i)] =
+          Tensor::View(dtype, std::move(shape), nullptr, Device::CPU(), std::move(layout));
   }
   std::mt19937_64& rng() const { return *rng_; }
 
@@ -66,6 +69,10 @@ class OpKernel {
   virtual void Prepare(KernelContext& ctx) = 0;
   // Computes into the bound outputs. Must not keep pointers from one call to the next.
   virtual void Compute(KernelContext& ctx) = 0;
+  // Asked once per plan before Prepare, with the inputs as they are: true when this
+  // kernel reads its inputs in whatever layout they have (it converts any it cannot use
+  // itself). Otherwise the executor hands it plain copies of non-plain inputs.
+  virtual bool AcceptsLayouts(const KernelContext& ctx) const { return false; }
 
  protected:
   // Error helpers that name the node.

@@ -40,11 +40,12 @@ DeviceBackend& BackendFor(DeviceType type) {
   return *b;
 }
 
-Tensor Tensor::Empty(DType dtype, Shape shape, Device device) {
+Tensor Tensor::Empty(DType dtype, Shape shape, Device device, std::shared_ptr<const TensorLayout> layout) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.device_ = device;
+  t.layout_ = std::move(layout);
   size_t bytes = t.nbytes();
   DeviceBackend& backend = BackendFor(device.type);
   void* p = backend.Allocate(bytes == 0 ? kBufferAlignment : bytes, device.index);
@@ -54,11 +55,13 @@ Tensor Tensor::Empty(DType dtype, Shape shape, Device device) {
   return t;
 }
 
-Tensor Tensor::View(DType dtype, Shape shape, void* data, Device device) {
+Tensor Tensor::View(DType dtype, Shape shape, void* data, Device device,
+                    std::shared_ptr<const TensorLayout> layout) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.device_ = device;
+  t.layout_ = std::move(layout);
   t.data_ = data;
   return t;
 }
@@ -70,6 +73,7 @@ Tensor Tensor::FromHost(const HostTensor& host, Device device) {
 }
 
 Tensor Tensor::Reshaped(Shape shape) const {
+  OT_CHECK(is_plain(), "cannot reshape %s (not plain)", Describe().c_str());
   OT_CHECK(NumElements(shape) == numel(), "cannot view %s as shape %s", Describe().c_str(),
            ShapeString(shape).c_str());
   Tensor t = *this;
@@ -78,21 +82,32 @@ Tensor Tensor::Reshaped(Shape shape) const {
 }
 
 HostTensor Tensor::ToHost(const std::string& name) const {
+  if (!is_plain()) {
+    Tensor plain = Empty(dtype_, shape_, device_);
+    plain.CopyFrom(*this);
+    return plain.ToHost(name);
+  }
   HostTensor h(dtype_, shape_, name);
   if (nbytes()) BackendFor(device_.type).CopyToHost(h.bytes.data(), data_, nbytes(), device_.index);
   return h;
 }
 
 Tensor Tensor::Clone() const {
-  Tensor t = Empty(dtype_, shape_, device_);
+  Tensor t = Empty(dtype_, shape_, device_, layout_);
   t.CopyFrom(*this);
   return t;
 }
 
 void Tensor::CopyFrom(const Tensor& src) {
-  OT_CHECK(src.dtype_ == dtype_ && src.nbytes() == nbytes(), "cannot copy %s into %s", src.Describe().c_str(),
+  OT_CHECK(src.dtype_ == dtype_ && src.numel() == numel(), "cannot copy %s into %s", src.Describe().c_str(),
            Describe().c_str());
-  if (nbytes() == 0 || src.data_ == data_) return;
+  if (numel() == 0 || src.data_ == data_) return;
+  if (!SameLayout(src, *this)) {
+    OT_CHECK(is_plain() && src.device_ == device_ && device_.type == DeviceType::kCPU,
+             "cannot copy %s into %s (layouts differ)", src.Describe().c_str(), Describe().c_str());
+    src.layout_->ToPlain(src.data_, data_);
+    return;
+  }
   if (device_ == src.device_) {
     BackendFor(device_.type).CopyOnDevice(data_, src.data_, nbytes(), device_.index);
   } else if (src.device_.type == DeviceType::kCPU) {
@@ -106,7 +121,13 @@ void Tensor::CopyFrom(const Tensor& src) {
 }
 
 std::string Tensor::Describe() const {
-  return DTypeName(dtype_) + ShapeString(shape_) + " on " + device_.ToString();
+  return DTypeName(dtype_) + ShapeString(shape_) + (layout_ ? " (" + layout_->name() + ")" : "") + " on " +
+         device_.ToString();
+}
+
+bool SameLayout(const Tensor& a, const Tensor& b) {
+  if (!a.layout() || !b.layout()) return a.layout() == b.layout();
+  return a.layout() == b.layout() || a.layout()->Equals(*b.layout());
 }
 
 }  // namespace ot

@@ -12,11 +12,13 @@
 //     4 saved_var    = batch_var (population variance, before epsilon)
 //   Outputs 3 and 4 are in the spec up to opset 13; at opset 14+ a training graph may
 //   still request them (the gradient of BatchNormalization reads them).
+// Batch normalization and its gradient take data in any layout (a convolution's blocked
+// one) and give Y and dX in the layout of X.
 #include <vector>
 
 #include "graph/gradient_registry.h"
 
-#include "runtime/cpu/dnnl_util.h"
+#include "runtime/cpu/dnnl_layout.h"
 #include "runtime/kernel_registry.h"
 
 namespace ot {
@@ -28,8 +30,8 @@ namespace {
 // caller's buffers); otherwise it reads them.
 class BatchNormPrimitive {
  public:
-  void Build(const Shape& data_shape, int64_t channels, float epsilon, bool batch_statistics) {
-    data_desc_ = PlainDesc(data_shape, DType::kFloat32);
+  void Build(const dnnl::memory::desc& data_desc, int64_t channels, float epsilon, bool batch_statistics) {
+    data_desc_ = data_desc;
     channel_desc_ = PlainDesc(Shape{channels}, DType::kFloat32);
     auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
     if (!batch_statistics) flags = flags | dnnl::normalization_flags::use_global_stats;
@@ -50,7 +52,6 @@ class BatchNormPrimitive {
                              {DNNL_ARG_SHIFT, channel(shift)},
                              {DNNL_ARG_MEAN, channel(mean)},
                              {DNNL_ARG_VARIANCE, channel(variance)}});
-    Stream().wait();
   }
 
  private:
@@ -65,9 +66,21 @@ Shape NormalizationShape(const Shape& shape) {
   return {shape[0], shape[1], NumElements(Shape(shape.begin() + 2, shape.end()))};
 }
 
+// The descriptor batch normalization runs on: X's own layout, or plain.
+dnnl::memory::desc NormalizationDesc(const Tensor& x) {
+  return x.is_plain() ? PlainDesc(NormalizationShape(x.shape()), DType::kFloat32) : DescOf(x);
+}
+
 class BatchNormKernel final : public OpKernel {
  public:
   explicit BatchNormKernel(const KernelInfo& info) : OpKernel(info) {}
+
+  // X in any layout; the per-channel inputs are always plain (1-D).
+  bool AcceptsLayouts(const KernelContext& ctx) const override {
+    for (int i = 1; i < ctx.NumInputs(); ++i)
+      if (ctx.OptionalInput(i) && !ctx.OptionalInput(i)->is_plain()) return false;
+    return true;
+  }
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
@@ -82,7 +95,7 @@ class BatchNormKernel final : public OpKernel {
              std::to_string(channels) + ")");
     training_ = IsTrainingMode(ctx);
     momentum_ = node_.GetFloat("momentum", 0.9f);
-    ctx.SetOutput(0, DType::kFloat32, x.shape());
+    ctx.SetOutput(0, DType::kFloat32, x.shape(), x.layout());
     for (int i = 1; i < 5; ++i) ctx.SetOutput(i, DType::kFloat32, {channels});
     if (x.numel() == 0) {
       if (training_) Fail("training mode needs a non-empty batch to compute statistics");
@@ -90,7 +103,7 @@ class BatchNormKernel final : public OpKernel {
     }
     batch_mean_.assign(static_cast<size_t>(channels), 0.f);
     batch_var_.assign(static_cast<size_t>(channels), 0.f);
-    prim_.Build(NormalizationShape(x.shape()), channels, node_.GetFloat("epsilon", 1e-5f), training_);
+    prim_.Build(NormalizationDesc(x), channels, node_.GetFloat("epsilon", 1e-5f), training_);
   }
 
   void Compute(KernelContext& ctx) override {
@@ -140,6 +153,13 @@ class BatchNormGradKernel final : public OpKernel {
  public:
   explicit BatchNormGradKernel(const KernelInfo& info) : OpKernel(info) {}
 
+  // dY and X in any layout (dY is brought to X's); the per-channel inputs plain.
+  bool AcceptsLayouts(const KernelContext& ctx) const override {
+    for (int i = 2; i < ctx.NumInputs(); ++i)
+      if (ctx.OptionalInput(i) && !ctx.OptionalInput(i)->is_plain()) return false;
+    return true;
+  }
+
   void Prepare(KernelContext& ctx) override {
     const Tensor& dy = ctx.Input(0);
     const Tensor& x = ctx.Input(1);
@@ -147,11 +167,12 @@ class BatchNormGradKernel final : public OpKernel {
       if (ctx.Input(i).dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(ctx.Input(i).dtype()));
     if (dy.shape() != x.shape() || x.rank() < 2) Fail("gradient " + dy.Describe() + " does not match input " + x.Describe());
     const int64_t channels = x.dim(1);
-    ctx.SetOutput(0, DType::kFloat32, x.shape());
+    ctx.SetOutput(0, DType::kFloat32, x.shape(), x.layout());
     ctx.SetOutput(1, DType::kFloat32, {channels});
     ctx.SetOutput(2, DType::kFloat32, {channels});
     if (x.numel() == 0) Fail("training mode needs a non-empty batch");
-    data_desc_ = PlainDesc(NormalizationShape(x.shape()), DType::kFloat32);
+    data_desc_ = NormalizationDesc(x);
+    dy_ = Reorder(dy.is_plain() ? PlainDesc(NormalizationShape(dy.shape()), DType::kFloat32) : DescOf(dy), data_desc_);
     channel_desc_ = PlainDesc(Shape{channels}, DType::kFloat32);
     const float eps = node_.GetFloat("epsilon", 1e-5f);
     const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
@@ -161,7 +182,7 @@ class BatchNormGradKernel final : public OpKernel {
     prim_ = dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(bwd, Engine(), fwd));
     scratch_.assign(static_cast<size_t>(channels) * 2, 0.f);
     zero_shift_.assign(static_cast<size_t>(channels), 0.f);
-    scratch_dx_.resize(ctx.HasOutput(0) ? 0 : static_cast<size_t>(x.numel()));
+    scratch_dx_.resize(ctx.HasOutput(0) ? 0 : data_desc_.get_size() / sizeof(float));
   }
 
   void Compute(KernelContext& ctx) override {
@@ -170,7 +191,7 @@ class BatchNormGradKernel final : public OpKernel {
     void* dx = ctx.HasOutput(0) ? ctx.Output(0).raw() : scratch_dx_.data();
     void* dscale = ctx.HasOutput(1) ? ctx.Output(1).raw() : scratch_.data();
     void* dshift = ctx.HasOutput(2) ? ctx.Output(2).raw() : scratch_.data() + c;
-    prim_.execute(Stream(), {{DNNL_ARG_DIFF_DST, dnnl::memory(data_desc_, Engine(), ctx.Input(0).raw())},
+    prim_.execute(Stream(), {{DNNL_ARG_DIFF_DST, dy_.Apply(ctx.Input(0).raw(), 0)},
                              {DNNL_ARG_SRC, dnnl::memory(data_desc_, Engine(), ctx.Input(1).raw())},
                              {DNNL_ARG_SCALE, channel(ctx.Input(2).raw())},
                              {DNNL_ARG_SHIFT, channel(zero_shift_.data())},  // oneDNN 2.6 wants it, unread
@@ -179,10 +200,10 @@ class BatchNormGradKernel final : public OpKernel {
                              {DNNL_ARG_DIFF_SRC, dnnl::memory(data_desc_, Engine(), dx)},
                              {DNNL_ARG_DIFF_SCALE, channel(dscale)},
                              {DNNL_ARG_DIFF_SHIFT, channel(dshift)}});
-    Stream().wait();
   }
 
  private:
+  Reorder dy_;
   dnnl::memory::desc data_desc_, channel_desc_;
   dnnl::batch_normalization_backward prim_;
   std::vector<float> scratch_, scratch_dx_, zero_shift_;
@@ -208,7 +229,8 @@ class InstanceNormKernel final : public OpKernel {
     if (x.numel() == 0) return;
     const int64_t instances = x.dim(0) * channels;
     for (auto* v : {&scale_, &shift_, &mean_, &var_}) v->assign(static_cast<size_t>(instances), 0.f);
-    prim_.Build({1, instances, x.numel() / instances}, instances, node_.GetFloat("epsilon", 1e-5f), true);
+    prim_.Build(PlainDesc(Shape{1, instances, x.numel() / instances}, DType::kFloat32), instances,
+                node_.GetFloat("epsilon", 1e-5f), true);
   }
 
   void Compute(KernelContext& ctx) override {

@@ -3,12 +3,13 @@
 // GreaterOrEqual). float32 Add/Sub/Mul/Div/Max/Min/Sum/Mean run on oneDNN's binary
 // primitive when it can express the broadcast (it broadcasts only its second source);
 // everything else runs a strided loop. Opsets before 7 (8 for the variadic ops) use the
-// legacy broadcast rules, handled here.
+// legacy broadcast rules, handled here. float32 inputs of equal shapes may come in any
+// layout (a convolution's blocked one): the output takes the first laid-out input's.
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 
-#include "runtime/cpu/dnnl_util.h"
+#include "runtime/cpu/dnnl_layout.h"
 #include "runtime/cpu/dtype_dispatch.h"
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/cpu/strided_loop.h"
@@ -94,8 +95,17 @@ class BroadcastBinaryKernel final : public OpKernel {
   explicit BroadcastBinaryKernel(const KernelInfo& info)
       : OpKernel(info), op_(ParseBinaryOp(info.node.op_type)), mean_(info.node.op_type == "Mean") {}
 
+  bool AcceptsLayouts(const KernelContext& ctx) const override {
+    if (ctx.NumInputs() < 2 || IsComparison(op_) || op_ == BinaryOp::kPow) return false;
+    for (int i = 0; i < ctx.NumInputs(); ++i)
+      if (ctx.Input(i).dtype() != DType::kFloat32 || ctx.Input(i).shape() != ctx.Input(0).shape()) return false;
+    return true;
+  }
+
   void Prepare(KernelContext& ctx) override {
     const int n = ctx.NumInputs();
+    layout_ = nullptr;
+    for (int i = 0; i < n && !layout_; ++i) layout_ = ctx.Input(i).layout();
     if (n < 1 || (!IsVariadic(node_.op_type) && n != 2))
       Fail("expects " + std::string(IsVariadic(node_.op_type) ? "at least 1" : "2") + " inputs");
     shapes_.clear();
@@ -105,9 +115,10 @@ class BroadcastBinaryKernel final : public OpKernel {
     out_shape_ = shapes_[0];
     for (int i = 1; i < n; ++i) out_shape_ = BroadcastShapes(out_shape_, shapes_[i], node_);
     DType out_type = IsComparison(op_) ? DType::kBool : ctx.Input(0).dtype();
-    ctx.SetOutput(0, out_type, out_shape_);
+    ctx.SetOutput(0, out_type, out_shape_, layout_);
     steps_.clear();
-    use_dnnl_ = ctx.Input(0).dtype() == DType::kFloat32 && NumElements(out_shape_) > 0 && n >= 2 && PlanDnnl();
+    use_dnnl_ = ctx.Input(0).dtype() == DType::kFloat32 && NumElements(out_shape_) > 0 && n >= 2 && PlanDnnl(ctx);
+    if (layout_ && !use_dnnl_) Fail("inputs in a non-plain layout need the oneDNN path");
   }
 
   void Compute(KernelContext& ctx) override {
@@ -128,7 +139,7 @@ class BroadcastBinaryKernel final : public OpKernel {
   // step and the output afterwards.
   struct DnnlStep {
     int src1_input;
-    dnnl::memory::desc src1_desc;
+    Reorder src1;  // into the layout of the output (a no-op for plain data)
     dnnl::binary prim;
   };
 
@@ -180,7 +191,7 @@ class BroadcastBinaryKernel final : public OpKernel {
 
   // Plans the op as a chain of oneDNN binary steps on the output; false when oneDNN cannot
   // express it (the loop runs instead).
-  bool PlanDnnl() {
+  bool PlanDnnl(const KernelContext& ctx) {
     dnnl::algorithm alg;
     switch (op_) {
       case BinaryOp::kAdd:
@@ -218,14 +229,26 @@ class BroadcastBinaryKernel final : public OpKernel {
     float scale = 1.f;
     if (mean_) scale = 1.f / static_cast<float>(shapes_.size());
     if (op_ == BinaryOp::kSub && base == 1) scale = -1.f;
+    // Laid-out inputs (all of the output's shape) are brought to the output's layout.
+    auto input_desc = [&](int i) {
+      return layout_ ? DescOf(ctx.Input(i)) : PlainDesc(PadToRank(shapes_[static_cast<size_t>(i)], rank), DType::kFloat32);
+    };
     dnnl::memory::desc dst_desc = PlainDesc(out_shape_, DType::kFloat32);
+    if (layout_)
+      for (int i = 0; i < static_cast<int>(shapes_.size()); ++i)
+        if (ctx.Input(i).layout()) {
+          dst_desc = DescOf(ctx.Input(i));
+          break;
+        }
     base_desc_ = dst_desc;
+    base_ = Reorder(input_desc(base), dst_desc);
     std::vector<int> others;
     for (int i = 0; i < static_cast<int>(shapes_.size()); ++i)
       if (i != base) others.push_back(i);
     for (size_t k = 0; k < others.size(); ++k) {
       int src1 = others[k];
-      dnnl::memory::desc src1_desc = PlainDesc(PadToRank(shapes_[static_cast<size_t>(src1)], rank), DType::kFloat32);
+      Reorder src1_reorder(input_desc(src1), layout_ ? dst_desc : input_desc(src1));
+      dnnl::memory::desc src1_desc = src1_reorder.to();
       dnnl::primitive_attr attr;
       if (k + 1 == others.size() && scale != 1.f) {
         dnnl::post_ops ops;
@@ -234,7 +257,7 @@ class BroadcastBinaryKernel final : public OpKernel {
       }
       dnnl::binary::primitive_desc pd(dnnl::binary::desc(alg, dst_desc, src1_desc, dst_desc), attr, Engine(), true);
       if (!pd) return false;
-      steps_.push_back({src1, src1_desc, dnnl::binary(pd)});
+      steps_.push_back({src1, src1_reorder, dnnl::binary(pd)});
     }
     return true;
   }
@@ -243,11 +266,10 @@ class BroadcastBinaryKernel final : public OpKernel {
     Tensor& out = ctx.Output(0);
     dnnl::memory dst = Wrap(base_desc_, out);
     for (size_t k = 0; k < steps_.size(); ++k) {
-      dnnl::memory src0 = k == 0 ? Wrap(base_desc_, ctx.Input(base_input_)) : dst;
-      dnnl::memory src1 = Wrap(steps_[k].src1_desc, ctx.Input(steps_[k].src1_input));
+      dnnl::memory src0 = k == 0 ? base_.Apply(ctx.Input(base_input_).raw(), 0) : dst;
+      dnnl::memory src1 = steps_[k].src1.Apply(ctx.Input(steps_[k].src1_input).raw(), 1);
       steps_[k].prim.execute(Stream(), {{DNNL_ARG_SRC_0, src0}, {DNNL_ARG_SRC_1, src1}, {DNNL_ARG_DST, dst}});
     }
-    Stream().wait();
   }
 
   // Folds the inputs left to right into the output: out = in0 op in1, out = out op in2, ...
@@ -363,6 +385,8 @@ class BroadcastBinaryKernel final : public OpKernel {
   bool use_dnnl_ = false;
   int base_input_ = 0;
   dnnl::memory::desc base_desc_;
+  Reorder base_;  // the base input into the output's layout
+  std::shared_ptr<const TensorLayout> layout_;  // of the output; null when all inputs are plain
   std::vector<DnnlStep> steps_;
 };
 

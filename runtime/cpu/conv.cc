@@ -1,11 +1,14 @@
 // Conv on oneDNN's convolution primitive: 1D/2D/3D, groups (depthwise included),
 // strides, dilations, explicit pads and auto_pad, optional bias; and its gradient.
+// oneDNN chooses the activation and weight layouts (format_tag::any, usually channel
+// blocked); activations stay in its layout between kernels that accept layouts, and the
+// plain weights (state the optimizer updates) are reordered each run.
 #include <unordered_map>
 #include <vector>
 
 #include "graph/gradient_registry.h"
 
-#include "runtime/cpu/dnnl_util.h"
+#include "runtime/cpu/dnnl_layout.h"
 #include "runtime/cpu/window_geometry.h"
 #include "runtime/kernel_registry.h"
 
@@ -23,19 +26,50 @@ struct ConvProblem {
   dnnl::memory::dims strides, dilations, pads_begin, pads_end;
 };
 
-// Memory descriptors the primitive is created with. This is the one place that picks
-// layouts; today all are plain row-major, matching the runtime's tensors.
+// Memory descriptors the primitives are created with. Activations (src, dst and their
+// gradients) are channel-blocked by 16 (nChw16c: what oneDNN's AVX-512 forward and
+// backward kernels share, so no reorders happen between them), or kept in the layout
+// they already have (a plain input of fewer than 16 channels stays plain); weights are
+// format_tag::any (oneDNN's choice, reordered each run).
+// Plain descriptors are the fallback.
 struct ConvDescs {
   dnnl::memory::desc src, weights, bias, dst;
 };
 
-ConvDescs ChooseConvDescs(const ConvProblem& p) {
+dnnl::memory::desc ChannelBlocked(const Shape& s) {
+  using tag = dnnl::memory::format_tag;
+  const tag t = s.size() == 3 ? tag::aBc16b : s.size() == 4 ? tag::aBcd16b : tag::aBcde16b;
+  return dnnl::memory::desc(ToDims(s), dnnl::memory::data_type::f32, t);
+}
+
+// `src_now` / `dst_now`: the activations as they come (null: not given, e.g. outputs).
+ConvDescs ChooseConvDescs(const ConvProblem& p, bool blocked, const Tensor* src_now, const Tensor* dst_now) {
+  auto activation = [&](const Shape& s, const Tensor* now) {
+    if (!blocked) return PlainDesc(s, DType::kFloat32);
+    if (now && !now->is_plain()) return DescOf(*now);
+    // A plain input of few channels (the images) stays plain: no padding to 16.
+    if (now && s[1] < 16) return PlainDesc(s, DType::kFloat32);
+    return ChannelBlocked(s);
+  };
   ConvDescs d;
-  d.src = PlainDesc(p.src, DType::kFloat32);
-  d.weights = PlainDesc(p.weights, DType::kFloat32);
+  d.src = activation(p.src, src_now);
+  d.weights = blocked ? dnnl::memory::desc(ToDims(p.weights), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any)
+                      : PlainDesc(p.weights, DType::kFloat32);
   if (p.has_bias) d.bias = PlainDesc(Shape{p.out_channels}, DType::kFloat32);
-  d.dst = PlainDesc(p.dst, DType::kFloat32);
+  d.dst = activation(p.dst, dst_now);
   return d;
+}
+
+// Makes a primitive descriptor on blocked activations, or plain ones where that
+// configuration has no implementation.
+template <typename MakePd>
+auto WithBestLayouts(const ConvProblem& p, const Tensor* src_now, const Tensor* dst_now, MakePd make_pd) {
+  try {
+    if (p.src.size() > 5) throw dnnl::error(dnnl_unimplemented, "no blocked layout");
+    return make_pd(ChooseConvDescs(p, true, src_now, dst_now));
+  } catch (const dnnl::error&) {
+    return make_pd(ChooseConvDescs(p, false, nullptr, nullptr));
+  }
 }
 
 // The problem a Conv node poses on given input shapes; shared by Conv and ConvGrad.
@@ -86,46 +120,62 @@ class ConvKernel final : public OpKernel {
  public:
   explicit ConvKernel(const KernelInfo& info) : OpKernel(info) {}
 
+  bool AcceptsLayouts(const KernelContext&) const override { return true; }
+
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
     const Tensor& w = ctx.Input(1);
     const Tensor* b = ctx.OptionalInput(2);
     for (const Tensor* t : {&x, &w, b})
       if (t && t->dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(t->dtype()));
+    if (!w.is_plain() || (b && !b->is_plain())) Unsupported("weights in a non-plain layout");
     ConvProblem p = DescribeConv(node_, x, w, b);
-    ctx.SetOutput(0, DType::kFloat32, p.dst);
-    if (NumElements(p.dst) == 0) return;
-    descs_ = ChooseConvDescs(p);
+    if (NumElements(p.dst) == 0) {
+      ctx.SetOutput(0, DType::kFloat32, p.dst);
+      return;
+    }
+    dnnl::convolution_forward::primitive_desc pd;
     try {
-      auto desc = ConvForwardDesc(p, descs_, dnnl::prop_kind::forward_inference);
-      prim_ = dnnl::convolution_forward(dnnl::convolution_forward::primitive_desc(desc, Engine()));
+      pd = WithBestLayouts(p, &x, nullptr, [&](const ConvDescs& d) {
+        return dnnl::convolution_forward::primitive_desc(ConvForwardDesc(p, d, dnnl::prop_kind::forward_inference),
+                                                         Engine());
+      });
     } catch (const dnnl::error& e) {
       Unsupported(std::string("oneDNN has no convolution for this configuration: ") + e.what());
     }
+    ctx.SetOutput(0, DType::kFloat32, p.dst, LayoutFor(pd.dst_desc(), p.dst, DType::kFloat32));
+    src_ = Reorder(DescOf(x), pd.src_desc());
+    weights_ = Reorder(PlainDesc(p.weights, DType::kFloat32), pd.weights_desc());
+    dst_desc_ = pd.dst_desc();
+    if (p.has_bias) bias_desc_ = pd.bias_desc();
     has_bias_ = p.has_bias;
+    prim_ = dnnl::convolution_forward(pd);
   }
 
   void Compute(KernelContext& ctx) override {
     if (ctx.Output(0).numel() == 0) return;
-    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, Wrap(descs_.src, ctx.Input(0))},
-                                                  {DNNL_ARG_WEIGHTS, Wrap(descs_.weights, ctx.Input(1))},
-                                                  {DNNL_ARG_DST, Wrap(descs_.dst, ctx.Output(0))}};
-    if (has_bias_) args[DNNL_ARG_BIAS] = Wrap(descs_.bias, ctx.Input(2));
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src_.Apply(ctx.Input(0).raw(), 0)},
+                                                  {DNNL_ARG_WEIGHTS, weights_.Apply(ctx.Input(1).raw(), 1)},
+                                                  {DNNL_ARG_DST, Wrap(dst_desc_, ctx.Output(0))}};
+    if (has_bias_) args[DNNL_ARG_BIAS] = Wrap(bias_desc_, ctx.Input(2));
     prim_.execute(Stream(), args);
-    Stream().wait();
   }
 
  private:
-  ConvDescs descs_;
+  Reorder src_, weights_;
+  dnnl::memory::desc dst_desc_, bias_desc_;
   bool has_bias_ = false;
   dnnl::convolution_forward prim_;
 };
 
 // ConvGrad(dY, X, W) -> dX, dW, dB (each output optional) with the Conv node's
-// attributes, on oneDNN's backward-data and backward-weights primitives.
+// attributes, on oneDNN's backward-data and backward-weights primitives. dX comes in the
+// layout backward-data chooses; dW and dB are plain (the optimizer reads them).
 class ConvGradKernel final : public OpKernel {
  public:
   explicit ConvGradKernel(const KernelInfo& info) : OpKernel(info) {}
+
+  bool AcceptsLayouts(const KernelContext&) const override { return true; }
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& dy = ctx.Input(0);
@@ -133,59 +183,78 @@ class ConvGradKernel final : public OpKernel {
     const Tensor& w = ctx.Input(2);
     for (const Tensor* t : {&dy, &x, &w})
       if (t->dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(t->dtype()));
+    if (!w.is_plain()) Unsupported("weights in a non-plain layout");
     Tensor bias_spec;
     if (ctx.HasOutput(2)) bias_spec = Tensor::View(DType::kFloat32, {w.dim(0)}, nullptr);
     ConvProblem p = DescribeConv(node_, x, w, ctx.HasOutput(2) ? &bias_spec : nullptr);
     if (p.dst != dy.shape()) Fail("gradient " + dy.Describe() + " does not match the output shape " + ShapeString(p.dst));
-    ctx.SetOutput(0, DType::kFloat32, x.shape());
+    if (x.numel() == 0 || dy.numel() == 0) Unsupported("empty tensors in ConvGrad");
+    has_bias_ = p.has_bias;
+    auto forward_hint = [&](const ConvDescs& d) {
+      return dnnl::convolution_forward::primitive_desc(ConvForwardDesc(p, d, dnnl::prop_kind::forward_training),
+                                                       Engine());
+    };
+    const dnnl::memory::desc plain_weights = PlainDesc(p.weights, DType::kFloat32);
+    if (ctx.HasOutput(0)) {
+      auto pd = WithBestLayouts(p, nullptr, &dy, [&](const ConvDescs& d) {
+        dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.src, d.weights, d.dst,
+                                                   p.strides, p.dilations, p.pads_begin, p.pads_end);
+        return dnnl::convolution_backward_data::primitive_desc(desc, Engine(), forward_hint(d));
+      });
+      data_ = dnnl::convolution_backward_data(pd);
+      data_dy_ = Reorder(DescOf(dy), pd.diff_dst_desc());
+      data_w_ = Reorder(plain_weights, pd.weights_desc());
+      dx_desc_ = pd.diff_src_desc();
+    }
+    ctx.SetOutput(0, DType::kFloat32, x.shape(),
+                  ctx.HasOutput(0) ? LayoutFor(dx_desc_, x.shape(), DType::kFloat32) : nullptr);
     ctx.SetOutput(1, DType::kFloat32, w.shape());
     ctx.SetOutput(2, DType::kFloat32, {w.dim(0)});
-    if (x.numel() == 0 || dy.numel() == 0) Unsupported("empty tensors in ConvGrad");
-    descs_ = ChooseConvDescs(p);
-    has_bias_ = p.has_bias;
-    auto fwd_pd = dnnl::convolution_forward::primitive_desc(
-        ConvForwardDesc(p, descs_, dnnl::prop_kind::forward_training), Engine());
-    if (ctx.HasOutput(0)) {
-      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, descs_.src, descs_.weights,
-                                              descs_.dst, p.strides, p.dilations, p.pads_begin, p.pads_end);
-      data_ = dnnl::convolution_backward_data(dnnl::convolution_backward_data::primitive_desc(d, Engine(), fwd_pd));
-    }
     if (ctx.HasOutput(1) || ctx.HasOutput(2)) {
-      auto d = p.has_bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, descs_.src,
-                                                                     descs_.weights, descs_.bias, descs_.dst, p.strides,
-                                                                     p.dilations, p.pads_begin, p.pads_end)
-                          : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, descs_.src,
-                                                                     descs_.weights, descs_.dst, p.strides, p.dilations,
-                                                                     p.pads_begin, p.pads_end);
-      weights_ =
-          dnnl::convolution_backward_weights(dnnl::convolution_backward_weights::primitive_desc(d, Engine(), fwd_pd));
-      // dW is always computed with dB; an unrequested dW goes to scratch.
-      if (!ctx.HasOutput(1)) scratch_weights_.resize(static_cast<size_t>(w.numel()));
+      auto pd = WithBestLayouts(p, &x, &dy, [&](const ConvDescs& d) {
+        auto desc = p.has_bias ? dnnl::convolution_backward_weights::desc(
+                                     dnnl::algorithm::convolution_direct, d.src, d.weights, d.bias, d.dst, p.strides,
+                                     p.dilations, p.pads_begin, p.pads_end)
+                               : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, d.src,
+                                                                          d.weights, d.dst, p.strides, p.dilations,
+                                                                          p.pads_begin, p.pads_end);
+        return dnnl::convolution_backward_weights::primitive_desc(desc, Engine(), forward_hint(d));
+      });
+      weights_ = dnnl::convolution_backward_weights(pd);
+      weights_dy_ = Reorder(DescOf(dy), pd.diff_dst_desc());
+      weights_x_ = Reorder(DescOf(x), pd.src_desc());
+      // dW in the primitive's layout, then plain (always computed with dB).
+      dw_desc_ = pd.diff_weights_desc();
+      dw_ = Reorder(dw_desc_, plain_weights);
+      want_dw_ = ctx.HasOutput(1);
+      if (has_bias_) bias_desc_ = pd.diff_bias_desc();
     }
   }
 
   void Compute(KernelContext& ctx) override {
     if (ctx.HasOutput(0))
-      data_.execute(Stream(), {{DNNL_ARG_DIFF_DST, Wrap(descs_.dst, ctx.Input(0))},
-                               {DNNL_ARG_WEIGHTS, Wrap(descs_.weights, ctx.Input(2))},
-                               {DNNL_ARG_DIFF_SRC, Wrap(descs_.src, ctx.Output(0))}});
+      data_.execute(Stream(), {{DNNL_ARG_DIFF_DST, data_dy_.Apply(ctx.Input(0).raw(), 0)},
+                               {DNNL_ARG_WEIGHTS, data_w_.Apply(ctx.Input(2).raw(), 1)},
+                               {DNNL_ARG_DIFF_SRC, Wrap(dx_desc_, ctx.Output(0))}});
     if (ctx.HasOutput(1) || ctx.HasOutput(2)) {
-      void* dw = ctx.HasOutput(1) ? ctx.Output(1).raw() : scratch_weights_.data();
-      std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_DIFF_DST, Wrap(descs_.dst, ctx.Input(0))},
-                                                    {DNNL_ARG_SRC, Wrap(descs_.src, ctx.Input(1))},
-                                                    {DNNL_ARG_DIFF_WEIGHTS, dnnl::memory(descs_.weights, Engine(), dw)}};
-      if (has_bias_) args[DNNL_ARG_DIFF_BIAS] = Wrap(descs_.bias, ctx.Output(2));
+      void* dw_library = dw_.needed() || !want_dw_ ? ScratchBuffer(3, dw_desc_.get_size()) : ctx.Output(1).raw();
+      std::unordered_map<int, dnnl::memory> args = {
+          {DNNL_ARG_DIFF_DST, weights_dy_.Apply(ctx.Input(0).raw(), 0)},
+          {DNNL_ARG_SRC, weights_x_.Apply(ctx.Input(1).raw(), 2)},
+          {DNNL_ARG_DIFF_WEIGHTS, dnnl::memory(dw_desc_, Engine(), dw_library)}};
+      if (has_bias_) args[DNNL_ARG_DIFF_BIAS] = Wrap(bias_desc_, ctx.Output(2));
       weights_.execute(Stream(), args);
+      if (want_dw_ && dw_library != ctx.Output(1).raw()) dw_.Run(dw_library, ctx.Output(1).raw());
     }
-    Stream().wait();
   }
 
  private:
-  ConvDescs descs_;
-  bool has_bias_ = false;
+  dnnl::memory::desc dx_desc_, bias_desc_, dw_desc_;
+  bool has_bias_ = false, want_dw_ = false;
   dnnl::convolution_backward_data data_;
+  Reorder data_dy_, data_w_;
   dnnl::convolution_backward_weights weights_;
-  std::vector<float> scratch_weights_;
+  Reorder weights_dy_, weights_x_, dw_;
 };
 
 OT_REGISTER_CPU_KERNEL("Conv", 1, 1 << 30, ConvKernel);

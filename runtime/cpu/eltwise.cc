@@ -1,6 +1,7 @@
 // Unary activations on oneDNN's eltwise primitive: Relu, LeakyRelu, Sigmoid, Tanh (and
-// the other unary ops oneDNN provides directly).
-#include "runtime/cpu/dnnl_util.h"
+// the other unary ops oneDNN provides directly). Element-wise, so any input layout
+// works; the output takes the input's.
+#include "runtime/cpu/dnnl_layout.h"
 #include "runtime/kernel_registry.h"
 
 namespace ot {
@@ -11,10 +12,12 @@ class EltwiseKernel final : public OpKernel {
  public:
   explicit EltwiseKernel(const KernelInfo& info) : OpKernel(info) {}
 
+  bool AcceptsLayouts(const KernelContext&) const override { return true; }
+
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
     if (x.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(x.dtype()));
-    ctx.SetOutput(0, x.dtype(), x.shape());
+    ctx.SetOutput(0, x.dtype(), x.shape(), x.layout());
     dnnl::algorithm alg;
     float alpha = 0.f, beta = 0.f;
     const std::string& op = node_.op_type;
@@ -30,7 +33,7 @@ class EltwiseKernel final : public OpKernel {
     else if (op == "Softplus") alg = dnnl::algorithm::eltwise_soft_relu;
     else Fail("no eltwise algorithm");
     if (x.numel() == 0) return;
-    desc_ = PlainDesc(x.shape(), x.dtype());
+    desc_ = DescOf(x);
     auto pd = dnnl::eltwise_forward::primitive_desc(
         dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, alg, desc_, alpha, beta), Engine());
     prim_ = dnnl::eltwise_forward(pd);
@@ -40,7 +43,6 @@ class EltwiseKernel final : public OpKernel {
     const Tensor& x = ctx.Input(0);
     if (x.numel() == 0) return;
     prim_.execute(Stream(), {{DNNL_ARG_SRC, Wrap(desc_, x)}, {DNNL_ARG_DST, Wrap(desc_, ctx.Output(0))}});
-    Stream().wait();
   }
 
  private:

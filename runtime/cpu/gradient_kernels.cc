@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "graph/gradient_registry.h"
-#include "runtime/cpu/dnnl_util.h"
+#include "runtime/cpu/dnnl_layout.h"
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/kernel_registry.h"
 
@@ -20,12 +20,15 @@ class ActivationGradKernel final : public OpKernel {
  public:
   explicit ActivationGradKernel(const KernelInfo& info) : OpKernel(info) {}
 
+  // Any layouts: dY is brought to the layout of Y (or X), which dX takes.
+  bool AcceptsLayouts(const KernelContext&) const override { return true; }
+
   void Prepare(KernelContext& ctx) override {
     const Tensor& dy = ctx.Input(0);
     const Tensor& y = ctx.Input(1);
     if (dy.dtype() != DType::kFloat32 || y.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(dy.dtype()));
     if (dy.shape() != y.shape()) Fail("gradient shape " + ShapeString(dy.shape()) + " differs from " + ShapeString(y.shape()));
-    ctx.SetOutput(0, DType::kFloat32, dy.shape());
+    ctx.SetOutput(0, DType::kFloat32, dy.shape(), y.layout());
     const std::string& op = node_.op_type;
     dnnl::algorithm alg = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
     float alpha = 0.f;
@@ -38,7 +41,8 @@ class ActivationGradKernel final : public OpKernel {
       use_dst_ = false;
     }
     if (dy.numel() == 0) return;
-    desc_ = PlainDesc(dy.shape(), DType::kFloat32);
+    desc_ = DescOf(y);
+    dy_ = Reorder(DescOf(dy), desc_);
     auto fwd = dnnl::eltwise_forward::primitive_desc(
         dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, desc_, alpha, 0.f), Engine());
     auto bwd = dnnl::eltwise_backward::primitive_desc(dnnl::eltwise_backward::desc(alg, desc_, desc_, alpha, 0.f),
@@ -48,13 +52,13 @@ class ActivationGradKernel final : public OpKernel {
 
   void Compute(KernelContext& ctx) override {
     if (ctx.Input(0).numel() == 0) return;
-    prim_.execute(Stream(), {{DNNL_ARG_DIFF_DST, Wrap(desc_, ctx.Input(0))},
+    prim_.execute(Stream(), {{DNNL_ARG_DIFF_DST, dy_.Apply(ctx.Input(0).raw(), 0)},
                              {use_dst_ ? DNNL_ARG_DST : DNNL_ARG_SRC, Wrap(desc_, ctx.Input(1))},
                              {DNNL_ARG_DIFF_SRC, Wrap(desc_, ctx.Output(0))}});
-    Stream().wait();
   }
 
  private:
+  Reorder dy_;
   bool use_dst_ = true;
   dnnl::memory::desc desc_;
   dnnl::eltwise_backward prim_;
@@ -66,13 +70,18 @@ class SumToShapeKernel final : public OpKernel {
  public:
   explicit SumToShapeKernel(const KernelInfo& info) : OpKernel(info) {}
 
+  // A gradient already of the target shape is copied as it is, in any layout.
+  bool AcceptsLayouts(const KernelContext& ctx) const override {
+    return ctx.Input(1).is_plain() && Shape(ctx.Input(1).ToHost().AsInt64s()) == ctx.Input(0).shape();
+  }
+
   void Prepare(KernelContext& ctx) override {
     const Tensor& g = ctx.Input(0);
     if (g.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(g.dtype()));
     Shape target = ctx.Input(1).ToHost().AsInt64s();
     if (BroadcastShapes(target, g.shape(), node_) != g.shape())
       Fail("gradient of shape " + ShapeString(g.shape()) + " cannot be summed to " + ShapeString(target));
-    ctx.SetOutput(0, DType::kFloat32, target);
+    ctx.SetOutput(0, DType::kFloat32, target, target == g.shape() ? g.layout() : nullptr);
   }
 
   void Compute(KernelContext& ctx) override {

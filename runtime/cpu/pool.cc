@@ -1,10 +1,12 @@
 // Pooling on oneDNN's (dilated) pooling primitive: MaxPool, AveragePool,
 // GlobalMaxPool, GlobalAveragePool over 1 to 3 spatial dimensions, and their gradients.
+// float32 data may come in any layout: Y takes the layout oneDNN picks for it, dX that
+// of X.
 #include <unordered_map>
 #include <vector>
 
 #include "graph/gradient_registry.h"
-#include "runtime/cpu/dnnl_util.h"
+#include "runtime/cpu/dnnl_layout.h"
 #include "runtime/cpu/window_geometry.h"
 #include "runtime/kernel_registry.h"
 
@@ -55,9 +57,14 @@ PoolProblem DescribePool(const std::string& op, const Node& node, const Shape& x
   return p;
 }
 
-dnnl::pooling_v2_forward::primitive_desc PoolForwardDesc(const PoolProblem& p, DType t, dnnl::prop_kind prop) {
-  dnnl::pooling_v2_forward::desc desc(prop, p.alg, PlainDesc(p.src, t), PlainDesc(p.dst, t), p.strides, p.kernel,
-                                      p.dilations, p.pads_begin, p.pads_end);
+// With a plain src the dst is plain too; with a laid-out src oneDNN picks the dst's.
+dnnl::pooling_v2_forward::primitive_desc PoolForwardDesc(const PoolProblem& p, const dnnl::memory::desc& src, DType t,
+                                                         dnnl::prop_kind prop) {
+  const dnnl::memory::desc plain_src = PlainDesc(p.src, t);
+  const dnnl::memory::desc dst = src == plain_src ? PlainDesc(p.dst, t)
+                                                  : dnnl::memory::desc(ToDims(p.dst), ToDnnl(t), dnnl::memory::format_tag::any);
+  dnnl::pooling_v2_forward::desc desc(prop, p.alg, src, dst, p.strides, p.kernel, p.dilations, p.pads_begin,
+                                      p.pads_end);
   return dnnl::pooling_v2_forward::primitive_desc(desc, Engine());
 }
 
@@ -65,20 +72,26 @@ class PoolKernel final : public OpKernel {
  public:
   explicit PoolKernel(const KernelInfo& info) : OpKernel(info) {}
 
+  bool AcceptsLayouts(const KernelContext& ctx) const override { return ctx.Input(0).dtype() == DType::kFloat32; }
+
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
     const bool is_max = node_.op_type == "MaxPool" || node_.op_type == "GlobalMaxPool";
     CheckSupported(x, is_max, ctx);
     const PoolProblem p = DescribePool(node_.op_type, node_, x.shape());
-    ctx.SetOutput(0, x.dtype(), p.dst);
-    if (x.numel() == 0 || NumElements(p.dst) == 0) return;
-    src_desc_ = PlainDesc(p.src, x.dtype());
-    dst_desc_ = PlainDesc(p.dst, x.dtype());
+    if (x.numel() == 0 || NumElements(p.dst) == 0) {
+      ctx.SetOutput(0, x.dtype(), p.dst);
+      return;
+    }
+    src_desc_ = DescOf(x);
     try {
-      prim_ = dnnl::pooling_v2_forward(PoolForwardDesc(p, x.dtype(), dnnl::prop_kind::forward_inference));
+      auto pd = PoolForwardDesc(p, src_desc_, x.dtype(), dnnl::prop_kind::forward_inference);
+      dst_desc_ = pd.dst_desc();
+      prim_ = dnnl::pooling_v2_forward(pd);
     } catch (const dnnl::error& e) {
       Unsupported(std::string("oneDNN has no pooling for this configuration: ") + e.what());
     }
+    ctx.SetOutput(0, x.dtype(), p.dst, LayoutFor(dst_desc_, p.dst, x.dtype()));
   }
 
   void Compute(KernelContext& ctx) override {
@@ -86,7 +99,6 @@ class PoolKernel final : public OpKernel {
     Tensor& y = ctx.Output(0);
     if (x.numel() == 0 || y.numel() == 0) return;
     prim_.execute(Stream(), {{DNNL_ARG_SRC, Wrap(src_desc_, x)}, {DNNL_ARG_DST, Wrap(dst_desc_, y)}});
-    Stream().wait();
   }
 
  private:
@@ -112,6 +124,8 @@ class PoolGradKernel final : public OpKernel {
  public:
   explicit PoolGradKernel(const KernelInfo& info) : OpKernel(info) {}
 
+  bool AcceptsLayouts(const KernelContext&) const override { return true; }
+
   void Prepare(KernelContext& ctx) override {
     const Tensor& dy = ctx.Input(0);
     const Tensor& x = ctx.Input(1);
@@ -119,12 +133,13 @@ class PoolGradKernel final : public OpKernel {
     const std::string forward_op = node_.op_type.substr(0, node_.op_type.size() - 4);  // strip "Grad"
     const PoolProblem p = DescribePool(forward_op, node_, x.shape());
     if (p.dst != dy.shape()) Fail("gradient " + dy.Describe() + " does not match the pooled shape " + ShapeString(p.dst));
-    ctx.SetOutput(0, DType::kFloat32, x.shape());
+    ctx.SetOutput(0, DType::kFloat32, x.shape(), x.layout());
     if (x.numel() == 0 || dy.numel() == 0) return;
     is_max_ = p.alg == dnnl::algorithm::pooling_max;
-    src_desc_ = PlainDesc(p.src, DType::kFloat32);
-    dst_desc_ = PlainDesc(p.dst, DType::kFloat32);
-    auto fwd_pd = PoolForwardDesc(p, DType::kFloat32, dnnl::prop_kind::forward_training);
+    src_desc_ = DescOf(x);
+    auto fwd_pd = PoolForwardDesc(p, src_desc_, DType::kFloat32, dnnl::prop_kind::forward_training);
+    dst_desc_ = fwd_pd.dst_desc();
+    dy_ = Reorder(DescOf(dy), dst_desc_);
     dnnl::pooling_v2_backward::desc bwd(p.alg, src_desc_, dst_desc_, p.strides, p.kernel, p.dilations, p.pads_begin,
                                         p.pads_end);
     bwd_ = dnnl::pooling_v2_backward(dnnl::pooling_v2_backward::primitive_desc(bwd, Engine(), fwd_pd));
@@ -132,14 +147,14 @@ class PoolGradKernel final : public OpKernel {
       fwd_ = dnnl::pooling_v2_forward(fwd_pd);
       workspace_desc_ = fwd_pd.workspace_desc();
       workspace_.resize(workspace_desc_.get_size());
-      scratch_dst_.resize(static_cast<size_t>(NumElements(p.dst)));
+      scratch_dst_.resize(dst_desc_.get_size() / sizeof(float));
     }
   }
 
   void Compute(KernelContext& ctx) override {
     const Tensor& dy = ctx.Input(0);
     if (dy.numel() == 0 || ctx.Input(1).numel() == 0) return;
-    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_DIFF_DST, Wrap(dst_desc_, dy)},
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_DIFF_DST, dy_.Apply(dy.raw(), 0)},
                                                   {DNNL_ARG_DIFF_SRC, Wrap(src_desc_, ctx.Output(0))}};
     if (is_max_) {
       dnnl::memory ws(workspace_desc_, Engine(), workspace_.data());
@@ -149,10 +164,10 @@ class PoolGradKernel final : public OpKernel {
       args[DNNL_ARG_WORKSPACE] = ws;
     }
     bwd_.execute(Stream(), args);
-    Stream().wait();
   }
 
  private:
+  Reorder dy_;
   bool is_max_ = false;
   dnnl::memory::desc src_desc_, dst_desc_, workspace_desc_;
   dnnl::pooling_v2_forward fwd_;

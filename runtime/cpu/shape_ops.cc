@@ -198,6 +198,8 @@ class HostValueKernel : public OpKernel {
 class ShapeKernel final : public HostValueKernel {
  public:
   using HostValueKernel::HostValueKernel;
+  // Reads only the input's shape, so any layout will do.
+  bool AcceptsLayouts(const KernelContext&) const override { return true; }
 
  protected:
   HostTensor MakeValue(const KernelContext& ctx) override {
