@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libprotobuf-dev protobuf-compiler libonnx-dev
-  libdnnl-dev libgloo-dev
+  libdnnl-dev libgloo-dev libhiredis-dev redis-server
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev
   libonnx-testdata dataset-fashion-mnist

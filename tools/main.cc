@@ -15,6 +15,7 @@
 #include "models/reference_models.h"
 #include "runtime/executor.h"
 #include "tools/args.h"
+#include "tools/bench_comm.h"
 #include "tools/train_command.h"
 #include "tools/training_commands.h"
 #include "train/image_dataset.h"
@@ -43,6 +44,8 @@ const char* kUsage =
     "  export MODEL.onnx -o TRAINING.onnx [--optimizer sgd|adam|adagrad] [--momentum M] [--nesterov]\n"
     "      [--weight-decay W] [--no-optimizer] [--freeze A,B]\n"
     "      write the training graph (forward, loss, backward, optimizer update) as ONNX\n"
+    "  bench-comm --backend gloo --world-size N [--min-bytes 4] [--max-bytes 67108864] [--iters 20]\n"
+    "      allreduce table like nccl-tests: bytes, time, algbw, busbw, wrong elements\n"
     "  check MODEL.onnx\n"
     "      load, check and shape-infer a model; print its inputs, outputs and ops\n";
 
@@ -182,11 +185,12 @@ int Main(int argc, char** argv) {
   if (cmd == "dump-batch") return CmdDumpBatch(rest);
   if (cmd == "grad") return CmdGrad(rest);
   if (cmd == "train") return CmdTrain(rest);
+  if (cmd == "bench-comm") return CmdBenchComm(rest);
   if (cmd == "eval") return CmdEval(rest);
   if (cmd.size() > 5 && cmd.compare(cmd.size() - 5, 5, ".onnx") == 0) return CmdTrain(args);
   if (cmd == "export") return CmdExport(rest);
   throw Error("unknown command '" + cmd +
-              "'; commands: train, eval, infer, grad, export, make-model, dump-batch, check (or MODEL.onnx to train)");
+              "'; commands: train, eval, infer, grad, export, make-model, dump-batch, bench-comm, check (or MODEL.onnx to train)");
 }
 
 }  // namespace

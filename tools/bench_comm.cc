@@ -1,0 +1,215 @@
+// `onnx-train bench-comm`: forks --world-size processes that rendezvous through a FileStore
+// in a fresh temp directory and time in-place float32 allreduce from --min-bytes to
+// --max-bytes (times --step-factor each row). Rank 0 prints, like nccl-tests, per size:
+// bytes, elements, time (us per allreduce, rank 0's clock), algbw = bytes / time, busbw =
+// algbw * 2(n-1)/n (GB = 1e9 bytes) and the number of wrong elements over all ranks (a
+// separate checked allreduce of known values), then the average busbw.
+#include "tools/bench_comm.h"
+
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <dirent.h>
+#include <thread>
+
+#include "comm/communicator.h"
+#include "comm/gloo_communicator.h"
+#include "comm/rendezvous.h"
+#include "graph/error.h"
+#include "tools/args.h"
+
+namespace ot {
+namespace {
+
+struct BenchCommOptions {
+  std::string backend = "gloo";
+  int world_size = 2;
+  size_t min_bytes = 4;
+  size_t max_bytes = 64u << 20;
+  int iters = 20;
+  int warmup = 3;
+  int step_factor = 4;
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
+  std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+};
+
+BenchCommOptions ParseOptions(const std::vector<std::string>& argv) {
+  Args args(argv,
+            {"backend", "world-size", "min-bytes", "max-bytes", "iters", "warmup", "step-factor",
+             "algorithm", "timeout"},
+            {});
+  OT_CHECK(args.positional().empty(), "bench-comm takes no positional arguments (got '%s')",
+           args.positional().empty() ? "" : args.positional()[0].c_str());
+  BenchCommOptions o;
+  o.backend = args.Get("backend", o.backend);
+  o.world_size = static_cast<int>(args.GetInt("world-size", o.world_size));
+  o.min_bytes = static_cast<size_t>(args.GetInt("min-bytes", static_cast<int64_t>(o.min_bytes)));
+  o.max_bytes = static_cast<size_t>(args.GetInt("max-bytes", static_cast<int64_t>(o.max_bytes)));
+  o.iters = static_cast<int>(args.GetInt("iters", o.iters));
+  o.warmup = static_cast<int>(args.GetInt("warmup", o.warmup));
+  o.step_factor = static_cast<int>(args.GetInt("step-factor", o.step_factor));
+  o.algorithm = ParseAllreduceAlgorithm(args.Get("algorithm", "auto"));
+  o.timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(args.GetDouble("timeout", 120.0) * 1000.0));
+  OT_CHECK(o.world_size >= 1 && o.world_size <= 64, "--world-size must be in 1..64, not %d",
+           o.world_size);
+  OT_CHECK(o.min_bytes >= 4 && o.min_bytes <= o.max_bytes,
+           "--min-bytes must be at least 4 and at most --max-bytes");
+  OT_CHECK(o.max_bytes <= (size_t{4} << 30), "--max-bytes is limited to 4 GiB");
+  OT_CHECK(o.iters >= 1 && o.warmup >= 0, "--iters must be at least 1 and --warmup at least 0");
+  OT_CHECK(o.step_factor >= 2, "--step-factor must be at least 2");
+  return o;
+}
+
+float FillValue(int rank, size_t i) { return static_cast<float>((rank + 1) * (1 + i % 5)); }
+
+// One rank's part of the benchmark; rank 0 prints the table.
+void RunRank(const BenchCommOptions& o, int rank, const std::string& dir,
+             const std::string& run_id) {
+  CommConfig config;
+  config.rank = rank;
+  config.size = o.world_size;
+  config.rendezvous = "file:" + dir;
+  config.run_id = run_id;
+  config.timeout = o.timeout;
+  auto comm = CreateCommunicator(o.backend, config);
+  const int n = o.world_size;
+  const double bus_factor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
+  if (rank == 0) {
+    std::printf("# bench-comm: backend %s, world size %d, float32 sum in place, %d iterations "
+                "(a quarter from 4 MiB), %d warmup\n",
+                comm->backend(), n, o.iters, o.warmup);
+    std::printf("%12s %11s %12s %11s %11s %8s  %s\n", "bytes", "elements", "time_us",
+                "algbw_GBps", "busbw_GBps", "wrong", "algorithm");
+    std::fflush(stdout);
+  }
+  double busbw_total = 0;
+  int rows = 0;
+  AllReduceOptions options;
+  options.algorithm = o.algorithm;
+  for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.step_factor) {
+    const size_t count = std::max<size_t>(1, bytes / sizeof(float));
+    std::vector<float> data(count, 1.0f);
+    CommBuffer buffer = CommBuffer::Of(data.data(), count);
+    for (int i = 0; i < o.warmup; ++i) comm->AllReduce(buffer, options)->Wait();
+    const int iters = bytes < (4u << 20) ? o.iters : std::max(3, o.iters / 4);
+    comm->Barrier()->Wait();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) comm->AllReduce(buffer, options)->Wait();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+
+    for (size_t i = 0; i < count; ++i) data[i] = FillValue(rank, i);
+    comm->AllReduce(buffer, options)->Wait();
+    float wrong = 0;
+    for (size_t i = 0; i < count; ++i) {
+      float expected = 0;
+      for (int r = 0; r < n; ++r) expected += FillValue(r, i);
+      if (data[i] != expected) wrong += 1;
+    }
+    comm->AllReduce(CommBuffer::Of(&wrong, 1), AllReduceOptions{})->Wait();
+
+    const double algbw = count * sizeof(float) / seconds / 1e9;
+    busbw_total += algbw * bus_factor;
+    ++rows;
+    if (rank == 0) {
+      AllreduceAlgorithm shown = o.algorithm;
+      if (shown == AllreduceAlgorithm::kAuto && std::string(comm->backend()) == "gloo") {
+        shown = GlooAutoAllreduceAlgorithm(count * sizeof(float), n);
+      }
+      std::printf("%12zu %11zu %12.1f %11.3f %11.3f %8.0f  %s\n", count * sizeof(float), count,
+                  seconds * 1e6, algbw, algbw * bus_factor, wrong, AllreduceAlgorithmName(shown));
+      std::fflush(stdout);
+    }
+    if (bytes > o.max_bytes / o.step_factor) break;  // no overflow of bytes
+  }
+  if (rank == 0) {
+    std::printf("# average busbw: %.3f GB/s over %d sizes\n", busbw_total / rows, rows);
+    std::fflush(stdout);
+  }
+}
+
+void RemoveDirectory(const std::string& dir) {
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name != "." && name != "..") unlink((dir + "/" + name).c_str());
+    }
+    closedir(d);
+  }
+  rmdir(dir.c_str());
+}
+
+// Waits for the children; kills them all when the deadline passes. Returns failed ranks.
+std::vector<int> WaitForRanks(const std::vector<pid_t>& pids, std::chrono::milliseconds limit) {
+  std::vector<int> failed;
+  std::vector<bool> done(pids.size(), false);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  size_t remaining = pids.size();
+  while (remaining > 0) {
+    for (size_t r = 0; r < pids.size(); ++r) {
+      if (done[r]) continue;
+      int status = 0;
+      pid_t got = waitpid(pids[r], &status, WNOHANG);
+      if (got == 0) continue;
+      done[r] = true;
+      --remaining;
+      if (got < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        failed.push_back(static_cast<int>(r));
+      }
+    }
+    if (remaining == 0) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (size_t r = 0; r < pids.size(); ++r) {
+        if (done[r]) continue;
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], nullptr, 0);
+        failed.push_back(static_cast<int>(r));
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return failed;
+}
+
+}  // namespace
+
+int CmdBenchComm(const std::vector<std::string>& argv) {
+  const BenchCommOptions o = ParseOptions(argv);
+  char pattern[] = "/tmp/onnx-train-bench-comm-XXXXXX";
+  OT_CHECK(mkdtemp(pattern) != nullptr, "bench-comm: cannot create a temp directory in /tmp");
+  const std::string dir = pattern;
+  const std::string run_id = NewRunId();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < o.world_size; ++rank) {
+    pid_t pid = fork();
+    OT_CHECK(pid >= 0, "bench-comm: fork failed for rank %d", rank);
+    if (pid == 0) {
+      int rc = 0;
+      try {
+        RunRank(o, rank, dir, run_id);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "onnx-train: error: bench-comm rank %d: %s\n", rank, e.what());
+        rc = 1;
+      }
+      std::fflush(stdout);
+      std::fflush(stderr);
+      _exit(rc);
+    }
+    pids.push_back(pid);
+  }
+  // Generous: every size may take up to the collective timeout before failing.
+  auto failed = WaitForRanks(pids, o.timeout * 4 + std::chrono::minutes(10));
+  RemoveDirectory(dir);
+  OT_CHECK(failed.empty(), "bench-comm: %s failed (see the errors above)",
+           DescribeRanks(failed).c_str());
+  return 0;
+}
+
+}  // namespace ot

@@ -1,0 +1,14 @@
+// `onnx-train bench-comm`: allreduce bandwidth table in the columns of nccl-tests, over N
+// local processes that this command starts itself.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ot {
+
+// onnx-train bench-comm --backend gloo --world-size N [--min-bytes 4] [--max-bytes 64Mi]
+//   [--iters 20] [--warmup 3] [--step-factor 4] [--algorithm auto|ring|...] [--timeout S]
+int CmdBenchComm(const std::vector<std::string>& argv);
+
+}  // namespace ot
