@@ -241,6 +241,7 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
   for (size_t step = 0; step < order_.size(); ++step) {
     if (!plan->active[step]) continue;
     const Node& node = g.nodes[order_[step]];
+    if (options.before_node) options.before_node(node);
     auto def = KernelRegistry::Global().Find(node.domain, node.op_type, node_opsets_[order_[step]], options_.device.type);
     plan->kernels[step] = def->factory(KernelInfo{node, node_opsets_[order_[step]], options_.device});
     OpKernel& kernel = *plan->kernels[step];
@@ -343,6 +344,7 @@ void Executor::Replay(Plan& plan, const std::map<std::string, Tensor>& feeds, co
   }
   for (size_t step = 0; step < order_.size(); ++step) {
     if (!plan.active[step]) continue;
+    if (options.before_node) options.before_node(model_->graph.nodes[order_[step]]);
     for (const auto& [from, to] : plan.conversions[step])
       slots[static_cast<size_t>(to)].CopyFrom(slots[static_cast<size_t>(from)]);
     plan.kernels[step]->Compute(*plan.contexts[step]);

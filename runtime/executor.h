@@ -31,6 +31,9 @@ struct RunOptions {
   // Called as each value is produced (after its node ran), in execution order. The tensor
   // may be in a kernel's layout (Tensor::layout()); ToHost / CopyFrom give plain data.
   std::function<void(const std::string& name, const Tensor& value)> on_value_ready;
+  // Called before each node runs (before its inputs are read), in execution order; a
+  // data-parallel trainer waits here for the allreduce of the gradients the node reads.
+  std::function<void(const Node& node)> before_node;
 };
 
 struct PlanStats {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <iostream>
@@ -125,7 +126,8 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
     env = {std::string(kEnvRank) + "=" + std::to_string(r),
            std::string(kEnvWorldSize) + "=" + std::to_string(o.world_size),
            std::string(kEnvLocalRank) + "=" + std::to_string(r),
-           std::string(kEnvRendezvousDir) + "=" + run_dir,
+           std::string(kEnvRendezvous) + "=" + (std::getenv(kEnvRendezvous) ? std::getenv(kEnvRendezvous)
+                                                                              : "file:" + run_dir),
            std::string(kEnvRunId) + "=" + run_dir.substr(run_dir.rfind('-') + 1),
            std::string(kEnvRestartCount) + "=" + std::to_string(restart),
            "TORCHELASTIC_RESTART_COUNT=" + std::to_string(restart),

@@ -31,7 +31,7 @@ int LaunchWorkers(const LaunchOptions& options);
 constexpr const char* kEnvRank = "ONNXTRAIN_RANK";
 constexpr const char* kEnvWorldSize = "ONNXTRAIN_WORLD_SIZE";
 constexpr const char* kEnvLocalRank = "ONNXTRAIN_LOCAL_RANK";
-constexpr const char* kEnvRendezvousDir = "ONNXTRAIN_RDZV_DIR";
+constexpr const char* kEnvRendezvous = "ONNXTRAIN_RDZV";
 constexpr const char* kEnvRunId = "ONNXTRAIN_RUN_ID";
 constexpr const char* kEnvRestartCount = "ONNXTRAIN_RESTART_COUNT";
 

@@ -55,7 +55,12 @@ const char* kTrainUsage =
     "  --world-size N       N worker processes on this host (threads split among them)\n"
     "  --max-restarts K     when a worker fails, stop all and restart them from the newest\n"
     "                       checkpoint, up to K times (default 0)\n"
-    "  --grace-period S     seconds between SIGTERM and SIGKILL when stopping workers (10)\n";
+    "  --grace-period S     seconds between SIGTERM and SIGKILL when stopping workers (10)\n"
+    "  --backend auto|gloo|nccl   collectives for data-parallel training (auto: NCCL for CUDA, else Gloo)\n"
+    "  --timeout S          a collective, or a rank that does not join, fails after S seconds (300)\n"
+    "  --rdzv SPEC          rendezvous store: redis://HOST:PORT or file:DIR (default: a per-run folder)\n"
+    "  --lr-scale-world     multiply the learning rate by the world size\n"
+    "  (workers also start from torchrun, Slurm or Open MPI environments: RANK/WORLD_SIZE, ...)\n";
 
 namespace {
 
@@ -83,8 +88,8 @@ int CmdTrain(std::vector<std::string> argv) {
             {"data", "seed", "recipe", "epochs", "batch", "optimizer", "lr", "momentum", "weight-decay", "beta1",
              "beta2", "epsilon", "lr-schedule", "lr-step", "lr-gamma", "freeze", "eval-every", "save-every",
              "checkpoint-dir", "resume", "metrics", "threads", "device", "max-steps", "world-size", "max-restarts",
-             "grace-period", "snapshot-every", "keep"},
-            {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help"});
+             "grace-period", "snapshot-every", "keep", "backend", "timeout", "rdzv"},
+            {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world"});
   if (args.Has("help")) {
     std::cout << kTrainUsage;
     return 0;
@@ -123,6 +128,11 @@ int CmdTrain(std::vector<std::string> argv) {
   o.threads = static_cast<int>(args.GetInt("threads", 0));
   o.device = Device::Parse(args.Get("device", "cpu"));
   o.max_steps_per_epoch = args.GetInt("max-steps", -1);
+  o.backend = args.Get("backend", "auto");
+  o.comm_timeout_seconds = args.GetDouble("timeout", 300.0);
+  OT_CHECK(o.comm_timeout_seconds > 0, "--timeout must be positive (seconds)");
+  o.lr_scale_world = args.Has("lr-scale-world");
+  if (args.Has("rdzv")) ::setenv(kEnvRendezvous, args.Get("rdzv").c_str(), 1);
   o.snapshot_every = args.GetInt("snapshot-every", 0);
   o.keep_snapshots = static_cast<int>(args.GetInt("keep", 2));
   OT_CHECK(o.snapshot_every >= 0 && o.keep_snapshots >= 1, "--snapshot-every must be >= 0 and --keep >= 1");
@@ -141,20 +151,20 @@ int CmdTrain(std::vector<std::string> argv) {
     if (!o.save_checkpoints) lo.resume_flag.clear();
     return LaunchWorkers(lo);
   }
-  if (const char* w = std::getenv(kEnvWorldSize)) {
-    OT_CHECK(std::atoi(w) == 1, "data-parallel training over %s workers is not available in this build yet", w);
-  }
   if (std::getenv(kEnvRank) != nullptr && o.threads == 0) {
     if (const char* t = std::getenv("OMP_NUM_THREADS")) o.threads = std::atoi(t);
   }
 
   Model model = LoadModel(args.positional()[0]);
-  std::cout << "training " << args.positional()[0] << " on " << o.data << ": " << o.epochs << " epochs, batch "
+  const char* rank_env = std::getenv(kEnvRank);
+  const bool lead = rank_env == nullptr || std::atoi(rank_env) == 0;
+  if (lead) std::cout << "training " << args.positional()[0] << " on " << o.data << ": " << o.epochs << " epochs, batch "
             << o.batch << ", " << args.Get("optimizer", "sgd") << " lr " << o.schedule.base_lr << " ("
             << o.schedule.Describe() << ")";
-  if (o.optimizer.momentum != 0.f) std::cout << ", momentum " << o.optimizer.momentum;
-  std::cout << "\n";
+  if (lead && o.optimizer.momentum != 0.f) std::cout << ", momentum " << o.optimizer.momentum;
+  if (lead) std::cout << "\n";
   TrainResult r = RunTraining(model, o);
+  if (!lead) return 0;
   std::cout << StrFormat("done: %d epochs, %lld steps; test accuracy %.2f%%", r.epochs_run, (long long)r.global_step,
                          100.0 * r.test_accuracy);
   if (!r.last_checkpoint.empty()) std::cout << "; model saved as " << r.last_checkpoint << ".onnx";

@@ -9,10 +9,12 @@
 #include <cmath>
 #include <sstream>
 
+#include "comm/rendezvous.h"
 #include "graph/error.h"
 #include "graph/onnx_io.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/gradient_reducer.h"
 #include "train/batch_loader.h"
 #include "train/image_dataset.h"
 #include "train/model_input_check.h"
@@ -56,8 +58,11 @@ void SaveCheckpoint(TrainingSession& session, const Model& forward, const Traine
 }
 
 // Fault injection for the chaos tests: ONNXTRAIN_FAULT_KILL_AT_STEPS="s0,s1,..." makes the
-// process SIGKILL itself when global step s_k is reached in restart k (ONNXTRAIN_RESTART_COUNT).
-void MaybeInjectFault(int64_t global_step) {
+// process SIGKILL itself when global step s_k is reached in restart k (ONNXTRAIN_RESTART_COUNT);
+// ONNXTRAIN_FAULT_RANK limits that to one rank.
+void MaybeInjectFault(int64_t global_step, int rank) {
+  if (const char* only = std::getenv("ONNXTRAIN_FAULT_RANK"))
+    if (std::atoi(only) != rank) return;
   static const std::vector<int64_t> steps = [] {
     std::vector<int64_t> out;
     if (const char* env = std::getenv("ONNXTRAIN_FAULT_KILL_AT_STEPS"))
@@ -135,25 +140,70 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   config.executor.num_threads = o.threads;
   config.executor.seed = o.seed;
   TrainingSession session(forward, config);
-  if (o.save_checkpoints) PrepareCheckpointDir(o.checkpoint_dir);
-  const std::string tag = o.device.type == DeviceType::kCPU ? "cpu0" : "cuda" + std::to_string(o.device.index);
-  ProgressReporter progress(tag, o.metrics_path, o.quiet);
+
+  // Data parallel: the launcher's environment says which rank this is.
+  const LaunchInfo launch = LaunchInfoFromEnvironment();
+  const int world = std::max(launch.size, 1), rank = std::max(launch.rank, 0);
+  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<GradientReducer> reducer;
+  const auto comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_seconds * 1000));
+  if (world > 1) {
+    CommConfig cc;
+    cc.rank = rank;
+    cc.size = world;
+    cc.local_rank = launch.local_rank;
+    cc.rendezvous = launch.rendezvous;
+    cc.run_id = launch.run_id.empty() ? "default" : launch.run_id;
+    cc.device = o.device;
+    cc.timeout = comm_timeout;
+    std::string fp = ModelFingerprint(forward);
+    for (const auto& [k, v] : RunSettings(o)) fp += ";" + k + "=" + v;
+    cc.fingerprint = fp;
+    comm = CreateCommunicator(o.backend, cc);
+    std::vector<std::pair<std::string, int64_t>> grads;
+    for (size_t i = 0; i < session.graph().params.size(); ++i)
+      grads.emplace_back(session.graph().grads[i],
+                         session.graph().model.graph.FindInitializer(session.graph().params[i])->NumElements());
+    BucketOptions bo;
+    bo.timeout = comm_timeout;
+    reducer = std::make_unique<GradientReducer>(*comm, grads, bo);
+  }
+  const bool lead = rank == 0;
+  if (o.save_checkpoints && lead) PrepareCheckpointDir(o.checkpoint_dir);
+  const std::string tag = o.device.type == DeviceType::kCPU ? "cpu" + std::to_string(rank)
+                                                             : "cuda" + std::to_string(o.device.index);
+  ProgressReporter progress(tag, lead ? o.metrics_path : "", o.quiet || !lead);
+  auto say = [&](const std::string& line) {
+    if (lead) progress.Message(line);
+  };
 
   SamplerOptions so;
   so.dataset_size = train.count;
   so.batch_size = o.batch;
   so.shuffle = o.shuffle;
   so.seed = o.seed;
+  so.rank = rank;
+  so.world_size = world;
   DistributedSampler sampler(so);
   if (!o.resume.empty()) {
     const std::string path = o.resume == "latest" ? FindLatestCheckpoint(o.checkpoint_dir) : o.resume;
     if (path.empty()) {
-      progress.Message("no checkpoint in " + o.checkpoint_dir + " yet: starting from the beginning");
+      say("no checkpoint in " + o.checkpoint_dir + " yet: starting from the beginning");
     } else {
       sampler.Restore(Resume(session, forward, o, path));
-      progress.Message(StrFormat("resumed from %s: epoch %lld, %lld steps done", path.c_str(),
-                                 (long long)sampler.State().epoch, (long long)session.steps_done()));
+      say(StrFormat("resumed from %s: epoch %lld, %lld steps done", path.c_str(), (long long)sampler.State().epoch,
+                    (long long)session.steps_done()));
     }
+  }
+  if (comm) {
+    // Every rank starts from rank 0's state (weights, BatchNorm statistics, optimizer state).
+    std::vector<WorkPtr> works;
+    for (const auto& [name, tensor] : session.StateTensors())
+      works.push_back(comm->Broadcast(CommBuffer{tensor->raw(), static_cast<size_t>(tensor->numel()), tensor->dtype(),
+                                                 tensor->device()}));
+    for (auto& w : works) w->Wait(comm_timeout);
+    say(StrFormat("data parallel: %d ranks over %s, %zu gradient buckets", world, comm->backend(),
+                  reducer->NumBuckets()));
   }
   BatchLoaderOptions lo;
   lo.augment.random_crop = lo.augment.horizontal_flip = o.augment;
@@ -164,7 +214,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   for (int64_t epoch = sampler.State().epoch; epoch < o.epochs; ++epoch) {
     const int64_t first = epoch == sampler.State().epoch ? sampler.State().position : 0;
     const int64_t last = o.max_steps_per_epoch > 0 ? std::min(full_steps, o.max_steps_per_epoch) : full_steps;
-    const double lr = o.schedule.At(static_cast<int>(epoch));
+    const double lr = o.schedule.At(static_cast<int>(epoch)) * (o.lr_scale_world ? world : 1);
     progress.StartEpoch(static_cast<int>(epoch), last, lr);
     const auto start = std::chrono::steady_clock::now();
     sampler.Restore(SamplerState{epoch, first});
@@ -176,7 +226,11 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     Batch batch;
     for (int64_t s = first; s < last && loader.Next(&batch); ++s) {
       StepResult r = session.Step(Tensor::FromHost(batch.images, o.device), Tensor::FromHost(batch.labels, o.device),
-                                  static_cast<float>(lr));
+                                  static_cast<float>(lr), reducer ? reducer->Hooks() : RunOptions{});
+      if (reducer) {
+        reducer->FinishStep();
+        result.allreduce_wait_seconds += reducer->last_wait_seconds();
+      }
       OT_CHECK(std::isfinite(r.loss), "the loss became %f at epoch %lld step %lld; lower the learning rate", r.loss,
                (long long)epoch, (long long)s);
       const int64_t n = batch.labels.NumElements();
@@ -185,14 +239,21 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
       correct += CountCorrect(r.logits, batch.labels);
       result.step_losses.push_back(r.loss);
       progress.Step(s, session.steps_done(), r.loss, loss_sum / static_cast<double>(seen), n);
-      if (o.save_checkpoints && o.snapshot_every > 0 && session.steps_done() % o.snapshot_every == 0 &&
+      if (lead && o.save_checkpoints && o.snapshot_every > 0 && session.steps_done() % o.snapshot_every == 0 &&
           batch.next.position < full_steps) {
         SaveState(session, forward, o, epoch, batch.next, SnapshotPath(o.checkpoint_dir, session.steps_done()));
         PruneSnapshots(o.checkpoint_dir, o.keep_snapshots);
       }
-      MaybeInjectFault(session.steps_done());
+      MaybeInjectFault(session.steps_done(), rank);
     }
     sampler.Restore(next);
+    if (comm) {  // the printed figures are the whole job's
+      double sums[3] = {loss_sum, static_cast<double>(seen), static_cast<double>(correct)};
+      comm->AllReduce(CommBuffer::Of(sums, 3))->Wait(comm_timeout);
+      loss_sum = sums[0];
+      seen = static_cast<int64_t>(sums[1]);
+      correct = static_cast<int64_t>(sums[2]);
+    }
     EpochSummary summary;
     summary.epoch = static_cast<int>(epoch);
     summary.batch = o.batch;
@@ -203,23 +264,26 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     summary.images_per_second = summary.seconds > 0 ? static_cast<double>(seen) / summary.seconds : 0;
     const bool final_epoch = epoch + 1 == o.epochs;
-    if (final_epoch || (o.eval_every > 0 && (epoch + 1) % o.eval_every == 0)) {
+    if (lead && (final_epoch || (o.eval_every > 0 && (epoch + 1) % o.eval_every == 0))) {
       Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return session.Evaluate(x); }, test,
                                       std::max<int64_t>(o.batch, 256), o.device);
       summary.test_accuracy = acc.Fraction();
       result.test_accuracy = acc.Fraction();
     }
-    progress.EndEpoch(summary);
-    if (o.save_checkpoints && (final_epoch || (o.save_every > 0 && (epoch + 1) % o.save_every == 0))) {
+    if (lead) progress.EndEpoch(summary);
+    if (lead && o.save_checkpoints && (final_epoch || (o.save_every > 0 && (epoch + 1) % o.save_every == 0))) {
       const std::string stem = CheckpointStem(o.checkpoint_dir, epoch + 1);
       SaveCheckpoint(session, forward, o, epoch + 1, sampler.State(), stem);
       result.last_checkpoint = stem;
-      progress.Message("[" + tag + "] saved checkpoint " + stem + ".onnx and .state");
+      say("[" + tag + "] saved checkpoint " + stem + ".onnx and .state");
     }
+    if (comm) comm->Barrier()->Wait(comm_timeout);
     result.epochs_run++;
     result.last_epoch_loss = summary.loss;
   }
   result.global_step = session.steps_done();
+  result.world_size = world;
+  if (comm) comm->Barrier()->Wait(comm_timeout);  // peers close their connections together
   return result;
 }
 

@@ -35,6 +35,10 @@ struct TrainerOptions {
   Device device;
   int64_t max_steps_per_epoch = -1;  // for tests and quick looks; -1: the whole epoch
   bool quiet = false;                // no per-step output (epoch lines still print)
+  // Data parallel (rank and world size come from the launcher's environment).
+  std::string backend = "auto";       // communicator backend
+  double comm_timeout_seconds = 300;  // a collective (or joining) taking longer is an error
+  bool lr_scale_world = false;        // multiply the learning rate by the world size
 };
 
 struct TrainResult {
@@ -44,6 +48,8 @@ struct TrainResult {
   double test_accuracy = -1;
   std::vector<double> step_losses;  // every step's loss, in order
   std::string last_checkpoint;      // stem of the last checkpoint written ("" if none)
+  int world_size = 1;
+  double allreduce_wait_seconds = 0;  // time steps spent blocked on gradient allreduce
 };
 
 // Trains `forward` as the options say. Throws ot::Error for bad input (data that does not

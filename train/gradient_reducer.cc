@@ -1,0 +1,97 @@
+// Bucketed, overlapped gradient allreduce.
+#include "train/gradient_reducer.h"
+
+#include <cstring>
+
+#include "graph/error.h"
+
+namespace ot {
+
+GradientReducer::GradientReducer(Communicator& comm, const std::vector<std::pair<std::string, int64_t>>& grads,
+                                 const BucketOptions& options)
+    : comm_(comm), options_(options) {
+  // Backward produces the last parameters' gradients first: fill buckets in reverse.
+  size_t limit = options_.first_bucket_bytes;
+  for (auto it = grads.rbegin(); it != grads.rend(); ++it) {
+    const size_t bytes = static_cast<size_t>(it->second) * sizeof(float);
+    if (buckets_.empty() || (!buckets_.back().buffer.empty() && buckets_.back().buffer.size() * sizeof(float) + bytes > limit)) {
+      if (!buckets_.empty()) limit = options_.bucket_bytes;
+      buckets_.emplace_back();
+    }
+    Bucket& b = buckets_.back();
+    Slot s;
+    s.bucket = buckets_.size() - 1;
+    s.offset = b.buffer.size();
+    s.count = it->second;
+    b.buffer.resize(b.buffer.size() + static_cast<size_t>(it->second));
+    slots_[it->first] = s;
+  }
+  for (auto& b : buckets_) b.pending = 0;
+  for (const auto& [name, s] : slots_) buckets_[s.bucket].pending++;
+}
+
+RunOptions GradientReducer::Hooks() {
+  for (auto& b : buckets_) {
+    b.pending = 0;
+    b.work.reset();
+    b.reduced = false;
+  }
+  for (auto& [name, s] : slots_) {
+    buckets_[s.bucket].pending++;
+    s.tensor = Tensor();
+  }
+  wait_seconds_ = 0;
+  RunOptions o;
+  o.on_value_ready = [this](const std::string& name, const Tensor& value) { OnValue(name, value); };
+  o.before_node = [this](const Node& node) { BeforeNode(node); };
+  return o;
+}
+
+void GradientReducer::OnValue(const std::string& name, const Tensor& value) {
+  auto it = slots_.find(name);
+  if (it == slots_.end()) return;
+  Slot& s = it->second;
+  OT_CHECK(value.dtype() == DType::kFloat32 && value.numel() == s.count, "gradient '%s' is %s, expected %lld floats",
+           name.c_str(), value.Describe().c_str(), (long long)s.count);
+  OT_CHECK(value.is_plain(), "gradient '%s' arrived in a non-plain layout; the reducer needs plain data", name.c_str());
+  Bucket& b = buckets_[s.bucket];
+  s.tensor = value;
+  Tensor::View(DType::kFloat32, {s.count}, b.buffer.data() + s.offset, value.device()).CopyFrom(value.Reshaped({s.count}));
+  OT_CHECK(b.pending > 0, "gradient '%s' was produced twice in one step", name.c_str());
+  if (--b.pending == 0) {
+    AllReduceOptions ar;
+    ar.op = ReduceOp::kAverage;
+    ar.timeout = options_.timeout;
+    b.work = comm_.AllReduce(CommBuffer::Of(b.buffer.data(), b.buffer.size()), ar);
+  }
+}
+
+void GradientReducer::BeforeNode(const Node& node) {
+  for (const auto& in : node.inputs) {
+    auto it = slots_.find(in);
+    if (it == slots_.end()) continue;
+    Slot& s = it->second;
+    Bucket& b = buckets_[s.bucket];
+    OT_CHECK(b.work != nullptr, "%s reads gradient '%s' before its bucket was complete (internal ordering error)",
+             node.Describe().c_str(), in.c_str());
+    if (!b.reduced) {
+      const auto start = std::chrono::steady_clock::now();
+      b.work->Wait(options_.timeout);
+      wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      b.reduced = true;
+    }
+    s.tensor.Reshaped({s.count}).CopyFrom(
+        Tensor::View(DType::kFloat32, {s.count}, b.buffer.data() + s.offset, s.tensor.device()));
+  }
+}
+
+void GradientReducer::FinishStep() {
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    OT_CHECK(b.pending == 0 && b.work, "gradient bucket %zu was not complete at the end of the step", i);
+    if (!b.reduced) b.work->Wait(options_.timeout);
+  }
+  for (auto& [name, s] : slots_) s.tensor = Tensor();
+}
+
+}  // namespace ot
