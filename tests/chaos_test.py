@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Chaos test of the launcher's restarts: a run whose worker is SIGKILLed at two seeded
-random steps, restarted by `--max-restarts` from its latest recovery snapshot, must end
-with bitwise the same weights as the same run without kills. A second case kills the
-launcher itself and reruns the same command with --resume.
+"""Chaos test of the launcher's restarts: a data-parallel run (--world-size 3, recovery
+snapshots every 50 steps) whose workers are SIGKILLed at two seeded random steps (a random
+rank each time), restarted by `--max-restarts 3` from the latest snapshot, must end with
+bitwise the same weights as the same run without kills. A second case kills the launcher
+itself and reruns the same command with --resume.
 
 Run by CTest (target chaos_test); by hand:
     python3 tests/chaos_test.py --onnx-train build/tools/onnx-train --workdir /tmp/chaos
@@ -17,6 +18,9 @@ import subprocess
 import sys
 import time
 
+COMMON = ["--world-size", "3", "--epochs", "2", "--max-steps", "120", "--batch", "16", "--lr", "0.02",
+          "--momentum", "0.9", "--seed", "5", "--snapshot-every", "50", "--quiet", "--threads", "3", "--timeout", "20",
+          "--grace-period", "3"]
 
 def final_state_digest(ckpt_dir, epochs):
     """Digest of the tensors of the final training state (not its scalars: those hold
@@ -28,9 +32,7 @@ def final_state_digest(ckpt_dir, epochs):
 
 def train(args, workdir, extra, env_extra=None, world=None):
     ckpt = os.path.join(workdir, "ckpt")
-    cmd = [args.onnx_train, args.model, "--epochs", "2", "--max-steps", "90", "--batch", "32", "--lr", "0.02",
-           "--momentum", "0.9", "--seed", "5", "--checkpoint-dir", ckpt, "--snapshot-every", "25", "--quiet",
-           "--threads", "2"] + extra
+    cmd = [args.onnx_train, args.model] + COMMON + ["--checkpoint-dir", ckpt] + extra
     env = dict(os.environ)
     env.update(env_extra or {})
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600), ckpt
@@ -59,26 +61,25 @@ def main():
     want = final_state_digest(ref_ckpt, 2)
 
     rng = random.Random(2026)
-    kills = sorted(rng.sample(range(10, 170), 2))
+    kills = sorted(rng.sample(range(10, 230), 2))
+    victim = rng.randrange(3)
     r, ck = train(args, os.path.join(args.workdir, "chaos"), ["--max-restarts", "3"],
-                  {"ONNXTRAIN_FAULT_KILL_AT_STEPS": ",".join(map(str, kills))})
+                  {"ONNXTRAIN_FAULT_KILL_AT_STEPS": ",".join(map(str, kills)), "ONNXTRAIN_FAULT_RANK": str(victim)})
     restarts = r.stdout.count("restarting all")
-    check(f"SIGKILL at steps {kills}: run finishes", r.returncode == 0, r.stderr[-300:])
+    check(f"rank {victim} SIGKILLed at steps {kills}: run finishes", r.returncode == 0, r.stderr[-300:])
     check(f"  two restarts observed", restarts == 2, f"({restarts})")
     check("  final weights bitwise equal to the uninterrupted run",
           r.returncode == 0 and final_state_digest(ck, 2) == want)
 
     r, ck = train(args, os.path.join(args.workdir, "giveup"), ["--max-restarts", "1"],
-                  {"ONNXTRAIN_FAULT_KILL_AT_STEPS": "20,30"})
+                  {"ONNXTRAIN_FAULT_KILL_AT_STEPS": "20,30", "ONNXTRAIN_FAULT_RANK": "2"})
     check("more failures than --max-restarts: non-zero exit naming the worker",
-          r.returncode != 0 and "rank 0" in r.stderr and "gave up" in r.stderr, r.stderr[-200:])
+          r.returncode != 0 and "rank 2" in r.stderr and "gave up" in r.stderr, r.stderr[-200:])
 
     # Kill the launcher itself mid-run, then rerun the same command with --resume.
     workdir = os.path.join(args.workdir, "launcher")
     ckpt = os.path.join(workdir, "ckpt")
-    cmd = [args.onnx_train, args.model, "--epochs", "2", "--max-steps", "90", "--batch", "32", "--lr", "0.02",
-           "--momentum", "0.9", "--seed", "5", "--checkpoint-dir", ckpt, "--snapshot-every", "25", "--quiet",
-           "--threads", "2", "--max-restarts", "1"]
+    cmd = [args.onnx_train, args.model] + COMMON + ["--checkpoint-dir", ckpt, "--max-restarts", "1"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.time() + 120
     while time.time() < deadline and not (os.path.isdir(ckpt) and any(f.startswith("step_") for f in os.listdir(ckpt))):

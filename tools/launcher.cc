@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -95,6 +96,8 @@ pid_t Spawn(const std::string& self, const std::vector<std::string>& args, const
   OT_CHECK(pid >= 0, "cannot start a worker process: %s", std::strerror(errno));
   if (pid == 0) {
     ::setpgid(0, 0);  // its own group: a terminal's Ctrl-C reaches the launcher, which forwards it
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a launcher that dies (even by SIGKILL) takes its workers along
+    if (::getppid() == 1) ::_exit(1);   // it died before prctl took effect
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
     ::close(fds[0]);
