@@ -31,6 +31,14 @@ def main():
     ap.add_argument("--lr", type=float, default=0.1)
     args = ap.parse_args()
     model = onnx.load(args.onnx)
+    # ORT derives its own training and eval graphs: give it BatchNormalization in the
+    # plain form (one output, no training_mode), as an inference export has it.
+    for node in model.graph.node:
+        if node.op_type == "BatchNormalization":
+            keep = [a for a in node.attribute if a.name != "training_mode"]
+            del node.attribute[:]
+            node.attribute.extend(keep)
+            del node.output[1:]
     params = [t.name for t in model.graph.initializer if "running" not in t.name]
     out = tempfile.mkdtemp(prefix="ort_artifacts_")
     artifacts.generate_artifacts(model, requires_grad=params, frozen_params=[],
