@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include "graph/error.h"
+#include "graph/file_util.h"
 #include "graph/tensor_proto.h"
 
 namespace ot {
@@ -21,7 +22,7 @@ void EnsureDir(const std::string& dir) {
     OT_CHECK(S_ISDIR(st.st_mode), "'%s' exists and is not a folder", dir.c_str());
     return;
   }
-  OT_CHECK(::mkdir(dir.c_str(), 0755) == 0, "cannot create folder '%s'", dir.c_str());
+  MakeDirectories(dir);
 }
 
 std::string FileNameFor(const std::string& value) {

@@ -15,6 +15,7 @@
 #include "models/reference_models.h"
 #include "runtime/executor.h"
 #include "tools/args.h"
+#include "tools/cli_util.h"
 #include "tools/bench_comm.h"
 #include "tools/train_command.h"
 #include "tools/training_commands.h"
@@ -49,31 +50,6 @@ const char* kUsage =
     "  check MODEL.onnx\n"
     "      load, check and shape-infer a model; print its inputs, outputs and ops\n";
 
-// Splits NAME=PATH.
-std::pair<std::string, std::string> SplitAssignment(const std::string& s, const std::string& flag) {
-  auto eq = s.find('=');
-  OT_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < s.size(), "--%s expects NAME=FILE.pb, got '%s'",
-           flag.c_str(), s.c_str());
-  return {s.substr(0, eq), s.substr(eq + 1)};
-}
-
-void EnsureDir(const std::string& dir) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) == 0) {
-    OT_CHECK(S_ISDIR(st.st_mode), "'%s' exists and is not a folder", dir.c_str());
-    return;
-  }
-  OT_CHECK(::mkdir(dir.c_str(), 0755) == 0, "cannot create folder '%s'", dir.c_str());
-}
-
-// A file name for a value name (ONNX names may hold '/' or ':').
-std::string FileNameFor(const std::string& value) {
-  std::string out = value;
-  for (char& c : out)
-    if (c == '/' || c == '\\' || c == ':' || c == ' ') c = '_';
-  return out.empty() ? "_" : out;
-}
-
 int CmdInfer(const std::vector<std::string>& argv) {
   Args args(argv, {"input", "o", "device", "threads"}, {});
   OT_CHECK(args.positional().size() == 1, "infer needs exactly one MODEL.onnx (see onnx-train --help)");
@@ -83,12 +59,7 @@ int CmdInfer(const std::vector<std::string>& argv) {
   opts.device = Device::Parse(args.Get("device", "cpu"));
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
   Executor exec(model, opts);
-  std::map<std::string, Tensor> feeds;
-  for (const auto& a : args.GetAll("input")) {
-    auto [name, path] = SplitAssignment(a, "input");
-    OT_CHECK(!feeds.count(name), "input '%s' is given twice", name.c_str());
-    feeds[name] = Tensor::FromHost(ReadTensorFile(path), opts.device);
-  }
+  std::map<std::string, Tensor> feeds = ReadFeeds(args.GetAll("input"), opts.device);
   std::vector<Tensor> outs = exec.Run(feeds);
   std::string dir = args.Get("o");
   EnsureDir(dir);
