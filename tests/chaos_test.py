@@ -76,6 +76,13 @@ def main():
     check("more failures than --max-restarts: non-zero exit naming the worker",
           r.returncode != 0 and "rank 2" in r.stderr and "gave up" in r.stderr, r.stderr[-200:])
 
+    # A hung worker (stopped, no heartbeat) is taken as failed and the workers restart.
+    r, ck = train(args, os.path.join(args.workdir, "hang"), ["--max-restarts", "2", "--heartbeat-timeout", "3"],
+                  {"ONNXTRAIN_FAULT_KILL_AT_STEPS": "30", "ONNXTRAIN_FAULT_RANK": "1", "ONNXTRAIN_FAULT_MODE": "hang"})
+    check("hung worker detected by its heartbeat, workers restarted, same final weights",
+          r.returncode == 0 and "restarting all" in r.stdout and final_state_digest(ck, 2) == want,
+          (r.stdout + r.stderr)[-200:] if r.returncode else "")
+
     # Kill the launcher itself mid-run, then rerun the same command with --resume.
     workdir = os.path.join(args.workdir, "launcher")
     ckpt = os.path.join(workdir, "ckpt")

@@ -138,6 +138,7 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
            "WORLD_SIZE=" + std::to_string(o.world_size),
            "LOCAL_RANK=" + std::to_string(r)};
     if (o.threads_per_worker > 0) env.push_back("OMP_NUM_THREADS=" + std::to_string(o.threads_per_worker));
+    env.push_back(std::string(kEnvHeartbeatFile) + "=" + run_dir + "/heartbeat." + std::to_string(r));
     Worker& w = workers[static_cast<size_t>(r)];
     w.rank = r;
     w.pid = Spawn(self, args, env, &w.out_fd);
@@ -158,7 +159,7 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
         owners.push_back(&w);
       }
     if (!fds.empty()) {
-      int n = ::poll(fds.data(), fds.size(), 200);
+      int n = ::poll(fds.data(), fds.size(), std::max(1, static_cast<int>(o.monitor_interval_seconds * 1000)));
       if (n > 0)
         for (size_t i = 0; i < fds.size(); ++i)
           if (fds[i].revents) Pump(*owners[i]);
@@ -175,6 +176,23 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
         if (!ok && failed < 0 && !stopping) {
           failed = w.rank;
           *failure = "worker rank " + std::to_string(w.rank) + " " + DescribeStatus(status);
+        }
+      }
+    }
+    if (o.heartbeat_timeout_seconds > 0 && failed < 0 && !stopping) {
+      // A heartbeat file that exists but has gone stale: the worker is hung.
+      const auto now = std::chrono::system_clock::now();
+      for (auto& w : workers) {
+        if (w.exited) continue;
+        struct stat st {};
+        const std::string hb = run_dir + "/heartbeat." + std::to_string(w.rank);
+        if (::stat(hb.c_str(), &st) != 0) continue;
+        const auto beat = std::chrono::system_clock::from_time_t(st.st_mtime);
+        if (std::chrono::duration<double>(now - beat).count() > o.heartbeat_timeout_seconds) {
+          failed = w.rank;
+          *failure = StrFormat("worker rank %d stopped answering (no training step for %.0f s)", w.rank,
+                               o.heartbeat_timeout_seconds);
+          break;
         }
       }
     }

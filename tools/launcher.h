@@ -6,7 +6,8 @@
 // workers, and when one worker fails it stops the others (SIGTERM, then SIGKILL after a
 // grace period). With --max-restarts K it then starts all workers again from the newest
 // checkpoint, up to K times; otherwise it exits non-zero naming the failed worker and its
-// last lines of output.
+// last lines of output. A worker that stops answering (no heartbeat for
+// --heartbeat-timeout seconds) counts as failed too.
 #pragma once
 
 #include <string>
@@ -22,6 +23,10 @@ struct LaunchOptions {
   double grace_seconds = 10;             // SIGTERM -> SIGKILL
   std::string resume_flag = "--resume";  // appended to the workers' arguments on a restart
   std::string run_root;                  // where per-run rendezvous folders go ("" = /tmp)
+  double monitor_interval_seconds = 0.2; // how often workers' exits and heartbeats are checked
+  // A worker whose heartbeat (touched after every training step) is older than this is
+  // taken as hung and fails the attempt; 0 turns the check off.
+  double heartbeat_timeout_seconds = 0;
 };
 
 // Runs the workers to completion; returns the process exit status for the launcher.
@@ -34,5 +39,7 @@ constexpr const char* kEnvLocalRank = "ONNXTRAIN_LOCAL_RANK";
 constexpr const char* kEnvRendezvous = "ONNXTRAIN_RDZV";
 constexpr const char* kEnvRunId = "ONNXTRAIN_RUN_ID";
 constexpr const char* kEnvRestartCount = "ONNXTRAIN_RESTART_COUNT";
+// File a worker touches after each step (set by the launcher; one per rank).
+constexpr const char* kEnvHeartbeatFile = "ONNXTRAIN_HEARTBEAT_FILE";
 
 }  // namespace ot

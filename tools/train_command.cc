@@ -56,6 +56,8 @@ const char* kTrainUsage =
     "  --max-restarts K     when a worker fails, stop all and restart them from the newest\n"
     "                       checkpoint, up to K times (default 0)\n"
     "  --grace-period S     seconds between SIGTERM and SIGKILL when stopping workers (10)\n"
+    "  --monitor-interval S how often the launcher checks its workers (0.2)\n"
+    "  --heartbeat-timeout S a worker without a finished step for S seconds is taken as hung (0: off)\n"
     "  --backend auto|gloo|nccl   collectives for data-parallel training (auto: NCCL for CUDA, else Gloo)\n"
     "  --timeout S          a collective, or a rank that does not join, fails after S seconds (300)\n"
     "  --rdzv SPEC          rendezvous store: redis://HOST:PORT or file:DIR (default: a per-run folder)\n"
@@ -88,7 +90,8 @@ int CmdTrain(std::vector<std::string> argv) {
             {"data", "seed", "recipe", "epochs", "batch", "optimizer", "lr", "momentum", "weight-decay", "beta1",
              "beta2", "epsilon", "lr-schedule", "lr-step", "lr-gamma", "freeze", "eval-every", "save-every",
              "checkpoint-dir", "resume", "metrics", "threads", "device", "max-steps", "world-size", "max-restarts",
-             "grace-period", "snapshot-every", "keep", "backend", "timeout", "rdzv"},
+             "grace-period", "snapshot-every", "keep", "backend", "timeout", "rdzv", "monitor-interval",
+             "heartbeat-timeout"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world"});
   if (args.Has("help")) {
     std::cout << kTrainUsage;
@@ -146,6 +149,10 @@ int CmdTrain(std::vector<std::string> argv) {
     lo.worker_args = argv;
     lo.max_restarts = restarts;
     lo.grace_seconds = args.GetDouble("grace-period", 10.0);
+    lo.monitor_interval_seconds = args.GetDouble("monitor-interval", 0.2);
+    lo.heartbeat_timeout_seconds = args.GetDouble("heartbeat-timeout", 0.0);
+    OT_CHECK(lo.monitor_interval_seconds > 0 && lo.heartbeat_timeout_seconds >= 0,
+             "--monitor-interval must be positive and --heartbeat-timeout 0 or more");
     const int total = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
     lo.threads_per_worker = std::max(1, total / world);
     if (!o.save_checkpoints) lo.resume_flag.clear();

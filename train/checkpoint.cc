@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iostream>
+#include <stdexcept>
 
 #include <onnx/onnx_pb.h>
 
@@ -33,6 +34,21 @@ uint32_t Crc32(const std::string& bytes) {
     done += chunk;
   }
   return static_cast<uint32_t>(crc);
+}
+
+// A non-negative count written by WriteTrainingState (std::stoll would throw
+// std::invalid_argument, not ot::Error, on a crafted file and accept "12abc").
+int64_t ParseCount(const std::string& text, const std::string& key, const std::string& where) {
+  size_t used = 0;
+  long long v = -1;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  OT_CHECK(used == text.size() && used > 0 && v >= 0, "%s: '%s' is '%s', not a count", where.c_str(), key.c_str(),
+           text.c_str());
+  return v;
 }
 }  // namespace
 
@@ -92,8 +108,8 @@ TrainingState ReadTrainingState(const std::string& path) {
   OT_CHECK(proto.ParseFromString(bytes), "%s cannot be parsed although its checksum matches", where.c_str());
   TrainingState s;
   for (const auto& kv : proto.metadata_props()) s.scalars[kv.key()] = kv.value();
-  s.epochs_done = std::stoll(s.Scalar("epochs_done", path));
-  s.global_step = std::stoll(s.Scalar("global_step", path));
+  s.epochs_done = ParseCount(s.Scalar("epochs_done", path), "epochs_done", where);
+  s.global_step = ParseCount(s.Scalar("global_step", path), "global_step", where);
   s.scalars.erase("epochs_done");
   s.scalars.erase("global_step");
   for (const auto& t : proto.graph().initializer()) s.tensors.push_back(TensorFromProto(t, DirName(path), where));

@@ -32,8 +32,11 @@ std::string MaybeGunzip(const std::string& bytes, const std::string& where) {
 }
 
 IdxArray ReadIdxFile(const std::string& path) {
-  const std::string where = "'" + path + "'";
-  std::string bytes = MaybeGunzip(ReadFileBytes(path), where);
+  return ParseIdxBytes(ReadFileBytes(path), "'" + path + "'");
+}
+
+IdxArray ParseIdxBytes(const std::string& file_bytes, const std::string& where) {
+  const std::string bytes = MaybeGunzip(file_bytes, where);
   OT_CHECK(bytes.size() >= 4, "%s is not an IDX file: only %zu bytes", where.c_str(), bytes.size());
   auto u8 = [&](size_t i) { return static_cast<uint8_t>(bytes[i]); };
   OT_CHECK(u8(0) == 0 && u8(1) == 0, "%s is not an IDX file (bad magic number)", where.c_str());

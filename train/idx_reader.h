@@ -16,6 +16,9 @@ struct IdxArray {
 // Reads an IDX file of unsigned bytes (type 0x08). Throws ot::Error naming the file and
 // what is wrong (missing, not IDX, truncated: expected and actual sizes).
 IdxArray ReadIdxFile(const std::string& path);
+// The same for the bytes of an IDX file already in memory (gzip or plain); `where` names
+// their source in errors.
+IdxArray ParseIdxBytes(const std::string& file_bytes, const std::string& where);
 // Decompresses gzip data if it starts with the gzip magic; returns it unchanged otherwise.
 std::string MaybeGunzip(const std::string& bytes, const std::string& where);
 

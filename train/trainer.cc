@@ -1,6 +1,10 @@
 // The training loop.
 #include "train/trainer.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <chrono>
 #include <cstdlib>
@@ -59,7 +63,8 @@ void SaveCheckpoint(TrainingSession& session, const Model& forward, const Traine
 
 // Fault injection for the chaos tests: ONNXTRAIN_FAULT_KILL_AT_STEPS="s0,s1,..." makes the
 // process SIGKILL itself when global step s_k is reached in restart k (ONNXTRAIN_RESTART_COUNT);
-// ONNXTRAIN_FAULT_RANK limits that to one rank.
+// ONNXTRAIN_FAULT_RANK limits that to one rank; ONNXTRAIN_FAULT_MODE=hang stops the process
+// (SIGSTOP) instead, as a hung worker.
 void MaybeInjectFault(int64_t global_step, int rank) {
   if (const char* only = std::getenv("ONNXTRAIN_FAULT_RANK"))
     if (std::atoi(only) != rank) return;
@@ -76,7 +81,10 @@ void MaybeInjectFault(int64_t global_step, int rank) {
   if (steps.empty()) return;
   const char* restart = std::getenv("ONNXTRAIN_RESTART_COUNT");
   const size_t k = restart ? static_cast<size_t>(std::atoi(restart)) : 0;
-  if (k < steps.size() && steps[k] == global_step) ::raise(SIGKILL);
+  if (k < steps.size() && steps[k] == global_step) {
+    const char* mode = std::getenv("ONNXTRAIN_FAULT_MODE");
+    ::raise(mode && std::strcmp(mode, "hang") == 0 ? SIGSTOP : SIGKILL);
+  }
 }
 
 // Restores the session from a checkpoint; returns where the sampler stood.
@@ -108,6 +116,22 @@ SamplerState Resume(TrainingSession& session, const Model& forward, const Traine
   sampler.epoch = std::stoll(state.Scalar("sampler_epoch", path));
   sampler.position = std::stoll(state.Scalar("sampler_position", path));
   return sampler;
+}
+
+// Tells a launcher that this worker is alive: touches $ONNXTRAIN_HEARTBEAT_FILE at most
+// once a second.
+void Heartbeat() {
+  static const char* path = std::getenv("ONNXTRAIN_HEARTBEAT_FILE");
+  static auto last = std::chrono::steady_clock::time_point();
+  if (!path) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last < std::chrono::seconds(1)) return;
+  last = now;
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    ::futimens(fd, nullptr);
+    ::close(fd);
+  }
 }
 
 }  // namespace
@@ -245,6 +269,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
         PruneSnapshots(o.checkpoint_dir, o.keep_snapshots);
       }
       MaybeInjectFault(session.steps_done(), rank);
+      Heartbeat();
     }
     sampler.Restore(next);
     if (comm) {  // the printed figures are the whole job's

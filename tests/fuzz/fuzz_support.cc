@@ -21,5 +21,14 @@ const std::string& ExternalDataDir() {
   return dir;
 }
 
+std::string WriteScratchFile(const std::string& name, const std::string& bytes) {
+  const std::string path = ExternalDataDir() + "/" + name;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) std::abort();
+  return path;
+}
+
 }  // namespace fuzz
 }  // namespace ot
