@@ -37,10 +37,6 @@ std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* la
   OT_CHECK(!info->has_shape || info->dims.size() >= 2,
            "cannot attach the loss to '%s' of shape %s: logits need shape [N, C] or [N, C, d1, ...]", logits.c_str(),
            info->ShapeString().c_str());
-  OT_CHECK(m.OpsetFor("") >= 12,
-           "the model uses opset %lld; the attached SoftmaxCrossEntropyLoss needs opset 12 or later "
-           "(export with opset_version >= 12)",
-           (long long)m.OpsetFor(""));
   ValueInfo lab;
   lab.name = options.labels_name;
   OT_CHECK(!g.FindInput(lab.name) && !g.FindInitializer(lab.name), "the model already has a value named '%s'",
@@ -55,6 +51,10 @@ std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* la
   Node sce;
   sce.name = "loss/SoftmaxCrossEntropyLoss";
   sce.op_type = "SoftmaxCrossEntropyLoss";
+  if (m.OpsetFor("") < 12) {  // ONNX has the op from opset 12; older models get ours
+    sce.domain = kGradDomain;
+    m.opsets[kGradDomain] = 1;
+  }
   sce.inputs = {logits, lab.name};
   sce.outputs = {"loss", "loss/log_prob"};
   sce.SetString("reduction", "mean");
@@ -198,7 +198,7 @@ TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& op
   }
   // The loss gradient needs SoftmaxCrossEntropyLoss's log_prob output.
   for (auto& n : g.nodes)
-    if (n.op_type == "SoftmaxCrossEntropyLoss" && n.domain.empty() && !n.HasOutput(1)) {
+    if (n.op_type == "SoftmaxCrossEntropyLoss" && (n.domain.empty() || n.domain == kGradDomain) && !n.HasOutput(1)) {
       n.outputs.resize(2);
       n.outputs[1] = n.outputs[0] + "/log_prob";
     }

@@ -187,6 +187,19 @@ void ConcatGrad(B& b) {
   b.Emit("ConcatGrad", ins, outs, kGradDomain, {{"axis", B::AttrInt(b.node().GetInt("axis", 0))}});
 }
 
+// Pad (constant mode): dX is dY cropped back to the input's extent.
+void PadGrad(B& b) {
+  const Node& n = b.node();
+  const std::string mode = n.GetString("mode", "constant");
+  OT_CHECK(mode == "constant", "%s: the gradient of Pad in mode '%s' is not supported (only constant)",
+           n.Describe().c_str(), mode.c_str());
+  std::vector<std::string> ins = {b.GO(0), b.I(0)};
+  std::map<std::string, Attribute> attrs;
+  if (n.HasInput(1)) ins.push_back(b.I(1));
+  else attrs["pads"] = B::AttrInts(n.GetInts("pads"));
+  b.Emit("PadGrad", ins, {b.GI(0)}, kGradDomain, attrs);
+}
+
 void SumGrad(B& b) {
   for (int i = 0; i < b.node().NumInputs(); ++i)
     if (b.NeedGI(i)) WriteBroadcastGrad(b, b.GO(0), i);
@@ -230,6 +243,9 @@ void RegisterStandardGradientRules(GradientRegistry& r) {
   for (const char* op : {"ReduceSum", "ReduceMean"}) Register(r, op, 1, kAny, ReduceGrad, {1});
   Register(r, "Concat", 4, kAny, ConcatGrad);
   Register(r, "Sum", 8, kAny, SumGrad);
+  Register(r, "Pad", 2, kAny, PadGrad, {1, 2, 3});
+  // The loss attached to models older than opset 12 lives in the gradient domain.
+  Register(r, "SoftmaxCrossEntropyLoss", 1, kAny, SoftmaxCrossEntropyLossGrad, {1, 2}, kGradDomain);
   Register(r, "Expand", 8, kAny, ExpandGrad, {1});
   Register(r, "Neg", 6, kAny, NegGrad);
   Register(r, "Exp", 6, kAny, ExpGrad);

@@ -98,8 +98,10 @@ def check(args, model, shape, classes, batch, opset, seed, kink_tolerant=False):
         if a.shape != b.shape:
             failures.append(f"{name}: shape {a.shape} vs torch {b.shape}")
             continue
-        norm_err = float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-        elem_err = float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
+        # A gradient that is zero in exact arithmetic (a bias right before BatchNorm) is
+        # float noise on both sides: judge it against 1e-3 instead of its own size.
+        norm_err = float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-3))
+        elem_err = float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-3))
         norm_errors.append(norm_err)
         if norm_err > worst_norm:
             worst_norm, worst_name = norm_err, name
@@ -129,7 +131,8 @@ def main():
     start = time.time()
     cases = [("simplenn", (1, 28, 28), 10, 32, 14, False), ("simplenn", (3, 8, 8), 7, 5, 12, False),
              ("resnet34", (3, 32, 32), 10, 4, 14, False), ("resnet34", (1, 28, 28), 10, 4, 15, False),
-             ("resnet34", (3, 32, 32), 10, 8, 13, True)]
+             ("resnet34", (3, 32, 32), 10, 8, 13, True),
+             ("lenet", (1, 28, 28), 10, 8, 11, False), ("lenet", (1, 28, 28), 10, 8, 17, False)]
     passed = failed = 0
     for i, (model, shape, classes, batch, opset, tolerant) in enumerate(cases):
         try:

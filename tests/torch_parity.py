@@ -56,9 +56,26 @@ class SimpleNN(nn.Module):
         return self.fc(self.flatten(x))
 
 
+class LeNet(nn.Module):
+    """A PyTorch-style classic: MaxPool, AvgPool (exported as Pad + AveragePool), BatchNorm,
+    Dropout (p=0 so that runs compare exactly), Sigmoid, Tanh and a LogSoftmax output."""
+
+    def __init__(self, in_channels, h, w, classes):
+        super().__init__()
+        self.f = nn.Sequential(nn.Conv2d(in_channels, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                               nn.Conv2d(6, 16, 5), nn.BatchNorm2d(16), nn.ReLU(), nn.AvgPool2d(2))
+        self.c = nn.Sequential(nn.Flatten(), nn.Linear(16 * ((h // 2 - 4) // 2) * ((w // 2 - 4) // 2), 120), nn.Dropout(0.0), nn.Sigmoid(), nn.Linear(120, 84),
+                               nn.Tanh(), nn.Linear(84, classes))
+
+    def forward(self, x):
+        return torch.log_softmax(self.c(self.f(x)), dim=1)
+
+
 def build(model, c, h, w, classes):
     if model == "resnet34":
         m = resnet34_recipe(c, classes)
+    elif model == "lenet":
+        m = LeNet(c, h, w, classes)
     else:
         m = SimpleNN(c * h * w, classes)
     # Batch-norm affine parameters and running statistics away from 1/0/0/1, so that eval

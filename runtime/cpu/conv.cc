@@ -60,16 +60,19 @@ ConvDescs ChooseConvDescs(const ConvProblem& p, bool blocked, const Tensor* src_
   return d;
 }
 
-// Makes a primitive descriptor on blocked activations, or plain ones where that
-// configuration has no implementation.
+// Makes a primitive descriptor on blocked activations, or on plain ones where the blocked
+// configuration has no implementation or only oneDNN's slow reference one (channel counts
+// that are not multiples of the block, e.g. LeNet's 6).
 template <typename MakePd>
 auto WithBestLayouts(const ConvProblem& p, const Tensor* src_now, const Tensor* dst_now, MakePd make_pd) {
-  try {
-    if (p.src.size() > 5) throw dnnl::error(dnnl_unimplemented, "no blocked layout");
-    return make_pd(ChooseConvDescs(p, true, src_now, dst_now));
-  } catch (const dnnl::error&) {
-    return make_pd(ChooseConvDescs(p, false, nullptr, nullptr));
+  if (p.src.size() <= 5) {
+    try {
+      auto pd = make_pd(ChooseConvDescs(p, true, src_now, dst_now));
+      if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0) return pd;
+    } catch (const dnnl::error&) {
+    }
   }
+  return make_pd(ChooseConvDescs(p, false, nullptr, nullptr));
 }
 
 // The problem a Conv node poses on given input shapes; shared by Conv and ConvGrad.

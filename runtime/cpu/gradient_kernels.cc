@@ -379,6 +379,51 @@ class ConcatGradKernel final : public OpKernel {
   int64_t axis_ = 0;
 };
 
+// PadGrad(dY, X, pads) -> dX: dX[i] = dY[i + pad_begin] where that lies inside dY, else 0
+// (negative pads crop in the forward, so those positions of X got no gradient).
+class PadGradKernel final : public OpKernel {
+ public:
+  explicit PadGradKernel(const KernelInfo& info) : OpKernel(info) {}
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& dy = ctx.Input(0);
+    const Tensor& x = ctx.Input(1);
+    if (dy.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(dy.dtype()));
+    std::vector<int64_t> pads = node_.GetInts("pads");
+    if (const Tensor* p = ctx.OptionalInput(2)) pads = p->ToHost().AsInt64s();
+    const size_t r = static_cast<size_t>(x.rank());
+    if (pads.size() != 2 * r || dy.rank() != x.rank()) Fail("pads do not match the input's rank");
+    begin_.assign(pads.begin(), pads.begin() + static_cast<long>(r));
+    ctx.SetOutput(0, DType::kFloat32, x.shape());
+  }
+  void Compute(KernelContext& ctx) override {
+    const Tensor& dy = ctx.Input(0);
+    Tensor& dx = ctx.Output(0);
+    const Shape& xs = dx.shape();
+    const Shape& ys = dy.shape();
+    const std::vector<int64_t> ystr = RowMajorStrides(ys);
+    const float* g = dy.data<float>();
+    float* out = dx.data<float>();
+    std::vector<int64_t> idx(xs.size(), 0);
+    for (int64_t i = 0; i < dx.numel(); ++i) {
+      int64_t src = 0;
+      bool inside = true;
+      for (size_t d = 0; d < xs.size() && inside; ++d) {
+        const int64_t j = idx[d] + begin_[d];
+        inside = j >= 0 && j < ys[d];
+        src += j * ystr[d];
+      }
+      out[i] = inside ? g[src] : 0.f;
+      for (size_t d = xs.size(); d-- > 0;) {
+        if (++idx[d] < xs[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+
+ private:
+  std::vector<int64_t> begin_;
+};
+
 constexpr int64_t kAny = 1 << 30;
 OT_REGISTER_KERNEL(kGradDomain, "ReluGrad", 1, kAny, DeviceType::kCPU, ActivationGradKernel);
 OT_REGISTER_KERNEL(kGradDomain, "SigmoidGrad", 1, kAny, DeviceType::kCPU, ActivationGradKernel);
@@ -394,6 +439,7 @@ OT_REGISTER_KERNEL(kGradDomain, "SoftmaxGrad", 1, kAny, DeviceType::kCPU, Softma
 OT_REGISTER_KERNEL(kGradDomain, "LogSoftmaxGrad", 1, kAny, DeviceType::kCPU, SoftmaxFamilyGradKernel);
 OT_REGISTER_KERNEL(kGradDomain, "ReduceGrad", 1, kAny, DeviceType::kCPU, ReduceGradKernel);
 OT_REGISTER_KERNEL(kGradDomain, "ConcatGrad", 1, kAny, DeviceType::kCPU, ConcatGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "PadGrad", 1, kAny, DeviceType::kCPU, PadGradKernel);
 
 }  // namespace
 }  // namespace cpu

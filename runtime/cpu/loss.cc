@@ -15,6 +15,7 @@
 #include <string>
 
 #include "runtime/cpu/kernel_util.h"
+#include "graph/gradient_registry.h"
 #include "runtime/kernel_registry.h"
 
 namespace ot {
@@ -138,6 +139,8 @@ class ClassificationLossKernel final : public OpKernel {
 
 OT_REGISTER_CPU_KERNEL("SoftmaxCrossEntropyLoss", 12, 1 << 30, ClassificationLossKernel);
 OT_REGISTER_CPU_KERNEL("NegativeLogLikelihoodLoss", 12, 1 << 30, ClassificationLossKernel);
+// The loss the autodiff pass attaches to models older than opset 12.
+OT_REGISTER_KERNEL(kGradDomain, "SoftmaxCrossEntropyLoss", 1, 1 << 30, DeviceType::kCPU, ClassificationLossKernel);
 
 }  // namespace
 }  // namespace cpu
