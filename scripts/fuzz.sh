@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Fuzzes the model loader and the TensorProto reader with libFuzzer (clang, ASan+UBSan).
+# Fuzzes the input readers with libFuzzer (clang, ASan+UBSan): the model loader, the
+# TensorProto reader, the IDX and CIFAR-10 readers and the checkpoint reader.
 #
-#   scripts/fuzz.sh [SECONDS] [model_loader|tensor_reader ...]
+#   scripts/fuzz.sh [SECONDS] [model_loader|tensor_reader|idx_reader|cifar10_reader|checkpoint_reader ...]
 #
 # Configures a separate build (build-fuzz, or $FUZZ_BUILD_DIR) with -DONNXTRAIN_FUZZ=ON,
-# encodes the text seeds of tests/fuzz/seeds with protoc, first replays the committed
+# writes the seeds (the text seeds of tests/fuzz/seeds encoded with protoc; small data
+# files and checkpoints from tests/fuzz/make_seeds.py), first replays the committed
 # crash regressions (tests/fuzz/regressions/<target>/), then runs each target for SECONDS
 # (default 60). The growing corpus is kept in the build folder; a new crash input is
 # written to the build folder's artifacts/<target>/: add it to the regressions folder
@@ -14,7 +16,12 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(model_loader tensor_reader)
+ALL_TARGETS=(model_loader tensor_reader idx_reader cifar10_reader checkpoint_reader)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL_TARGETS[@]}")
+for target in "${TARGETS[@]}"; do
+  [[ " ${ALL_TARGETS[*]} " == *" $target "* ]] ||
+    { echo "fuzz.sh: unknown target '$target' (${ALL_TARGETS[*]})" >&2; exit 2; }
+done
 BUILD=${FUZZ_BUILD_DIR:-build-fuzz}
 JOBS=${JOBS:-2}
 
@@ -40,7 +47,7 @@ for target in "${TARGETS[@]}"; do
   case "$target" in
     model_loader) encode_seeds model onnx.ModelProto "$corpus" ;;
     tensor_reader) encode_seeds tensor onnx.TensorProto "$corpus" ;;
-    *) echo "fuzz.sh: unknown target '$target' (model_loader or tensor_reader)" >&2; exit 2 ;;
+    *) python3 tests/fuzz/make_seeds.py "$target" "$corpus" ;;
   esac
   mkdir -p "$artifacts"
   fuzzer="$BUILD/tests/fuzz/${target}_fuzzer"

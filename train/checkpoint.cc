@@ -52,6 +52,10 @@ int64_t ParseCount(const std::string& text, const std::string& key, const std::s
 }
 }  // namespace
 
+int64_t TrainingState::Count(const std::string& key, const std::string& where) const {
+  return ParseCount(Scalar(key, where), key, "checkpoint '" + where + "'");
+}
+
 const HostTensor* TrainingState::FindTensor(const std::string& name) const {
   for (const auto& t : tensors)
     if (t.name == name) return &t;

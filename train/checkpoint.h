@@ -28,6 +28,8 @@ struct TrainingState {
   const HostTensor* FindTensor(const std::string& name) const;
   // scalars[key], or throws naming the checkpoint and the key.
   const std::string& Scalar(const std::string& key, const std::string& where) const;
+  // scalars[key] as a non-negative count; throws ot::Error naming the key otherwise.
+  int64_t Count(const std::string& key, const std::string& where) const;
 };
 
 void WriteTrainingState(const TrainingState& state, const std::string& path);

@@ -113,8 +113,8 @@ SamplerState Resume(TrainingSession& session, const Model& forward, const Traine
   session.set_steps_done(state.global_step);
   session.SetRngState(state.Scalar("executor_rng", path));
   SamplerState sampler;
-  sampler.epoch = std::stoll(state.Scalar("sampler_epoch", path));
-  sampler.position = std::stoll(state.Scalar("sampler_position", path));
+  sampler.epoch = state.Count("sampler_epoch", path);
+  sampler.position = state.Count("sampler_position", path);
   return sampler;
 }
 
