@@ -5,6 +5,8 @@
 #include <cstring>
 #include <random>
 
+#include <benchmark/benchmark.h>
+
 namespace ot {
 namespace bench {
 
@@ -24,14 +26,25 @@ HostTensor RandomLabels(int64_t batch, int64_t classes) {
   return t;
 }
 
-int TakeThreadsFlag(int* argc, char** argv) {
-  int threads = 0, out = 1;
-  for (int i = 1; i < *argc; ++i) {
-    if (std::strncmp(argv[i], "--threads=", 10) == 0) threads = std::atoi(argv[i] + 10);
+namespace {
+int g_threads = 0;
+}  // namespace
+
+int Threads() { return g_threads; }
+
+int RunBenchmarkMain(int argc, char** argv, void (*register_cases)()) {
+  int out = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--threads=", 10) == 0) g_threads = std::atoi(argv[i] + 10);
     else argv[out++] = argv[i];
   }
-  *argc = out;
-  return threads;
+  argc = out;
+  register_cases();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
 }
 
 }  // namespace bench

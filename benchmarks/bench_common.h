@@ -13,8 +13,11 @@ namespace bench {
 HostTensor RandomImages(const std::string& name, int64_t batch, const ReferenceModelOptions& shape);
 // Labels in [0, classes), the same for every call.
 HostTensor RandomLabels(int64_t batch, int64_t classes);
-// Removes --threads=N from argv (Google Benchmark rejects unknown flags); 0 when absent.
-int TakeThreadsFlag(int* argc, char** argv);
+// The --threads=N given to the program (0: the library default, OMP_NUM_THREADS).
+int Threads();
+// main() of a benchmark program: takes --threads=N out of argv (Google Benchmark rejects
+// unknown flags), registers the cases and runs them.
+int RunBenchmarkMain(int argc, char** argv, void (*register_cases)());
 
 }  // namespace bench
 }  // namespace ot

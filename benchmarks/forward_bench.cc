@@ -20,7 +20,6 @@
 
 namespace ot {
 
-int g_threads = 0;  // 0: the library default (OMP_NUM_THREADS)
 
 namespace {
 
@@ -35,7 +34,7 @@ void BenchForward(benchmark::State& state, const ForwardCase& c) {
   try {
     Model model = BuildReferenceModel(c.model, c.shape);
     ExecutorOptions options;
-    options.num_threads = g_threads;
+    options.num_threads = bench::Threads();
     Executor exec(model, options);
     const std::string& input_name = model.graph.inputs.at(0).name;
     std::map<std::string, Tensor> feeds{{input_name, Tensor::FromHost(bench::RandomImages(input_name, c.batch, c.shape))}};
@@ -54,6 +53,8 @@ void BenchForward(benchmark::State& state, const ForwardCase& c) {
   state.counters["threads"] = GetCpuThreads();
 }
 
+}  // namespace
+
 void RegisterForwardBenchmarks() {
   const std::vector<ForwardCase> cases = {
       {"resnet34", 128, ReferenceModelOptions{3, 32, 32, 10, 0}},
@@ -67,15 +68,6 @@ void RegisterForwardBenchmarks() {
   }
 }
 
-}  // namespace
 }  // namespace ot
 
-int main(int argc, char** argv) {
-  ot::g_threads = ot::bench::TakeThreadsFlag(&argc, argv);
-  ot::RegisterForwardBenchmarks();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return ot::bench::RunBenchmarkMain(argc, argv, ot::RegisterForwardBenchmarks); }

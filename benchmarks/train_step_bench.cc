@@ -15,7 +15,6 @@
 
 namespace ot {
 
-int g_threads = 0;
 
 namespace {
 
@@ -31,7 +30,7 @@ void BenchStep(benchmark::State& state, const StepCase& c) {
     Model model = BuildReferenceModel(c.model, c.shape);
     TrainingConfig config;
     config.optimizer.momentum = 0.9f;
-    config.executor.num_threads = g_threads;
+    config.executor.num_threads = bench::Threads();
     TrainingSession session(model, config);
     Tensor x = Tensor::FromHost(bench::RandomImages(session.input_name(), c.batch, c.shape));
     Tensor y = Tensor::FromHost(bench::RandomLabels(c.batch, c.shape.classes));
@@ -50,6 +49,8 @@ void BenchStep(benchmark::State& state, const StepCase& c) {
   state.counters["threads"] = GetCpuThreads();
 }
 
+}  // namespace
+
 void RegisterStepBenchmarks() {
   const std::vector<StepCase> cases = {
       {"resnet34", 128, ReferenceModelOptions{3, 32, 32, 10, 0}, 0.1f},
@@ -64,15 +65,6 @@ void RegisterStepBenchmarks() {
   }
 }
 
-}  // namespace
 }  // namespace ot
 
-int main(int argc, char** argv) {
-  ot::g_threads = ot::bench::TakeThreadsFlag(&argc, argv);
-  ot::RegisterStepBenchmarks();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return ot::bench::RunBenchmarkMain(argc, argv, ot::RegisterStepBenchmarks); }
