@@ -23,8 +23,7 @@ COMMON = ["--world-size", "3", "--epochs", "2", "--max-steps", "120", "--batch",
           "--grace-period", "3"]
 
 def final_state_digest(ckpt_dir, epochs):
-    """Digest of the tensors of the final training state (not its scalars: those hold
-    nothing that should differ, but the file also records paths of nothing; compare tensors)."""
+    """Digest of the final inference model (trained weights and BatchNorm statistics)."""
     path = os.path.join(ckpt_dir, "epoch_%04d.onnx" % epochs)
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()

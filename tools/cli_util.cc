@@ -1,8 +1,6 @@
 // Helpers shared by the onnx-train subcommands.
 #include "tools/cli_util.h"
 
-#include <sys/stat.h>
-
 #include "graph/error.h"
 #include "graph/file_util.h"
 #include "graph/tensor_proto.h"
@@ -16,14 +14,7 @@ std::pair<std::string, std::string> SplitAssignment(const std::string& s, const 
   return {s.substr(0, eq), s.substr(eq + 1)};
 }
 
-void EnsureDir(const std::string& dir) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) == 0) {
-    OT_CHECK(S_ISDIR(st.st_mode), "'%s' exists and is not a folder", dir.c_str());
-    return;
-  }
-  MakeDirectories(dir);
-}
+void EnsureDir(const std::string& dir) { MakeDirectories(dir); }
 
 std::string FileNameFor(const std::string& value) {
   std::string out = value;

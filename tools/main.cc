@@ -1,7 +1,6 @@
 // The onnx-train program: subcommands infer, make-model (and, as they land, train, eval,
 // grad, export, bench-comm). Every user error ends with one "onnx-train: error: ..." line
 // and exit status 1.
-#include <sys/stat.h>
 
 #include <cstdio>
 #include <iostream>

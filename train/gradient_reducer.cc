@@ -26,8 +26,6 @@ GradientReducer::GradientReducer(Communicator& comm, const std::vector<std::pair
     b.buffer.resize(b.buffer.size() + static_cast<size_t>(it->second));
     slots_[it->first] = s;
   }
-  for (auto& b : buckets_) b.pending = 0;
-  for (const auto& [name, s] : slots_) buckets_[s.bucket].pending++;
 }
 
 RunOptions GradientReducer::Hooks() {
