@@ -24,8 +24,8 @@ struct KernelInfo {
 class KernelContext {
  public:
   KernelContext(const Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor*> outputs,
-                std::mt19937_64* rng)
-      : node_(node), inputs_(std::move(inputs)), outputs_(std::move(outputs)), rng_(rng) {}
+                std::mt19937_64* rng, Device device = Device::CPU())
+      : node_(node), inputs_(std::move(inputs)), outputs_(std::move(outputs)), rng_(rng), device_(device) {}
 
   const Node& node() const { return node_; }
   int NumInputs() const { return static_cast<int>(inputs_.size()); }
@@ -48,15 +48,18 @@ class KernelContext {
   void SetOutput(int i, DType dtype, Shape shape, std::shared_ptr<const TensorLayout> layout = nullptr) {
     if (HasOutput(i))
       *outputs_[static_cast<size_t>(i)] =
-          Tensor::View(dtype, std::move(shape), nullptr, Device::CPU(), std::move(layout));
+          Tensor::View(dtype, std::move(shape), nullptr, device_, std::move(layout));
   }
   std::mt19937_64& rng() const { return *rng_; }
+  // The device the kernel runs on (its inputs and outputs live there).
+  Device device() const { return device_; }
 
  private:
   const Node& node_;
   std::vector<const Tensor*> inputs_;
   std::vector<Tensor*> outputs_;
   std::mt19937_64* rng_;
+  Device device_;
 };
 
 class OpKernel {

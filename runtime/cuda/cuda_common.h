@@ -1,0 +1,71 @@
+// Shared pieces of the CUDA runtime (runtime/cuda/): error checks that carry the
+// library's own error string, the per-device context (compute and communication
+// streams, cuBLAS and cuDNN handles bound to the compute stream) and the kernel
+// registration shorthand. Compiled only when ONNXTRAIN_CUDA is on.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <string>
+
+#include "graph/error.h"
+#include "runtime/kernel_registry.h"
+
+namespace ot::cuda {
+
+// Each throws ot::Error "<what> failed: <library error name>: <library message> (file:line)".
+[[noreturn]] void ThrowCudaError(cudaError_t status, const char* what, const char* file, int line);
+[[noreturn]] void ThrowCublasError(cublasStatus_t status, const char* what, const char* file, int line);
+[[noreturn]] void ThrowCudnnError(cudnnStatus_t status, const char* what, const char* file, int line);
+
+// Number of CUDA devices visible; 0 (never an exception) when there is no driver or GPU.
+int DeviceCount();
+// Why there is no usable device (driver missing, no GPU, ...); empty when there is one.
+std::string NoDeviceReason();
+
+// Per-device context, made on first use (sets the current device). Kernels run on
+// `compute`; the NCCL communicator runs on `comm`; events order the two.
+struct DeviceContext {
+  int device = 0;
+  cudaStream_t compute = nullptr;
+  cudaStream_t comm = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  cudaDeviceProp props{};
+};
+// Throws ot::Error naming the index and the device count when `device` is out of range.
+DeviceContext& Context(int device);
+// Makes `device` current on this thread (cudaSetDevice), checked.
+void SetDevice(int device);
+
+// Scratch memory for library calls (cuDNN workspaces), grown on demand and kept; valid
+// until the next call on the same device. Stream-ordered on `compute`.
+void* Workspace(int device, size_t bytes);
+
+}  // namespace ot::cuda
+
+#define OT_CUDA_CHECK(expr)                                                                     \
+  do {                                                                                          \
+    cudaError_t ot_cuda_status_ = (expr);                                                       \
+    if (ot_cuda_status_ != cudaSuccess) ::ot::cuda::ThrowCudaError(ot_cuda_status_, #expr, __FILE__, __LINE__); \
+  } while (0)
+#define OT_CUBLAS_CHECK(expr)                                                                   \
+  do {                                                                                          \
+    cublasStatus_t ot_cublas_status_ = (expr);                                                  \
+    if (ot_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                             \
+      ::ot::cuda::ThrowCublasError(ot_cublas_status_, #expr, __FILE__, __LINE__);               \
+  } while (0)
+#define OT_CUDNN_CHECK(expr)                                                                    \
+  do {                                                                                          \
+    cudnnStatus_t ot_cudnn_status_ = (expr);                                                    \
+    if (ot_cudnn_status_ != CUDNN_STATUS_SUCCESS)                                               \
+      ::ot::cuda::ThrowCudnnError(ot_cudnn_status_, #expr, __FILE__, __LINE__);                 \
+  } while (0)
+
+// Registers Class for a default-domain op on CUDA; OT_REGISTER_KERNEL with
+// ::ot::DeviceType::kCUDA for other domains (org.onnxtrain gradient ops).
+#define OT_REGISTER_CUDA_KERNEL(op, since, until, Class) \
+  OT_REGISTER_KERNEL("", op, since, until, ::ot::DeviceType::kCUDA, Class)
