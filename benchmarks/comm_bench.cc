@@ -5,6 +5,10 @@
 // collectives, and {0, 0, 0} at the end. Counters: algbw and busbw in GB/s (1e9 bytes),
 // busbw = algbw * 2(n-1)/n as in nccl-tests. The command-line table with a correctness
 // check is `onnx-train bench-comm`; scripts/bench-comm.sh puts it beside PyTorch.
+// COMM_BENCH_BACKEND=nccl (CUDA builds) runs BM_NcclAllReduce instead: rank r on
+// cuda:(r % device count) with device buffers, world size (default: the device count, 1
+// allowed) at most the device count; NCCL picks its own algorithm, and the allreduces of
+// one benchmark run are queued back to back and waited for once.
 #include <benchmark/benchmark.h>
 
 #include <stdlib.h>
@@ -18,10 +22,39 @@
 
 #include "comm/communicator.h"
 #include "comm/rendezvous.h"
+#include "comm/tensor_buffer.h"
+#include "runtime/tensor.h"
+#include "runtime/plugin.h"
 
 namespace {
 
 std::unique_ptr<ot::Communicator> g_comm;
+bool g_nccl = false;  // COMM_BENCH_BACKEND=nccl
+ot::Device g_device;   // nccl: this rank's GPU
+
+// The benchmark's buffer: host memory for Gloo, this rank's GPU for NCCL.
+struct BenchBuffer {
+  std::vector<float> host;
+  ot::Tensor device;
+  explicit BenchBuffer(size_t bytes) : host(std::max<size_t>(1, bytes / sizeof(float)), 1.0f) {
+    if (g_nccl) {
+      device = ot::Tensor::Empty(ot::DType::kFloat32, {static_cast<int64_t>(host.size())}, g_device);
+      device.CopyFrom(ot::Tensor::View(ot::DType::kFloat32, {static_cast<int64_t>(host.size())}, host.data()));
+    }
+  }
+  ot::CommBuffer comm() { return g_nccl ? ot::BufferOf(device) : ot::CommBuffer::Of(host.data(), host.size()); }
+  size_t bytes() const { return host.size() * sizeof(float); }
+};
+
+// Runs `times` allreduces: Gloo waits for each, NCCL queues them and waits for the last.
+void RunAllReduces(BenchBuffer& data, const ot::AllReduceOptions& options, int64_t times) {
+  ot::WorkPtr last;
+  for (int64_t i = 0; i < times; ++i) {
+    last = g_comm->AllReduce(data.comm(), options);
+    if (!g_nccl) last->Wait();
+  }
+  if (last) last->Wait();
+}
 
 // {bytes, iterations, algorithm}; bytes 0 ends the helpers.
 void SendControl(int64_t bytes, int64_t iterations, int64_t algorithm) {
@@ -42,12 +75,31 @@ void HelperLoop() {
     g_comm->Broadcast(ot::CommBuffer::Of(control, 3))->Wait();
     const auto bytes = static_cast<size_t>(control[0]);
     if (bytes == 0) return;
-    std::vector<float> data(std::max<size_t>(1, bytes / sizeof(float)), 1.0f);
-    const auto options = OptionsFor(static_cast<int64_t>(control[2]));
-    for (int64_t i = 0; i < static_cast<int64_t>(control[1]); ++i) {
-      g_comm->AllReduce(ot::CommBuffer::Of(data.data(), data.size()), options)->Wait();
-    }
+    BenchBuffer data(bytes);
+    RunAllReduces(data, OptionsFor(static_cast<int64_t>(control[2])), static_cast<int64_t>(control[1]));
   }
+}
+
+void SetBandwidthCounters(benchmark::State& state, size_t bytes) {
+  const int n = g_comm->size();
+  const double total = static_cast<double>(bytes) * state.iterations();
+  state.counters["algbw_GBps"] = benchmark::Counter(total / 1e9, benchmark::Counter::kIsRate);
+  state.counters["busbw_GBps"] = benchmark::Counter(
+      n > 1 ? total / 1e9 * 2.0 * (n - 1) / n : total / 1e9, benchmark::Counter::kIsRate);
+}
+
+// NCCL: one benchmark iteration is one queued allreduce; the run waits for the last one.
+void BM_NcclAllReduce(benchmark::State& state) {
+  const auto bytes = static_cast<size_t>(state.range(0));
+  BenchBuffer data(bytes);
+  const int64_t algorithm = static_cast<int64_t>(ot::AllreduceAlgorithm::kAuto);
+  const ot::AllReduceOptions options = OptionsFor(algorithm);
+  SendControl(static_cast<int64_t>(bytes), static_cast<int64_t>(state.max_iterations), algorithm);
+  ot::WorkPtr last;
+  for (auto _ : state) last = g_comm->AllReduce(data.comm(), options);
+  if (last) last->Wait();
+  SetBandwidthCounters(state, data.bytes());
+  state.SetLabel("nccl, world " + std::to_string(g_comm->size()));
 }
 
 void BM_AllReduce(benchmark::State& state) {
@@ -60,10 +112,7 @@ void BM_AllReduce(benchmark::State& state) {
     g_comm->AllReduce(ot::CommBuffer::Of(data.data(), data.size()), options)->Wait();
   }
   const int n = g_comm->size();
-  const double total = static_cast<double>(data.size() * sizeof(float)) * state.iterations();
-  state.counters["algbw_GBps"] = benchmark::Counter(total / 1e9, benchmark::Counter::kIsRate);
-  state.counters["busbw_GBps"] =
-      benchmark::Counter(total / 1e9 * 2.0 * (n - 1) / n, benchmark::Counter::kIsRate);
+  SetBandwidthCounters(state, data.size() * sizeof(float));
   state.SetLabel(std::string(ot::AllreduceAlgorithmName(
                      static_cast<ot::AllreduceAlgorithm>(algorithm))) +
                  ", world " + std::to_string(n));
@@ -78,7 +127,17 @@ void AllReduceArgs(benchmark::internal::Benchmark* b) {
   }
   b->ArgNames({"bytes", "algorithm"})->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
-BENCHMARK(BM_AllReduce)->Apply(AllReduceArgs);
+
+// Registered in main(): the Gloo cases or the NCCL ones, by COMM_BENCH_BACKEND.
+void RegisterBenchmarks() {
+  if (g_nccl) {
+    auto* b = benchmark::RegisterBenchmark("BM_NcclAllReduce", BM_NcclAllReduce);
+    for (int64_t bytes = 4; bytes <= (int64_t{256} << 20); bytes *= 16) b->Arg(bytes);
+    b->ArgNames({"bytes"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+  } else {
+    benchmark::RegisterBenchmark("BM_AllReduce", BM_AllReduce)->Apply(AllReduceArgs);
+  }
+}
 
 ot::CommConfig ConfigFor(int rank, int size, const std::string& dir, const std::string& run) {
   ot::CommConfig c;
@@ -87,6 +146,10 @@ ot::CommConfig ConfigFor(int rank, int size, const std::string& dir, const std::
   c.rendezvous = "file:" + dir;
   c.run_id = run;
   c.timeout = std::chrono::seconds(120);
+  if (g_nccl) {
+    c.local_rank = rank;
+    c.device = g_device;
+  }
   return c;
 }
 
@@ -94,8 +157,34 @@ ot::CommConfig ConfigFor(int rank, int size, const std::string& dir, const std::
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);  // before forking: --help exits here, alone
+  const char* backend_env = std::getenv("COMM_BENCH_BACKEND");
+  const std::string backend = backend_env && *backend_env ? backend_env : "gloo";
+  g_nccl = backend == "nccl";
   const char* env = std::getenv("COMM_BENCH_WORLD_SIZE");
-  const int world = env ? std::max(2, std::atoi(env)) : 2;
+  int world = env ? std::max(2, std::atoi(env)) : 2;
+  int device_count = 0;
+  if (g_nccl) {
+    if (!ot::PluginBuilt("nccl")) {
+      std::fprintf(stderr, "comm_bench: this build has no NCCL backend (built without CUDA)\n");
+      return 1;
+    }
+    std::string reason;
+    device_count = ot::CountCudaDevicesInChild(&reason);  // no CUDA in this process before fork
+    if (device_count == 0) {
+      std::fprintf(stderr, "comm_bench: nccl backend needs a CUDA device: %s\n", reason.c_str());
+      return 1;
+    }
+    world = env ? std::max(1, std::atoi(env)) : device_count;
+    if (world > device_count) {
+      std::fprintf(stderr, "comm_bench: COMM_BENCH_WORLD_SIZE=%d needs %d GPUs; this machine has %d\n",
+                   world, world, device_count);
+      return 1;
+    }
+  } else if (backend != "gloo") {
+    std::fprintf(stderr, "comm_bench: COMM_BENCH_BACKEND must be gloo or nccl, not '%s'\n", backend.c_str());
+    return 1;
+  }
+  RegisterBenchmarks();
   char pattern[] = "/tmp/onnx-train-comm-bench-XXXXXX";
   if (!mkdtemp(pattern)) return 1;
   const std::string dir = pattern;
@@ -106,7 +195,8 @@ int main(int argc, char** argv) {
     if (pid == 0) {
       int rc = 0;
       try {
-        g_comm = ot::CreateCommunicator("gloo", ConfigFor(rank, world, dir, run));
+        if (g_nccl) g_device = ot::Device{ot::DeviceType::kCUDA, rank % device_count};
+        g_comm = ot::CreateCommunicator(backend, ConfigFor(rank, world, dir, run));
         HelperLoop();
         g_comm.reset();
       } catch (const std::exception& e) {
@@ -119,7 +209,8 @@ int main(int argc, char** argv) {
   }
   int rc = 0;
   try {
-    g_comm = ot::CreateCommunicator("gloo", ConfigFor(0, world, dir, run));
+    if (g_nccl) g_device = ot::Device{ot::DeviceType::kCUDA, 0};
+    g_comm = ot::CreateCommunicator(backend, ConfigFor(0, world, dir, run));
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
     SendControl(0, 0, 0);

@@ -26,6 +26,7 @@ struct StepCase {
 };
 
 void BenchStep(benchmark::State& state, const StepCase& c) {
+  size_t arena_bytes = 0;
   try {
     Model model = BuildReferenceModel(c.model, c.shape);
     TrainingConfig config;
@@ -35,6 +36,7 @@ void BenchStep(benchmark::State& state, const StepCase& c) {
     Tensor x = Tensor::FromHost(bench::RandomImages(session.input_name(), c.batch, c.shape));
     Tensor y = Tensor::FromHost(bench::RandomLabels(c.batch, c.shape.classes));
     for (int i = 0; i < 2; ++i) session.Step(x, y, c.lr);  // planning and warm-up: not timed
+    arena_bytes = session.LastPlanStats().arena_bytes;
     for (auto _ : state) {
       StepResult r = session.Step(x, y, c.lr);
       benchmark::DoNotOptimize(r.loss);
@@ -47,6 +49,7 @@ void BenchStep(benchmark::State& state, const StepCase& c) {
   state.SetLabel(c.model);
   state.counters["batch"] = static_cast<double>(c.batch);
   state.counters["threads"] = GetCpuThreads();
+  state.counters["arena_mb"] = static_cast<double>(arena_bytes) / (1 << 20);
 }
 
 }  // namespace

@@ -49,3 +49,14 @@ set(ONNXTRAIN_CUDA_WARNINGS -Xcompiler=-Wall,-Wextra,-Wno-unused-parameter)
 if(ONNXTRAIN_WERROR)
   list(APPEND ONNXTRAIN_CUDA_WARNINGS -Werror=all-warnings)
 endif()
+
+# Plugins (shared libraries loaded by runtime/plugin.cc) go to one folder of the build.
+set(ONNXTRAIN_PLUGIN_DIR ${CMAKE_BINARY_DIR}/lib)
+function(ot_plugin_target target)
+  set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${ONNXTRAIN_PLUGIN_DIR}
+                                             CUDA_SEPARABLE_COMPILATION OFF POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
+  target_compile_definitions(${target} PUBLIC ONNXTRAIN_HAVE_CUDA=1)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${ONNXTRAIN_WARNINGS}>
+                                           $<$<COMPILE_LANGUAGE:CUDA>:${ONNXTRAIN_CUDA_WARNINGS}>)
+endfunction()

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "comm/gloo_communicator.h"
+#include "runtime/plugin.h"
 
 namespace ot {
 namespace {
@@ -89,12 +90,21 @@ std::unique_ptr<Communicator> CreateCommunicator(const std::string& backend,
                                                  const CommConfig& config) {
   std::string name = backend;
   if (name == "auto") name = config.device.type == DeviceType::kCUDA ? "nccl" : "gloo";
-  CommunicatorFactory factory;
-  {
+  auto find = [&name] {
     auto& r = Registry();
     std::lock_guard<std::mutex> lock(r.mu);
     auto it = r.factories.find(name);
-    if (it != r.factories.end()) factory = it->second;
+    return it != r.factories.end() ? it->second : CommunicatorFactory();
+  };
+  CommunicatorFactory factory = find();
+  if (!factory && PluginBuilt(name)) {
+    // The NCCL backend is a plugin: loading it registers the factory.
+    try {
+      LoadPlugin(name);
+    } catch (const Error& e) {
+      throw CommError(CommErrorKind::kUnavailable, e.what());
+    }
+    factory = find();
   }
   if (!factory) {
     std::string hint = name == "nccl" ? " (NCCL needs a CUDA build; use --backend gloo for CPU "

@@ -116,6 +116,9 @@ class Work {
   virtual void WaitOnStream(void* /*stream*/) { Wait(); }
   // "allreduce #12 (4194304 B float)".
   virtual std::string Describe() const = 0;
+  // When the collective completed (steady clock) where the backend records it; the
+  // epoch (time_point{}) while it runs or when the backend does not record it.
+  virtual std::chrono::steady_clock::time_point CompletedAt() { return {}; }
 };
 using WorkPtr = std::shared_ptr<Work>;
 

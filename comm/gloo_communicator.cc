@@ -677,7 +677,31 @@ std::shared_ptr<gloo::Context> ConnectMesh(RendezvousStore& store, const CommCon
   return context;
 }
 
+// The TCP device this rank's connections listen on (see CommConfig::listen_host).
+std::shared_ptr<gloo::transport::Device> CreateTcpDevice(const RendezvousStore& store,
+                                                         const CommConfig& config) {
+  gloo::transport::tcp::attr attr;
+  attr.hostname = !config.listen_host.empty() ? config.listen_host
+                  : store.is_file_store()      ? "127.0.0.1"
+                                               : HostName();
+  try {
+    return gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    throw CommError(CommErrorKind::kUnavailable,
+                    StrFormat("rank %d: cannot listen for peers on '%s' (%s); set the address "
+                              "with CommConfig::listen_host",
+                              config.rank, attr.hostname.c_str(), e.what()));
+  }
+}
+
 }  // namespace
+
+std::shared_ptr<gloo::Context> ConnectPeerWatchMesh(RendezvousStore& store,
+                                                    const CommConfig& config,
+                                                    const std::string& scope) {
+  auto device = CreateTcpDevice(store, config);
+  return ConnectMesh(store, config, device, scope, false, Millis(0));
+}
 
 std::unique_ptr<Communicator> CreateGlooCommunicator(const CommConfig& config) {
   // Gloo writes to sockets with writev(2); a peer that died would kill this process with
@@ -689,19 +713,7 @@ std::unique_ptr<Communicator> CreateGlooCommunicator(const CommConfig& config) {
   auto store = RendezvousStore::Open(config.rendezvous, config.run_id, config.rank,
                                      config.timeout);
   JoinRun(*store, config);
-  gloo::transport::tcp::attr attr;
-  attr.hostname = !config.listen_host.empty() ? config.listen_host
-                  : store->is_file_store()     ? "127.0.0.1"
-                                               : HostName();
-  std::shared_ptr<gloo::transport::Device> device;
-  try {
-    device = gloo::transport::tcp::CreateDevice(attr);
-  } catch (const std::exception& e) {
-    throw CommError(CommErrorKind::kUnavailable,
-                    StrFormat("rank %d: cannot listen for peers on '%s' (%s); set the address "
-                              "with CommConfig::listen_host",
-                              config.rank, attr.hostname.c_str(), e.what()));
-  }
+  std::shared_ptr<gloo::transport::Device> device = CreateTcpDevice(*store, config);
   std::shared_ptr<gloo::Context> async_context, sync_context, watch_context;
   if (config.size > 1) {
     async_context = ConnectMesh(*store, config, device, "mesh.async", false, config.timeout);

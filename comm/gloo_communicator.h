@@ -9,10 +9,22 @@
 
 #include "comm/communicator.h"
 
+namespace gloo {
+class Context;
+}  // namespace gloo
+
 namespace ot {
+
+class RendezvousStore;
 
 // Connects (rendezvous, join, full mesh) and returns the communicator; throws CommError.
 std::unique_ptr<Communicator> CreateGlooCommunicator(const CommConfig& config);
+
+// A Gloo full mesh of this run's ranks under `scope` (no timeout) that carries only a
+// PeerWatch's goodbyes; the NCCL backend watches its peers through one. Throws CommError.
+std::shared_ptr<gloo::Context> ConnectPeerWatchMesh(RendezvousStore& store,
+                                                    const CommConfig& config,
+                                                    const std::string& scope);
 
 // The allreduce algorithm AllreduceAlgorithm::kAuto runs for a message of this many bytes
 // on this many ranks (float32; other dtypes always use the ring).

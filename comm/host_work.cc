@@ -28,11 +28,17 @@ std::exception_ptr HostWork::Error() {
   return error_;
 }
 
+std::chrono::steady_clock::time_point HostWork::CompletedAt() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_at_;
+}
+
 void HostWork::Finish() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (done_) return;
     done_ = true;
+    completed_at_ = std::chrono::steady_clock::now();
   }
   done_cv_.notify_all();
 }

@@ -23,6 +23,7 @@ class HostWork : public Work {
   void Wait(std::chrono::milliseconds timeout = kUntilDone) override;
   std::exception_ptr Error() override;
   std::string Describe() const override { return description_; }
+  std::chrono::steady_clock::time_point CompletedAt() override;
 
   void Finish();
   // error: a CommError (Wait() rethrows it). A second Finish/Fail is ignored.
@@ -34,6 +35,7 @@ class HostWork : public Work {
   std::mutex mu_;
   std::condition_variable done_cv_;
   bool done_ = false;
+  std::chrono::steady_clock::time_point completed_at_;
   std::exception_ptr error_;
 };
 

@@ -160,6 +160,29 @@ std::vector<size_t> Graph::TopologicalOrder() const {
   return order;
 }
 
+Model ModelStructure(const Model& m) {
+  Model out;
+  out.ir_version = m.ir_version;
+  out.opsets = m.opsets;
+  out.producer_name = m.producer_name;
+  out.producer_version = m.producer_version;
+  out.path = m.path;
+  out.graph.name = m.graph.name;
+  out.graph.nodes = m.graph.nodes;
+  out.graph.inputs = m.graph.inputs;
+  out.graph.outputs = m.graph.outputs;
+  out.graph.value_info = m.graph.value_info;
+  out.graph.initializers.reserve(m.graph.initializers.size());
+  for (const auto& t : m.graph.initializers) {
+    HostTensor meta;
+    meta.name = t.name;
+    meta.dtype = t.dtype;
+    meta.dims = t.dims;
+    out.graph.initializers.push_back(std::move(meta));
+  }
+  return out;
+}
+
 int64_t Model::OpsetFor(const std::string& domain) const {
   std::string d = domain == "ai.onnx" ? "" : domain;
   auto it = opsets.find(d);

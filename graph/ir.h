@@ -99,4 +99,8 @@ struct Model {
   int64_t OpsetFor(const std::string& domain) const;
 };
 
+// A copy of the model whose initializers have names, types and shapes but no data (for
+// holders of the structure whose weights live elsewhere, e.g. on a device).
+Model ModelStructure(const Model& m);
+
 }  // namespace ot

@@ -42,6 +42,7 @@ void AppendOptimizer(TrainingGraph& tg, const OptimizerConfig& config) {
   g.inputs.push_back(ScalarInput(kStepInput, DType::kInt64));
   tg.model.opsets[kTrainingOpsDomain] = 1;
 
+  std::vector<Node> updates;
   for (size_t i = 0; i < tg.params.size(); ++i) {
     const std::string& p = tg.params[i];
     const HostTensor param = *g.FindInitializer(p);
@@ -86,8 +87,16 @@ void AppendOptimizer(TrainingGraph& tg, const OptimizerConfig& config) {
       g.outputs.push_back(LikeTensor(n.outputs[k], param));
       tg.state_updates.emplace_back(n.outputs[k], state);
     }
-    g.nodes.push_back(std::move(n));
+    updates.push_back(std::move(n));
   }
+  // The update nodes go in reverse parameter order, the order backward produces the
+  // gradients in (the executor keeps file order among ready nodes, so the updates run
+  // after backward, in this order). Data-parallel training reduces the gradients in
+  // buckets in that order, so the first update needs the bucket that was reduced first
+  // and the last bucket's allreduce (the first layers', finished last) runs while the
+  // other parameters are updated, instead of in front of them. Each update is independent:
+  // the results do not depend on the order.
+  for (auto it = updates.rbegin(); it != updates.rend(); ++it) g.nodes.push_back(std::move(*it));
 }
 
 }  // namespace ot

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
 
 namespace ot {
@@ -21,10 +23,40 @@ struct Device {
   static Device Parse(const std::string& text);
 };
 
-// Memory and copies on one device type. Implementations register themselves.
+// Work a device queues, recorded once and launched again as one unit (CUDA graphs).
+class StepGraph {
+ public:
+  virtual ~StepGraph() = default;
+  // Records what `enqueue` queues on the device; nothing runs. False with the reason when
+  // the work cannot be recorded (it synchronises, allocates or copies to the host).
+  virtual bool Capture(const std::function<void()>& enqueue, std::string* why) = 0;
+  // Queues the recorded work.
+  virtual void Launch() = 0;
+  // Recorded, and still valid (the scratch memory it uses has not moved).
+  virtual bool ready() const = 0;
+  virtual void Reset() = 0;
+};
+
+// Memory and copies on one device type. Implementations register themselves; the CUDA
+// one lives in a plugin (runtime/plugin.h) that BackendFor loads on first use.
 class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
+  // Makes device `device_index` usable, or throws one clear sentence (no GPU, no such
+  // device).
+  virtual void Require(int device_index) {}
+  // Devices of this type on the machine (0 with no driver or GPU).
+  virtual int DeviceCount() { return 1; }
+  // Why there is no usable device; empty when there is one.
+  virtual std::string NoDeviceReason() { return ""; }
+  // Free and total memory of the device in bytes (0, 0 where unknown).
+  virtual void MemoryInfo(int device_index, size_t* free_bytes, size_t* total_bytes) {
+    *free_bytes = *total_bytes = 0;
+  }
+  // Lower-precision tensor-core math for float32 (TF32), where the device has it.
+  virtual void SetAllowTf32(bool allow) {}
+  // A recorder of queued work for whole-step replay; nullptr where the device has none.
+  virtual std::unique_ptr<StepGraph> NewStepGraph(int device_index) { return nullptr; }
   virtual void* Allocate(size_t bytes, int device_index) = 0;
   virtual void Free(void* ptr, int device_index) = 0;
   virtual void CopyToHost(void* host_dst, const void* src, size_t bytes, int device_index) = 0;

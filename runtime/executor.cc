@@ -8,6 +8,7 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#include <iostream>
 #include <set>
 #include <sstream>
 
@@ -25,6 +26,7 @@ struct Executor::Plan {
     std::shared_ptr<const TensorLayout> layout;  // as the producing kernel chose it
     bool external = true;  // allocated per run (fetched values), not in the arena
     size_t offset = 0;
+    int state = -1;        // >= 0: written in place into this state value (not in the arena)
   };
   // (laid-out value, plain temporary): converted before a step whose kernel reads only
   // plain inputs.
@@ -41,6 +43,19 @@ struct Executor::Plan {
   std::vector<Tensor> run_slots;
   std::vector<std::unique_ptr<KernelContext>> contexts;
   PlanStats stats;
+  // This run's fetched node outputs live in buffers the plan keeps (CUDA graph replay):
+  // they are handed out as copies.
+  bool fetch_copies = false;
+  // Whole-step CUDA graph (ExecutorOptions::cuda_graphs). A graph reads and writes fixed
+  // addresses, so feeds are copied into buffers of the plan, fetched outputs go to buffers
+  // of the plan, and the state storage must stay where it was at capture.
+  struct CudaGraph {
+    std::unique_ptr<StepGraph> graph;  // from the device backend; null until first used
+    bool unusable = false;
+    std::map<int, Tensor> feeds;    // by value id
+    std::map<int, Tensor> outputs;  // by value id (external_ids)
+    std::vector<void*> state_storage;  // by value id at capture
+  } cuda_graph;
 };
 
 using StepBinding = Executor::StepBinding;
@@ -74,6 +89,22 @@ std::set<std::string> InputsWhoseValuesNeverShapeThePlan(const Graph& g) {
   return out;
 }
 
+// Makes `device` usable (or throws one clear sentence: no GPU, no such device, no CUDA in
+// this build) before anything else is asked of it.
+void RequireDevice(Device device) {
+  if (device.type == DeviceType::kCPU) return;
+  BackendFor(device.type).Require(device.index);
+}
+
+std::string Mebibytes(size_t bytes) { return StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20)); }
+
+// Ops whose every run draws new random values: a captured graph would repeat one draw.
+bool IsRandomOp(const Node& n) {
+  static const std::set<std::string> kRandom = {"Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike",
+                                                "RandomUniformLike", "Multinomial", "Bernoulli"};
+  return n.domain.empty() && kRandom.count(n.op_type) > 0;
+}
+
 KernelContext MakeContext(const Node& node, const StepBinding& b, std::vector<Tensor>& slots, std::mt19937_64* rng,
                           Device device) {
   std::vector<const Tensor*> ins;
@@ -85,7 +116,17 @@ KernelContext MakeContext(const Node& node, const StepBinding& b, std::vector<Te
 }  // namespace
 
 Executor::Executor(const Model& model, ExecutorOptions options)
-    : model_(std::make_unique<Model>(model)), options_(options), rng_(options.seed) {
+    : Executor(std::make_unique<Model>(ModelStructure(model)), &model.graph.initializers, options) {}
+
+Executor::Executor(Model&& model, ExecutorOptions options)
+    : Executor(std::make_unique<Model>(std::move(model)), nullptr, options) {}
+
+// The model is kept without initializer data: its initializers live in state_ on the
+// device (one copy of the weights, not two).
+Executor::Executor(std::unique_ptr<Model> model, const std::vector<HostTensor>* initializer_data,
+                   ExecutorOptions options)
+    : model_(std::move(model)), options_(options), rng_(options.seed) {
+  RequireDevice(options_.device);
   const Graph& g = model_->graph;
   order_ = g.TopologicalOrder();
   auto add_value = [&](const std::string& name) {
@@ -122,7 +163,18 @@ Executor::Executor(const Model& model, ExecutorOptions options)
   }
 
   state_.resize(value_names_.size());
-  for (const auto& t : g.initializers) state_[static_cast<size_t>(value_ids_[t.name])] = Tensor::FromHost(t, options_.device);
+  for (size_t i = 0; i < g.initializers.size(); ++i) {
+    HostTensor& t = model_->graph.initializers[i];
+    const HostTensor& data = initializer_data ? (*initializer_data)[i] : t;
+    Tensor& st = state_[static_cast<size_t>(value_ids_[t.name])];
+    if (const Tensor* shared = options_.shared_state ? options_.shared_state->FindState(t.name) : nullptr;
+        shared && shared->dtype() == t.dtype && shared->shape() == t.dims && shared->is_plain()) {
+      st = *shared;  // the same storage: updates made by the other executor are seen here
+    } else {
+      st = Tensor::FromHost(data, options_.device);
+    }
+    std::vector<uint8_t>().swap(t.bytes);  // uploaded: keep the shape only
+  }
 
   for (const auto& [value, state] : options_.state_updates) {
     auto v = value_ids_.find(value), st = value_ids_.find(state);
@@ -237,6 +289,16 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
         if (id >= 0) last_use[static_cast<size_t>(id)] = static_cast<int>(step);
   for (const auto& [value, state] : update_ids_) last_use[static_cast<size_t>(value)] = static_cast<int>(order_.size());
 
+  // Last active step reading each state value: a state update may be written in place
+  // only by a step after which nothing reads the old value.
+  std::vector<int> last_read(value_names_.size(), -1);
+  for (size_t step = 0; step < order_.size(); ++step)
+    if (plan->active[step])
+      for (int id : binds[step].inputs)
+        if (id >= 0) last_read[static_cast<size_t>(id)] = static_cast<int>(step);
+  std::map<int, int> update_of;  // value id -> state id
+  for (const auto& [value, state] : update_ids_) update_of[value] = state;
+
   plan->binds = binds;
   plan->conversions.resize(order_.size());
   for (size_t step = 0; step < order_.size(); ++step) {
@@ -283,6 +345,18 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
       slot.shape = spec.shape();
       slot.layout = spec.layout();
       slot.external = fetched.count(id) > 0;
+      auto upd = update_of.find(id);
+      const int in = upd == update_of.end() || slot.external ? -1 : kernel.InPlaceInput(static_cast<int>(k));
+      if (in >= 0 && in < static_cast<int>(binds[step].inputs.size()) && binds[step].inputs[in] == upd->second &&
+          plan->binds[step].inputs[in] == upd->second && !fetched.count(upd->second) &&
+          last_read[static_cast<size_t>(upd->second)] == static_cast<int>(step) && !slot.layout &&
+          state_[static_cast<size_t>(upd->second)].dtype() == slot.dtype &&
+          state_[static_cast<size_t>(upd->second)].shape() == slot.shape &&
+          state_[static_cast<size_t>(upd->second)].is_plain()) {
+        slot.state = upd->second;  // the state tensor itself is the output buffer
+        spec = state_[static_cast<size_t>(upd->second)];
+        continue;
+      }
       spec = Tensor::Empty(slot.dtype, slot.shape, options_.device, slot.layout);
       if (!slot.external) {
         int last = std::max(static_cast<int>(step), last_use[static_cast<size_t>(id)]);
@@ -310,7 +384,21 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
 #endif
   MemoryPlan mp = PlanMemory(lifetimes, kBufferAlignment);
   for (size_t i = 0; i < planned_ids.size(); ++i) plan->slots[static_cast<size_t>(planned_ids[i])].offset = mp.offsets[i];
-  plan->arena = Tensor::Empty(DType::kUInt8, {static_cast<int64_t>(std::max<size_t>(mp.arena_bytes, 1))}, options_.device);
+  try {
+    plan->arena = Tensor::Empty(DType::kUInt8, {static_cast<int64_t>(std::max<size_t>(mp.arena_bytes, 1))}, options_.device);
+  } catch (const Error& e) {
+    if (options_.device.type != DeviceType::kCUDA) throw;
+    size_t free_bytes = 0, total_bytes = 0;
+    try {
+      BackendFor(options_.device.type).MemoryInfo(options_.device.index, &free_bytes, &total_bytes);
+    } catch (const Error&) {
+    }
+    throw Error(StrFormat("out of memory on %s while planning: the memory plan for these input shapes needs %s for "
+                          "intermediate values, but the device has %s free of %s (the weights, optimizer state and "
+                          "other plans hold the rest); use a smaller batch (%s)",
+                          options_.device.ToString().c_str(), Mebibytes(mp.arena_bytes).c_str(),
+                          Mebibytes(free_bytes).c_str(), Mebibytes(total_bytes).c_str(), e.what()));
+  }
   plan->stats.arena_bytes = mp.arena_bytes;
   plan->stats.unplanned_bytes = mp.sum_of_buffers;
   plan->stats.num_nodes = static_cast<int>(order_.size());
@@ -324,7 +412,9 @@ void Executor::PrepareReplay(Plan& plan) {
   uint8_t* arena = plan.arena.data<uint8_t>();
   for (size_t id = 0; id < plan.slots.size(); ++id) {
     const Plan::Slot& s = plan.slots[id];
-    if (s.dtype != DType::kUndefined && !s.external)
+    if (s.state >= 0)
+      plan.run_slots[id] = state_[static_cast<size_t>(s.state)];
+    else if (s.dtype != DType::kUndefined && !s.external)
       plan.run_slots[id] = Tensor::View(s.dtype, s.shape, arena + s.offset, options_.device, s.layout);
   }
   plan.contexts.resize(order_.size());
@@ -334,10 +424,71 @@ void Executor::PrepareReplay(Plan& plan) {
           MakeContext(g.nodes[order_[step]], plan.binds[step], plan.run_slots, &rng_, options_.device));
 }
 
+bool Executor::ReplayGraph(Plan& plan, const std::map<std::string, Tensor>& feeds) {
+  Plan::CudaGraph& cg = plan.cuda_graph;
+  if (cg.unusable) return false;
+  auto give_up = [&](const std::string& why) {
+    cg.unusable = true;
+    if (cg.graph) cg.graph->Reset();
+    std::cerr << "onnx-train: note: CUDA graphs are off for this plan (" << why << "); it runs kernel by kernel\n";
+    return false;
+  };
+  if (!cg.graph) {
+    cg.graph = BackendFor(options_.device.type).NewStepGraph(options_.device.index);
+    if (!cg.graph) return give_up(options_.device.ToString() + " cannot record work for replay");
+  }
+  if (!cg.graph->ready()) {
+    for (size_t step = 0; step < order_.size(); ++step) {
+      if (!plan.active[step]) continue;
+      const Node& n = model_->graph.nodes[order_[step]];
+      if (IsRandomOp(n)) return give_up(n.Describe() + " draws new random values every run");
+      if (!plan.conversions[step].empty()) return give_up(n.Describe() + " needs layout conversions");
+    }
+  }
+  std::vector<Tensor>& slots = plan.run_slots;
+  for (const auto& [name, t] : feeds) {
+    const int id = value_ids_.at(name);
+    Tensor& buffer = cg.feeds[id];
+    if (!buffer.defined() || buffer.dtype() != t.dtype() || buffer.shape() != t.shape()) {
+      if (cg.graph->ready()) cg.graph->Reset();
+      buffer = Tensor::Empty(t.dtype(), t.shape(), options_.device);
+    }
+    buffer.CopyFrom(t);
+    slots[static_cast<size_t>(id)] = buffer;
+  }
+  for (int id : plan.external_ids) {
+    const Plan::Slot& s = plan.slots[static_cast<size_t>(id)];
+    Tensor& buffer = cg.outputs[id];
+    if (!buffer.defined()) buffer = Tensor::Empty(s.dtype, s.shape, options_.device, s.layout);
+    slots[static_cast<size_t>(id)] = buffer;
+  }
+  std::vector<void*> storage(state_.size(), nullptr);
+  for (size_t id = 0; id < state_.size(); ++id) storage[id] = state_[id].raw();
+  if (cg.graph->ready() && storage != cg.state_storage) cg.graph->Reset();  // state was replaced: capture again
+  if (!cg.graph->ready()) {
+    std::string why;
+    const bool captured = cg.graph->Capture(
+        [&] {
+          for (size_t step = 0; step < order_.size(); ++step)
+            if (plan.active[step]) plan.kernels[step]->Compute(*plan.contexts[step]);
+        },
+        &why);
+    if (!captured) return give_up(why);
+    cg.state_storage = storage;
+  }
+  cg.graph->Launch();
+  plan.fetch_copies = true;
+  return true;
+}
+
 void Executor::Replay(Plan& plan, const std::map<std::string, Tensor>& feeds, const RunOptions& options) {
   std::vector<Tensor>& slots = plan.run_slots;
   for (size_t id = 0; id < state_.size(); ++id)
     if (state_[id].defined()) slots[id] = state_[id];
+  plan.fetch_copies = false;
+  if (options_.cuda_graphs && options_.device.type == DeviceType::kCUDA && !options.on_value_ready &&
+      !options.before_node && ReplayGraph(plan, feeds))
+    return;
   for (const auto& [name, t] : feeds) slots[static_cast<size_t>(value_ids_.at(name))] = t;
   for (int id : plan.external_ids) {
     const Plan::Slot& s = plan.slots[static_cast<size_t>(id)];
@@ -355,8 +506,21 @@ void Executor::Replay(Plan& plan, const std::map<std::string, Tensor>& feeds, co
   }
 }
 
-std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds, const std::vector<std::string>& fetches,
-                                  const RunOptions& options) {
+std::map<std::string, Tensor> Executor::FeedsOnDevice(const std::map<std::string, Tensor>& feeds) const {
+  std::map<std::string, Tensor> out = feeds;
+  if (options_.device.type == DeviceType::kCPU) return out;
+  for (auto& [name, t] : out) {
+    if (t.device().type != DeviceType::kCPU || !t.is_plain()) continue;  // ValidateFeeds names a wrong device
+    Tensor copy = Tensor::Empty(t.dtype(), t.shape(), options_.device);
+    copy.CopyFrom(t);
+    t = copy;
+  }
+  return out;
+}
+
+std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& given_feeds,
+                                  const std::vector<std::string>& fetches, const RunOptions& options) {
+  const std::map<std::string, Tensor> feeds = FeedsOnDevice(given_feeds);
   ValidateFeeds(feeds);
   const std::vector<std::string>& names = fetches.empty() ? output_names_ : fetches;
   std::vector<int> fetch_ids;
@@ -373,7 +537,20 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds, co
   if (it == plans_.end()) {
     traced = state_;
     for (const auto& [name, t] : feeds) traced[static_cast<size_t>(value_ids_.at(name))] = t;
-    auto plan = BuildPlan(traced, fetch_ids, options);
+    std::unique_ptr<Plan> plan;
+    try {
+      plan = BuildPlan(traced, fetch_ids, options);
+    } catch (const Error& e) {
+      // The planning run holds each value in its own buffer; running out there is the
+      // same problem as an arena that does not fit.
+      const std::string what = e.what();
+      if (options_.device.type != DeviceType::kCUDA || what.find("out of memory") == std::string::npos ||
+          what.find("while planning") != std::string::npos)
+        throw;
+      throw Error("out of memory on " + options_.device.ToString() +
+                  " while planning: the run that sizes the memory plan for these input shapes did not fit (" + what +
+                  "); use a smaller batch");
+    }
     last_stats_ = plan->stats;
     plans_[key] = std::move(plan);
   } else {
@@ -388,7 +565,8 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds, co
     const Tensor& t = (*slots)[static_cast<size_t>(id)];
     // Fetched node outputs were allocated for this run; state and inputs are copied;
     // laid-out values are handed out plain.
-    bool fresh = !state_[static_cast<size_t>(id)].defined() && !g.FindInput(value_names_[static_cast<size_t>(id)]);
+    bool fresh = !state_[static_cast<size_t>(id)].defined() && !g.FindInput(value_names_[static_cast<size_t>(id)]) &&
+                 !(slots != &traced && it->second->fetch_copies);
     if (!t.is_plain()) {
       out.push_back(Tensor::Empty(t.dtype(), t.shape(), t.device()));
       out.back().CopyFrom(t);
@@ -396,8 +574,10 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& feeds, co
       out.push_back(fresh ? t : t.Clone());
     }
   }
+  const Plan& ran = *plans_.at(key);
   for (const auto& [value, state] : update_ids_)
-    state_[static_cast<size_t>(state)].CopyFrom((*slots)[static_cast<size_t>(value)]);
+    if (ran.slots[static_cast<size_t>(value)].state != state)  // not already written in place
+      state_[static_cast<size_t>(state)].CopyFrom((*slots)[static_cast<size_t>(value)]);
   if (slots != &traced) {
     // Drop this run's references to the caller's feeds and the fetched buffers.
     for (const auto& [name, t] : feeds) (*slots)[static_cast<size_t>(value_ids_.at(name))] = Tensor();

@@ -18,6 +18,8 @@
 
 namespace ot {
 
+class Executor;
+
 struct ExecutorOptions {
   Device device = Device::CPU();
   int num_threads = 0;  // 0: leave the library default
@@ -25,6 +27,15 @@ struct ExecutorOptions {
   // (value, state): after each run, value is copied into the initializer named state
   // (training graphs: updated weights, optimizer state, BatchNorm running statistics).
   std::vector<std::pair<std::string, std::string>> state_updates;
+  // Initializers that this executor's state has too (same name, type and shape) share its
+  // storage instead of being copied: an evaluation executor sees the training one's
+  // weights as they are updated. Must outlive this executor.
+  Executor* shared_state = nullptr;
+  // CUDA only: once a plan has run, its kernels are captured into a CUDA graph and later
+  // runs with the same input shapes replay that graph (one launch per step). Runs with
+  // RunOptions hooks, plans with random ops and plans whose kernels cannot be captured
+  // take the normal path.
+  bool cuda_graphs = false;
 };
 
 struct RunOptions {
@@ -51,7 +62,11 @@ class Executor {
   };
 
   // Throws ot::UnsupportedError listing every node whose op has no kernel on the device.
+  // The executor keeps the model's structure; initializer data goes to the device and
+  // model().graph.initializers keep only names, types and shapes.
   Executor(const Model& model, ExecutorOptions options = {});
+  // Takes the model over, freeing each initializer's host copy as it is uploaded.
+  Executor(Model&& model, ExecutorOptions options = {});
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -75,12 +90,17 @@ class Executor {
 
  private:
   struct Plan;
+  Executor(std::unique_ptr<Model> model, const std::vector<HostTensor>* initializer_data, ExecutorOptions options);
   std::unique_ptr<Plan> BuildPlan(std::vector<Tensor>& slots, const std::vector<int>& fetch_ids,
                                   const RunOptions& options);
   // Makes the plan's replay state (arena views, kernel contexts) once.
   void PrepareReplay(Plan& plan);
   // Runs a traced plan on new feeds.
   void Replay(Plan& plan, const std::map<std::string, Tensor>& feeds, const RunOptions& options);
+  // Replay through the plan's CUDA graph; false when the plan cannot use one.
+  bool ReplayGraph(Plan& plan, const std::map<std::string, Tensor>& feeds);
+  // Feeds on the host are copied to the executor's device.
+  std::map<std::string, Tensor> FeedsOnDevice(const std::map<std::string, Tensor>& feeds) const;
   void ValidateFeeds(const std::map<std::string, Tensor>& feeds) const;
   std::string PlanKey(const std::map<std::string, Tensor>& feeds, const std::vector<int>& fetch_ids) const;
 

@@ -76,6 +76,12 @@ class OpKernel {
   // kernel reads its inputs in whatever layout they have (it converts any it cannot use
   // itself). Otherwise the executor hands it plain copies of non-plain inputs.
   virtual bool AcceptsLayouts(const KernelContext& ctx) const { return false; }
+  // Asked after Prepare: the input whose buffer output `output` may be written into
+  // (same dtype and shape; each element of the input is read before that element of the
+  // output is written, as in elementwise updates), or -1. The executor uses it to update
+  // training state in place (optimizer outputs written straight into the weights and
+  // moments instead of into new buffers copied back after the step).
+  virtual int InPlaceInput(int output) const { return -1; }
 
  protected:
   // Error helpers that name the node.

@@ -1,6 +1,8 @@
 // Tensor storage, host transfer and copies.
 #include "runtime/tensor.h"
 
+#include "runtime/plugin.h"
+
 #include <cstring>
 
 #include "graph/error.h"
@@ -32,10 +34,14 @@ void RegisterBackend(DeviceType type, DeviceBackend* backend) { g_backends[stati
 
 DeviceBackend& BackendFor(DeviceType type) {
   DeviceBackend* b = g_backends[static_cast<int>(type)];
+  if (!b && type == DeviceType::kCUDA) {
+    OT_CHECK(PluginBuilt("cuda"), "this build of onnx-train has no CUDA runtime; use --device cpu");
+    LoadPlugin("cuda");  // registers the CUDA backend and kernels, or throws why it cannot
+    b = g_backends[static_cast<int>(type)];
+  }
   if (!b) {
-    throw Error(type == DeviceType::kCUDA
-                    ? "this build of onnx-train has no CUDA runtime; use --device cpu"
-                    : "no CPU backend registered (link error in this build)");
+    throw Error(type == DeviceType::kCUDA ? "the CUDA plugin did not register a device backend"
+                                          : "no CPU backend registered (link error in this build)");
   }
   return *b;
 }

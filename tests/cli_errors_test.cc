@@ -24,6 +24,7 @@
 #include "graph/tensor_proto.h"
 #include "runtime/kernel_registry.h"
 #include "tests/test_util.h"
+#include "runtime/device.h"
 
 namespace ot {
 namespace {
@@ -346,6 +347,42 @@ TEST_F(CliErrorsTest, CommandLineMistakes) {
   ExpectOneErrorLine({"infer", model_, "--input", "x=" + good_input_, "-o", Path("out"), "--threads", "two"},
                      {"--threads", "'two'"});
   ExpectOneErrorLine({"infer", model_, "--input"}, {"--input"});
+}
+
+}  // namespace
+}  // namespace ot
+
+namespace ot {
+namespace {
+
+// --device cuda:K beyond the device count (or any CUDA device where there is no GPU, or
+// in a build without CUDA) and CUDA-only flags on the CPU: one error line, never a crash.
+TEST(CliCudaErrorsTest, MissingCudaDeviceIsOneErrorLine) {
+  char tmpl[] = "/tmp/ot_cli_cuda_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string model = dir + "/relu.onnx", input = dir + "/x.pb";
+  SaveModel(ReluModel(), model);
+  WriteTensorFile(HostTensor::FromVector<float>({-1.f, 0.f, 1.f, 2.f}, {1, 4}, "x"), input);
+  const std::vector<std::string> infer = {"infer", model, "--input", "x=" + input, "-o", dir + "/out"};
+  auto with = [&infer](std::vector<std::string> extra) {
+    std::vector<std::string> args = infer;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  ExpectOneErrorLine(with({"--device", "cuda:97"}), {"CUDA"});
+  ExpectOneErrorLine(with({"--tf32"}), {"--tf32"});
+  ExpectOneErrorLine({"train", model, "--cuda-graphs", "--data", "synthetic"}, {"--cuda-graphs"});
+  bool no_gpu = true;
+  try {
+    no_gpu = ot::BackendFor(ot::DeviceType::kCUDA).DeviceCount() == 0;
+  } catch (const ot::Error&) {  // no CUDA in this build, or its libraries cannot load
+  }
+  if (no_gpu) {
+    ExpectOneErrorLine(with({"--device", "cuda"}), {"CUDA", "--device cpu"});
+    ExpectOneErrorLine(with({"--device", "cuda:0", "--tf32"}), {"CUDA"});
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 // Trainer tests: checkpoints (atomic, checksummed, exact resume), schedules, bad input.
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <dirent.h>
 
 #include <fstream>
 
@@ -192,6 +196,66 @@ TEST(Trainer, BadInputGivesClearErrors) {
   again.batch = 64;
   again.resume = "latest";
   EXPECT_THROW(RunTraining(SimpleNN(), again), Error);
+}
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') names.push_back(e->d_name);
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Disk full while saving: simulated with a file-size limit (RLIMIT_FSIZE), under which a
+// write past the limit fails (EFBIG; SIGXFSZ ignored) as it would with ENOSPC. The save of
+// epoch 2 fails with a clear error; epoch 1's checkpoint survives intact, no temporary
+// file is left behind, and a later run resumes from it.
+TEST(Trainer, DiskFullWhileSavingKeepsThePreviousCheckpoint) {
+  const std::string dir = FreshDir("diskfull");
+  TrainerOptions first = QuickRun(dir);
+  first.epochs = 1;
+  first.max_steps_per_epoch = 5;
+  RunTraining(SimpleNN(), first);
+  const std::vector<std::string> before = ListDir(dir);
+  ASSERT_EQ(before, (std::vector<std::string>{"epoch_0001.onnx", "epoch_0001.state"}));
+  const TrainingState good = ReadTrainingState(dir + "/epoch_0001.state");
+
+  TrainerOptions more = first;
+  more.epochs = 2;
+  more.resume = "latest";
+  rlimit old_limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old_limit;
+  small.rlim_cur = 4096;  // far below a checkpoint (the model alone is ~30 KiB)
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string message;
+  try {
+    RunTraining(SimpleNN(), more);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  ASSERT_FALSE(message.empty()) << "saving past the size limit did not fail";
+  EXPECT_NE(message.find("epoch_0002"), std::string::npos) << message;
+  EXPECT_NE(message.find("previous file is kept"), std::string::npos) << message;
+
+  // Nothing of the failed save remains that a resume could take for a checkpoint.
+  for (const auto& name : ListDir(dir)) {
+    EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
+    EXPECT_NE(name, "epoch_0002.state") << "the failed save left a state file";
+  }
+  const TrainingState still = ReadTrainingState(dir + "/epoch_0001.state");
+  ASSERT_EQ(still.tensors.size(), good.tensors.size());
+  for (size_t i = 0; i < good.tensors.size(); ++i) EXPECT_TRUE(still.tensors[i].bytes == good.tensors[i].bytes);
+  EXPECT_NO_THROW(LoadModel(dir + "/epoch_0001.onnx"));
+  // With room again, the same command resumes from epoch 1 and finishes.
+  TrainResult r = RunTraining(SimpleNN(), more);
+  EXPECT_EQ(r.epochs_run, 1);
 }
 
 }  // namespace

@@ -4,12 +4,17 @@
 // bytes, elements, time (us per allreduce, rank 0's clock), algbw = bytes / time, busbw =
 // algbw * 2(n-1)/n (GB = 1e9 bytes) and the number of wrong elements over all ranks (a
 // separate checked allreduce of known values), then the average busbw.
+// --backend nccl: rank r uses cuda:(r % device count) and device buffers (so N must not
+// exceed the device count); the timed allreduces are queued back to back and waited for
+// once, as nccl-tests does. The parent checks the build and the GPUs (in a probe process:
+// it must not initialise CUDA before forking) so that a missing one is one error line.
 #include "tools/bench_comm.h"
 
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <dirent.h>
@@ -18,8 +23,11 @@
 #include "comm/communicator.h"
 #include "comm/gloo_communicator.h"
 #include "comm/rendezvous.h"
+#include "comm/tensor_buffer.h"
 #include "graph/error.h"
+#include "runtime/tensor.h"
 #include "tools/args.h"
+#include "runtime/plugin.h"
 
 namespace ot {
 namespace {
@@ -34,7 +42,32 @@ struct BenchCommOptions {
   int step_factor = 4;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  int device_count = 0;  // nccl: CUDA devices, counted before forking
 };
+
+// Checks, before any rank starts, that the backend is in this build and (NCCL) that there
+// are enough GPUs; sets o->device_count.
+void CheckBackend(BenchCommOptions* o) {
+  const auto names = CommunicatorBackends();
+  if (o->backend == "auto") o->backend = "gloo";  // bench-comm's buffers are host memory
+  // A plugin backend (nccl) registers when a rank first asks for it.
+  if (std::find(names.begin(), names.end(), o->backend) == names.end() && !PluginBuilt(o->backend)) {
+    std::string list;
+    for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
+    OT_CHECK(o->backend != "nccl",
+             "bench-comm: this build has no NCCL backend (built without CUDA: "
+             "-DONNXTRAIN_CUDA=OFF or no CUDA toolkit found); use --backend gloo");
+    throw Error("bench-comm: unknown backend '" + o->backend + "'; available: " + list);
+  }
+  if (o->backend != "nccl") return;
+  std::string reason;
+  o->device_count = CountCudaDevicesInChild(&reason);
+  OT_CHECK(o->device_count > 0, "nccl backend needs a CUDA device: %s", reason.c_str());
+  OT_CHECK(o->world_size <= o->device_count,
+           "bench-comm --backend nccl: --world-size %d needs %d GPUs (one per rank); this machine "
+           "has %d",
+           o->world_size, o->world_size, o->device_count);
+}
 
 BenchCommOptions ParseOptions(const std::vector<std::string>& argv) {
   Args args(argv,
@@ -75,6 +108,11 @@ void RunRank(const BenchCommOptions& o, int rank, const std::string& dir,
   config.rendezvous = "file:" + dir;
   config.run_id = run_id;
   config.timeout = o.timeout;
+  const bool nccl = o.backend == "nccl";
+  if (nccl) {
+    config.local_rank = rank;
+    config.device = Device{DeviceType::kCUDA, rank % o.device_count};
+  }
   auto comm = CreateCommunicator(o.backend, config);
   const int n = o.world_size;
   const double bus_factor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
@@ -94,16 +132,38 @@ void RunRank(const BenchCommOptions& o, int rank, const std::string& dir,
     const size_t count = std::max<size_t>(1, bytes / sizeof(float));
     std::vector<float> data(count, 1.0f);
     CommBuffer buffer = CommBuffer::Of(data.data(), count);
-    for (int i = 0; i < o.warmup; ++i) comm->AllReduce(buffer, options)->Wait();
+    Tensor device_data;  // nccl: the buffer on this rank's GPU
+    if (nccl) {
+      device_data = Tensor::Empty(DType::kFloat32, {static_cast<int64_t>(count)}, config.device);
+      device_data.CopyFrom(Tensor::View(DType::kFloat32, {static_cast<int64_t>(count)}, data.data()));
+      buffer = BufferOf(device_data);
+    }
+    // Host backends wait for each allreduce; NCCL queues them on its stream.
+    auto run = [&](int times) {
+      WorkPtr last;
+      for (int i = 0; i < times; ++i) {
+        last = comm->AllReduce(buffer, options);
+        if (!nccl) last->Wait();
+      }
+      if (last) last->Wait();
+    };
+    run(o.warmup);
     const int iters = bytes < (4u << 20) ? o.iters : std::max(3, o.iters / 4);
     comm->Barrier()->Wait();
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) comm->AllReduce(buffer, options)->Wait();
+    run(iters);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
 
     for (size_t i = 0; i < count; ++i) data[i] = FillValue(rank, i);
-    comm->AllReduce(buffer, options)->Wait();
+    if (nccl) {
+      Tensor host = Tensor::View(DType::kFloat32, {static_cast<int64_t>(count)}, data.data());
+      device_data.CopyFrom(host);
+      comm->AllReduce(buffer, options)->Wait();
+      host.CopyFrom(device_data);
+    } else {
+      comm->AllReduce(buffer, options)->Wait();
+    }
     float wrong = 0;
     for (size_t i = 0; i < count; ++i) {
       float expected = 0;
@@ -121,7 +181,8 @@ void RunRank(const BenchCommOptions& o, int rank, const std::string& dir,
         shown = GlooAutoAllreduceAlgorithm(count * sizeof(float), n);
       }
       std::printf("%12zu %11zu %12.1f %11.3f %11.3f %8.0f  %s\n", count * sizeof(float), count,
-                  seconds * 1e6, algbw, algbw * bus_factor, wrong, AllreduceAlgorithmName(shown));
+                  seconds * 1e6, algbw, algbw * bus_factor, wrong,
+                  nccl ? "nccl's choice" : AllreduceAlgorithmName(shown));
       std::fflush(stdout);
     }
     if (bytes > o.max_bytes / o.step_factor) break;  // no overflow of bytes
@@ -179,7 +240,8 @@ std::vector<int> WaitForRanks(const std::vector<pid_t>& pids, std::chrono::milli
 }  // namespace
 
 int CmdBenchComm(const std::vector<std::string>& argv) {
-  const BenchCommOptions o = ParseOptions(argv);
+  BenchCommOptions o = ParseOptions(argv);
+  CheckBackend(&o);
   char pattern[] = "/tmp/onnx-train-bench-comm-XXXXXX";
   OT_CHECK(mkdtemp(pattern) != nullptr, "bench-comm: cannot create a temp directory in /tmp");
   const std::string dir = pattern;

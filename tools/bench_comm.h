@@ -7,7 +7,7 @@
 
 namespace ot {
 
-// onnx-train bench-comm --backend gloo --world-size N [--min-bytes 4] [--max-bytes 64Mi]
+// onnx-train bench-comm --backend gloo|nccl --world-size N [--min-bytes 4] [--max-bytes 64Mi]
 //   [--iters 20] [--warmup 3] [--step-factor 4] [--algorithm auto|ring|...] [--timeout S]
 int CmdBenchComm(const std::vector<std::string>& argv);
 

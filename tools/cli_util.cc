@@ -4,6 +4,7 @@
 #include "graph/error.h"
 #include "graph/file_util.h"
 #include "graph/tensor_proto.h"
+#include "runtime/device.h"
 
 namespace ot {
 
@@ -43,6 +44,12 @@ std::vector<std::string> SplitList(const std::string& s) {
     start = comma + 1;
   }
   return out;
+}
+
+void ApplyTf32Flag(bool tf32, Device device) {
+  if (!tf32) return;
+  OT_CHECK(device.type == DeviceType::kCUDA, "--tf32 needs --device cuda (TF32 is a math mode of NVIDIA tensor cores)");
+  BackendFor(DeviceType::kCUDA).SetAllowTf32(true);  // loads the CUDA plugin, or says why it cannot
 }
 
 }  // namespace ot

@@ -21,5 +21,8 @@ std::string FileNameFor(const std::string& value);
 std::map<std::string, Tensor> ReadFeeds(const std::vector<std::string>& assignments, Device device);
 // Splits "a,b,c" (empty items dropped).
 std::vector<std::string> SplitList(const std::string& s);
+// --tf32: lets float32 matrix products and convolutions use TF32 tensor cores on CUDA.
+// Throws ot::Error when asked for on a CPU device or in a build without CUDA.
+void ApplyTf32Flag(bool tf32, Device device);
 
 }  // namespace ot

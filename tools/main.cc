@@ -32,7 +32,7 @@ const char* kUsage =
     "      train on a data set (Fashion-MNIST by default); checkpoints, resume, metrics\n"
     "  eval MODEL.onnx [--data SPEC] [--split test|train]\n"
     "      test accuracy of a model\n"
-    "  infer MODEL.onnx --input NAME=FILE.pb ... -o DIR [--device cpu] [--threads N]\n"
+    "  infer MODEL.onnx --input NAME=FILE.pb ... -o DIR [--device cpu|cuda[:K]] [--tf32] [--threads N]\n"
     "      run the forward pass; writes each graph output as DIR/<output>.pb (binary TensorProto)\n"
     "  make-model resnet34|simplenn -o FILE [--input CxHxW] [--classes K] [--seed S]\n"
     "      write a reference model as ONNX\n"
@@ -50,13 +50,14 @@ const char* kUsage =
     "      load, check and shape-infer a model; print its inputs, outputs and ops\n";
 
 int CmdInfer(const std::vector<std::string>& argv) {
-  Args args(argv, {"input", "o", "device", "threads"}, {});
+  Args args(argv, {"input", "o", "device", "threads"}, {"tf32"});
   OT_CHECK(args.positional().size() == 1, "infer needs exactly one MODEL.onnx (see onnx-train --help)");
   OT_CHECK(args.Has("o"), "infer needs -o DIR (where the outputs are written)");
-  Model model = LoadModel(args.positional()[0]);
   ExecutorOptions opts;
   opts.device = Device::Parse(args.Get("device", "cpu"));
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
+  ApplyTf32Flag(args.Has("tf32"), opts.device);
+  Model model = LoadModel(args.positional()[0]);
   Executor exec(model, opts);
   std::map<std::string, Tensor> feeds = ReadFeeds(args.GetAll("input"), opts.device);
   std::vector<Tensor> outs = exec.Run(feeds);

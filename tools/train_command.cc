@@ -50,6 +50,9 @@ const char* kTrainUsage =
     "  --quiet              no progress bar\n"
     "  --threads N          CPU threads (default: all)\n"
     "  --device cpu|cuda[:K]\n"
+    "  --tf32               CUDA: float32 matrix products and convolutions on TF32 tensor cores\n"
+    "  --cuda-graphs        CUDA: replay each training step as one CUDA graph (same shapes;\n"
+    "                       data-parallel runs and models with Dropout take the normal path)\n"
     "  --max-steps N        at most N steps per epoch (quick looks, tests)\n"
     "launcher:\n"
     "  --world-size N       N worker processes on this host (threads split among them)\n"
@@ -61,6 +64,9 @@ const char* kTrainUsage =
     "  --backend auto|gloo|nccl   collectives for data-parallel training (auto: NCCL for CUDA, else Gloo)\n"
     "  --timeout S          a collective, or a rank that does not join, fails after S seconds (300)\n"
     "  --rdzv SPEC          rendezvous store: redis://HOST:PORT or file:DIR (default: a per-run folder)\n"
+    "  --bind-addr ADDR     address (or host name) this host's ranks listen on for their peers\n"
+    "                       (env ONNXTRAIN_BIND_ADDR; default: loopback with a file store, else this\n"
+    "                       host's name); peers on other hosts must reach it\n"
     "  --lr-scale-world     multiply the learning rate by the world size\n"
     "  (workers also start from torchrun, Slurm or Open MPI environments: RANK/WORLD_SIZE, ...)\n";
 
@@ -91,8 +97,9 @@ int CmdTrain(std::vector<std::string> argv) {
              "beta2", "epsilon", "lr-schedule", "lr-step", "lr-gamma", "freeze", "eval-every", "save-every",
              "checkpoint-dir", "resume", "metrics", "threads", "device", "max-steps", "world-size", "max-restarts",
              "grace-period", "snapshot-every", "keep", "backend", "timeout", "rdzv", "monitor-interval",
-             "heartbeat-timeout"},
-            {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world"});
+             "heartbeat-timeout", "bind-addr"},
+            {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
+             "cuda-graphs"});
   if (args.Has("help")) {
     std::cout << kTrainUsage;
     return 0;
@@ -130,12 +137,19 @@ int CmdTrain(std::vector<std::string> argv) {
   o.quiet = args.Has("quiet");
   o.threads = static_cast<int>(args.GetInt("threads", 0));
   o.device = Device::Parse(args.Get("device", "cpu"));
+  ApplyTf32Flag(args.Has("tf32"), o.device);
+  o.cuda_graphs = args.Has("cuda-graphs");
+  OT_CHECK(!o.cuda_graphs || o.device.type == DeviceType::kCUDA, "--cuda-graphs needs --device cuda");
   o.max_steps_per_epoch = args.GetInt("max-steps", -1);
   o.backend = args.Get("backend", "auto");
   o.comm_timeout_seconds = args.GetDouble("timeout", 300.0);
   OT_CHECK(o.comm_timeout_seconds > 0, "--timeout must be positive (seconds)");
   o.lr_scale_world = args.Has("lr-scale-world");
   if (args.Has("rdzv")) ::setenv(kEnvRendezvous, args.Get("rdzv").c_str(), 1);
+  if (args.Has("bind-addr")) {
+    OT_CHECK(!args.Get("bind-addr").empty(), "--bind-addr needs an address or host name");
+    ::setenv("ONNXTRAIN_BIND_ADDR", args.Get("bind-addr").c_str(), 1);
+  }
   o.snapshot_every = args.GetInt("snapshot-every", 0);
   o.keep_snapshots = static_cast<int>(args.GetInt("keep", 2));
   OT_CHECK(o.snapshot_every >= 0 && o.keep_snapshots >= 1, "--snapshot-every must be >= 0 and --keep >= 1");
@@ -155,6 +169,19 @@ int CmdTrain(std::vector<std::string> argv) {
              "--monitor-interval must be positive and --heartbeat-timeout 0 or more");
     const int total = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
     lo.threads_per_worker = std::max(1, total / world);
+    // --threads is the whole job's: each worker gets its share, not the total (N workers
+    // of T OpenMP threads each on T cores spend most of their time spinning in barriers).
+    std::vector<std::string> worker_args;
+    for (size_t i = 0; i < argv.size(); ++i) {
+      if (argv[i] == "--threads" && i + 1 < argv.size()) {
+        ++i;
+      } else if (argv[i].rfind("--threads=", 0) != 0) {
+        worker_args.push_back(argv[i]);
+      }
+    }
+    worker_args.push_back("--threads");
+    worker_args.push_back(std::to_string(lo.threads_per_worker));
+    lo.worker_args = worker_args;
     if (!o.save_checkpoints) lo.resume_flag.clear();
     return LaunchWorkers(lo);
   }

@@ -40,14 +40,14 @@ void ProgressReporter::StartEpoch(int epoch, int64_t steps, double lr) {
 }
 
 void ProgressReporter::Step(int64_t step, int64_t global_step, double step_loss, double running_loss,
-                            int64_t images) {
+                            int64_t images, const std::string& extra_json) {
   images_ += images;
   const double elapsed = Since(epoch_start_);
   if (metrics_)
     WriteJson(StrFormat("{\"type\":\"step\",\"epoch\":%d,\"step\":%lld,\"global_step\":%lld,\"loss\":%.6g,\"lr\":%.6g,"
-                        "\"img_per_s\":%.1f,\"time\":%.3f}",
+                        "\"img_per_s\":%.1f,\"time\":%.3f%s}",
                         epoch_, (long long)step, (long long)global_step, step_loss, lr_,
-                        elapsed > 0 ? images_ / elapsed : 0.0, Since(run_start_)));
+                        elapsed > 0 ? images_ / elapsed : 0.0, Since(run_start_), extra_json.c_str()));
   if (quiet_) return;
   const bool last = step + 1 == steps_;
   const double since_print = Since(last_print_);

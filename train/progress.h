@@ -33,7 +33,9 @@ class ProgressReporter {
 
   void StartEpoch(int epoch, int64_t steps, double lr);
   // After each step: the running mean loss of the epoch so far and this step's figures.
-  void Step(int64_t step_in_epoch, int64_t global_step, double step_loss, double running_loss, int64_t images);
+  // extra_json: more fields for the metrics line (",\"step_ms\":12.5,..."), or empty.
+  void Step(int64_t step_in_epoch, int64_t global_step, double step_loss, double running_loss, int64_t images,
+            const std::string& extra_json = "");
   void EndEpoch(const EpochSummary& s);
   void Message(const std::string& line);  // a plain line (clears the bar first)
 

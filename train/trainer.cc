@@ -161,6 +161,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   config.autodiff.freeze = o.freeze;
   config.optimizer = o.optimizer;
   config.executor.device = o.device;
+  config.executor.cuda_graphs = o.cuda_graphs;
   config.executor.num_threads = o.threads;
   config.executor.seed = o.seed;
   TrainingSession session(forward, config);
@@ -180,6 +181,9 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     cc.run_id = launch.run_id.empty() ? "default" : launch.run_id;
     cc.device = o.device;
     cc.timeout = comm_timeout;
+    // --bind-addr: the address this rank's Gloo connections listen on (several hosts, or
+    // several addresses of one host).
+    if (const char* bind = std::getenv("ONNXTRAIN_BIND_ADDR")) cc.listen_host = bind;
     std::string fp = ModelFingerprint(forward);
     for (const auto& [k, v] : RunSettings(o)) fp += ";" + k + "=" + v;
     cc.fingerprint = fp;
@@ -249,11 +253,21 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     SamplerState next{epoch + 1, 0};
     Batch batch;
     for (int64_t s = first; s < last && loader.Next(&batch); ++s) {
+      const auto step_start = std::chrono::steady_clock::now();
       StepResult r = session.Step(Tensor::FromHost(batch.images, o.device), Tensor::FromHost(batch.labels, o.device),
                                   static_cast<float>(lr), reducer ? reducer->Hooks() : RunOptions{});
       if (reducer) {
         reducer->FinishStep();
         result.allreduce_wait_seconds += reducer->last_wait_seconds();
+      }
+      // Step time (forward, backward, update, allreduce waits) and the reducer's overlap
+      // counters for the metrics file.
+      std::string extra = StrFormat(",\"step_ms\":%.3f",
+          1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
+      if (reducer) {
+        const GradientReducer::StepStats& st = reducer->last_stats();
+        extra += StrFormat(",\"allreduce_ms\":%.3f,\"allreduce_wait_ms\":%.3f,\"buckets\":%zu",
+                           1e3 * st.allreduce_seconds, 1e3 * st.wait_seconds, st.buckets);
       }
       OT_CHECK(std::isfinite(r.loss), "the loss became %f at epoch %lld step %lld; lower the learning rate", r.loss,
                (long long)epoch, (long long)s);
@@ -262,7 +276,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
       seen += n;
       correct += CountCorrect(r.logits, batch.labels);
       result.step_losses.push_back(r.loss);
-      progress.Step(s, session.steps_done(), r.loss, loss_sum / static_cast<double>(seen), n);
+      progress.Step(s, session.steps_done(), r.loss, loss_sum / static_cast<double>(seen), n, extra);
       if (lead && o.save_checkpoints && o.snapshot_every > 0 && session.steps_done() % o.snapshot_every == 0 &&
           batch.next.position < full_steps) {
         SaveState(session, forward, o, epoch, batch.next, SnapshotPath(o.checkpoint_dir, session.steps_done()));

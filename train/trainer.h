@@ -33,6 +33,7 @@ struct TrainerOptions {
   std::string metrics_path;
   int threads = 0;
   Device device;
+  bool cuda_graphs = false;  // CUDA: replay steps as CUDA graphs (ExecutorOptions::cuda_graphs)
   int64_t max_steps_per_epoch = -1;  // for tests and quick looks; -1: the whole epoch
   bool quiet = false;                // no per-step output (epoch lines still print)
   // Data parallel (rank and world size come from the launcher's environment).

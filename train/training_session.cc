@@ -18,11 +18,18 @@ TrainingSession::TrainingSession(const Model& forward, const TrainingConfig& con
   AppendOptimizer(tg_, config.optimizer);
   ExecutorOptions opts = config.executor;
   opts.state_updates = tg_.state_updates;
-  train_ = std::make_unique<Executor>(tg_.model, opts);
+  // One copy of the weights: the training executor takes the graph's initializers over
+  // (freeing each host copy as it is uploaded), graph() keeps only their shapes, and the
+  // evaluation executor shares the training state's storage.
+  train_ = std::make_unique<Executor>(std::move(tg_.model), opts);
+  tg_.model = ModelStructure(train_->model());
   eval_model_ = DeriveEvalModel(forward);
   ExecutorOptions eval_opts = config.executor;
   eval_opts.state_updates.clear();
+  eval_opts.shared_state = train_.get();
   eval_ = std::make_unique<Executor>(eval_model_, eval_opts);
+  for (auto& t : eval_model_.graph.initializers)  // InferenceModel takes these from the state
+    if (train_->FindState(t.name)) std::vector<uint8_t>().swap(t.bytes);
   for (const auto& t : tg_.model.graph.initializers)
     if (t.dtype == DType::kFloat32 && train_->FindState(t.name)) state_names_.push_back(t.name);
 }
@@ -50,7 +57,7 @@ void TrainingSession::SyncEvalWeights() {
   for (const auto& t : eval_model_.graph.initializers) {
     Tensor* dst = eval_->FindState(t.name);
     Tensor* src = train_->FindState(t.name);
-    if (dst && src) dst->CopyFrom(*src);
+    if (dst && src && dst->data<void>() != src->data<void>()) dst->CopyFrom(*src);
   }
   eval_synced_at_ = steps_done_;
 }

@@ -48,6 +48,8 @@ class TrainingSession {
   // state. Checkpoints and broadcasts walk this list; it is the same order every time.
   std::vector<std::pair<std::string, Tensor*>> StateTensors();
   int64_t steps_done() const { return steps_done_; }
+  // Memory plan of the last training step (arena bytes for intermediate values).
+  PlanStats LastPlanStats() const { return train_->LastPlanStats(); }
   // The random stream of the training graph's random ops (Dropout), for checkpoints.
   std::string RngState() const;
   void SetRngState(const std::string& state);

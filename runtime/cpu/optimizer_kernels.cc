@@ -36,6 +36,13 @@ class OptimizerKernel : public OpKernel {
     }
   }
 
+  // Output k*n+i (k = 0: X, k >= 1: state k-1) may overwrite its own input: every
+  // update below reads all of an element's inputs before writing that element.
+  int InPlaceInput(int output) const override {
+    if (n_ == 0 || output < 0 || output >= (1 + states_) * n_) return -1;
+    const int k = output / n_, i = output % n_;
+    return k == 0 ? 2 + i : 2 + (1 + k) * n_ + i;
+  }
   void Compute(KernelContext& ctx) override {
     const float r = ctx.Input(0).data<float>()[0];
     const int64_t t = ctx.Input(1).data<int64_t>()[0];

@@ -9,6 +9,8 @@
 #include <cudnn.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "graph/error.h"
@@ -44,6 +46,41 @@ void SetDevice(int device);
 // Scratch memory for library calls (cuDNN workspaces), grown on demand and kept; valid
 // until the next call on the same device. Stream-ordered on `compute`.
 void* Workspace(int device, size_t bytes);
+
+// TF32 tensor-core math for float32 (--tf32; off by default, so float32 stays float32 as
+// on the CPU). Setting it switches the cuBLAS math mode of every context, existing and
+// future; kernels that choose their own math (cuDNN convolutions' CUDNN_TENSOR_OP_MATH
+// or CUDNN_FMA_MATH, cuBLAS compute types) read AllowTf32() when they prepare.
+void SetAllowTf32(bool allow);
+bool AllowTf32();
+
+// Free and total memory of the device in bytes (cudaMemGetInfo), for messages.
+void MemoryInfo(int device, size_t* free_bytes, size_t* total_bytes);
+
+// Whole-step replay: the work a function enqueues on a device's compute stream, captured
+// once as a CUDA graph and launched again as one unit (the executor's cuda_graphs).
+class StreamGraph {
+ public:
+  StreamGraph() = default;
+  ~StreamGraph();
+  StreamGraph(const StreamGraph&) = delete;
+  StreamGraph& operator=(const StreamGraph&) = delete;
+
+  // Captures what `enqueue` puts on the compute stream of `device`; nothing runs. Returns
+  // false with the reason when the work cannot be captured (something in it synchronises,
+  // allocates or copies to the host); the stream is usable again afterwards.
+  bool Capture(int device, const std::function<void()>& enqueue, std::string* why);
+  // Enqueues the captured work on the compute stream.
+  void Launch();
+  // Captured, and the scratch memory it uses (Workspace) has not moved since.
+  bool ready() const;
+  void Reset();
+
+ private:
+  int device_ = 0;
+  cudaGraphExec_t exec_ = nullptr;
+  uint64_t workspace_generation_ = 0;
+};
 
 }  // namespace ot::cuda
 

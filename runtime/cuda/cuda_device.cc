@@ -1,6 +1,7 @@
 // The CUDA device backend: a caching allocator over cudaMalloc (blocks kept per size
 // class and reused, never managed memory), copies ordered on the compute stream, and the
 // per-device contexts of cuda_common.h.
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -63,6 +64,19 @@ void SetDevice(int device) {
 namespace {
 std::mutex g_ctx_mu;
 std::map<int, std::unique_ptr<DeviceContext>> g_contexts;
+std::atomic<bool> g_allow_tf32{false};
+// Counts workspace reallocations: a CUDA graph captured before one points at freed scratch.
+std::atomic<uint64_t> g_workspace_generation{0};
+// Set while this thread captures a CUDA graph: memory handed out then would be baked into
+// the graph and reused by others after it is freed, so allocating fails the capture.
+thread_local bool t_capturing = false;
+
+void RefuseWhileCapturing(const char* what) {
+  if (t_capturing)
+    throw Error(std::string(what) + " while capturing a CUDA graph (a kernel allocates in Compute)");
+}
+
+cublasMath_t CublasMathMode() { return g_allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH; }
 
 struct WorkspaceBuf {
   void* ptr = nullptr;
@@ -86,8 +100,14 @@ DeviceContext& Context(int device) {
   OT_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->comm, cudaStreamNonBlocking));
   OT_CUBLAS_CHECK(cublasCreate(&ctx->cublas));
   OT_CUBLAS_CHECK(cublasSetStream(ctx->cublas, ctx->compute));
+  // A workspace of our own, so that cuBLAS calls can be captured into CUDA graphs
+  // (32 MiB, NVIDIA's recommendation for Hopper).
+  constexpr size_t kCublasWorkspace = 32u << 20;
+  void* cublas_workspace = nullptr;
+  OT_CUDA_CHECK(cudaMalloc(&cublas_workspace, kCublasWorkspace));
+  OT_CUBLAS_CHECK(cublasSetWorkspace(ctx->cublas, cublas_workspace, kCublasWorkspace));
   // fp32 math stays fp32 unless --tf32 asks otherwise (parity with the CPU runtime).
-  OT_CUBLAS_CHECK(cublasSetMathMode(ctx->cublas, CUBLAS_PEDANTIC_MATH));
+  OT_CUBLAS_CHECK(cublasSetMathMode(ctx->cublas, CublasMathMode()));
   OT_CUDNN_CHECK(cudnnCreate(&ctx->cudnn));
   OT_CUDNN_CHECK(cudnnSetStream(ctx->cudnn, ctx->compute));
   DeviceContext& ref = *ctx;
@@ -95,19 +115,81 @@ DeviceContext& Context(int device) {
   return ref;
 }
 
+void SetAllowTf32(bool allow) {
+  g_allow_tf32 = allow;
+  std::lock_guard<std::mutex> lock(g_ctx_mu);
+  for (auto& [device, ctx] : g_contexts) OT_CUBLAS_CHECK(cublasSetMathMode(ctx->cublas, CublasMathMode()));
+}
+
+bool AllowTf32() { return g_allow_tf32; }
+
+void MemoryInfo(int device, size_t* free_bytes, size_t* total_bytes) {
+  Context(device);  // makes the device current
+  OT_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+}
+
 void* Workspace(int device, size_t bytes) {
   DeviceContext& ctx = Context(device);
   std::lock_guard<std::mutex> lock(g_ctx_mu);
   WorkspaceBuf& w = g_workspaces[device];
   if (w.bytes >= bytes) return w.ptr;
+  RefuseWhileCapturing("growing the workspace");
   if (w.ptr) {
     OT_CUDA_CHECK(cudaStreamSynchronize(ctx.compute));
     OT_CUDA_CHECK(cudaFree(w.ptr));
     w = {};
+    ++g_workspace_generation;
   }
   OT_CUDA_CHECK(cudaMalloc(&w.ptr, bytes));
   w.bytes = bytes;
   return w.ptr;
+}
+
+StreamGraph::~StreamGraph() { Reset(); }
+
+bool StreamGraph::ready() const { return exec_ != nullptr && workspace_generation_ == g_workspace_generation; }
+
+void StreamGraph::Reset() {
+  if (exec_) cudaGraphExecDestroy(exec_);
+  exec_ = nullptr;
+}
+
+bool StreamGraph::Capture(int device, const std::function<void()>& enqueue, std::string* why) {
+  Reset();
+  device_ = device;
+  workspace_generation_ = g_workspace_generation;
+  cudaStream_t stream = Context(device).compute;
+  // Thread-local mode: other threads (the communicator's) may still allocate meanwhile.
+  OT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  std::string failure;
+  t_capturing = true;
+  try {
+    enqueue();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  t_capturing = false;
+  cudaGraph_t graph = nullptr;
+  cudaError_t st = cudaStreamEndCapture(stream, &graph);
+  if (failure.empty() && st != cudaSuccess)
+    failure = std::string("capture failed: ") + cudaGetErrorName(st) + ": " + cudaGetErrorString(st);
+  if (failure.empty()) {
+    st = cudaGraphInstantiate(&exec_, graph, 0);
+    if (st != cudaSuccess) {
+      exec_ = nullptr;
+      failure = std::string("instantiation failed: ") + cudaGetErrorName(st) + ": " + cudaGetErrorString(st);
+    }
+  }
+  if (graph) cudaGraphDestroy(graph);
+  cudaGetLastError();  // a failed capture leaves its error behind
+  if (failure.empty()) return true;
+  if (why) *why = failure;
+  return false;
+}
+
+void StreamGraph::Launch() {
+  OT_CHECK(ready(), "internal error: launching a CUDA graph that was not captured or whose workspace moved");
+  OT_CUDA_CHECK(cudaGraphLaunch(exec_, Context(device_).compute));
 }
 
 namespace {
@@ -115,9 +197,37 @@ namespace {
 // Caching allocator: freed blocks go to a per-device free list keyed by their rounded
 // size and are handed out again for requests of that size class. Memory returns to the
 // driver only when an allocation fails (then the cache is emptied and the call retried).
+// StreamGraph behind the device-neutral StepGraph interface.
+class CudaStepGraph final : public StepGraph {
+ public:
+  explicit CudaStepGraph(int device) : device_(device) {}
+  bool Capture(const std::function<void()>& enqueue, std::string* why) override {
+    return graph_.Capture(device_, enqueue, why);
+  }
+  void Launch() override { graph_.Launch(); }
+  bool ready() const override { return graph_.ready(); }
+  void Reset() override { graph_.Reset(); }
+
+ private:
+  int device_;
+  StreamGraph graph_;
+};
+
 class CudaBackend final : public DeviceBackend {
  public:
+  void Require(int device) override { Context(device); }
+  int DeviceCount() override { return cuda::DeviceCount(); }
+  std::string NoDeviceReason() override { return cuda::NoDeviceReason(); }
+  void MemoryInfo(int device, size_t* free_bytes, size_t* total_bytes) override {
+    cuda::MemoryInfo(device, free_bytes, total_bytes);
+  }
+  void SetAllowTf32(bool allow) override { cuda::SetAllowTf32(allow); }
+  std::unique_ptr<StepGraph> NewStepGraph(int device) override {
+    Context(device);
+    return std::make_unique<CudaStepGraph>(device);
+  }
   void* Allocate(size_t bytes, int device) override {
+    RefuseWhileCapturing("allocating device memory");
     DeviceContext& ctx = Context(device);
     size_t rounded = RoundUp(bytes);
     {

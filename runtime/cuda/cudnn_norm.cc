@@ -1,0 +1,192 @@
+// BatchNormalization (inference and training mode), org.onnxtrain BatchNormTraining and
+// BatchNormalizationGrad on cuDNN's spatial batch normalization, and LRN on cuDNN's
+// cross-channel LRN. Semantics are those of runtime/cpu/batchnorm.cc and lrn.cc:
+//   training mode: Y from the batch's mean and population variance;
+//     running_mean = input_mean * momentum + batch_mean * (1 - momentum)
+//     running_var  = input_var  * momentum + batch_var  * (1 - momentum)
+//     saved_mean = batch_mean, saved_var = batch_var (population variance, before epsilon).
+// cuDNN's own running update uses the unbiased variance, so it is not asked for; the
+// running statistics and saved_var come from cuDNN's saved mean and 1/sqrt(var + eps)
+// through a small kernel (cudnn_kernels.cu).
+#include <string>
+
+#include "graph/gradient_registry.h"
+#include "runtime/cuda/cudnn_kernels.h"
+#include "runtime/cuda/cudnn_util.h"
+
+namespace ot::cuda {
+namespace {
+
+class BatchNormKernel final : public OpKernel {
+ public:
+  explicit BatchNormKernel(const KernelInfo& info) : OpKernel(info) {}
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    for (int i = 0; i < 5; ++i)
+      if (ctx.Input(i).dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(ctx.Input(i).dtype()));
+    if (x.rank() < 2) Fail("input " + x.Describe() + " must be N x C x ...");
+    if (node_.GetInt("spatial", 1) != 1) Unsupported("spatial=0 (per-activation statistics)");
+    const int64_t channels = x.dim(1);
+    for (int i = 1; i < 5; ++i)
+      if (ctx.Input(i).shape() != Shape{channels})
+        Fail("input " + std::to_string(i) + " " + ctx.Input(i).Describe() + " must have one value per channel (" +
+             std::to_string(channels) + ")");
+    training_ = IsTrainingMode(ctx);
+    momentum_ = node_.GetFloat("momentum", 0.9f);
+    epsilon_ = node_.GetFloat("epsilon", 1e-5f);
+    if (epsilon_ < CUDNN_BN_MIN_EPSILON) Fail("epsilon " + std::to_string(epsilon_) + " must not be negative");
+    ctx.SetOutput(0, DType::kFloat32, x.shape());
+    for (int i = 1; i < 5; ++i) ctx.SetOutput(i, DType::kFloat32, {channels});
+    channels_ = channels;
+    empty_ = x.numel() == 0;
+    if (empty_) {
+      if (training_) Fail("training mode needs a non-empty batch to compute statistics");
+      return;
+    }
+    SetTensorDesc(x_, ChannelFoldedShape(x.shape()), node_.Describe());
+    OT_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(param_.get(), x_.get(), CUDNN_BATCHNORM_SPATIAL));
+    if (training_) {
+      inv_std_ = Tensor::Empty(DType::kFloat32, {channels}, device_);
+      if (!ctx.HasOutput(3)) mean_scratch_ = Tensor::Empty(DType::kFloat32, {channels}, device_);
+    }
+  }
+
+  void Compute(KernelContext& ctx) override {
+    if (empty_) return;
+    DeviceContext& dc = Context(device_.index);
+    const Tensor& x = ctx.Input(0);
+    const void* scale = ctx.Input(1).raw();
+    const void* bias = ctx.Input(2).raw();
+    if (!training_) {
+      OT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(dc.cudnn, CUDNN_BATCHNORM_SPATIAL, One(), Zero(), x_.get(),
+                                                             x.raw(), x_.get(), ctx.Output(0).raw(), param_.get(), scale,
+                                                             bias, ctx.Input(3).raw(), ctx.Input(4).raw(), epsilon_));
+      return;
+    }
+    float* mean = ctx.HasOutput(3) ? ctx.Output(3).data<float>() : mean_scratch_.data<float>();
+    // No running statistics from cuDNN (they would use the unbiased variance).
+    OT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(dc.cudnn, CUDNN_BATCHNORM_SPATIAL, One(), Zero(), x_.get(),
+                                                          x.raw(), x_.get(), ctx.Output(0).raw(), param_.get(), scale,
+                                                          bias, 0.0, nullptr, nullptr, epsilon_, mean, inv_std_.raw()));
+    auto out = [&](int i) { return ctx.HasOutput(i) ? ctx.Output(i).data<float>() : nullptr; };
+    OT_CUDA_CHECK(BatchNormFinishStats(dc.compute, channels_, epsilon_, momentum_, mean, inv_std_.data<float>(),
+                                       ctx.Input(3).data<float>(), ctx.Input(4).data<float>(), out(1), out(2), out(4)));
+  }
+
+ private:
+  // As the CPU kernel: BatchNormTraining always trains; BatchNormalization by opset.
+  bool IsTrainingMode(const KernelContext& ctx) const {
+    const bool stats_requested = ctx.HasOutput(1) || ctx.HasOutput(2) || ctx.HasOutput(3) || ctx.HasOutput(4);
+    if (node_.domain == kGradDomain) return true;
+    bool training = stats_requested;
+    if (opset_ >= 14) training = node_.GetInt("training_mode", 0) != 0;
+    else if (opset_ <= 6) training = node_.GetInt("is_test", 0) == 0;
+    if (stats_requested && !training) Fail("statistics outputs are requested but the node is in inference mode");
+    return training;
+  }
+
+  bool training_ = false, empty_ = false;
+  float momentum_ = 0.9f, epsilon_ = 1e-5f;
+  int64_t channels_ = 0;
+  TensorDesc x_, param_;
+  Tensor inv_std_, mean_scratch_;  // device scratch, one value per channel
+};
+
+// BatchNormalizationGrad(dY, X, scale, saved_mean, saved_var) -> dX, dScale, dBias;
+// saved_var is the population variance before epsilon (turned into cuDNN's saved
+// 1/sqrt(var + eps) first).
+class BatchNormGradKernel final : public OpKernel {
+ public:
+  explicit BatchNormGradKernel(const KernelInfo& info) : OpKernel(info) {}
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& dy = ctx.Input(0);
+    const Tensor& x = ctx.Input(1);
+    for (int i = 0; i < 5; ++i)
+      if (ctx.Input(i).dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(ctx.Input(i).dtype()));
+    if (dy.shape() != x.shape() || x.rank() < 2) Fail("gradient " + dy.Describe() + " does not match input " + x.Describe());
+    const int64_t channels = x.dim(1);
+    for (int i = 2; i < 5; ++i)
+      if (ctx.Input(i).shape() != Shape{channels})
+        Fail("input " + std::to_string(i) + " " + ctx.Input(i).Describe() + " must have one value per channel (" +
+             std::to_string(channels) + ")");
+    ctx.SetOutput(0, DType::kFloat32, x.shape());
+    ctx.SetOutput(1, DType::kFloat32, {channels});
+    ctx.SetOutput(2, DType::kFloat32, {channels});
+    if (x.numel() == 0) Fail("training mode needs a non-empty batch");
+    epsilon_ = node_.GetFloat("epsilon", 1e-5f);
+    if (epsilon_ < CUDNN_BN_MIN_EPSILON) Fail("epsilon " + std::to_string(epsilon_) + " must not be negative");
+    channels_ = channels;
+    SetTensorDesc(x_, ChannelFoldedShape(x.shape()), node_.Describe());
+    OT_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(param_.get(), x_.get(), CUDNN_BATCHNORM_SPATIAL));
+    inv_std_ = Tensor::Empty(DType::kFloat32, {channels}, device_);
+    dx_scratch_ = ctx.HasOutput(0) ? Tensor() : Tensor::Empty(DType::kFloat32, x.shape(), device_);
+    param_scratch_ = ctx.HasOutput(1) && ctx.HasOutput(2) ? Tensor() : Tensor::Empty(DType::kFloat32, {2, channels}, device_);
+  }
+
+  void Compute(KernelContext& ctx) override {
+    DeviceContext& dc = Context(device_.index);
+    float* inv_std = inv_std_.data<float>();
+    OT_CUDA_CHECK(BatchNormInvStd(dc.compute, channels_, epsilon_, ctx.Input(4).data<float>(), inv_std));
+    void* dx = ctx.HasOutput(0) ? ctx.Output(0).raw() : dx_scratch_.raw();
+    float* dscale = ctx.HasOutput(1) ? ctx.Output(1).data<float>() : param_scratch_.data<float>();
+    float* dbias = ctx.HasOutput(2) ? ctx.Output(2).data<float>() : param_scratch_.data<float>() + channels_;
+    OT_CUDNN_CHECK(cudnnBatchNormalizationBackward(dc.cudnn, CUDNN_BATCHNORM_SPATIAL, One(), Zero(), One(), Zero(),
+                                                   x_.get(), ctx.Input(1).raw(), x_.get(), ctx.Input(0).raw(), x_.get(),
+                                                   dx, param_.get(), ctx.Input(2).raw(), dscale, dbias, epsilon_,
+                                                   ctx.Input(3).raw(), inv_std));
+  }
+
+ private:
+  float epsilon_ = 1e-5f;
+  int64_t channels_ = 0;
+  TensorDesc x_, param_;
+  Tensor inv_std_, dx_scratch_, param_scratch_;
+};
+
+// LRN across channels: y = x / (bias + alpha / size * sum of x^2 over the window)^beta,
+// the window [c - floor((size-1)/2), c + ceil((size-1)/2)] as in ONNX (and cuDNN, so even
+// sizes work here too).
+class LrnKernel final : public OpKernel {
+ public:
+  explicit LrnKernel(const KernelInfo& info) : OpKernel(info) {}
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    if (x.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(x.dtype()));
+    if (x.rank() < 3) Fail("input " + x.Describe() + " must be N x C x D1 x ...");
+    const int64_t size = node_.GetInt("size", 0);
+    if (size < 1) Fail("attribute size must be positive");
+    const float alpha = node_.GetFloat("alpha", 1e-4f), beta = node_.GetFloat("beta", 0.75f),
+                bias = node_.GetFloat("bias", 1.f);
+    if (size > CUDNN_LRN_MAX_N) Unsupported("size " + std::to_string(size) + " (cuDNN's LRN window is at most 16)");
+    if (beta < CUDNN_LRN_MIN_BETA) Unsupported("beta " + std::to_string(beta) + " below cuDNN's minimum 0.01");
+    if (bias < CUDNN_LRN_MIN_K) Unsupported("bias " + std::to_string(bias) + " below cuDNN's minimum 1e-5");
+    ctx.SetOutput(0, x.dtype(), x.shape());
+    empty_ = x.numel() == 0;
+    if (empty_) return;
+    SetTensorDesc(x_, ChannelFoldedShape(x.shape()), node_.Describe());
+    OT_CUDNN_CHECK(cudnnSetLRNDescriptor(lrn_.get(), static_cast<unsigned>(size), alpha, beta, bias));
+  }
+
+  void Compute(KernelContext& ctx) override {
+    if (empty_) return;
+    DeviceContext& dc = Context(device_.index);
+    OT_CUDNN_CHECK(cudnnLRNCrossChannelForward(dc.cudnn, lrn_.get(), CUDNN_LRN_CROSS_CHANNEL_DIM1, One(), x_.get(),
+                                               ctx.Input(0).raw(), Zero(), x_.get(), ctx.Output(0).raw()));
+  }
+
+ private:
+  bool empty_ = false;
+  TensorDesc x_;
+  LrnDesc lrn_;
+};
+
+OT_REGISTER_CUDA_KERNEL("BatchNormalization", 1, 1 << 30, BatchNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "BatchNormTraining", 1, 1 << 30, ::ot::DeviceType::kCUDA, BatchNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "BatchNormalizationGrad", 1, 1 << 30, ::ot::DeviceType::kCUDA, BatchNormGradKernel);
+OT_REGISTER_CUDA_KERNEL("LRN", 1, 1 << 30, LrnKernel);
+
+}  // namespace
+}  // namespace ot::cuda
