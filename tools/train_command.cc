@@ -49,7 +49,7 @@ const char* kTrainUsage =
     "  --metrics FILE.jsonl one JSON object per step and per epoch\n"
     "  --quiet              no progress bar\n"
     "  --threads N          CPU threads (default: all)\n"
-    "  --device cpu|cuda[:K]\n"
+    "  --device cpu|cuda[:K] with --world-size N on CUDA, local rank i uses cuda:((K + i) mod GPUs)\n"
     "  --tf32               CUDA: float32 matrix products and convolutions on TF32 tensor cores\n"
     "  --cuda-graphs        CUDA: replay each training step as one CUDA graph (same shapes;\n"
     "                       data-parallel runs and models with Dropout take the normal path)\n"

@@ -157,18 +157,25 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   CheckImagesFitInput(input, train.name, train.channels, train.height, train.width);
   CheckClassesFitOutput(forward.graph.outputs.at(0), train.name, train.classes);
 
+  // Data parallel: the launcher's environment says which rank this is.
+  const LaunchInfo launch = LaunchInfoFromEnvironment();
+  const int world = std::max(launch.size, 1), rank = std::max(launch.rank, 0);
+  // One GPU per rank, like DDP: rank with local rank i runs on cuda:((K + i) mod count).
+  Device device = o.device;
+  if (device.type == DeviceType::kCUDA && world > 1) {
+    const int count = BackendFor(DeviceType::kCUDA).DeviceCount();
+    if (count > 0) device.index = (device.index + std::max(launch.local_rank, 0)) % count;
+  }
+
   TrainingConfig config;
   config.autodiff.freeze = o.freeze;
   config.optimizer = o.optimizer;
-  config.executor.device = o.device;
+  config.executor.device = device;
   config.executor.cuda_graphs = o.cuda_graphs;
   config.executor.num_threads = o.threads;
   config.executor.seed = o.seed;
   TrainingSession session(forward, config);
 
-  // Data parallel: the launcher's environment says which rank this is.
-  const LaunchInfo launch = LaunchInfoFromEnvironment();
-  const int world = std::max(launch.size, 1), rank = std::max(launch.rank, 0);
   std::unique_ptr<Communicator> comm;
   std::unique_ptr<GradientReducer> reducer;
   const auto comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_seconds * 1000));
@@ -179,7 +186,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     cc.local_rank = launch.local_rank;
     cc.rendezvous = launch.rendezvous;
     cc.run_id = launch.run_id.empty() ? "default" : launch.run_id;
-    cc.device = o.device;
+    cc.device = device;
     cc.timeout = comm_timeout;
     // --bind-addr: the address this rank's Gloo connections listen on (several hosts, or
     // several addresses of one host).
@@ -198,8 +205,8 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   }
   const bool lead = rank == 0;
   if (o.save_checkpoints && lead) PrepareCheckpointDir(o.checkpoint_dir);
-  const std::string tag = o.device.type == DeviceType::kCPU ? "cpu" + std::to_string(rank)
-                                                             : "cuda" + std::to_string(o.device.index);
+  const std::string tag = device.type == DeviceType::kCPU ? "cpu" + std::to_string(rank)
+                                                             : "cuda" + std::to_string(device.index);
   ProgressReporter progress(tag, lead ? o.metrics_path : "", o.quiet || !lead);
   auto say = [&](const std::string& line) {
     if (lead) progress.Message(line);
@@ -254,7 +261,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     Batch batch;
     for (int64_t s = first; s < last && loader.Next(&batch); ++s) {
       const auto step_start = std::chrono::steady_clock::now();
-      StepResult r = session.Step(Tensor::FromHost(batch.images, o.device), Tensor::FromHost(batch.labels, o.device),
+      StepResult r = session.Step(Tensor::FromHost(batch.images, device), Tensor::FromHost(batch.labels, device),
                                   static_cast<float>(lr), reducer ? reducer->Hooks() : RunOptions{});
       if (reducer) {
         reducer->FinishStep();
@@ -305,7 +312,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     const bool final_epoch = epoch + 1 == o.epochs;
     if (lead && (final_epoch || (o.eval_every > 0 && (epoch + 1) % o.eval_every == 0))) {
       Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return session.Evaluate(x); }, test,
-                                      std::max<int64_t>(o.batch, 256), o.device);
+                                      std::max<int64_t>(o.batch, 256), device);
       summary.test_accuracy = acc.Fraction();
       result.test_accuracy = acc.Fraction();
     }

@@ -20,6 +20,7 @@
 
 #include "runtime/cpu/dnnl_layout.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/norm_checks.h"
 
 namespace ot {
 namespace cpu {
@@ -84,16 +85,8 @@ class BatchNormKernel final : public OpKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    for (int i = 0; i < 5; ++i)
-      if (ctx.Input(i).dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(ctx.Input(i).dtype()));
-    if (x.rank() < 2) Fail("input " + x.Describe() + " must be N x C x ...");
-    if (node_.GetInt("spatial", 1) != 1) Unsupported("spatial=0 (per-activation statistics)");
-    const int64_t channels = x.dim(1);
-    for (int i = 1; i < 5; ++i)
-      if (ctx.Input(i).shape() != Shape{channels})
-        Fail("input " + std::to_string(i) + " " + ctx.Input(i).Describe() + " must have one value per channel (" +
-             std::to_string(channels) + ")");
-    training_ = IsTrainingMode(ctx);
+    const int64_t channels = CheckBatchNormInputs(node_, ctx);
+    training_ = BatchNormTrainingMode(node_, opset_, ctx);
     momentum_ = node_.GetFloat("momentum", 0.9f);
     ctx.SetOutput(0, DType::kFloat32, x.shape(), x.layout());
     for (int i = 1; i < 5; ++i) ctx.SetOutput(i, DType::kFloat32, {channels});
@@ -124,16 +117,6 @@ class BatchNormKernel final : public OpKernel {
   }
 
  private:
-  bool IsTrainingMode(const KernelContext& ctx) const {
-    const bool stats_requested = ctx.HasOutput(1) || ctx.HasOutput(2) || ctx.HasOutput(3) || ctx.HasOutput(4);
-    if (node_.domain == kGradDomain) return true;  // BatchNormTraining of training graphs
-    bool training = stats_requested;
-    if (opset_ >= 14) training = node_.GetInt("training_mode", 0) != 0;
-    else if (opset_ <= 6) training = node_.GetInt("is_test", 0) == 0;
-    if (stats_requested && !training) Fail("statistics outputs are requested but the node is in inference mode");
-    return training;
-  }
-
   void UpdateRunningStat(KernelContext& ctx, int output, const float* running, const float* batch) const {
     if (!ctx.HasOutput(output)) return;
     float* out = ctx.Output(output).data<float>();
@@ -163,10 +146,7 @@ class BatchNormGradKernel final : public OpKernel {
   void Prepare(KernelContext& ctx) override {
     const Tensor& dy = ctx.Input(0);
     const Tensor& x = ctx.Input(1);
-    for (int i = 0; i < 5; ++i)
-      if (ctx.Input(i).dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(ctx.Input(i).dtype()));
-    if (dy.shape() != x.shape() || x.rank() < 2) Fail("gradient " + dy.Describe() + " does not match input " + x.Describe());
-    const int64_t channels = x.dim(1);
+    const int64_t channels = CheckBatchNormGradInputs(node_, ctx);
     ctx.SetOutput(0, DType::kFloat32, x.shape(), x.layout());
     ctx.SetOutput(1, DType::kFloat32, {channels});
     ctx.SetOutput(2, DType::kFloat32, {channels});
@@ -217,14 +197,10 @@ class InstanceNormKernel final : public OpKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    for (int i = 0; i < 3; ++i)
-      if (ctx.Input(i).dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(ctx.Input(i).dtype()));
+    RequireFloat32Inputs(node_, ctx, 3);
     if (x.rank() < 3) Fail("input " + x.Describe() + " must be N x C x D1 x ...");
     const int64_t channels = x.dim(1);
-    for (int i = 1; i < 3; ++i)
-      if (ctx.Input(i).shape() != Shape{channels})
-        Fail("input " + std::to_string(i) + " " + ctx.Input(i).Describe() + " must have one value per channel (" +
-             std::to_string(channels) + ")");
+    RequirePerChannelInputs(node_, ctx, 1, 3, channels);
     ctx.SetOutput(0, DType::kFloat32, x.shape());
     if (x.numel() == 0) return;
     const int64_t instances = x.dim(0) * channels;

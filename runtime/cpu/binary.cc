@@ -13,49 +13,16 @@
 #include "runtime/cpu/dtype_dispatch.h"
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/cpu/strided_loop.h"
+#include "runtime/integer_pow.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/op_shapes.h"
 
 namespace ot {
 namespace cpu {
 namespace {
 
-enum class BinaryOp {
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kPow,
-  kMax,
-  kMin,
-  kEqual,
-  kLess,
-  kLessOrEqual,
-  kGreater,
-  kGreaterOrEqual
-};
-
-BinaryOp ParseBinaryOp(const std::string& op_type) {
-  if (op_type == "Add" || op_type == "Sum" || op_type == "Mean") return BinaryOp::kAdd;
-  if (op_type == "Sub") return BinaryOp::kSub;
-  if (op_type == "Mul") return BinaryOp::kMul;
-  if (op_type == "Div") return BinaryOp::kDiv;
-  if (op_type == "Pow") return BinaryOp::kPow;
-  if (op_type == "Max") return BinaryOp::kMax;
-  if (op_type == "Min") return BinaryOp::kMin;
-  if (op_type == "Equal") return BinaryOp::kEqual;
-  if (op_type == "Less") return BinaryOp::kLess;
-  if (op_type == "LessOrEqual") return BinaryOp::kLessOrEqual;
-  if (op_type == "Greater") return BinaryOp::kGreater;
-  if (op_type == "GreaterOrEqual") return BinaryOp::kGreaterOrEqual;
-  throw Error("no binary op named " + op_type);
-}
-
-bool IsComparison(BinaryOp op) { return op >= BinaryOp::kEqual; }
 bool IsCommutative(BinaryOp op) {
   return op == BinaryOp::kAdd || op == BinaryOp::kMul || op == BinaryOp::kMax || op == BinaryOp::kMin;
-}
-bool IsVariadic(const std::string& op_type) {
-  return op_type == "Sum" || op_type == "Mean" || op_type == "Max" || op_type == "Min";
 }
 
 // Pads a shape with leading 1s to `rank`.
@@ -63,21 +30,6 @@ Shape PadToRank(const Shape& s, size_t rank) {
   Shape out(rank - s.size(), 1);
   out.insert(out.end(), s.begin(), s.end());
   return out;
-}
-
-// Integer power by squaring; a negative exponent truncates like the real result would.
-template <typename T, typename E>
-T IntegerPow(T base, E exponent) {
-  if constexpr (std::is_signed_v<E>) {
-    if (exponent < 0) return base == 1 ? T(1) : base == T(-1) ? (exponent % 2 ? T(-1) : T(1)) : T(0);
-  }
-  T result = 1;
-  while (exponent > 0) {
-    if (exponent & 1) result = static_cast<T>(result * base);
-    base = static_cast<T>(base * base);
-    exponent = static_cast<E>(exponent >> 1);
-  }
-  return result;
 }
 
 template <typename T, typename E>
@@ -106,8 +58,7 @@ class BroadcastBinaryKernel final : public OpKernel {
     const int n = ctx.NumInputs();
     layout_ = nullptr;
     for (int i = 0; i < n && !layout_; ++i) layout_ = ctx.Input(i).layout();
-    if (n < 1 || (!IsVariadic(node_.op_type) && n != 2))
-      Fail("expects " + std::string(IsVariadic(node_.op_type) ? "at least 1" : "2") + " inputs");
+    CheckBinaryInputs(node_, opset_, op_, ctx);
     shapes_.clear();
     for (int i = 0; i < n; ++i) shapes_.push_back(ctx.Input(i).shape());
     CheckTypes(ctx);
@@ -145,11 +96,6 @@ class BroadcastBinaryKernel final : public OpKernel {
 
   void CheckTypes(const KernelContext& ctx) const {
     DType t = ctx.Input(0).dtype();
-    // Pow from opset 12 takes an exponent of any numeric type; every other op one type.
-    bool mixed_ok = op_ == BinaryOp::kPow && opset_ >= 12;
-    for (int i = 1; i < ctx.NumInputs(); ++i)
-      if (!mixed_ok && ctx.Input(i).dtype() != t)
-        Fail("inputs have different data types (" + DTypeName(t) + " and " + DTypeName(ctx.Input(i).dtype()) + ")");
     if (mean_ && !TypeListHas(FloatTypes{}, t)) ThrowUnsupportedType(t, node_);
   }
 
@@ -157,7 +103,7 @@ class BroadcastBinaryKernel final : public OpKernel {
   // set, in which case B is matched against A's dimensions starting at `axis` (default:
   // suffix matching). Rewrites B's shape so numpy broadcasting gives the legacy answer.
   void ApplyLegacyBroadcast() {
-    if (IsVariadic(node_.op_type)) {
+    if (IsVariadicBinary(node_.op_type)) {
       if (opset_ >= 8) return;
       for (const Shape& s : shapes_)
         if (s != shapes_[0])

@@ -77,27 +77,15 @@ auto WithBestLayouts(const ConvProblem& p, const Tensor* src_now, const Tensor* 
 
 // The problem a Conv node poses on given input shapes; shared by Conv and ConvGrad.
 ConvProblem DescribeConv(const Node& node, const Tensor& x, const Tensor& w, const Tensor* b) {
-  auto fail = [&](const std::string& what) { throw Error(node.Describe() + ": " + what); };
-  const int rank = x.rank();
-  if (rank < 3) fail("input " + x.Describe() + " must be N x C x D1 x ... (at least one spatial dimension)");
-  if (rank > 5) throw UnsupportedError("Conv: " + std::to_string(rank - 2) + "D convolution (oneDNN has 1D to 3D)");
-  if (w.rank() != rank) fail("weight " + w.Describe() + " must have the input's rank " + std::to_string(rank));
-  const int64_t group = node.GetInt("group", 1);
-  const int64_t in_channels = x.dim(1), out_channels = w.dim(0);
-  if (group < 1 || in_channels % group != 0 || out_channels % group != 0 || w.dim(1) * group != in_channels)
-    fail(StrFormat("input channels %lld, weight %s and group %lld do not match (weight must be M x C/group x k...)",
-                   static_cast<long long>(in_channels), w.Describe().c_str(), static_cast<long long>(group)));
+  const ConvWindow c = DescribeConvWindow(node, x, w, b, "oneDNN has 1D to 3D");
+  const int64_t group = c.group, out_channels = c.out_channels;
+  const WindowAttrs& attrs = c.attrs;
+  const WindowGeometry& g = c.geometry;
   ConvProblem p;
   p.out_channels = out_channels;
   p.has_bias = b != nullptr;
-  if (b && b->shape() != Shape{out_channels})
-    fail("bias " + b->Describe() + " must have one value per output channel (" + std::to_string(out_channels) + ")");
-  const Shape kernel = SpatialDims(w.shape());
-  const WindowAttrs attrs = ReadWindowAttrs(node, kernel.size(), kernel);
-  const WindowGeometry g = ComputeWindowGeometry(attrs, SpatialDims(x.shape()), node);
   p.src = x.shape();
-  p.dst = {x.dim(0), out_channels};
-  p.dst.insert(p.dst.end(), g.output.begin(), g.output.end());
+  p.dst = c.output;
   p.weights = w.shape();
   if (group > 1) {
     p.weights = {group, out_channels / group};

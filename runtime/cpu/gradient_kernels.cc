@@ -10,6 +10,8 @@
 #include "runtime/cpu/dnnl_layout.h"
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/op_shapes.h"
+#include "runtime/reduce_shapes.h"
 
 namespace ot {
 namespace cpu {
@@ -77,10 +79,7 @@ class SumToShapeKernel final : public OpKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& g = ctx.Input(0);
-    if (g.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(g.dtype()));
-    Shape target = ctx.Input(1).ToHost().AsInt64s();
-    if (BroadcastShapes(target, g.shape(), node_) != g.shape())
-      Fail("gradient of shape " + ShapeString(g.shape()) + " cannot be summed to " + ShapeString(target));
+    const Shape target = SumToShapeTarget(node_, ctx);
     ctx.SetOutput(0, DType::kFloat32, target, target == g.shape() ? g.layout() : nullptr);
   }
 
@@ -116,12 +115,7 @@ class TransposeLastTwoKernel final : public OpKernel {
  public:
   explicit TransposeLastTwoKernel(const KernelInfo& info) : OpKernel(info) {}
   void Prepare(KernelContext& ctx) override {
-    const Tensor& x = ctx.Input(0);
-    if (x.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(x.dtype()));
-    if (x.rank() < 2) Fail("needs rank >= 2, got " + ShapeString(x.shape()));
-    Shape s = x.shape();
-    std::swap(s[s.size() - 1], s[s.size() - 2]);
-    ctx.SetOutput(0, DType::kFloat32, s);
+    ctx.SetOutput(0, DType::kFloat32, TransposeLastTwoShape(node_, ctx.Input(0)));
   }
   void Compute(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
@@ -299,24 +293,10 @@ class ReduceGradKernel final : public OpKernel {
  public:
   explicit ReduceGradKernel(const KernelInfo& info) : OpKernel(info) {}
   void Prepare(KernelContext& ctx) override {
-    const Tensor& dy = ctx.Input(0);
-    if (dy.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(dy.dtype()));
-    const Shape out = ctx.Input(1).ToHost().AsInt64s();
-    std::vector<int64_t> axes = node_.GetInts("axes");
-    if (const Tensor* a = ctx.OptionalInput(2)) axes = a->ToHost().AsInt64s();
-    Shape kept = out;
-    double count = 1;
-    if (axes.empty() && node_.GetInt("noop_with_empty_axes", 0) == 0)
-      for (size_t d = 0; d < out.size(); ++d) axes.push_back(static_cast<int64_t>(d));
-    for (int64_t a : axes) {
-      const size_t d = static_cast<size_t>(NormalizeAxis(a, static_cast<int64_t>(out.size()), node_));
-      count *= static_cast<double>(out[d]);
-      kept[d] = 1;
-    }
-    if (NumElements(kept) != dy.numel()) Fail("gradient " + dy.Describe() + " does not fit the reduced shape " + ShapeString(kept));
-    strides_ = BroadcastStrides(kept, out);
-    scale_ = node_.GetInt("mean", 0) && count > 0 ? static_cast<float>(1.0 / count) : 1.f;
-    ctx.SetOutput(0, DType::kFloat32, out);
+    const ReduceGradPlan plan = PlanReduceGrad(node_, ctx);
+    strides_ = BroadcastStrides(plan.kept, plan.out);
+    scale_ = plan.scale;
+    ctx.SetOutput(0, DType::kFloat32, plan.out);
   }
   void Compute(KernelContext& ctx) override {
     const Shape& s = ctx.Output(0).shape();
@@ -347,14 +327,7 @@ class ConcatGradKernel final : public OpKernel {
  public:
   explicit ConcatGradKernel(const KernelInfo& info) : OpKernel(info) {}
   void Prepare(KernelContext& ctx) override {
-    const Tensor& dy = ctx.Input(0);
-    axis_ = NormalizeAxis(node_.GetInt("axis", 0), dy.rank(), node_);
-    int64_t total = 0;
-    for (int i = 1; i < ctx.NumInputs(); ++i) {
-      ctx.SetOutput(i - 1, dy.dtype(), ctx.Input(i).shape());
-      total += ctx.Input(i).dim(static_cast<int>(axis_));
-    }
-    if (total != dy.dim(static_cast<int>(axis_))) Fail("the pieces do not add up to the gradient's axis");
+    PrepareConcatGradOutputs(node_, ctx, &axis_);
   }
   void Compute(KernelContext& ctx) override {
     const Tensor& dy = ctx.Input(0);
@@ -385,15 +358,8 @@ class PadGradKernel final : public OpKernel {
  public:
   explicit PadGradKernel(const KernelInfo& info) : OpKernel(info) {}
   void Prepare(KernelContext& ctx) override {
-    const Tensor& dy = ctx.Input(0);
-    const Tensor& x = ctx.Input(1);
-    if (dy.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(dy.dtype()));
-    std::vector<int64_t> pads = node_.GetInts("pads");
-    if (const Tensor* p = ctx.OptionalInput(2)) pads = p->ToHost().AsInt64s();
-    const size_t r = static_cast<size_t>(x.rank());
-    if (pads.size() != 2 * r || dy.rank() != x.rank()) Fail("pads do not match the input's rank");
-    begin_.assign(pads.begin(), pads.begin() + static_cast<long>(r));
-    ctx.SetOutput(0, DType::kFloat32, x.shape());
+    begin_ = PadGradBeginPads(node_, ctx);
+    ctx.SetOutput(0, DType::kFloat32, ctx.Input(1).shape());
   }
   void Compute(KernelContext& ctx) override {
     const Tensor& dy = ctx.Input(0);

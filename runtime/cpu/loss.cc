@@ -17,6 +17,7 @@
 #include "runtime/cpu/kernel_util.h"
 #include "graph/gradient_registry.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/train_checks.h"
 
 namespace ot {
 namespace cpu {
@@ -33,14 +34,7 @@ class ClassificationLossKernel final : public OpKernel {
     const Tensor* weight = ctx.OptionalInput(2);
     dtype_ = scores.dtype();
     if (dtype_ != DType::kFloat32 && dtype_ != DType::kFloat64) Unsupported("data type " + DTypeName(dtype_));
-    if (labels.dtype() != DType::kInt64 && labels.dtype() != DType::kInt32)
-      Fail("labels must be int32 or int64, got " + labels.Describe());
-    if (scores.rank() < 2) Fail("scores must be [N, C] or [N, C, d1, ...], got " + scores.Describe());
-    Shape expected_labels = scores.shape();
-    expected_labels.erase(expected_labels.begin() + 1);
-    if (labels.shape() != expected_labels)
-      Fail("labels " + labels.Describe() + " do not match scores " + scores.Describe() + " (expected " +
-           ShapeString(expected_labels) + ")");
+    const Shape expected_labels = CheckLossLabels(node_, scores, labels);
     N_ = scores.dim(0);
     C_ = scores.dim(1);
     spatial_shape_.assign(expected_labels.begin() + 1, expected_labels.end());
@@ -48,13 +42,11 @@ class ClassificationLossKernel final : public OpKernel {
     if (weight && (weight->dtype() != dtype_ || weight->shape() != Shape{C_}))
       Fail("weight must be " + DTypeName(dtype_) + "[" + std::to_string(C_) + "], got " + weight->Describe());
 
-    std::string reduction = node_.GetString("reduction", "mean");
-    if (reduction != "none" && reduction != "sum" && reduction != "mean")
-      Fail("reduction must be none, sum or mean, got '" + reduction + "'");
-    reduce_ = reduction != "none";
-    mean_ = reduction == "mean";
-    has_ignore_index_ = node_.HasAttr("ignore_index");
-    ignore_index_ = node_.GetInt("ignore_index", 0);
+    const LossAttrs attrs = ReadLossAttrs(node_);
+    reduce_ = attrs.reduce;
+    mean_ = attrs.mean;
+    has_ignore_index_ = attrs.has_ignore_index;
+    ignore_index_ = attrs.ignore_index;
 
     ctx.SetOutput(0, dtype_, reduce_ ? Shape{} : expected_labels);
     if (softmax_) ctx.SetOutput(1, dtype_, scores.shape());

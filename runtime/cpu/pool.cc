@@ -24,31 +24,14 @@ struct PoolProblem {
 
 // `op` is the forward op type (MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool).
 PoolProblem DescribePool(const std::string& op, const Node& node, const Shape& x_shape) {
-  const bool is_max = op == "MaxPool" || op == "GlobalMaxPool";
-  const bool global = op.rfind("Global", 0) == 0;
-  const Shape spatial = SpatialDims(x_shape);
-  WindowAttrs attrs;
-  if (global) {
-    attrs.kernel = spatial;
-    attrs.strides = attrs.dilations = std::vector<int64_t>(spatial.size(), 1);
-    attrs.pads_begin = attrs.pads_end = std::vector<int64_t>(spatial.size(), 0);
-  } else {
-    attrs = ReadWindowAttrs(node, spatial.size(), {});
-  }
-  const WindowGeometry g = ComputeWindowGeometry(attrs, spatial, node);
+  const PoolWindow w = DescribePoolWindow(op, node, x_shape);
+  const WindowAttrs& attrs = w.attrs;
+  const WindowGeometry& g = w.geometry;
   PoolProblem p;
   p.src = x_shape;
-  p.dst = {x_shape[0], x_shape[1]};
-  p.dst.insert(p.dst.end(), g.output.begin(), g.output.end());
-  if (!is_max) {
-    const bool include_pad = node.GetInt("count_include_pad", 0) != 0;
-    // oneDNN divides by the whole window; ONNX (like PyTorch) leaves out the part that
-    // ceil_mode adds past the end padding.
-    for (int64_t extra : g.ceil_extra)
-      if (include_pad && extra > 0)
-        throw UnsupportedError(op + ": count_include_pad=1 with a ceil_mode window past the padding");
-    p.alg = include_pad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding;
-  }
+  p.dst = w.output;
+  if (!w.is_max)
+    p.alg = w.include_pad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding;
   p.strides = attrs.strides;
   p.kernel = attrs.kernel;
   for (int64_t d : attrs.dilations) p.dilations.push_back(d - 1);

@@ -14,30 +14,11 @@
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/cpu/strided_loop.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/reduce_shapes.h"
 
 namespace ot {
 namespace cpu {
 namespace {
-
-enum class ReduceOp { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
-
-ReduceOp ParseReduceOp(const std::string& op_type) {
-  static const std::pair<const char*, ReduceOp> kOps[] = {
-      {"ReduceSum", ReduceOp::kSum},       {"ReduceMean", ReduceOp::kMean},
-      {"ReduceMax", ReduceOp::kMax},       {"ReduceMin", ReduceOp::kMin},
-      {"ReduceProd", ReduceOp::kProd},     {"ReduceL1", ReduceOp::kL1},
-      {"ReduceL2", ReduceOp::kL2},         {"ReduceSumSquare", ReduceOp::kSumSquare},
-      {"ReduceLogSum", ReduceOp::kLogSum}, {"ReduceLogSumExp", ReduceOp::kLogSumExp}};
-  for (const auto& [name, op] : kOps)
-    if (op_type == name) return op;
-  throw Error("no reduction named " + op_type);
-}
-
-// Reductions whose integer result is exact in the element type.
-bool DefinedForIntegers(ReduceOp op) {
-  return op == ReduceOp::kSum || op == ReduceOp::kMean || op == ReduceOp::kMax || op == ReduceOp::kMin ||
-         op == ReduceOp::kProd || op == ReduceOp::kL1 || op == ReduceOp::kSumSquare;
-}
 
 // Accumulates x into acc (sized like the kept-dims output) with combine(acc, value, out_index),
 // walking x once; out_strides are 0 on reduced axes.
@@ -124,32 +105,15 @@ class ReduceKernel final : public OpKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    DType t = x.dtype();
-    bool type_ok =
-        TypeListHas(FloatTypes{}, t) || ((t == DType::kInt32 || t == DType::kInt64) && DefinedForIntegers(op_));
-    if (!type_ok) ThrowUnsupportedType(t, node_);
+    const DType t = x.dtype();
+    CheckReduceType(op_, t, node_);
     in_shape_ = x.shape();
-    axes_ = ReadAxes(ctx);
-    identity_ = axes_.empty() && node_.GetInt("noop_with_empty_axes", 0) != 0;
-    const int64_t rank = x.rank();
-    std::vector<bool> reduced(static_cast<size_t>(rank), axes_.empty() && !identity_);
-    for (int64_t a : axes_) {
-      int64_t axis = NormalizeAxis(a, rank, node_);
-      if (reduced[static_cast<size_t>(axis)]) Fail("axis " + std::to_string(a) + " appears twice in axes");
-      reduced[static_cast<size_t>(axis)] = true;
-    }
-    Shape kept_shape, out_shape;
-    reduced_count_ = 1;
-    for (int64_t d = 0; d < rank; ++d) {
-      int64_t size = in_shape_[static_cast<size_t>(d)];
-      bool r = reduced[static_cast<size_t>(d)];
-      if (r) reduced_count_ *= size;
-      kept_shape.push_back(r ? 1 : size);
-      if (!r || node_.GetInt("keepdims", 1) != 0) out_shape.push_back(r ? 1 : size);
-    }
-    if (op_ == ReduceOp::kMean && t != DType::kFloat32 && t != DType::kFloat64 && reduced_count_ == 0 &&
-        NumElements(out_shape) > 0)
-      Fail("the integer mean over an empty axis is undefined");
+    axes_ = ReadReduceAxes(node_, opset_, op_, ctx, axes_input_);
+    const ReducePlan plan = PlanReduce(node_, op_, t, in_shape_, axes_);
+    identity_ = plan.identity;
+    reduced_count_ = plan.reduced_count;
+    const Shape& kept_shape = plan.kept;
+    const Shape& out_shape = plan.out;
     out_strides_ = BroadcastStrides(kept_shape, in_shape_);
     ctx.SetOutput(0, t, out_shape);
     use_dnnl_ = t == DType::kFloat32 && !identity_ && x.numel() > 0 && kept_shape != in_shape_ && PlanDnnl(kept_shape);
@@ -176,15 +140,6 @@ class ReduceKernel final : public OpKernel {
   }
 
  private:
-  // ReduceSum takes axes as an input from opset 13 (the other reductions from 18).
-  bool ReadsAxesInput() const { return op_ == ReduceOp::kSum && opset_ >= 13; }
-
-  std::vector<int64_t> ReadAxes(const KernelContext& ctx) {
-    if (!ReadsAxesInput()) return node_.GetInts("axes");
-    const Tensor* axes = ctx.OptionalInput(1);
-    if (axes && axes->dtype() != DType::kInt64) Fail("axes must be int64, got " + DTypeName(axes->dtype()));
-    return axes_input_.Read(ctx, 1);
-  }
 
   // oneDNN reduction from the input to the kept-dims shape; false when no algorithm fits
   // or the library declines.
@@ -261,26 +216,8 @@ class ArgExtremeKernel final : public OpKernel {
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
     if (!TypeListHas(NumericTypes{}, x.dtype())) ThrowUnsupportedType(x.dtype(), node_);
-    const int64_t rank = x.rank();
-    const int64_t axis = NormalizeAxis(node_.GetInt("axis", 0), rank, node_);
-    outer_ = axis_size_ = inner_ = 1;
-    Shape out_shape;
-    for (int64_t d = 0; d < rank; ++d) {
-      int64_t size = x.dim(static_cast<int>(d));
-      if (d < axis)
-        outer_ *= size;
-      else if (d == axis)
-        axis_size_ = size;
-      else
-        inner_ *= size;
-      if (d != axis)
-        out_shape.push_back(size);
-      else if (node_.GetInt("keepdims", 1) != 0)
-        out_shape.push_back(1);
-    }
-    if (axis_size_ == 0 && outer_ * inner_ > 0) Fail("cannot take " + node_.op_type + " over an empty axis");
-    select_last_ = node_.GetInt("select_last_index", 0) != 0;
-    ctx.SetOutput(0, DType::kInt64, out_shape);
+    plan_ = PlanArgExtreme(node_, x.shape());
+    ctx.SetOutput(0, DType::kInt64, plan_.out);
   }
 
   void Compute(KernelContext& ctx) override {
@@ -288,16 +225,16 @@ class ArgExtremeKernel final : public OpKernel {
       using T = typename decltype(tag)::type;
       const T* x = ctx.Input(0).data<T>();
       int64_t* y = ctx.Output(0).data<int64_t>();
-      for (int64_t o = 0; o < outer_; ++o) {
-        for (int64_t i = 0; i < inner_; ++i) {
-          const T* row = x + o * axis_size_ * inner_ + i;
+      for (int64_t o = 0; o < plan_.outer; ++o) {
+        for (int64_t i = 0; i < plan_.inner; ++i) {
+          const T* row = x + o * plan_.axis_size * plan_.inner + i;
           int64_t best = 0;
-          for (int64_t a = 1; a < axis_size_; ++a) {
-            T v = row[a * inner_], b = row[best * inner_];
-            bool better = is_max_ ? (select_last_ ? v >= b : v > b) : (select_last_ ? v <= b : v < b);
+          for (int64_t a = 1; a < plan_.axis_size; ++a) {
+            T v = row[a * plan_.inner], b = row[best * plan_.inner];
+            bool better = is_max_ ? (plan_.select_last ? v >= b : v > b) : (plan_.select_last ? v <= b : v < b);
             if (better) best = a;
           }
-          y[o * inner_ + i] = best;
+          y[o * plan_.inner + i] = best;
         }
       }
     });
@@ -305,8 +242,7 @@ class ArgExtremeKernel final : public OpKernel {
 
  private:
   const bool is_max_;
-  bool select_last_ = false;
-  int64_t outer_ = 1, axis_size_ = 1, inner_ = 1;
+  ArgExtremePlan plan_;
 };
 
 constexpr int64_t kLatest = 1 << 30;

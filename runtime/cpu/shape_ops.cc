@@ -12,6 +12,7 @@
 
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/op_shapes.h"
 
 namespace ot {
 namespace cpu {
@@ -383,9 +384,8 @@ class CastKernel final : public OpKernel {
   using OpKernel::OpKernel;
 
   void Prepare(KernelContext& ctx) override {
-    if (node_.HasAttr("saturate")) Unsupported("attribute 'saturate'");
+    const DType to = CastTargetType(node_, ctx);
     const Tensor& x = ctx.Input(0);
-    DType to = node_.op_type == "CastLike" ? ctx.Input(1).dtype() : static_cast<DType>(node_.GetInt("to", 0));
     for (DType t : {x.dtype(), to})
       if (!CanCast(t)) Unsupported("data type " + DTypeName(t));
     ctx.SetOutput(0, to, x.shape());

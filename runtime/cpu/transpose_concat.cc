@@ -12,18 +12,13 @@
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/cpu/strided_loop.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/op_shapes.h"
 
 namespace ot {
 namespace cpu {
 namespace {
 
 constexpr int64_t kLatestOpset = 1 << 30;
-
-size_t ElementSize(const Tensor& t, const Node& node) {
-  size_t size = DTypeSize(t.dtype());
-  if (size == 0) throw UnsupportedError(node.op_type + ": data type " + DTypeName(t.dtype()));
-  return size;
-}
 
 template <size_t kSize> struct ElementBytes {
   unsigned char b[kSize];
@@ -68,24 +63,11 @@ class TransposeKernel final : public OpKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    esize_ = ElementSize(x, node_);
+    esize_ = CheckedElementSize(x, node_);
     const int64_t rank = x.rank();
-    std::vector<int64_t> perm = node_.GetInts("perm");
-    if (perm.empty())
-      for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
-    if (static_cast<int64_t>(perm.size()) != rank)
-      Fail("perm has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(rank));
-    std::vector<bool> seen(static_cast<size_t>(rank), false);
-    std::vector<int64_t> in_strides = RowMajorStrides(x.shape());
-    out_shape_.clear();
-    src_strides_.clear();
-    for (int64_t p : perm) {
-      size_t axis = static_cast<size_t>(NormalizeAxis(p, rank, node_));
-      if (seen[axis]) Fail("perm repeats axis " + std::to_string(p));
-      seen[axis] = true;
-      out_shape_.push_back(x.shape()[axis]);
-      src_strides_.push_back(in_strides[axis]);
-    }
+    StridedView view = TransposeView(node_, x.shape());
+    out_shape_ = std::move(view.shape);
+    src_strides_ = std::move(view.strides);
     ctx.SetOutput(0, x.dtype(), out_shape_);
     use_dnnl_ = DnnlSupports(x.dtype()) && rank >= 1 && rank <= DNNL_MAX_NDIMS && x.numel() > 0;
     if (!use_dnnl_) return;
@@ -116,43 +98,14 @@ class TransposeKernel final : public OpKernel {
 };
 
 // ---------------------------------------------------------------------------------------
-// A tensor seen as [outer, axis, inner] around one axis, in bytes per axis step.
-struct AxisSplit {
-  int64_t outer = 1;
-  int64_t inner_bytes = 0;  // bytes of one step along the axis
-};
-
-AxisSplit SplitAround(const Shape& shape, int64_t axis, size_t esize) {
-  AxisSplit s;
-  s.inner_bytes = static_cast<int64_t>(esize);
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (static_cast<int64_t>(d) < axis) s.outer *= shape[d];
-    else if (static_cast<int64_t>(d) > axis) s.inner_bytes *= shape[d];
-  }
-  return s;
-}
-
 class ConcatKernel final : public OpKernel {
  public:
   using OpKernel::OpKernel;
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& first = ctx.Input(0);
-    esize_ = ElementSize(first, node_);
-    if (first.rank() == 0) Fail("cannot concatenate scalars");
-    if (!node_.HasAttr("axis") && opset_ >= 4) Fail("attribute 'axis' is required");
-    axis_ = NormalizeAxis(node_.GetInt("axis", 1), first.rank(), node_);
-    Shape out = first.shape();
-    out[static_cast<size_t>(axis_)] = 0;
-    for (int i = 0; i < ctx.NumInputs(); ++i) {
-      const Tensor& in = ctx.Input(i);
-      Shape expect = out;
-      expect[static_cast<size_t>(axis_)] = in.rank() == first.rank() ? in.dim(static_cast<int>(axis_)) : -1;
-      if (in.dtype() != first.dtype() || in.shape() != expect)
-        Fail("input " + std::to_string(i) + " (" + in.Describe() + ") does not match input 0 (" + first.Describe() +
-             ") outside axis " + std::to_string(axis_));
-      out[static_cast<size_t>(axis_)] += in.dim(static_cast<int>(axis_));
-    }
+    esize_ = CheckedElementSize(first, node_);
+    const Shape out = ConcatOutputShape(node_, opset_, ctx, &axis_);
     ctx.SetOutput(0, first.dtype(), out);
     PrepareDnnl(ctx, out);
   }
@@ -210,33 +163,8 @@ class SplitKernel final : public OpKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    esize_ = ElementSize(x, node_);
-    axis_ = NormalizeAxis(node_.GetInt("axis", 0), x.rank(), node_);
-    const int64_t dim = x.dim(static_cast<int>(axis_));
-    const int n = ctx.NumOutputs();
-    if (opset_ >= 13) {
-      sizes_ = shape_inputs_.Read(ctx, 1);
-    } else {
-      sizes_ = node_.GetInts("split");
-    }
-    if (sizes_.empty()) {
-      if (n == 0 || dim % n != 0)
-        Fail("dimension " + std::to_string(dim) + " cannot be split evenly into " + std::to_string(n) + " outputs");
-      sizes_.assign(static_cast<size_t>(n), dim / n);
-    }
-    int64_t total = 0;
-    for (int64_t s : sizes_) {
-      if (s < 0) Fail("split sizes must not be negative");
-      total += s;
-    }
-    if (static_cast<int>(sizes_.size()) != n || total != dim)
-      Fail("split sizes " + ShapeString(sizes_) + " do not divide dimension " + std::to_string(dim) + " into " +
-           std::to_string(n) + " outputs");
-    for (int i = 0; i < n; ++i) {
-      Shape s = x.shape();
-      s[static_cast<size_t>(axis_)] = sizes_[static_cast<size_t>(i)];
-      ctx.SetOutput(i, x.dtype(), s);
-    }
+    esize_ = CheckedElementSize(x, node_);
+    sizes_ = PrepareSplitOutputs(node_, opset_, ctx, shape_inputs_, &axis_);
   }
 
   void Compute(KernelContext& ctx) override {
@@ -268,39 +196,11 @@ class SliceKernel final : public OpKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    esize_ = ElementSize(x, node_);
-    std::vector<int64_t> starts, ends, axes, steps;
-    if (opset_ < 10) {
-      starts = node_.GetInts("starts");
-      ends = node_.GetInts("ends");
-      axes = node_.GetInts("axes");
-    } else {
-      starts = shape_inputs_.Read(ctx, 1);
-      ends = shape_inputs_.Read(ctx, 2);
-      axes = shape_inputs_.Read(ctx, 3);
-      steps = shape_inputs_.Read(ctx, 4);
-    }
-    if (axes.empty())
-      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-    if (steps.empty()) steps.assign(starts.size(), 1);
-    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
-      Fail("starts, ends, axes and steps differ in length");
-
-    out_shape_ = x.shape();
-    src_strides_ = RowMajorStrides(x.shape());
-    src_offset_ = 0;
-    std::vector<bool> seen(static_cast<size_t>(x.rank()), false);
-    for (size_t i = 0; i < starts.size(); ++i) {
-      size_t axis = static_cast<size_t>(NormalizeAxis(axes[i], x.rank(), node_));
-      if (seen[axis]) Fail("axis " + std::to_string(axes[i]) + " is sliced twice");
-      seen[axis] = true;
-      if (steps[i] == 0) Fail("step must not be 0");
-      int64_t first = 0, count = 0;
-      SliceAxis(x.shape()[axis], starts[i], ends[i], steps[i], &first, &count);
-      out_shape_[axis] = count;
-      src_offset_ += first * src_strides_[axis];
-      src_strides_[axis] *= steps[i];
-    }
+    esize_ = CheckedElementSize(x, node_);
+    StridedView view = SliceView(node_, opset_, ctx, shape_inputs_, x.shape());
+    out_shape_ = std::move(view.shape);
+    src_strides_ = std::move(view.strides);
+    src_offset_ = view.offset;
     ctx.SetOutput(0, x.dtype(), out_shape_);
   }
 
@@ -310,24 +210,6 @@ class SliceKernel final : public OpKernel {
   }
 
  private:
-  // First index and element count of start:end:step on a dimension, clamped as ONNX says.
-  static void SliceAxis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t* first, int64_t* count) {
-    *first = *count = 0;
-    if (dim == 0) return;
-    if (start < 0) start += dim;
-    if (end < 0) end += dim;
-    if (step > 0) {
-      start = std::clamp<int64_t>(start, 0, dim);
-      end = std::clamp<int64_t>(end, 0, dim);
-      *count = end > start ? (end - start - 1) / step + 1 : 0;
-    } else {
-      start = std::clamp<int64_t>(start, 0, dim - 1);
-      end = std::clamp<int64_t>(end, -1, dim - 1);
-      *count = start > end ? (start - end - 1) / -step + 1 : 0;
-    }
-    *first = *count > 0 ? start : 0;
-  }
-
   size_t esize_ = 0;
   Shape out_shape_;
   std::vector<int64_t> src_strides_;
@@ -341,19 +223,6 @@ int64_t IndexAt(const Tensor& indices, int64_t i) {
   return indices.dtype() == DType::kInt64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
 }
 
-void RequireIndexType(const Tensor& indices, const Node& node) {
-  if (indices.dtype() != DType::kInt64 && indices.dtype() != DType::kInt32)
-    throw Error(node.Describe() + ": indices must be int32 or int64, not " + DTypeName(indices.dtype()));
-}
-
-// Maps index `raw` into [0, dim) allowing negative values; throws naming the node.
-int64_t CheckedIndex(int64_t raw, int64_t dim, const Node& node) {
-  if (raw < -dim || raw >= dim)
-    throw Error(node.Describe() + ": index " + std::to_string(raw) + " is out of range for dimension of size " +
-                std::to_string(dim));
-  return raw < 0 ? raw + dim : raw;
-}
-
 class GatherKernel final : public OpKernel {
  public:
   using OpKernel::OpKernel;
@@ -361,14 +230,8 @@ class GatherKernel final : public OpKernel {
   void Prepare(KernelContext& ctx) override {
     const Tensor& data = ctx.Input(0);
     const Tensor& indices = ctx.Input(1);
-    esize_ = ElementSize(data, node_);
-    RequireIndexType(indices, node_);
-    if (data.rank() == 0) Fail("cannot gather from a scalar");
-    axis_ = NormalizeAxis(node_.GetInt("axis", 0), data.rank(), node_);
-    Shape out(data.shape().begin(), data.shape().begin() + axis_);
-    out.insert(out.end(), indices.shape().begin(), indices.shape().end());
-    out.insert(out.end(), data.shape().begin() + axis_ + 1, data.shape().end());
-    ctx.SetOutput(0, data.dtype(), out);
+    esize_ = CheckedElementSize(data, node_);
+    ctx.SetOutput(0, data.dtype(), GatherOutputShape(node_, data, indices, &axis_));
   }
 
   void Compute(KernelContext& ctx) override {
@@ -401,14 +264,8 @@ class GatherElementsKernel final : public OpKernel {
   void Prepare(KernelContext& ctx) override {
     const Tensor& data = ctx.Input(0);
     const Tensor& indices = ctx.Input(1);
-    esize_ = ElementSize(data, node_);
-    RequireIndexType(indices, node_);
-    if (data.rank() == 0 || indices.rank() != data.rank())
-      Fail("data " + data.Describe() + " and indices " + indices.Describe() + " must have the same rank >= 1");
-    axis_ = NormalizeAxis(node_.GetInt("axis", 0), data.rank(), node_);
-    for (int d = 0; d < data.rank(); ++d)
-      if (d != axis_ && indices.dim(d) > data.dim(d))
-        Fail("indices " + indices.Describe() + " exceed data " + data.Describe() + " on axis " + std::to_string(d));
+    esize_ = CheckedElementSize(data, node_);
+    axis_ = GatherElementsAxis(node_, data, indices);
     ctx.SetOutput(0, data.dtype(), indices.shape());
   }
 
@@ -461,23 +318,13 @@ class TileKernel final : public StridedViewKernel {
  public:
   using StridedViewKernel::StridedViewKernel;
 
-  // The output seen as [r0, d0, r1, d1, ...] reads the input with strides [0, s0, 0, s1, ...].
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    esize_ = ElementSize(x, node_);
-    std::vector<int64_t> repeats = shape_inputs_.Read(ctx, 1);
-    if (static_cast<int>(repeats.size()) != x.rank())
-      Fail("repeats has " + std::to_string(repeats.size()) + " entries for rank " + std::to_string(x.rank()));
-    std::vector<int64_t> in_strides = RowMajorStrides(x.shape());
+    esize_ = CheckedElementSize(x, node_);
     Shape out;
-    walk_shape_.clear();
-    walk_strides_.clear();
-    for (size_t d = 0; d < repeats.size(); ++d) {
-      if (repeats[d] < 0) Fail("repeats must not be negative");
-      out.push_back(x.shape()[d] * repeats[d]);
-      walk_shape_.insert(walk_shape_.end(), {repeats[d], x.shape()[d]});
-      walk_strides_.insert(walk_strides_.end(), {0, in_strides[d]});
-    }
+    StridedView view = TileView(node_, ctx, shape_inputs_, x.shape(), &out);
+    walk_shape_ = std::move(view.shape);
+    walk_strides_ = std::move(view.strides);
     ctx.SetOutput(0, x.dtype(), out);
   }
 };
@@ -488,7 +335,7 @@ class ExpandKernel final : public StridedViewKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    esize_ = ElementSize(x, node_);
+    esize_ = CheckedElementSize(x, node_);
     walk_shape_ = BroadcastShapes(x.shape(), shape_inputs_.Read(ctx, 1), node_);
     walk_strides_ = BroadcastStrides(x.shape(), walk_shape_);
     ctx.SetOutput(0, x.dtype(), walk_shape_);
@@ -504,10 +351,8 @@ class WhereKernel final : public OpKernel {
     const Tensor& cond = ctx.Input(0);
     const Tensor& x = ctx.Input(1);
     const Tensor& y = ctx.Input(2);
-    if (cond.dtype() != DType::kBool) Fail("condition must be bool, not " + DTypeName(cond.dtype()));
-    if (x.dtype() != y.dtype()) Fail("X and Y differ in type: " + x.Describe() + " and " + y.Describe());
-    esize_ = ElementSize(x, node_);
-    out_shape_ = BroadcastShapes(BroadcastShapes(cond.shape(), x.shape(), node_), y.shape(), node_);
+    out_shape_ = WhereOutputShape(node_, cond, x, y);
+    esize_ = DTypeSize(x.dtype());
     ctx.SetOutput(0, x.dtype(), out_shape_);
   }
 
@@ -544,23 +389,13 @@ class PadKernel final : public OpKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    esize_ = ElementSize(x, node_);
-    const std::string mode = node_.GetString("mode", "constant");
-    if (mode != "constant" && mode != "reflect" && mode != "edge") Unsupported("mode '" + mode + "'");
-    std::vector<int64_t> pads = opset_ < 11 ? node_.GetInts("pads") : shape_inputs_.Read(ctx, 1);
-    const int rank = x.rank();
-    if (static_cast<int>(pads.size()) != 2 * rank)
-      Fail("pads has " + std::to_string(pads.size()) + " entries for rank " + std::to_string(rank));
-    Shape out(static_cast<size_t>(rank));
-    source_index_.assign(static_cast<size_t>(rank), {});
-    for (int d = 0; d < rank; ++d) {
-      const int64_t begin = pads[static_cast<size_t>(d)], end = pads[static_cast<size_t>(d + rank)];
-      out[static_cast<size_t>(d)] = x.dim(d) + begin + end;
-      if (out[static_cast<size_t>(d)] < 0) Fail("pads " + ShapeString(pads) + " crop axis " + std::to_string(d) + " below 0");
-      source_index_[static_cast<size_t>(d)] = AxisSources(x.dim(d), begin, out[static_cast<size_t>(d)], mode);
-    }
+    esize_ = CheckedElementSize(x, node_);
+    const PadPlan plan = PreparePad(node_, opset_, ctx, shape_inputs_, x.shape());
+    source_index_.assign(plan.out.size(), {});
+    for (size_t d = 0; d < plan.out.size(); ++d)
+      source_index_[d] = AxisSources(x.shape()[d], plan.pads[d], plan.out[d], plan.mode);
     fill_ = FillValue(ctx, x.dtype());
-    ctx.SetOutput(0, x.dtype(), out);
+    ctx.SetOutput(0, x.dtype(), plan.out);
   }
 
   void Compute(KernelContext& ctx) override {
@@ -577,14 +412,14 @@ class PadKernel final : public OpKernel {
   }
 
  private:
-  // Input index for each output index along one axis; -1 where constant padding goes.
-  std::vector<int64_t> AxisSources(int64_t dim, int64_t begin, int64_t out_dim, const std::string& mode) const {
+  // Input index for each output index along one axis; -1 where constant padding goes
+  // (PreparePad has ruled out padding an empty axis in the other modes).
+  static std::vector<int64_t> AxisSources(int64_t dim, int64_t begin, int64_t out_dim, const std::string& mode) {
     std::vector<int64_t> src(static_cast<size_t>(out_dim));
     for (int64_t o = 0; o < out_dim; ++o) {
       int64_t i = o - begin;
       if (i < 0 || i >= dim) {
         if (mode == "constant") i = -1;
-        else if (dim == 0) Fail("cannot pad an empty axis in mode '" + mode + "'");
         else if (mode == "edge") i = std::clamp<int64_t>(i, 0, dim - 1);
         else if (dim == 1) i = 0;
         else {  // reflect: period 2*(dim-1), mirrored about both ends
@@ -600,23 +435,11 @@ class PadKernel final : public OpKernel {
 
   // The bytes of the padding value in the data type.
   std::vector<unsigned char> FillValue(const KernelContext& ctx, DType t) const {
+    if (opset_ < 11) return PadAttributeValue(node_, t);
     std::vector<unsigned char> bytes(esize_, 0);
-    if (opset_ >= 11) {
-      const Tensor* v = ctx.OptionalInput(2);
-      if (v && v->numel() > 0) {
-        if (v->dtype() != t) Fail("constant_value has type " + DTypeName(v->dtype()) + ", data has " + DTypeName(t));
-        std::memcpy(bytes.data(), v->raw(), esize_);
-      }
-      return bytes;
-    }
-    const float value = node_.GetFloat("value", 0.f);
-    if (t == DType::kFloat32) std::memcpy(bytes.data(), &value, sizeof value);
-    else if (t == DType::kFloat64) {
-      const double d = value;
-      std::memcpy(bytes.data(), &d, sizeof d);
-    } else if (value != 0.f) {
-      Unsupported("attribute 'value' for data type " + DTypeName(t));
-    }
+    const Tensor* v = ctx.OptionalInput(2);
+    CheckPadConstantValue(node_, v, t);
+    if (v && v->numel() > 0) std::memcpy(bytes.data(), v->raw(), esize_);
     return bytes;
   }
 

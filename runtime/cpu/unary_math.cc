@@ -9,6 +9,7 @@
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/cpu/dtype_dispatch.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/op_shapes.h"
 
 namespace ot {
 namespace cpu {
@@ -96,15 +97,7 @@ class ClipKernel final : public OpKernel {
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
     if (!TypeListHas(NumericTypes{}, x.dtype())) ThrowUnsupportedType(x.dtype(), node_);
-    for (int i = 1; i < 3; ++i) {
-      const Tensor* bound = ctx.OptionalInput(i);
-      if (!bound) continue;
-      if (bound->dtype() != x.dtype())
-        Fail("bound " + std::to_string(i) + " has type " + DTypeName(bound->dtype()) + ", input has " +
-             DTypeName(x.dtype()));
-      if (bound->numel() != 1)
-        Fail("bound " + std::to_string(i) + " must be a scalar, got shape " + ShapeString(bound->shape()));
-    }
+    CheckClipBounds(node_, ctx);
     ctx.SetOutput(0, x.dtype(), x.shape());
     built_bounds_.reset();
   }

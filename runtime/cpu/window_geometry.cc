@@ -112,4 +112,54 @@ WindowGeometry ComputeWindowGeometry(const WindowAttrs& a, const Shape& input_sp
   return g;
 }
 
+PoolWindow DescribePoolWindow(const std::string& op, const Node& node, const Shape& x_shape) {
+  PoolWindow w;
+  w.is_max = op == "MaxPool" || op == "GlobalMaxPool";
+  const bool global = op.rfind("Global", 0) == 0;
+  const Shape spatial = SpatialDims(x_shape);
+  if (global) {
+    w.attrs.kernel = spatial;
+    w.attrs.strides = w.attrs.dilations = std::vector<int64_t>(spatial.size(), 1);
+    w.attrs.pads_begin = w.attrs.pads_end = std::vector<int64_t>(spatial.size(), 0);
+  } else {
+    w.attrs = ReadWindowAttrs(node, spatial.size(), {});
+  }
+  w.geometry = ComputeWindowGeometry(w.attrs, spatial, node);
+  w.output = {x_shape[0], x_shape[1]};
+  w.output.insert(w.output.end(), w.geometry.output.begin(), w.geometry.output.end());
+  if (!w.is_max) {
+    w.include_pad = node.GetInt("count_include_pad", 0) != 0;
+    // Libraries divide by the whole window; ONNX (like PyTorch) leaves out the part that
+    // ceil_mode adds past the end padding.
+    for (int64_t extra : w.geometry.ceil_extra)
+      if (w.include_pad && extra > 0)
+        throw UnsupportedError(op + ": count_include_pad=1 with a ceil_mode window past the padding");
+  }
+  return w;
+}
+
+ConvWindow DescribeConvWindow(const Node& node, const Tensor& x, const Tensor& w, const Tensor* b,
+                              const std::string& rank_limit) {
+  auto fail = [&](const std::string& what) { throw Error(node.Describe() + ": " + what); };
+  const int rank = x.rank();
+  if (rank < 3) fail("input " + x.Describe() + " must be N x C x D1 x ... (at least one spatial dimension)");
+  if (rank > 5) throw UnsupportedError("Conv: " + std::to_string(rank - 2) + "D convolution (" + rank_limit + ")");
+  if (w.rank() != rank) fail("weight " + w.Describe() + " must have the input's rank " + std::to_string(rank));
+  ConvWindow c;
+  c.group = node.GetInt("group", 1);
+  c.in_channels = x.dim(1);
+  c.out_channels = w.dim(0);
+  if (c.group < 1 || c.in_channels % c.group != 0 || c.out_channels % c.group != 0 || w.dim(1) * c.group != c.in_channels)
+    fail(StrFormat("input channels %lld, weight %s and group %lld do not match (weight must be M x C/group x k...)",
+                   static_cast<long long>(c.in_channels), w.Describe().c_str(), static_cast<long long>(c.group)));
+  if (b && b->shape() != Shape{c.out_channels})
+    fail("bias " + b->Describe() + " must have one value per output channel (" + std::to_string(c.out_channels) + ")");
+  c.kernel = SpatialDims(w.shape());
+  c.attrs = ReadWindowAttrs(node, c.kernel.size(), c.kernel);
+  c.geometry = ComputeWindowGeometry(c.attrs, SpatialDims(x.shape()), node);
+  c.output = {x.dim(0), c.out_channels};
+  c.output.insert(c.output.end(), c.geometry.output.begin(), c.geometry.output.end());
+  return c;
+}
+
 }  // namespace ot

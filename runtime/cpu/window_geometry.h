@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "graph/ir.h"
@@ -46,5 +47,34 @@ WindowGeometry ComputeWindowGeometry(const WindowAttrs& attrs, const Shape& inpu
 
 // Spatial part (dims 2..) of an N x C x D1 x ... shape.
 Shape SpatialDims(const Shape& shape);
+
+// The windows of one pooling node (MaxPool, AveragePool, GlobalMaxPool,
+// GlobalAveragePool) over an N x C x D1 x ... input.
+struct PoolWindow {
+  bool is_max = false;
+  bool include_pad = false;  // AveragePool's count_include_pad
+  WindowAttrs attrs;         // a global pool's window is the whole spatial extent
+  WindowGeometry geometry;
+  Shape output;  // N x C x output spatial dims
+};
+// `op` is the forward op type. Throws ot::UnsupportedError for count_include_pad=1 with a
+// ceil_mode window past the padding (ONNX leaves that part out of the count).
+PoolWindow DescribePoolWindow(const std::string& op, const Node& node, const Shape& x_shape);
+
+// The windows of a Conv node on input X (N x C x D1 x ...), weight W (M x C/group x k1 x
+// ...) and optional bias B (M).
+struct ConvWindow {
+  int64_t group = 1;
+  int64_t in_channels = 0, out_channels = 0;
+  Shape kernel;  // W's spatial dims
+  WindowAttrs attrs;
+  WindowGeometry geometry;
+  Shape output;  // N x M x output spatial dims
+};
+// Checks ranks, channels, group and bias (throws ot::Error naming the node; an input of
+// more than 3 spatial dimensions throws ot::UnsupportedError ending in `rank_limit`, the
+// library's own words such as "oneDNN has 1D to 3D").
+ConvWindow DescribeConvWindow(const Node& node, const Tensor& x, const Tensor& w, const Tensor* b,
+                              const std::string& rank_limit);
 
 }  // namespace ot

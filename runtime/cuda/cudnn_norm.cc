@@ -13,6 +13,7 @@
 #include "graph/gradient_registry.h"
 #include "runtime/cuda/cudnn_kernels.h"
 #include "runtime/cuda/cudnn_util.h"
+#include "runtime/norm_checks.h"
 
 namespace ot::cuda {
 namespace {
@@ -23,16 +24,8 @@ class BatchNormKernel final : public OpKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    for (int i = 0; i < 5; ++i)
-      if (ctx.Input(i).dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(ctx.Input(i).dtype()));
-    if (x.rank() < 2) Fail("input " + x.Describe() + " must be N x C x ...");
-    if (node_.GetInt("spatial", 1) != 1) Unsupported("spatial=0 (per-activation statistics)");
-    const int64_t channels = x.dim(1);
-    for (int i = 1; i < 5; ++i)
-      if (ctx.Input(i).shape() != Shape{channels})
-        Fail("input " + std::to_string(i) + " " + ctx.Input(i).Describe() + " must have one value per channel (" +
-             std::to_string(channels) + ")");
-    training_ = IsTrainingMode(ctx);
+    const int64_t channels = CheckBatchNormInputs(node_, ctx);
+    training_ = BatchNormTrainingMode(node_, opset_, ctx);
     momentum_ = node_.GetFloat("momentum", 0.9f);
     epsilon_ = node_.GetFloat("epsilon", 1e-5f);
     if (epsilon_ < CUDNN_BN_MIN_EPSILON) Fail("epsilon " + std::to_string(epsilon_) + " must not be negative");
@@ -75,17 +68,6 @@ class BatchNormKernel final : public OpKernel {
   }
 
  private:
-  // As the CPU kernel: BatchNormTraining always trains; BatchNormalization by opset.
-  bool IsTrainingMode(const KernelContext& ctx) const {
-    const bool stats_requested = ctx.HasOutput(1) || ctx.HasOutput(2) || ctx.HasOutput(3) || ctx.HasOutput(4);
-    if (node_.domain == kGradDomain) return true;
-    bool training = stats_requested;
-    if (opset_ >= 14) training = node_.GetInt("training_mode", 0) != 0;
-    else if (opset_ <= 6) training = node_.GetInt("is_test", 0) == 0;
-    if (stats_requested && !training) Fail("statistics outputs are requested but the node is in inference mode");
-    return training;
-  }
-
   bool training_ = false, empty_ = false;
   float momentum_ = 0.9f, epsilon_ = 1e-5f;
   int64_t channels_ = 0;
@@ -101,16 +83,9 @@ class BatchNormGradKernel final : public OpKernel {
   explicit BatchNormGradKernel(const KernelInfo& info) : OpKernel(info) {}
 
   void Prepare(KernelContext& ctx) override {
-    const Tensor& dy = ctx.Input(0);
     const Tensor& x = ctx.Input(1);
-    for (int i = 0; i < 5; ++i)
-      if (ctx.Input(i).dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(ctx.Input(i).dtype()));
-    if (dy.shape() != x.shape() || x.rank() < 2) Fail("gradient " + dy.Describe() + " does not match input " + x.Describe());
-    const int64_t channels = x.dim(1);
-    for (int i = 2; i < 5; ++i)
-      if (ctx.Input(i).shape() != Shape{channels})
-        Fail("input " + std::to_string(i) + " " + ctx.Input(i).Describe() + " must have one value per channel (" +
-             std::to_string(channels) + ")");
+    const int64_t channels = CheckBatchNormGradInputs(node_, ctx);
+    RequirePerChannelInputs(node_, ctx, 2, 5, channels);
     ctx.SetOutput(0, DType::kFloat32, x.shape());
     ctx.SetOutput(1, DType::kFloat32, {channels});
     ctx.SetOutput(2, DType::kFloat32, {channels});

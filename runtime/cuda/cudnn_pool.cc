@@ -29,28 +29,15 @@ struct PoolProblem {
 
 // `op` is the forward op type (MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool).
 PoolProblem DescribePool(const std::string& op, const Node& node, const Shape& x_shape) {
-  const bool is_max = op == "MaxPool" || op == "GlobalMaxPool";
-  const bool global = op.rfind("Global", 0) == 0;
+  const PoolWindow w = DescribePoolWindow(op, node, x_shape);
   const Shape spatial = SpatialDims(x_shape);
-  WindowAttrs attrs;
-  if (global) {
-    attrs.kernel = spatial;
-    attrs.strides = attrs.dilations = std::vector<int64_t>(spatial.size(), 1);
-    attrs.pads_begin = attrs.pads_end = std::vector<int64_t>(spatial.size(), 0);
-  } else {
-    attrs = ReadWindowAttrs(node, spatial.size(), {});
-  }
-  const WindowGeometry g = ComputeWindowGeometry(attrs, spatial, node);
+  const WindowAttrs& attrs = w.attrs;
+  const WindowGeometry& g = w.geometry;
   PoolProblem p;
-  p.y_shape = {x_shape[0], x_shape[1]};
-  p.y_shape.insert(p.y_shape.end(), g.output.begin(), g.output.end());
-  const bool include_pad = node.GetInt("count_include_pad", 0) != 0;
-  if (!is_max) {
-    for (int64_t extra : g.ceil_extra)
-      if (include_pad && extra > 0)
-        throw UnsupportedError(op + ": count_include_pad=1 with a ceil_mode window past the padding");
-    p.mode = include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
-    p.own_mode = include_pad ? PoolMode::kAverageIncludePad : PoolMode::kAverageExcludePad;
+  p.y_shape = w.output;
+  if (!w.is_max) {
+    p.mode = w.include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+    p.own_mode = w.include_pad ? PoolMode::kAverageIncludePad : PoolMode::kAverageExcludePad;
   }
   if (spatial.size() > static_cast<size_t>(kMaxSpatialDims))
     throw UnsupportedError(op + ": " + std::to_string(spatial.size()) + "D pooling (the CUDA kernels have 1D to 3D)");
@@ -94,9 +81,35 @@ void CheckRank(const Node& node, const std::string& op, const Tensor& x) {
   if (x.rank() > 5) throw UnsupportedError(op + ": " + std::to_string(x.rank() - 2) + "D pooling (cuDNN has 1D to 3D)");
 }
 
-class PoolKernel final : public OpKernel {
+// What the forward and gradient kernels keep from Prepare: the geometry for our own
+// kernels, or cuDNN's descriptors.
+class PoolKernelBase : public OpKernel {
  public:
-  explicit PoolKernel(const KernelInfo& info) : OpKernel(info) {}
+  using OpKernel::OpKernel;
+
+ protected:
+  // Takes the problem posed on input shape `x_shape`; true when it runs on cuDNN.
+  bool TakeProblem(const PoolProblem& p, const Shape& x_shape) {
+    own_kernel_ = p.own_kernel;
+    own_mode_ = p.own_mode;
+    geometry_ = p.geometry;
+    if (own_kernel_) return false;
+    SetTensorDesc(x_, x_shape, node_.Describe());
+    SetTensorDesc(y_, p.y_shape, node_.Describe());
+    SetPoolDesc(pool_, p);
+    return true;
+  }
+
+  bool empty_ = false, own_kernel_ = false;
+  PoolMode own_mode_ = PoolMode::kMax;
+  SpatialGeometry geometry_;
+  TensorDesc x_, y_;
+  PoolDesc pool_;
+};
+
+class PoolKernel final : public PoolKernelBase {
+ public:
+  using PoolKernelBase::PoolKernelBase;
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
@@ -108,13 +121,7 @@ class PoolKernel final : public OpKernel {
     ctx.SetOutput(0, x.dtype(), p.y_shape);
     empty_ = x.numel() == 0 || NumElements(p.y_shape) == 0;
     if (empty_) return;
-    own_kernel_ = p.own_kernel;
-    own_mode_ = p.own_mode;
-    geometry_ = p.geometry;
-    if (own_kernel_) return;
-    SetTensorDesc(x_, x.shape(), node_.Describe());
-    SetTensorDesc(y_, p.y_shape, node_.Describe());
-    SetPoolDesc(pool_, p);
+    TakeProblem(p, x.shape());
   }
 
   void Compute(KernelContext& ctx) override {
@@ -127,21 +134,14 @@ class PoolKernel final : public OpKernel {
     OT_CUDNN_CHECK(cudnnPoolingForward(dc.cudnn, pool_.get(), One(), x_.get(), ctx.Input(0).raw(), Zero(), y_.get(),
                                        ctx.Output(0).raw()));
   }
-
- private:
-  bool empty_ = false, own_kernel_ = false;
-  PoolMode own_mode_ = PoolMode::kMax;
-  SpatialGeometry geometry_;
-  TensorDesc x_, y_;
-  PoolDesc pool_;
 };
 
 // <Pool>Grad(dY, X) -> dX with the forward node's attributes. cuDNN's backward reads the
 // forward output Y as well, which the gradient op does not take: the kernel runs the
 // forward pass again into a scratch buffer. Our own kernels need only X.
-class PoolGradKernel final : public OpKernel {
+class PoolGradKernel final : public PoolKernelBase {
  public:
-  explicit PoolGradKernel(const KernelInfo& info) : OpKernel(info) {}
+  using PoolKernelBase::PoolKernelBase;
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& dy = ctx.Input(0);
@@ -155,13 +155,7 @@ class PoolGradKernel final : public OpKernel {
     ctx.SetOutput(0, DType::kFloat32, x.shape());
     empty_ = x.numel() == 0 || dy.numel() == 0;
     if (empty_) return;
-    own_kernel_ = p.own_kernel;
-    own_mode_ = p.own_mode;
-    geometry_ = p.geometry;
-    if (own_kernel_) return;
-    SetTensorDesc(x_, x.shape(), node_.Describe());
-    SetTensorDesc(y_, p.y_shape, node_.Describe());
-    SetPoolDesc(pool_, p);
+    if (!TakeProblem(p, x.shape())) return;
     y_scratch_ = Tensor::Empty(DType::kFloat32, p.y_shape, device_);
   }
 
@@ -184,11 +178,6 @@ class PoolGradKernel final : public OpKernel {
   }
 
  private:
-  bool empty_ = false, own_kernel_ = false;
-  PoolMode own_mode_ = PoolMode::kMax;
-  SpatialGeometry geometry_;
-  TensorDesc x_, y_;
-  PoolDesc pool_;
   Tensor y_scratch_;
 };
 

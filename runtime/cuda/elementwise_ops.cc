@@ -12,6 +12,7 @@
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
+#include "runtime/op_shapes.h"
 
 namespace ot::cuda {
 namespace {
@@ -32,34 +33,17 @@ bool IsOneOf(DType t, std::initializer_list<DType> types) {
 const std::initializer_list<DType> kArithmeticTypes = {DType::kFloat32, DType::kFloat64, DType::kInt32,
                                                        DType::kInt64,   DType::kInt8,    DType::kUInt8};
 
-BinaryOp ParseBinaryOp(const std::string& op_type) {
-  static const std::pair<const char*, BinaryOp> kOps[] = {
-      {"Add", BinaryOp::kAdd},     {"Sum", BinaryOp::kAdd},
-      {"Mean", BinaryOp::kAdd},    {"Sub", BinaryOp::kSub},
-      {"Mul", BinaryOp::kMul},     {"Div", BinaryOp::kDiv},
-      {"Pow", BinaryOp::kPow},     {"Max", BinaryOp::kMax},
-      {"Min", BinaryOp::kMin},     {"Equal", BinaryOp::kEqual},
-      {"Less", BinaryOp::kLess},   {"LessOrEqual", BinaryOp::kLessOrEqual},
-      {"Greater", BinaryOp::kGreater}, {"GreaterOrEqual", BinaryOp::kGreaterOrEqual}};
-  for (const auto& [name, op] : kOps)
-    if (op_type == name) return op;
-  throw Error("no binary op named " + op_type);
-}
-
-bool IsComparison(BinaryOp op) { return op >= BinaryOp::kEqual; }
-
 class BroadcastBinaryKernel final : public OpKernel {
  public:
   explicit BroadcastBinaryKernel(const KernelInfo& info)
       : OpKernel(info),
         op_(ParseBinaryOp(info.node.op_type)),
         mean_(info.node.op_type == "Mean"),
-        variadic_(info.node.op_type == "Sum" || info.node.op_type == "Mean" || info.node.op_type == "Max" ||
-                  info.node.op_type == "Min") {}
+        variadic_(IsVariadicBinary(info.node.op_type)) {}
 
   void Prepare(KernelContext& ctx) override {
     const int n = ctx.NumInputs();
-    if (n < 1 || (!variadic_ && n != 2)) Fail("expects " + std::string(variadic_ ? "at least 1" : "2") + " inputs");
+    CheckBinaryInputs(node_, opset_, op_, ctx);
     shapes_.clear();
     for (int i = 0; i < n; ++i) shapes_.push_back(ctx.Input(i).shape());
     CheckTypes(ctx);
@@ -114,10 +98,6 @@ class BroadcastBinaryKernel final : public OpKernel {
  private:
   void CheckTypes(const KernelContext& ctx) const {
     const DType t = ctx.Input(0).dtype();
-    const bool mixed_ok = op_ == BinaryOp::kPow && opset_ >= 12;
-    for (int i = 1; i < ctx.NumInputs(); ++i)
-      if (!mixed_ok && ctx.Input(i).dtype() != t)
-        Fail("inputs have different data types (" + DTypeName(t) + " and " + DTypeName(ctx.Input(i).dtype()) + ")");
     bool ok;
     if (mean_)
       ok = IsOneOf(t, {DType::kFloat32, DType::kFloat64});
@@ -161,11 +141,9 @@ class WhereKernel final : public OpKernel {
     const Tensor& cond = ctx.Input(0);
     const Tensor& x = ctx.Input(1);
     const Tensor& y = ctx.Input(2);
-    if (cond.dtype() != DType::kBool) Fail("condition must be bool, not " + DTypeName(cond.dtype()));
-    if (x.dtype() != y.dtype()) Fail("X and Y differ in type: " + x.Describe() + " and " + y.Describe());
+    out_shape_ = WhereOutputShape(node_, cond, x, y);
     esize_ = DTypeSize(x.dtype());
     if (esize_ != 1 && esize_ != 2 && esize_ != 4 && esize_ != 8) Unsupported("data type " + DTypeName(x.dtype()));
-    out_shape_ = BroadcastShapes(BroadcastShapes(cond.shape(), x.shape(), node_), y.shape(), node_);
     if (!math::MakeBroadcastIndexer(out_shape_, {cond.shape(), x.shape(), y.shape()}, &ix_))
       Unsupported("broadcasting that needs more than " + std::to_string(math::kMaxDims) + " dimensions on CUDA");
     ctx.SetOutput(0, x.dtype(), out_shape_);
@@ -240,15 +218,7 @@ class ClipKernel final : public OpKernel {
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
     if (!IsOneOf(x.dtype(), kArithmeticTypes)) Unsupported("data type " + DTypeName(x.dtype()) + " on CUDA");
-    for (int i = 1; i < 3; ++i) {
-      const Tensor* bound = ctx.OptionalInput(i);
-      if (!bound) continue;
-      if (bound->dtype() != x.dtype())
-        Fail("bound " + std::to_string(i) + " has type " + DTypeName(bound->dtype()) + ", input has " +
-             DTypeName(x.dtype()));
-      if (bound->numel() != 1)
-        Fail("bound " + std::to_string(i) + " must be a scalar, got shape " + ShapeString(bound->shape()));
-    }
+    CheckClipBounds(node_, ctx);
     ctx.SetOutput(0, x.dtype(), x.shape());
   }
 
@@ -278,9 +248,8 @@ class CastKernel final : public OpKernel {
   using OpKernel::OpKernel;
 
   void Prepare(KernelContext& ctx) override {
-    if (node_.HasAttr("saturate")) Unsupported("attribute 'saturate'");
+    const DType to = CastTargetType(node_, ctx);
     const Tensor& x = ctx.Input(0);
-    DType to = node_.op_type == "CastLike" ? ctx.Input(1).dtype() : static_cast<DType>(node_.GetInt("to", 0));
     for (DType t : {x.dtype(), to})
       if (!IsOneOf(t, kArithmeticTypes) && t != DType::kBool) Unsupported("data type " + DTypeName(t) + " on CUDA");
     ctx.SetOutput(0, to, x.shape());

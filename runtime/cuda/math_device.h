@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "runtime/cuda/math_kernels.h"
+#include "runtime/integer_pow.h"
 
 namespace ot::cuda::math {
 
@@ -103,21 +104,6 @@ __host__ __device__ inline T UnaryValue(UnaryOp op, T v, float alpha) {
   }
 }
 #undef OT_FLOAT_OR_DOUBLE
-
-// Integer power by squaring; a negative exponent truncates like the real result would.
-template <typename T, typename E>
-__host__ __device__ inline T IntegerPow(T base, E exponent) {
-  if constexpr (std::is_signed_v<E>) {
-    if (exponent < 0) return base == 1 ? T(1) : base == T(-1) ? (exponent % 2 ? T(-1) : T(1)) : T(0);
-  }
-  T result = 1;
-  while (exponent > 0) {
-    if (exponent & 1) result = static_cast<T>(result * base);
-    base = static_cast<T>(base * base);
-    exponent = static_cast<E>(exponent >> 1);
-  }
-  return result;
-}
 
 // Pow as the CPU computes it: integers by squaring, float^float in float, else in double.
 template <typename T, typename E>

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graph/dtype.h"
+#include "runtime/op_kinds.h"
 
 namespace ot::cuda::math {
 
@@ -33,20 +34,7 @@ struct BroadcastIndexer {
 bool MakeBroadcastIndexer(const std::vector<int64_t>& out, const std::vector<std::vector<int64_t>>& inputs,
                           BroadcastIndexer* indexer);
 
-enum class BinaryOp {
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kPow,
-  kMax,
-  kMin,
-  kEqual,
-  kLess,
-  kLessOrEqual,
-  kGreater,
-  kGreaterOrEqual
-};
+using BinaryOp = ::ot::BinaryOp;
 enum class UnaryOp {
   kAbs,
   kNeg,
@@ -60,7 +48,7 @@ enum class UnaryOp {
   kLeakyRelu,
   kSoftplus
 };
-enum class ReduceOp { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
+using ReduceOp = ::ot::ReduceOp;
 
 // --- elementwise.cu -------------------------------------------------------------------
 // Each returns false when the data type (combination) has no instantiation.
@@ -154,20 +142,13 @@ void LaunchClassificationLossGrad(const LossParams& p, const float* dy, const fl
                                   long long* error_flag, cudaStream_t stream);
 
 // Optimizers: lr and step are device scalars (float, int64). Unrequested outputs are null.
-struct MomentumParams {
-  float alpha = 0, beta = 0, norm = 0;
-  bool nesterov = false;
-};
+using MomentumParams = ::ot::MomentumParams;
 void LaunchMomentum(const MomentumParams& p, const float* lr, const int64_t* step, const float* x, const float* g,
                     const float* v, float* x_new, float* v_new, int64_t n, cudaStream_t stream);
-struct AdagradParams {
-  float decay = 0, epsilon = 0, norm = 0;
-};
+using AdagradParams = ::ot::AdagradParams;
 void LaunchAdagrad(const AdagradParams& p, const float* lr, const int64_t* step, const float* x, const float* g,
                    const float* h, float* x_new, float* h_new, int64_t n, cudaStream_t stream);
-struct AdamParams {
-  float alpha = 0, beta = 0, epsilon = 0, norm = 0, norm_post = 0;
-};
+using AdamParams = ::ot::AdamParams;
 void LaunchAdam(const AdamParams& p, const float* lr, const int64_t* step, const float* x, const float* g,
                 const float* v, const float* h, float* x_new, float* v_new, float* h_new, int64_t n,
                 cudaStream_t stream);

@@ -10,30 +10,12 @@
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
+#include "runtime/reduce_shapes.h"
 
 namespace ot::cuda {
 namespace {
 
-using math::ReduceOp;
-
 constexpr int64_t kLatest = 1 << 30;
-
-ReduceOp ParseReduceOp(const std::string& op_type) {
-  static const std::pair<const char*, ReduceOp> kOps[] = {
-      {"ReduceSum", ReduceOp::kSum},       {"ReduceMean", ReduceOp::kMean},
-      {"ReduceMax", ReduceOp::kMax},       {"ReduceMin", ReduceOp::kMin},
-      {"ReduceProd", ReduceOp::kProd},     {"ReduceL1", ReduceOp::kL1},
-      {"ReduceL2", ReduceOp::kL2},         {"ReduceSumSquare", ReduceOp::kSumSquare},
-      {"ReduceLogSum", ReduceOp::kLogSum}, {"ReduceLogSumExp", ReduceOp::kLogSumExp}};
-  for (const auto& [name, op] : kOps)
-    if (op_type == name) return op;
-  throw Error("no reduction named " + op_type);
-}
-
-bool DefinedForIntegers(ReduceOp op) {
-  return op == ReduceOp::kSum || op == ReduceOp::kMean || op == ReduceOp::kMax || op == ReduceOp::kMin ||
-         op == ReduceOp::kProd || op == ReduceOp::kL1 || op == ReduceOp::kSumSquare;
-}
 
 // Plans a reduction of `in` over the dimensions marked in `reduced`; Unsupported when
 // more than kMaxDims dimensions remain after merging.
@@ -52,32 +34,13 @@ class ReduceKernel final : public OpKernel {
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
     const DType t = x.dtype();
-    const bool type_ok = t == DType::kFloat32 || t == DType::kFloat64 ||
-                         ((t == DType::kInt32 || t == DType::kInt64) && DefinedForIntegers(op_));
-    if (!type_ok) Unsupported("data type " + DTypeName(t));
-    const Shape& in_shape = x.shape();
-    std::vector<int64_t> axes = ReadAxes(ctx);
-    identity_ = axes.empty() && node_.GetInt("noop_with_empty_axes", 0) != 0;
-    const int64_t rank = x.rank();
-    std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty() && !identity_);
-    for (int64_t a : axes) {
-      const int64_t axis = NormalizeAxis(a, rank, node_);
-      if (reduced[static_cast<size_t>(axis)]) Fail("axis " + std::to_string(a) + " appears twice in axes");
-      reduced[static_cast<size_t>(axis)] = true;
-    }
-    Shape out_shape;
-    reduced_count_ = 1;
-    for (int64_t d = 0; d < rank; ++d) {
-      const int64_t size = in_shape[static_cast<size_t>(d)];
-      const bool r = reduced[static_cast<size_t>(d)];
-      if (r) reduced_count_ *= size;
-      if (!r || node_.GetInt("keepdims", 1) != 0) out_shape.push_back(r ? 1 : size);
-    }
-    if (op_ == ReduceOp::kMean && t != DType::kFloat32 && t != DType::kFloat64 && reduced_count_ == 0 &&
-        NumElements(out_shape) > 0)
-      Fail("the integer mean over an empty axis is undefined");
-    ix_ = PlanReduction(node_, in_shape, reduced);
-    ctx.SetOutput(0, t, out_shape);
+    CheckReduceType(op_, t, node_);
+    const std::vector<int64_t> axes = ReadReduceAxes(node_, opset_, op_, ctx, axes_input_);
+    const ReducePlan plan = PlanReduce(node_, op_, t, x.shape(), axes);
+    identity_ = plan.identity;
+    reduced_count_ = plan.reduced_count;
+    ix_ = PlanReduction(node_, x.shape(), plan.reduced);
+    ctx.SetOutput(0, t, plan.out);
   }
 
   void Compute(KernelContext& ctx) override {
@@ -94,19 +57,11 @@ class ReduceKernel final : public OpKernel {
   }
 
  private:
-  std::vector<int64_t> ReadAxes(const KernelContext& ctx) {
-    // ReduceSum takes axes as an input from opset 13 (the others from 18, not registered).
-    if (!(op_ == ReduceOp::kSum && opset_ >= 13)) return node_.GetInts("axes");
-    const Tensor* axes = ctx.OptionalInput(1);
-    if (!axes) return {};
-    if (axes->dtype() != DType::kInt64) Fail("axes must be int64, got " + DTypeName(axes->dtype()));
-    return axes->ToHost().AsInt64s();
-  }
-
   const ReduceOp op_;
   bool identity_ = false;
   int64_t reduced_count_ = 1;
   math::ReduceIndexer ix_;
+  ShapeInputValues axes_input_;  // not checked in Compute: plans are keyed by these values
 };
 
 // ArgMax / ArgMin along one axis (int64 indices; first or last extreme on ties).
@@ -120,34 +75,20 @@ class ArgExtremeKernel final : public OpKernel {
     if (t != DType::kFloat32 && t != DType::kFloat64 && t != DType::kInt32 && t != DType::kInt64 && t != DType::kInt8 &&
         t != DType::kUInt8)
       Unsupported("data type " + DTypeName(t) + " on CUDA");
-    const int64_t rank = x.rank();
-    const int64_t axis = NormalizeAxis(node_.GetInt("axis", 0), rank, node_);
-    outer_ = axis_size_ = inner_ = 1;
-    Shape out_shape;
-    for (int64_t d = 0; d < rank; ++d) {
-      const int64_t size = x.dim(static_cast<int>(d));
-      if (d < axis) outer_ *= size;
-      else if (d == axis) axis_size_ = size;
-      else inner_ *= size;
-      if (d != axis) out_shape.push_back(size);
-      else if (node_.GetInt("keepdims", 1) != 0) out_shape.push_back(1);
-    }
-    if (axis_size_ == 0 && outer_ * inner_ > 0) Fail("cannot take " + node_.op_type + " over an empty axis");
-    select_last_ = node_.GetInt("select_last_index", 0) != 0;
-    ctx.SetOutput(0, DType::kInt64, out_shape);
+    plan_ = PlanArgExtreme(node_, x.shape());
+    ctx.SetOutput(0, DType::kInt64, plan_.out);
   }
 
   void Compute(KernelContext& ctx) override {
-    math::LaunchArgExtreme(is_max_, select_last_, ctx.Input(0).dtype(), ctx.Input(0).raw(),
-                           ctx.Output(0).data<int64_t>(), outer_, axis_size_, inner_,
+    math::LaunchArgExtreme(is_max_, plan_.select_last, ctx.Input(0).dtype(), ctx.Input(0).raw(),
+                           ctx.Output(0).data<int64_t>(), plan_.outer, plan_.axis_size, plan_.inner,
                            math::ComputeStream(device_.index));
     math::CheckLaunch(node_.op_type.c_str());
   }
 
  private:
   const bool is_max_;
-  bool select_last_ = false;
-  int64_t outer_ = 1, axis_size_ = 1, inner_ = 1;
+  ArgExtremePlan plan_;
 };
 
 // SumToShape(grad, shape): sums a gradient over the axes along which the forward input
@@ -158,10 +99,7 @@ class SumToShapeKernel final : public OpKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& g = ctx.Input(0);
-    if (g.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(g.dtype()));
-    const Shape target = ctx.Input(1).ToHost().AsInt64s();
-    if (BroadcastShapes(target, g.shape(), node_) != g.shape())
-      Fail("gradient of shape " + ShapeString(g.shape()) + " cannot be summed to " + ShapeString(target));
+    const Shape target = SumToShapeTarget(node_, ctx);
     copy_ = NumElements(target) == g.numel();
     const size_t rank = g.shape().size();
     std::vector<bool> reduced(rank, false);
@@ -201,26 +139,11 @@ class ReduceGradKernel final : public OpKernel {
   using OpKernel::OpKernel;
 
   void Prepare(KernelContext& ctx) override {
-    const Tensor& dy = ctx.Input(0);
-    if (dy.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(dy.dtype()));
-    const Shape out = ctx.Input(1).ToHost().AsInt64s();
-    std::vector<int64_t> axes = node_.GetInts("axes");
-    if (const Tensor* a = ctx.OptionalInput(2)) axes = a->ToHost().AsInt64s();
-    Shape kept = out;
-    double count = 1;
-    if (axes.empty() && node_.GetInt("noop_with_empty_axes", 0) == 0)
-      for (size_t d = 0; d < out.size(); ++d) axes.push_back(static_cast<int64_t>(d));
-    for (int64_t a : axes) {
-      const size_t d = static_cast<size_t>(NormalizeAxis(a, static_cast<int64_t>(out.size()), node_));
-      count *= static_cast<double>(out[d]);
-      kept[d] = 1;
-    }
-    if (NumElements(kept) != dy.numel())
-      Fail("gradient " + dy.Describe() + " does not fit the reduced shape " + ShapeString(kept));
-    if (!math::MakeBroadcastIndexer(out, {kept}, &ix_))
+    const ReduceGradPlan plan = PlanReduceGrad(node_, ctx);
+    if (!math::MakeBroadcastIndexer(plan.out, {plan.kept}, &ix_))
       Unsupported("broadcasting that needs more than " + std::to_string(math::kMaxDims) + " dimensions on CUDA");
-    scale_ = node_.GetInt("mean", 0) && count > 0 ? static_cast<float>(1.0 / count) : 1.f;
-    ctx.SetOutput(0, DType::kFloat32, out);
+    scale_ = plan.scale;
+    ctx.SetOutput(0, DType::kFloat32, plan.out);
   }
 
   void Compute(KernelContext& ctx) override {

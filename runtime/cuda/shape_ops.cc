@@ -19,17 +19,12 @@
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/cuda/copy_kernels.h"
 #include "runtime/cuda/cuda_common.h"
+#include "runtime/op_shapes.h"
 
 namespace ot::cuda {
 namespace {
 
 constexpr int64_t kLatestOpset = 1 << 30;
-
-size_t ElementSize(const Tensor& t, const Node& node) {
-  size_t size = DTypeSize(t.dtype());
-  if (size == 0) throw UnsupportedError(node.op_type + ": data type " + DTypeName(t.dtype()));
-  return size;
-}
 
 void CopyBytes(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
   if (bytes == 0 || dst == src) return;
@@ -142,14 +137,12 @@ class StridedViewKernel : public CudaKernel {
   using CudaKernel::CudaKernel;
 
   void Compute(KernelContext& ctx) final {
-    StridedCopy(ctx.Input(0).raw(), walk_strides_, walk_offset_, ctx.Output(0).raw(), walk_shape_, esize_, stream_);
+    StridedCopy(ctx.Input(0).raw(), walk_.strides, walk_.offset, ctx.Output(0).raw(), walk_.shape, esize_, stream_);
   }
 
  protected:
   size_t esize_ = 0;
-  Shape walk_shape_;  // same element count as the output, laid out densely
-  std::vector<int64_t> walk_strides_;
-  int64_t walk_offset_ = 0;
+  StridedView walk_;  // walk_.shape: same element count as the output, laid out densely
   ShapeInputValues shape_inputs_;
 };
 
@@ -159,25 +152,9 @@ class TransposeKernel final : public StridedViewKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    esize_ = ElementSize(x, node_);
-    const int64_t rank = x.rank();
-    std::vector<int64_t> perm = node_.GetInts("perm");
-    if (perm.empty())
-      for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
-    if (static_cast<int64_t>(perm.size()) != rank)
-      Fail("perm has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(rank));
-    std::vector<bool> seen(static_cast<size_t>(rank), false);
-    const std::vector<int64_t> in_strides = RowMajorStrides(x.shape());
-    walk_shape_.clear();
-    walk_strides_.clear();
-    for (int64_t p : perm) {
-      size_t axis = static_cast<size_t>(NormalizeAxis(p, rank, node_));
-      if (seen[axis]) Fail("perm repeats axis " + std::to_string(p));
-      seen[axis] = true;
-      walk_shape_.push_back(x.shape()[axis]);
-      walk_strides_.push_back(in_strides[axis]);
-    }
-    ctx.SetOutput(0, x.dtype(), walk_shape_);
+    esize_ = CheckedElementSize(x, node_);
+    walk_ = TransposeView(node_, x.shape());
+    ctx.SetOutput(0, x.dtype(), walk_.shape);
   }
 };
 
@@ -188,15 +165,12 @@ class TransposeLastTwoKernel final : public StridedViewKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    if (x.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(x.dtype()));
-    if (x.rank() < 2) Fail("needs rank >= 2, got " + ShapeString(x.shape()));
+    walk_.shape = TransposeLastTwoShape(node_, x);
     esize_ = sizeof(float);
-    walk_shape_ = x.shape();
-    walk_strides_ = RowMajorStrides(x.shape());
-    const size_t r = walk_shape_.size();
-    std::swap(walk_shape_[r - 1], walk_shape_[r - 2]);
-    std::swap(walk_strides_[r - 1], walk_strides_[r - 2]);
-    ctx.SetOutput(0, DType::kFloat32, walk_shape_);
+    walk_.strides = RowMajorStrides(x.shape());
+    const size_t r = walk_.strides.size();
+    std::swap(walk_.strides[r - 1], walk_.strides[r - 2]);
+    ctx.SetOutput(0, DType::kFloat32, walk_.shape);
   }
 };
 
@@ -206,58 +180,9 @@ class SliceKernel final : public StridedViewKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    esize_ = ElementSize(x, node_);
-    std::vector<int64_t> starts, ends, axes, steps;
-    if (opset_ < 10) {
-      starts = node_.GetInts("starts");
-      ends = node_.GetInts("ends");
-      axes = node_.GetInts("axes");
-    } else {
-      starts = shape_inputs_.Read(ctx, 1);
-      ends = shape_inputs_.Read(ctx, 2);
-      axes = shape_inputs_.Read(ctx, 3);
-      steps = shape_inputs_.Read(ctx, 4);
-    }
-    if (axes.empty())
-      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-    if (steps.empty()) steps.assign(starts.size(), 1);
-    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
-      Fail("starts, ends, axes and steps differ in length");
-    walk_shape_ = x.shape();
-    walk_strides_ = RowMajorStrides(x.shape());
-    walk_offset_ = 0;
-    std::vector<bool> seen(static_cast<size_t>(x.rank()), false);
-    for (size_t i = 0; i < starts.size(); ++i) {
-      size_t axis = static_cast<size_t>(NormalizeAxis(axes[i], x.rank(), node_));
-      if (seen[axis]) Fail("axis " + std::to_string(axes[i]) + " is sliced twice");
-      seen[axis] = true;
-      if (steps[i] == 0) Fail("step must not be 0");
-      int64_t first = 0, count = 0;
-      SliceAxis(x.shape()[axis], starts[i], ends[i], steps[i], &first, &count);
-      walk_shape_[axis] = count;
-      walk_offset_ += first * walk_strides_[axis];
-      walk_strides_[axis] *= steps[i];
-    }
-    ctx.SetOutput(0, x.dtype(), walk_shape_);
-  }
-
- private:
-  // First index and element count of start:end:step on a dimension, clamped as ONNX says.
-  static void SliceAxis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t* first, int64_t* count) {
-    *first = *count = 0;
-    if (dim == 0) return;
-    if (start < 0) start += dim;
-    if (end < 0) end += dim;
-    if (step > 0) {
-      start = std::clamp<int64_t>(start, 0, dim);
-      end = std::clamp<int64_t>(end, 0, dim);
-      *count = end > start ? (end - start - 1) / step + 1 : 0;
-    } else {
-      start = std::clamp<int64_t>(start, 0, dim - 1);
-      end = std::clamp<int64_t>(end, -1, dim - 1);
-      *count = start > end ? (start - end - 1) / -step + 1 : 0;
-    }
-    *first = *count > 0 ? start : 0;
+    esize_ = CheckedElementSize(x, node_);
+    walk_ = SliceView(node_, opset_, ctx, shape_inputs_, x.shape());
+    ctx.SetOutput(0, x.dtype(), walk_.shape);
   }
 };
 
@@ -265,23 +190,11 @@ class TileKernel final : public StridedViewKernel {
  public:
   using StridedViewKernel::StridedViewKernel;
 
-  // The output seen as [r0, d0, r1, d1, ...] reads the input with strides [0, s0, 0, s1, ...].
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    esize_ = ElementSize(x, node_);
-    std::vector<int64_t> repeats = shape_inputs_.Read(ctx, 1);
-    if (static_cast<int>(repeats.size()) != x.rank())
-      Fail("repeats has " + std::to_string(repeats.size()) + " entries for rank " + std::to_string(x.rank()));
-    const std::vector<int64_t> in_strides = RowMajorStrides(x.shape());
+    esize_ = CheckedElementSize(x, node_);
     Shape out;
-    walk_shape_.clear();
-    walk_strides_.clear();
-    for (size_t d = 0; d < repeats.size(); ++d) {
-      if (repeats[d] < 0) Fail("repeats must not be negative");
-      out.push_back(x.shape()[d] * repeats[d]);
-      walk_shape_.insert(walk_shape_.end(), {repeats[d], x.shape()[d]});
-      walk_strides_.insert(walk_strides_.end(), {0, in_strides[d]});
-    }
+    walk_ = TileView(node_, ctx, shape_inputs_, x.shape(), &out);
     ctx.SetOutput(0, x.dtype(), out);
   }
 };
@@ -292,52 +205,23 @@ class ExpandKernel final : public StridedViewKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    esize_ = ElementSize(x, node_);
-    walk_shape_ = BroadcastShapes(x.shape(), shape_inputs_.Read(ctx, 1), node_);
-    walk_strides_ = BroadcastStrides(x.shape(), walk_shape_);
-    ctx.SetOutput(0, x.dtype(), walk_shape_);
+    esize_ = CheckedElementSize(x, node_);
+    walk_.shape = BroadcastShapes(x.shape(), shape_inputs_.Read(ctx, 1), node_);
+    walk_.strides = BroadcastStrides(x.shape(), walk_.shape);
+    walk_.offset = 0;
+    ctx.SetOutput(0, x.dtype(), walk_.shape);
   }
 };
 
 // ---------------------------------------------------------------------------------------
-// A tensor seen as [outer, axis, inner] around one axis, in bytes per axis step.
-struct AxisSplit {
-  int64_t outer = 1;
-  int64_t inner_bytes = 0;
-};
-
-AxisSplit SplitAround(const Shape& shape, int64_t axis, size_t esize) {
-  AxisSplit s;
-  s.inner_bytes = static_cast<int64_t>(esize);
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (static_cast<int64_t>(d) < axis) s.outer *= shape[d];
-    else if (static_cast<int64_t>(d) > axis) s.inner_bytes *= shape[d];
-  }
-  return s;
-}
-
 class ConcatKernel final : public CudaKernel {
  public:
   using CudaKernel::CudaKernel;
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& first = ctx.Input(0);
-    esize_ = ElementSize(first, node_);
-    if (first.rank() == 0) Fail("cannot concatenate scalars");
-    if (!node_.HasAttr("axis") && opset_ >= 4) Fail("attribute 'axis' is required");
-    axis_ = NormalizeAxis(node_.GetInt("axis", 1), first.rank(), node_);
-    Shape out = first.shape();
-    out[static_cast<size_t>(axis_)] = 0;
-    for (int i = 0; i < ctx.NumInputs(); ++i) {
-      const Tensor& in = ctx.Input(i);
-      Shape expect = out;
-      expect[static_cast<size_t>(axis_)] = in.rank() == first.rank() ? in.dim(static_cast<int>(axis_)) : -1;
-      if (in.dtype() != first.dtype() || in.shape() != expect)
-        Fail("input " + std::to_string(i) + " (" + in.Describe() + ") does not match input 0 (" + first.Describe() +
-             ") outside axis " + std::to_string(axis_));
-      out[static_cast<size_t>(axis_)] += in.dim(static_cast<int>(axis_));
-    }
-    ctx.SetOutput(0, first.dtype(), out);
+    esize_ = CheckedElementSize(first, node_);
+    ctx.SetOutput(0, first.dtype(), ConcatOutputShape(node_, opset_, ctx, &axis_));
   }
 
   void Compute(KernelContext& ctx) override {
@@ -379,29 +263,8 @@ class SplitKernel final : public CudaKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    ElementSize(x, node_);
-    axis_ = NormalizeAxis(node_.GetInt("axis", 0), x.rank(), node_);
-    const int64_t dim = x.dim(static_cast<int>(axis_));
-    const int n = ctx.NumOutputs();
-    sizes_ = opset_ >= 13 ? shape_inputs_.Read(ctx, 1) : node_.GetInts("split");
-    if (sizes_.empty()) {
-      if (n == 0 || dim % n != 0)
-        Fail("dimension " + std::to_string(dim) + " cannot be split evenly into " + std::to_string(n) + " outputs");
-      sizes_.assign(static_cast<size_t>(n), dim / n);
-    }
-    int64_t total = 0;
-    for (int64_t s : sizes_) {
-      if (s < 0) Fail("split sizes must not be negative");
-      total += s;
-    }
-    if (static_cast<int>(sizes_.size()) != n || total != dim)
-      Fail("split sizes " + ShapeString(sizes_) + " do not divide dimension " + std::to_string(dim) + " into " +
-           std::to_string(n) + " outputs");
-    for (int i = 0; i < n; ++i) {
-      Shape s = x.shape();
-      s[static_cast<size_t>(axis_)] = sizes_[static_cast<size_t>(i)];
-      ctx.SetOutput(i, x.dtype(), s);
-    }
+    CheckedElementSize(x, node_);
+    sizes_ = PrepareSplitOutputs(node_, opset_, ctx, shape_inputs_, &axis_);
   }
   void Compute(KernelContext& ctx) override { CutAlongAxis(ctx.Input(0), axis_, sizes_, ctx, 0, stream_); }
 
@@ -418,16 +281,8 @@ class ConcatGradKernel final : public CudaKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& dy = ctx.Input(0);
-    ElementSize(dy, node_);
-    axis_ = NormalizeAxis(node_.GetInt("axis", 0), dy.rank(), node_);
-    sizes_.clear();
-    int64_t total = 0;
-    for (int i = 1; i < ctx.NumInputs(); ++i) {
-      ctx.SetOutput(i - 1, dy.dtype(), ctx.Input(i).shape());
-      sizes_.push_back(ctx.Input(i).dim(static_cast<int>(axis_)));
-      total += sizes_.back();
-    }
-    if (total != dy.dim(static_cast<int>(axis_))) Fail("the pieces do not add up to the gradient's axis");
+    CheckedElementSize(dy, node_);
+    sizes_ = PrepareConcatGradOutputs(node_, ctx, &axis_);
   }
   void Compute(KernelContext& ctx) override { CutAlongAxis(ctx.Input(0), axis_, sizes_, ctx, 0, stream_); }
 
@@ -437,19 +292,11 @@ class ConcatGradKernel final : public CudaKernel {
 };
 
 // ---------------------------------------------------------------------------------------
-void RequireIndexType(const Tensor& indices, const Node& node) {
-  if (indices.dtype() != DType::kInt64 && indices.dtype() != DType::kInt32)
-    throw Error(node.Describe() + ": indices must be int32 or int64, not " + DTypeName(indices.dtype()));
-}
-
 // The device kernels turn indices outside [-dim, dim) into zeros; the run that makes the
 // plan checks them on the host so that a wrong model fails as it does on the CPU.
 void CheckIndicesOnHost(const Tensor& indices, int64_t dim, const Node& node) {
   if (indices.numel() > (1 << 20)) return;
-  for (int64_t raw : indices.ToHost().AsInt64s())
-    if (raw < -dim || raw >= dim)
-      throw Error(node.Describe() + ": index " + std::to_string(raw) + " is out of range for dimension of size " +
-                  std::to_string(dim));
+  for (int64_t raw : indices.ToHost().AsInt64s()) CheckedIndex(raw, dim, node);
 }
 
 class GatherKernel final : public CudaKernel {
@@ -459,13 +306,8 @@ class GatherKernel final : public CudaKernel {
   void Prepare(KernelContext& ctx) override {
     const Tensor& data = ctx.Input(0);
     const Tensor& indices = ctx.Input(1);
-    esize_ = ElementSize(data, node_);
-    RequireIndexType(indices, node_);
-    if (data.rank() == 0) Fail("cannot gather from a scalar");
-    axis_ = NormalizeAxis(node_.GetInt("axis", 0), data.rank(), node_);
-    Shape out(data.shape().begin(), data.shape().begin() + axis_);
-    out.insert(out.end(), indices.shape().begin(), indices.shape().end());
-    out.insert(out.end(), data.shape().begin() + axis_ + 1, data.shape().end());
+    esize_ = CheckedElementSize(data, node_);
+    const Shape out = GatherOutputShape(node_, data, indices, &axis_);
     CheckIndicesOnHost(indices, data.dim(static_cast<int>(axis_)), node_);
     ctx.SetOutput(0, data.dtype(), out);
   }
@@ -490,14 +332,8 @@ class GatherElementsKernel final : public CudaKernel {
   void Prepare(KernelContext& ctx) override {
     const Tensor& data = ctx.Input(0);
     const Tensor& indices = ctx.Input(1);
-    esize_ = ElementSize(data, node_);
-    RequireIndexType(indices, node_);
-    if (data.rank() == 0 || indices.rank() != data.rank())
-      Fail("data " + data.Describe() + " and indices " + indices.Describe() + " must have the same rank >= 1");
-    axis_ = NormalizeAxis(node_.GetInt("axis", 0), data.rank(), node_);
-    for (int d = 0; d < data.rank(); ++d)
-      if (d != axis_ && indices.dim(d) > data.dim(d))
-        Fail("indices " + indices.Describe() + " exceed data " + data.Describe() + " on axis " + std::to_string(d));
+    esize_ = CheckedElementSize(data, node_);
+    axis_ = GatherElementsAxis(node_, data, indices);
     CheckIndicesOnHost(indices, data.dim(static_cast<int>(axis_)), node_);
     ctx.SetOutput(0, data.dtype(), indices.shape());
   }
@@ -525,42 +361,18 @@ class PadKernel final : public CudaKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    esize_ = ElementSize(x, node_);
-    const std::string mode = node_.GetString("mode", "constant");
-    if (mode == "constant") mode_ = PadMode::kConstant;
-    else if (mode == "reflect") mode_ = PadMode::kReflect;
-    else if (mode == "edge") mode_ = PadMode::kEdge;
-    else Unsupported("mode '" + mode + "'");
-    std::vector<int64_t> pads = opset_ < 11 ? node_.GetInts("pads") : shape_inputs_.Read(ctx, 1);
-    const int rank = x.rank();
-    if (static_cast<int>(pads.size()) != 2 * rank)
-      Fail("pads has " + std::to_string(pads.size()) + " entries for rank " + std::to_string(rank));
-    Shape out(static_cast<size_t>(rank));
-    begin_.assign(pads.begin(), pads.begin() + rank);
-    for (int d = 0; d < rank; ++d) {
-      const int64_t b = pads[static_cast<size_t>(d)], e = pads[static_cast<size_t>(d + rank)];
-      out[static_cast<size_t>(d)] = x.dim(d) + b + e;
-      if (out[static_cast<size_t>(d)] < 0) Fail("pads " + ShapeString(pads) + " crop axis " + std::to_string(d) + " below 0");
-      if (mode_ != PadMode::kConstant && x.dim(d) == 0 && out[static_cast<size_t>(d)] > 0)
-        Fail("cannot pad an empty axis in mode '" + mode + "'");
-    }
+    esize_ = CheckedElementSize(x, node_);
+    const PadPlan plan = PreparePad(node_, opset_, ctx, shape_inputs_, x.shape());
+    mode_ = plan.mode == "reflect" ? PadMode::kReflect : plan.mode == "edge" ? PadMode::kEdge : PadMode::kConstant;
+    begin_.assign(plan.pads.begin(), plan.pads.begin() + x.rank());
     fill_bits_ = 0;
     if (opset_ >= 11) {
-      const Tensor* v = ctx.OptionalInput(2);
-      if (v && v->numel() > 0 && v->dtype() != x.dtype())
-        Fail("constant_value has type " + DTypeName(v->dtype()) + ", data has " + DTypeName(x.dtype()));
+      CheckPadConstantValue(node_, ctx.OptionalInput(2), x.dtype());
     } else {
-      const float value = node_.GetFloat("value", 0.f);
-      if (x.dtype() == DType::kFloat32) {
-        std::memcpy(&fill_bits_, &value, sizeof value);
-      } else if (x.dtype() == DType::kFloat64) {
-        const double d = value;
-        std::memcpy(&fill_bits_, &d, sizeof d);
-      } else if (value != 0.f) {
-        Unsupported("attribute 'value' for data type " + DTypeName(x.dtype()));
-      }
+      const std::vector<unsigned char> value = PadAttributeValue(node_, x.dtype());
+      std::memcpy(&fill_bits_, value.data(), std::min(value.size(), sizeof fill_bits_));
     }
-    ctx.SetOutput(0, x.dtype(), out);
+    ctx.SetOutput(0, x.dtype(), plan.out);
   }
 
   void Compute(KernelContext& ctx) override {
@@ -591,16 +403,9 @@ class PadGradKernel final : public CudaKernel {
   using CudaKernel::CudaKernel;
 
   void Prepare(KernelContext& ctx) override {
-    const Tensor& dy = ctx.Input(0);
-    const Tensor& x = ctx.Input(1);
-    if (dy.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(dy.dtype()));
-    std::vector<int64_t> pads = node_.GetInts("pads");
-    if (const Tensor* p = ctx.OptionalInput(2)) pads = p->ToHost().AsInt64s();
-    const size_t r = static_cast<size_t>(x.rank());
-    if (pads.size() != 2 * r || dy.rank() != x.rank()) Fail("pads do not match the input's rank");
-    neg_begin_.clear();
-    for (size_t d = 0; d < r; ++d) neg_begin_.push_back(-pads[d]);
-    ctx.SetOutput(0, DType::kFloat32, x.shape());
+    neg_begin_ = PadGradBeginPads(node_, ctx);
+    for (int64_t& b : neg_begin_) b = -b;
+    ctx.SetOutput(0, DType::kFloat32, ctx.Input(1).shape());
   }
   void Compute(KernelContext& ctx) override {
     const Tensor& dy = ctx.Input(0);
