@@ -35,7 +35,7 @@ def command(args, world, metrics):
            "--batch", str(args.batch), "--epochs", "1", "--max-steps", str(args.steps), "--no-checkpoints",
            "--quiet", "--threads", str(args.threads_per_rank * world), "--metrics", metrics, "--seed", "1"]
     if world > 1:
-        cmd += ["--world-size", str(world)]
+        cmd += ["--world-size", str(world), "--bucket-cap-mb", str(args.bucket_cap_mb)]
     return cmd
 
 
@@ -80,6 +80,7 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2, help="first steps left out of the medians")
     p.add_argument("--batch", type=int, default=32, help="per rank")
+    p.add_argument("--bucket-cap-mb", type=float, default=25, help="allreduce bucket size (MiB)")
     p.add_argument("--threads-per-rank", type=int, default=1)
     p.add_argument("--timeout", type=int, default=900)
     args = p.parse_args()

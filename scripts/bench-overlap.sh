@@ -16,4 +16,4 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
 fi
 cmake --build "$BUILD" -j "${JOBS:-2}" --target onnx-train >/dev/null
 /usr/bin/python3 benchmarks/overlap_bench.py --onnx-train "$BUILD/tools/onnx-train" --workdir "$WORKDIR" \
-  --steps "$steps" --batch "$batch" --warmup 2 --threads-per-rank 1
+  --steps "$steps" --batch "$batch" --warmup 2 --threads-per-rank 1 --bucket-cap-mb "${BUCKET_CAP_MB:-25}"

@@ -63,6 +63,7 @@ const char* kTrainUsage =
     "  --heartbeat-timeout S a worker without a finished step for S seconds is taken as hung (0: off)\n"
     "  --backend auto|gloo|nccl   collectives for data-parallel training (auto: NCCL for CUDA, else Gloo)\n"
     "  --timeout S          a collective, or a rank that does not join, fails after S seconds (300)\n"
+    "  --bucket-cap-mb M    gradients are allreduced in buckets of M MiB, the first 1 MiB (25)\n"
     "  --rdzv SPEC          rendezvous store: redis://HOST:PORT or file:DIR (default: a per-run folder)\n"
     "  --bind-addr ADDR     address (or host name) this host's ranks listen on for their peers\n"
     "                       (env ONNXTRAIN_BIND_ADDR; default: loopback with a file store, else this\n"
@@ -96,7 +97,7 @@ int CmdTrain(std::vector<std::string> argv) {
             {"data", "seed", "recipe", "epochs", "batch", "optimizer", "lr", "momentum", "weight-decay", "beta1",
              "beta2", "epsilon", "lr-schedule", "lr-step", "lr-gamma", "freeze", "eval-every", "save-every",
              "checkpoint-dir", "resume", "metrics", "threads", "device", "max-steps", "world-size", "max-restarts",
-             "grace-period", "snapshot-every", "keep", "backend", "timeout", "rdzv", "monitor-interval",
+             "grace-period", "snapshot-every", "keep", "backend", "timeout", "rdzv", "monitor-interval", "bucket-cap-mb",
              "heartbeat-timeout", "bind-addr"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
              "cuda-graphs"});
@@ -144,6 +145,8 @@ int CmdTrain(std::vector<std::string> argv) {
   o.backend = args.Get("backend", "auto");
   o.comm_timeout_seconds = args.GetDouble("timeout", 300.0);
   OT_CHECK(o.comm_timeout_seconds > 0, "--timeout must be positive (seconds)");
+  o.bucket_cap_mb = args.GetDouble("bucket-cap-mb", 25.0);
+  OT_CHECK(o.bucket_cap_mb >= 1, "--bucket-cap-mb must be at least 1 (MiB)");
   o.lr_scale_world = args.Has("lr-scale-world");
   if (args.Has("rdzv")) ::setenv(kEnvRendezvous, args.Get("rdzv").c_str(), 1);
   if (args.Has("bind-addr")) {

@@ -201,6 +201,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
                          session.graph().model.graph.FindInitializer(session.graph().params[i])->NumElements());
     BucketOptions bo;
     bo.timeout = comm_timeout;
+    bo.bucket_bytes = static_cast<size_t>(o.bucket_cap_mb * (1 << 20));
     reducer = std::make_unique<GradientReducer>(*comm, grads, bo);
   }
   const bool lead = rank == 0;

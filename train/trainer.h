@@ -39,6 +39,7 @@ struct TrainerOptions {
   // Data parallel (rank and world size come from the launcher's environment).
   std::string backend = "auto";       // communicator backend
   double comm_timeout_seconds = 300;  // a collective (or joining) taking longer is an error
+  double bucket_cap_mb = 25;          // gradient allreduce bucket size (the first is 1 MiB), like DDP's
   bool lr_scale_world = false;        // multiply the learning rate by the world size
 };
 
