@@ -66,13 +66,23 @@ class TorchStyleModelWriter {
  public:
   TorchStyleModelWriter(Model* model, uint64_t seed) : model_(model), rng_(seed) {}
 
-  // nn.Conv2d(in, out, k, stride, padding=pad, bias=False) with torchvision's ResNet
-  // initialisation: kaiming_normal_(mode="fan_out", nonlinearity="relu").
+  // How a convolution's weight is drawn.
+  enum class ConvInit {
+    kResNet,        // torchvision's ResNet: kaiming_normal_(mode="fan_out", nonlinearity="relu")
+    kTorchDefault,  // nn.Conv2d's own: kaiming_uniform_(a=sqrt(5)) = U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+  };
+
+  // nn.Conv2d(in, out, k, stride, padding=pad, bias=False).
   std::string Conv(const std::string& scope, const std::string& param, const std::string& input, int64_t in_channels,
-                   int64_t out_channels, int64_t kernel, int64_t stride, int64_t pad) {
+                   int64_t out_channels, int64_t kernel, int64_t stride, int64_t pad,
+                   ConvInit init = ConvInit::kResNet) {
     HostTensor w(DType::kFloat32, {out_channels, in_channels, kernel, kernel}, param + ".weight");
-    double fan_out = static_cast<double>(out_channels * kernel * kernel);
-    FillNormal(&w, std::sqrt(2.0) / std::sqrt(fan_out));
+    if (init == ConvInit::kResNet) {
+      double fan_out = static_cast<double>(out_channels * kernel * kernel);
+      FillNormal(&w, std::sqrt(2.0) / std::sqrt(fan_out));
+    } else {
+      FillUniform(&w, 1.0 / std::sqrt(static_cast<double>(in_channels * kernel * kernel)));
+    }
     Node& n = AddNode(scope, "Conv", {input, AddInitializer(std::move(w))}, 1);
     n.SetInts("dilations", {1, 1});
     n.SetInt("group", 1);
@@ -214,7 +224,11 @@ Model BuildResNet34(const ReferenceModelOptions& options) {
   Model m = EmptyClassifier(options, "resnet34");
   TorchStyleModelWriter w(&m, options.seed);
   // Stem of the recipe: 3x3 stride-2 conv without bias, batch norm, relu, no max-pool.
-  std::string x = w.Conv("/conv1", "conv1", "input", options.channels, 64, 3, 2, 1);
+  // The recipe replaces torchvision's stem after construction (m.conv1 = nn.Conv2d(C, 64, 3,
+  // 2, 1, bias=False), ../shared/reference/torch_step.py), so the stem keeps nn.Conv2d's own
+  // initialisation, not ResNet's.
+  std::string x = w.Conv("/conv1", "conv1", "input", options.channels, 64, 3, 2, 1,
+                         TorchStyleModelWriter::ConvInit::kTorchDefault);
   x = w.BatchNorm("/bn1", "bn1", x, 64);
   x = w.Relu("/relu", x);
   struct Stage {

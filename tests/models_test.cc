@@ -183,7 +183,16 @@ TEST(ResNet34, InitialisationFollowsTorchvision) {
   Model m = BuildResNet34({});
   int convs = 0;
   for (const auto& t : m.graph.initializers) {
-    if (t.dims.size() == 4) {  // conv: kaiming_normal_(mode="fan_out", nonlinearity="relu")
+    if (t.name == "conv1.weight") {
+      // The stem is replaced after torchvision builds the model, so it keeps nn.Conv2d's
+      // default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+      double bound = 1.0 / std::sqrt(static_cast<double>(t.dims[1] * t.dims[2] * t.dims[3]));
+      Stats s = StatsOf(t);
+      EXPECT_LE(s.max_abs, bound);
+      EXPECT_GT(s.max_abs, 0.9 * bound);
+      EXPECT_NEAR(s.stddev, bound / std::sqrt(3.0), 0.1 * bound / std::sqrt(3.0));
+      ++convs;
+    } else if (t.dims.size() == 4) {  // conv: kaiming_normal_(mode="fan_out", nonlinearity="relu")
       double fan_out = static_cast<double>(t.dims[0] * t.dims[2] * t.dims[3]);
       double expected = std::sqrt(2.0 / fan_out);
       Stats s = StatsOf(t);
