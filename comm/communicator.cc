@@ -123,6 +123,16 @@ std::unique_ptr<Communicator> CreateCommunicator(const std::string& backend,
   return factory(config);
 }
 
+void CheckWorldSized(const CommBuffer& part, const CommBuffer& whole, int world_size, const char* op,
+                     const char* which) {
+  if (part.dtype != whole.dtype || whole.count != part.count * static_cast<size_t>(world_size)) {
+    throw CommError(CommErrorKind::kInvalid,
+                    StrFormat("%s: the %s must hold world size (%d) x %zu %s elements, not %zu %s", op, which,
+                              world_size, part.count, DTypeName(part.dtype).c_str(), whole.count,
+                              DTypeName(whole.dtype).c_str()));
+  }
+}
+
 void CheckBuffer(const CommBuffer& buffer, const char* op, const char* which) {
   if (buffer.count > 0 && buffer.data == nullptr) {
     throw CommError(CommErrorKind::kInvalid,

@@ -185,5 +185,10 @@ std::unique_ptr<Communicator> CreateCommunicator(const std::string& backend,
 // Throws CommError(kInvalid) naming the op when a buffer is unusable (null with a count,
 // an unsupported dtype).
 void CheckBuffer(const CommBuffer& buffer, const char* op, const char* which);
+// Throws CommError(kInvalid) unless `whole` holds world_size x `part` elements of the same
+// dtype (allgather: part in, whole out; reduce-scatter: whole in, part out). `which` names
+// the whole buffer ("output", "input").
+void CheckWorldSized(const CommBuffer& part, const CommBuffer& whole, int world_size, const char* op,
+                     const char* which);
 
 }  // namespace ot

@@ -550,13 +550,7 @@ class GlooCommunicator : public Communicator {
   WorkPtr AllGather(CommBuffer in, CommBuffer out, const AllGatherOptions& options) override {
     CheckBuffer(in, "allgather", "input");
     CheckBuffer(out, "allgather", "output");
-    if (in.dtype != out.dtype || out.count != in.count * static_cast<size_t>(size())) {
-      throw CommError(CommErrorKind::kInvalid,
-                      StrFormat("allgather: the output must hold world size (%d) x %zu %s "
-                                "elements, not %zu %s",
-                                size(), in.count, DTypeName(in.dtype).c_str(), out.count,
-                                DTypeName(out.dtype).c_str()));
-    }
+    CheckWorldSized(in, out, size(), "allgather", "output");
     auto state = state_.get();
     return state_->Submit("allgather", " (" + DescribeBuffer(in) + " per rank)", options.timeout,
                           [state, in, out](uint32_t tag, Millis timeout) {
@@ -580,13 +574,7 @@ class GlooCommunicator : public Communicator {
     CheckBuffer(in, "reduce-scatter", "input");
     CheckBuffer(out, "reduce-scatter", "output");
     CheckReducible(in, "reduce-scatter");
-    if (in.dtype != out.dtype || in.count != out.count * static_cast<size_t>(size())) {
-      throw CommError(CommErrorKind::kInvalid,
-                      StrFormat("reduce-scatter: the input must hold world size (%d) x %zu %s "
-                                "elements, not %zu %s",
-                                size(), out.count, DTypeName(out.dtype).c_str(), in.count,
-                                DTypeName(in.dtype).c_str()));
-    }
+    CheckWorldSized(out, in, size(), "reduce-scatter", "input");
     auto state = state_.get();
     const bool average = options.op == ReduceOp::kAverage;
     return state_->Submit("reduce-scatter", " (" + DescribeBuffer(in) + ")", options.timeout,

@@ -719,13 +719,7 @@ class NcclCommunicator : public Communicator {
     CheckBuffer(out, "allgather", "output");
     CheckDevice(in, "allgather");
     CheckDevice(out, "allgather");
-    if (in.dtype != out.dtype || out.count != in.count * static_cast<size_t>(size())) {
-      throw CommError(CommErrorKind::kInvalid,
-                      StrFormat("allgather: the output must hold world size (%d) x %zu %s "
-                                "elements, not %zu %s",
-                                size(), in.count, DTypeName(in.dtype).c_str(), out.count,
-                                DTypeName(out.dtype).c_str()));
-    }
+    CheckWorldSized(in, out, size(), "allgather", "output");
     const size_t bytes = in.bytes();
     return state_->Enqueue(
         "allgather", " (" + DescribeBuffer(in) + " per rank)", options.timeout, options.stream,
@@ -742,13 +736,7 @@ class NcclCommunicator : public Communicator {
     const ncclDataType_t type = ReductionTypeOf(in, "reduce-scatter");
     CheckDevice(in, "reduce-scatter");
     CheckDevice(out, "reduce-scatter");
-    if (in.dtype != out.dtype || in.count != out.count * static_cast<size_t>(size())) {
-      throw CommError(CommErrorKind::kInvalid,
-                      StrFormat("reduce-scatter: the input must hold world size (%d) x %zu %s "
-                                "elements, not %zu %s",
-                                size(), out.count, DTypeName(out.dtype).c_str(), in.count,
-                                DTypeName(in.dtype).c_str()));
-    }
+    CheckWorldSized(out, in, size(), "reduce-scatter", "input");
     const ncclRedOp_t op = options.op == ReduceOp::kAverage ? ncclAvg : ncclSum;
     const size_t count = out.count;
     return state_->Enqueue(

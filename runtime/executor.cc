@@ -534,6 +534,7 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& given_fee
   auto it = plans_.find(key);
   std::vector<Tensor> traced;
   std::vector<Tensor>* slots = &traced;
+  const Plan* ran = nullptr;  // the plan this run built or replayed
   if (it == plans_.end()) {
     traced = state_;
     for (const auto& [name, t] : feeds) traced[static_cast<size_t>(value_ids_.at(name))] = t;
@@ -552,12 +553,14 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& given_fee
                   "); use a smaller batch");
     }
     last_stats_ = plan->stats;
+    ran = plan.get();
     plans_[key] = std::move(plan);
   } else {
     Plan& plan = *it->second;
     last_stats_ = plan.stats;
     Replay(plan, feeds, options);
     slots = &plan.run_slots;
+    ran = &plan;
   }
   // Fetch before the state is updated: a fetched initializer is its value during the run.
   std::vector<Tensor> out;
@@ -566,7 +569,7 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& given_fee
     // Fetched node outputs were allocated for this run; state and inputs are copied;
     // laid-out values are handed out plain.
     bool fresh = !state_[static_cast<size_t>(id)].defined() && !g.FindInput(value_names_[static_cast<size_t>(id)]) &&
-                 !(slots != &traced && it->second->fetch_copies);
+                 !ran->fetch_copies;
     if (!t.is_plain()) {
       out.push_back(Tensor::Empty(t.dtype(), t.shape(), t.device()));
       out.back().CopyFrom(t);
@@ -574,14 +577,13 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& given_fee
       out.push_back(fresh ? t : t.Clone());
     }
   }
-  const Plan& ran = *plans_.at(key);
   for (const auto& [value, state] : update_ids_)
-    if (ran.slots[static_cast<size_t>(value)].state != state)  // not already written in place
+    if (ran->slots[static_cast<size_t>(value)].state != state)  // not already written in place
       state_[static_cast<size_t>(state)].CopyFrom((*slots)[static_cast<size_t>(value)]);
   if (slots != &traced) {
     // Drop this run's references to the caller's feeds and the fetched buffers.
     for (const auto& [name, t] : feeds) (*slots)[static_cast<size_t>(value_ids_.at(name))] = Tensor();
-    for (int id : it->second->external_ids) (*slots)[static_cast<size_t>(id)] = Tensor();
+    for (int id : ran->external_ids) (*slots)[static_cast<size_t>(id)] = Tensor();
   }
   return out;
 }
