@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Installs everything onnx-train needs from Debian's packages. Idempotent; run as root.
+# ocl-icd-opencl-dev and opencl-c-headers: Debian's oneDNN CMake config asks for OpenCL
+# (its GPU runtime is OCL) without the package depending on it.
+# libopenblas0-pthread: the BLAS behind PyTorch (an oracle and benchmark peer only); without it
+# Debian's PyTorch falls back to the reference BLAS (~3 GFLOP/s) and its float64 runs take minutes.
 set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libprotobuf-dev protobuf-compiler libonnx-dev
-  libdnnl-dev libgloo-dev libhiredis-dev redis-server
+  libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libgloo-dev libhiredis-dev redis-server
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev
   libonnx-testdata dataset-fashion-mnist
-  python3 python3-numpy python3-onnx python3-torch python3-torchvision
+  python3 python3-numpy python3-onnx python3-torch python3-torchvision libopenblas0-pthread
 )
 missing=()
 for p in "${packages[@]}"; do
