@@ -36,6 +36,15 @@ def load(split):
     return torch.from_numpy(x), torch.from_numpy(y)
 
 
+def recipe_resnet34():
+    """The recipe's model as the recipe builds it: torchvision's ResNet34, its stem replaced
+    after construction (so the stem keeps nn.Conv2d's default initialisation), no max-pool."""
+    m = resnet34(num_classes=10)
+    m.conv1 = nn.Conv2d(1, 64, kernel_size=3, stride=2, padding=1, bias=False)
+    m.maxpool = nn.Identity()
+    return m
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=1)
@@ -44,9 +53,7 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    m = resnet34(num_classes=10)
-    m.conv1 = nn.Conv2d(1, 64, kernel_size=3, stride=2, padding=1, bias=False)
-    m.maxpool = nn.Identity()
+    m = recipe_resnet34()
     xs, ys = load("train")
     xt, yt = load("test")
     opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
