@@ -27,22 +27,15 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from torch_fmnist_epoch import recipe_resnet34  # noqa: E402
+from torch_fmnist_epoch import load, recipe_resnet34, test_accuracy  # noqa: E402
 from torch_parity import export  # noqa: E402
-from torch_train_parity import FASHION, MEAN, STD, read_idx, torch_losses  # noqa: E402
+from torch_train_parity import torch_losses  # noqa: E402
 
 BATCH, LR, MOMENTUM = 128, 0.1, 0.9
 
 
-def load(prefix):
-    x = read_idx(os.path.join(FASHION, f"{prefix}-images-idx3-ubyte.gz")).astype(np.float32)
-    x = ((x / 255.0 - MEAN) / STD).astype(np.float32)[:, None, :, :]
-    y = read_idx(os.path.join(FASHION, f"{prefix}-labels-idx1-ubyte.gz")).astype(np.int64)
-    return x, y
-
-
 def pair(args, seed, train, test):
-    xs, ys = train
+    xs, ys = (t.numpy() for t in train)  # torch_losses slices numpy arrays
     xt, yt = test
     steps = (len(xs) + BATCH - 1) // BATCH
     torch.manual_seed(seed)
@@ -57,10 +50,7 @@ def pair(args, seed, train, test):
          "--lr", str(LR), "--momentum", str(MOMENTUM), "--threads", "1", "--no-checkpoints", "--metrics", metrics,
          "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     torch_loss = torch_losses(model, xs, ys, BATCH, steps, LR, MOMENTUM)
-    model.eval()
-    with torch.no_grad():
-        correct = sum(int((model(torch.from_numpy(xt[i:i + 500])).argmax(1).numpy() == yt[i:i + 500]).sum())
-                      for i in range(0, len(xt), 500))
+    accuracy = test_accuracy(model, xt, yt)
     out = ours.communicate()[0]
     found = re.search(r"test accuracy ([0-9.]+)%", out)
     if ours.returncode != 0 or not found:
@@ -69,7 +59,7 @@ def pair(args, seed, train, test):
         our_loss = [json.loads(line)["loss"] for line in f if '"type":"step"' in line.replace(" ", "")]
     with open(os.path.join(args.workdir, f"pair-{seed}.json"), "w") as f:
         json.dump({"torch_loss": torch_loss, "ours_loss": our_loss}, f)
-    return {"seed": seed, "torch_acc": correct / len(xt), "ours_acc": float(found.group(1)) / 100,
+    return {"seed": seed, "torch_acc": accuracy, "ours_acc": float(found.group(1)) / 100,
             "torch_mean_loss": float(np.mean(torch_loss)), "ours_mean_loss": float(np.mean(our_loss)),
             "torch_last100_loss": float(np.mean(torch_loss[-100:])), "ours_last100_loss": float(np.mean(our_loss[-100:]))}
 
@@ -82,7 +72,7 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(1)
     os.makedirs(args.workdir, exist_ok=True)
-    train, test = load("train"), load("t10k")
+    train, test = load("train"), load("test")
     rows = []
     for seed in args.seeds:
         rows.append(pair(args, seed, train, test))

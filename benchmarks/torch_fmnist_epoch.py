@@ -45,6 +45,12 @@ def recipe_resnet34():
     return m
 
 
+def test_accuracy(m, xt, yt):
+    m.eval()
+    with torch.no_grad():
+        return sum(int((m(xt[i:i + 500]).argmax(1) == yt[i:i + 500]).sum()) for i in range(0, len(xt), 500)) / len(xt)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=1)
@@ -67,13 +73,9 @@ def main():
             F.cross_entropy(m(xs[idx]), ys[idx]).backward()
             opt.step()
     train_s = time.time() - start
-    m.eval()
-    correct = 0
-    with torch.no_grad():
-        for i in range(0, len(xt), 500):
-            correct += int((m(xt[i:i + 500]).argmax(1) == yt[i:i + 500]).sum())
+    accuracy = test_accuracy(m, xt, yt)
     print(json.dumps({"framework": "pytorch-" + torch.__version__, "epochs": args.epochs,
-                      "test_accuracy": correct / len(xt), "train_seconds": round(train_s, 1),
+                      "test_accuracy": accuracy, "train_seconds": round(train_s, 1),
                       "s_per_step": round(train_s / (args.epochs * ((len(xs) + 127) // 128)), 3)}), flush=True)
 
 
