@@ -1,5 +1,6 @@
 // Gradient registry and the builder vocabulary.
 #include "graph/gradient_registry.h"
+#include "graph/gradient_rules_common.h"
 
 #include <set>
 
@@ -68,12 +69,15 @@ Attribute GradientBuilder::AttrString(std::string v) {
   Attribute a; a.kind = Attribute::Kind::kString; a.s = std::move(v); return a;
 }
 
-void RegisterStandardGradientRules(GradientRegistry& registry);  // gradient_rules.cc
 
 GradientRegistry& GradientRegistry::Global() {
   static GradientRegistry* r = [] {
     auto* registry = new GradientRegistry();
     RegisterStandardGradientRules(*registry);
+    RegisterElementwiseGradientRules(*registry);
+    RegisterTensorGradientRules(*registry);
+    RegisterNnGradientRules(*registry);
+    RegisterSequenceGradientRules(*registry);
     return registry;
   }();
   return *r;

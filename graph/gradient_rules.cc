@@ -1,20 +1,24 @@
 // Gradient rules of the standard ops, one small function each. Gradient ops that ONNX
 // lacks are emitted in kGradDomain and have kernels in runtime/cpu/gradient_kernels.cc.
-#include "graph/gradient_registry.h"
+#include "graph/gradient_rules_common.h"
 
 #include "graph/error.h"
 
 namespace ot {
 
-namespace {
-
-using B = GradientBuilder;
-
-// Writes grad (already the right shape) to GI(i), reducing a broadcast one.
-void WriteBroadcastGrad(B& b, const std::string& grad, int i) {
+void WriteBroadcastGrad(GradientBuilder& b, const std::string& grad, int i) {
   std::string shape = b.Emit("Shape", {b.I(i)}, {b.Temp("shape")});
   b.Emit("SumToShape", {grad, shape}, {b.GI(i)}, kGradDomain);
 }
+
+void RegisterRule(GradientRegistry& r, const std::string& op, int64_t since, int64_t until, GradientRule rule,
+                  std::vector<int> stops, const std::string& domain) {
+  r.Register(GradientRuleDef{domain, op, since, until, std::move(stops), std::move(rule)});
+}
+
+namespace {
+
+using B = GradientBuilder;
 
 void IdentityGrad(B& b) { b.Emit("Identity", {b.GO(0)}, {b.GI(0)}); }
 
@@ -215,7 +219,7 @@ void SqrtGrad(B& b) {
 
 void Register(GradientRegistry& r, const std::string& op, int64_t since, int64_t until, GradientRule rule,
               std::vector<int> stops = {}, const std::string& domain = "") {
-  r.Register(GradientRuleDef{domain, op, since, until, std::move(stops), std::move(rule)});
+  RegisterRule(r, op, since, until, std::move(rule), std::move(stops), domain);
 }
 
 }  // namespace

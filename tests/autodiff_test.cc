@@ -9,54 +9,13 @@
 #include "graph/error.h"
 #include "graph/onnx_io.h"
 #include "runtime/executor.h"
+#include "tests/grad_check.h"
 
 namespace ot {
 namespace {
 
-class ModelBuilder {
- public:
-  ModelBuilder() { m_.opsets[""] = 13; }
-  ModelBuilder& Input(const std::string& name, DType t, std::vector<int64_t> dims) {
-    ValueInfo v;
-    v.name = name;
-    v.dtype = t;
-    v.has_shape = true;
-    for (int64_t d : dims) v.dims.push_back(Dim{d, ""});
-    m_.graph.inputs.push_back(v);
-    return *this;
-  }
-  ModelBuilder& Param(const std::string& name, std::vector<int64_t> dims, float lo, float hi) {
-    HostTensor t(DType::kFloat32, dims, name);
-    std::uniform_real_distribution<float> u(lo, hi);
-    for (int64_t i = 0; i < t.NumElements(); ++i) t.Data<float>()[i] = u(rng_);
-    m_.graph.initializers.push_back(t);
-    return *this;
-  }
-  Node& Op(const std::string& op, std::vector<std::string> ins, std::string out) {
-    Node n;
-    n.name = op + "_" + std::to_string(m_.graph.nodes.size());
-    n.op_type = op;
-    n.inputs = std::move(ins);
-    n.outputs = {std::move(out)};
-    m_.graph.nodes.push_back(n);
-    return m_.graph.nodes.back();
-  }
-  ModelBuilder& Output(const std::string& name, std::vector<int64_t> dims) {
-    ValueInfo v;
-    v.name = name;
-    v.dtype = DType::kFloat32;
-    v.has_shape = true;
-    for (int64_t d : dims) v.dims.push_back(Dim{d, ""});
-    m_.graph.outputs.push_back(v);
-    return *this;
-  }
-  Model Build() { return m_; }
-  std::mt19937& rng() { return rng_; }
-
- private:
-  Model m_;
-  std::mt19937 rng_{7};
-};
+using testing::ExpectGradientsMatchFiniteDifferences;
+using testing::ModelBuilder;
 
 // A small net that uses every rule with fan-out and broadcasting.
 Model MixedNet() {
@@ -132,35 +91,6 @@ std::map<std::string, Tensor> Feeds(const TrainingGraph& tg) {
   HostTensor x(DType::kFloat32, {3, 5});
   for (int64_t i = 0; i < x.NumElements(); ++i) x.Data<float>()[i] = n(rng);
   return {{"x", Tensor::FromHost(x)}, {tg.labels, Tensor::FromHost(HostTensor::FromVector<int64_t>({2, 0, 1}, {3}))}};
-}
-
-// Max over parameters of |analytic - numeric| / (1e-3 + |numeric|) style error.
-void ExpectGradientsMatchFiniteDifferences(const TrainingGraph& tg, const std::map<std::string, Tensor>& feeds,
-                                           float eps = 2e-3f) {
-  Executor exec(tg.model);
-  std::vector<std::string> fetch = {tg.loss};
-  fetch.insert(fetch.end(), tg.grads.begin(), tg.grads.end());
-  std::vector<Tensor> out = exec.Run(feeds, fetch);
-  double worst = 0;
-  for (size_t p = 0; p < tg.params.size(); ++p) {
-    HostTensor analytic = out[p + 1].ToHost();
-    Tensor* w = exec.FindState(tg.params[p]);
-    ASSERT_NE(w, nullptr);
-    for (int64_t i = 0; i < w->numel(); ++i) {
-      float orig = w->data<float>()[i];
-      w->data<float>()[i] = orig + eps;
-      double up = exec.Run(feeds, {tg.loss})[0].data<float>()[0];
-      w->data<float>()[i] = orig - eps;
-      double down = exec.Run(feeds, {tg.loss})[0].data<float>()[0];
-      w->data<float>()[i] = orig;
-      double numeric = (up - down) / (2 * eps);
-      double a = analytic.Data<float>()[i];
-      double err = std::fabs(a - numeric) / (1e-2 + std::fabs(numeric));
-      worst = std::max(worst, err);
-      EXPECT_LT(err, 2e-2) << tg.params[p] << "[" << i << "]: analytic " << a << ", numeric " << numeric;
-    }
-  }
-  std::cout << "finite differences: worst relative error " << worst << "\n";
 }
 
 TEST(Autodiff, MixedNetGradientsMatchFiniteDifferences) {
