@@ -24,6 +24,63 @@ const ValueInfo* FindValue(const Graph& g, const std::string& name) {
   return it == g.value_info.end() ? nullptr : &it->second;
 }
 
+bool IsFloatType(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kFloat64 || t == DType::kBFloat16;
+}
+
+// Ops whose outputs depend on their inputs' shapes only, or are indices, masks or counts:
+// they never carry a gradient whatever their element type says.
+bool HasNonDifferentiableOutputs(const Node& n) {
+  static const std::set<std::string> kOps = {
+      "Shape", "Size", "ArgMax", "ArgMin", "NonZero", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+      "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "EyeLike", "RandomNormalLike", "RandomUniformLike",
+      "Bernoulli", "Multinomial", "OneHot"};
+  return n.domain.empty() && kOps.count(n.op_type) > 0;
+}
+
+// Which values can carry a gradient: floating-point values that are not produced by a
+// shape, index, mask or comparison op. The element type comes from the graph's inputs,
+// initializers, outputs and inferred value_info; where shape inference left it unknown,
+// the value counts as differentiable unless its producer says otherwise (Cast's `to`,
+// the index output of TopK and MaxPool, Dropout's mask).
+class Differentiability {
+ public:
+  explicit Differentiability(const Graph& g) {
+    for (const auto& v : g.inputs) types_[v.name] = v.dtype;
+    for (const auto& t : g.initializers) types_[t.name] = t.dtype;
+    for (const auto& [name, v] : g.value_info)
+      if (v.dtype != DType::kUndefined) types_[name] = v.dtype;
+    for (const auto& v : g.outputs)
+      if (v.dtype != DType::kUndefined) types_[v.name] = v.dtype;
+    for (const auto& n : g.nodes) {
+      for (size_t k = 0; k < n.outputs.size(); ++k) {
+        const std::string& o = n.outputs[k];
+        if (o.empty()) continue;
+        bool index_output = n.domain.empty() && k == 1 &&
+                            (n.op_type == "TopK" || n.op_type == "MaxPool" || n.op_type == "Dropout");
+        bool int_cast = n.domain.empty() && n.op_type == "Cast" &&
+                        !IsFloatType(static_cast<DType>(n.GetInt("to", 1)));
+        if (HasNonDifferentiableOutputs(n) || index_output || int_cast) blocked_.insert(o);
+        if (n.domain.empty() && n.op_type == "Cast" && TypeOf(o) == DType::kUndefined)
+          types_[o] = static_cast<DType>(n.GetInt("to", 1));
+      }
+    }
+  }
+  bool Differentiable(const std::string& value) const {
+    if (value.empty() || blocked_.count(value)) return false;
+    auto it = types_.find(value);
+    return it == types_.end() || it->second == DType::kUndefined || IsFloatType(it->second);
+  }
+  DType TypeOf(const std::string& value) const {
+    auto it = types_.find(value);
+    return it == types_.end() ? DType::kUndefined : it->second;
+  }
+
+ private:
+  std::map<std::string, DType> types_;
+  std::set<std::string> blocked_;
+};
+
 // Attaches SoftmaxCrossEntropyLoss(mean) to the logits; returns the loss name.
 std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* labels) {
   Graph& g = m.graph;
@@ -68,6 +125,12 @@ std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* la
   return "loss";
 }
 
+// True when a BatchNormalization node's running mean and variance are initializers (state
+// that training updates); false for a normaliser over computed statistics.
+bool IsRunningStatsState(const Graph& g, const Node& n) {
+  return n.HasInput(3) && n.HasInput(4) && g.FindInitializer(n.inputs[3]) && g.FindInitializer(n.inputs[4]);
+}
+
 // Puts BatchNormalization and Dropout into training mode for the training graph:
 // BatchNormalization becomes kGradDomain's BatchNormTraining (Y, new running mean and
 // variance, saved batch mean and variance; the last two feed the gradient), Dropout gets
@@ -86,10 +149,10 @@ void ConvertToTrainingMode(Model& m, TrainingGraph& tg) {
         OT_CHECK(n.outputs[k].empty() || !consumed.count(n.outputs[k]),
                  "%s: output '%s' is read by other nodes; onnx-train cannot train such a graph", n.Describe().c_str(),
                  n.outputs[k].c_str());
-      for (int k : {3, 4})
-        OT_CHECK(g.FindInitializer(n.inputs[static_cast<size_t>(k)]),
-                 "%s: running statistics '%s' must be initializers to be trained", n.Describe().c_str(),
-                 n.inputs[static_cast<size_t>(k)].c_str());
+      // Running statistics that are not initializers (computed tensors, as torch exports
+      // F.batch_norm(x, None, None, training=True) for weight standardisation) mean the
+      // node is a plain normaliser: batch statistics, no state to update.
+      const bool has_state = IsRunningStatsState(g, n);
       Node t;
       t.name = n.name;
       t.op_type = "BatchNormTraining";
@@ -98,6 +161,12 @@ void ConvertToTrainingMode(Model& m, TrainingGraph& tg) {
       t.SetFloat("epsilon", n.GetFloat("epsilon", 1e-5f));
       t.SetFloat("momentum", n.GetFloat("momentum", 0.9f));
       const std::string& y = n.outputs[0];
+      if (!has_state) {
+        t.outputs = {y, y + "/batch_mean", y + "/batch_var", y + "/saved_mean", y + "/saved_var"};
+        n = std::move(t);
+        m.opsets[kGradDomain] = 1;
+        continue;
+      }
       t.outputs = {y, StateUpdateName(n.inputs[3]), StateUpdateName(n.inputs[4]), y + "/saved_mean", y + "/saved_var"};
       for (int k : {3, 4}) {
         const HostTensor* stat = g.FindInitializer(n.inputs[static_cast<size_t>(k)]);
@@ -137,6 +206,7 @@ Model DeriveEvalModel(const Model& model) {
   for (auto& n : m.graph.nodes) {
     if (!n.domain.empty()) continue;
     if (n.op_type == "BatchNormalization") {
+      if (!IsRunningStatsState(m.graph, n)) continue;  // a normaliser keeps its batch statistics
       n.attrs.erase("training_mode");
       n.outputs.resize(1);
     } else if (n.op_type == "Dropout") {
@@ -210,44 +280,92 @@ TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& op
   OT_CHECK(!tg.params.empty(), "the model has no trainable float initializers (nothing to train)%s",
            options.freeze.empty() ? "" : "; --freeze excluded all of them");
 
-  // 3. Reachability: forward from the parameters, backward from the loss.
+  // 3. Reachability: forward from the parameters through differentiable values (floating
+  // point, not shapes, indices or masks; not through a rule's stop inputs), backward from
+  // the loss. Shape arithmetic (Shape -> Gather -> Concat -> Reshape's shape input) is
+  // thereby never on the path and needs no rule.
   const std::vector<size_t> order = g.TopologicalOrder();
   GradientRegistry& registry = GradientRegistry::Global();
+  const Differentiability diff(g);
   std::set<std::string> from_params(tg.params.begin(), tg.params.end());
   auto stop_inputs = [&](const Node& n) -> std::set<int> {
     const GradientRuleDef* def = registry.Find(n.domain, n.op_type, m.OpsetFor(n.domain));
     return def ? std::set<int>(def->stop_gradient_inputs.begin(), def->stop_gradient_inputs.end()) : std::set<int>{};
   };
   std::vector<bool> active(g.nodes.size(), false);
+  // Parameters that reach a value-dependent integer conversion (Cast to an integer type,
+  // ArgMax, ...): named in the error when such a parameter gets no gradient at all.
+  std::map<std::string, std::string> blocked_by;  // value -> the node that cut its gradient
   for (size_t idx : order) {
     const Node& n = g.nodes[idx];
     std::set<int> stops = stop_inputs(n);
+    bool reads_param = false;
     for (int i = 0; i < n.NumInputs(); ++i)
-      if (n.HasInput(i) && !stops.count(i) && from_params.count(n.inputs[static_cast<size_t>(i)])) active[idx] = true;
-    if (active[idx])
-      for (const auto& o : n.outputs)
-        if (!o.empty()) from_params.insert(o);
+      if (n.HasInput(i) && !stops.count(i) && from_params.count(n.inputs[static_cast<size_t>(i)])) reads_param = true;
+    if (!reads_param) continue;
+    bool any_out = false;
+    for (const auto& o : n.outputs) {
+      if (o.empty()) continue;
+      if (diff.Differentiable(o)) {
+        from_params.insert(o);
+        any_out = true;
+      } else if (n.op_type != "Shape" && n.op_type != "Size") {
+        blocked_by[o] = n.Describe() + " (its output '" + o + "' is " + DTypeName(diff.TypeOf(o)) + ")";
+      }
+    }
+    active[idx] = any_out;
   }
-  OT_CHECK(from_params.count(tg.loss), "the loss '%s' does not depend on any trainable parameter", tg.loss.c_str());
+  // Values downstream of a cut keep the name of the cut, to explain a missing gradient.
+  for (size_t idx : order) {
+    const Node& n = g.nodes[idx];
+    std::string why;
+    for (const auto& in : n.inputs)
+      if (!in.empty() && blocked_by.count(in)) why = blocked_by[in];
+    if (why.empty()) continue;
+    for (const auto& o : n.outputs)
+      if (!o.empty() && !blocked_by.count(o) && !from_params.count(o)) blocked_by[o] = why;
+  }
+  if (!from_params.count(tg.loss)) {
+    auto it = blocked_by.find(tg.loss);
+    OT_CHECK(it == blocked_by.end(),
+             "the loss '%s' depends on the trainable parameters only through %s, which carries no gradient; "
+             "keep that path in floating point or freeze the parameters before it (--freeze)",
+             tg.loss.c_str(), it == blocked_by.end() ? "" : it->second.c_str());
+    throw Error("the loss '" + tg.loss + "' does not depend on any trainable parameter");
+  }
   std::set<std::string> to_loss = {tg.loss};
   std::vector<size_t> on_path;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Node& n = g.nodes[*it];
-    bool feeds_loss = std::any_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) { return to_loss.count(o) > 0; });
+    bool feeds_loss = std::any_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) {
+      return to_loss.count(o) > 0 && from_params.count(o) > 0;
+    });
     if (!feeds_loss || !active[*it]) continue;
     on_path.push_back(*it);  // reverse topological order
     for (const auto& in : n.inputs)
       if (!in.empty()) to_loss.insert(in);
   }
-  std::vector<std::string> missing;
-  for (size_t idx : on_path) {
-    const Node& n = g.nodes[idx];
-    if (!registry.Find(n.domain, n.op_type, m.OpsetFor(n.domain)))
-      missing.push_back(n.Describe() + " at opset " + std::to_string(m.OpsetFor(n.domain)));
+  // Missing rules, grouped by op type: "Clip (opset 13): 35 nodes, e.g. 'Clip_3', 'Clip_7'".
+  std::map<std::string, std::vector<std::string>> missing;
+  for (auto it = on_path.rbegin(); it != on_path.rend(); ++it) {  // forward order
+    const Node& n = g.nodes[*it];
+    if (!registry.Find(n.domain, n.op_type, m.OpsetFor(n.domain))) {
+      std::string key = (n.domain.empty() ? "" : n.domain + ".") + n.op_type + " (opset " +
+                        std::to_string(m.OpsetFor(n.domain)) + ")";
+      missing[key].push_back(n.name.empty() ? "<unnamed>" : n.name);
+    }
   }
   if (!missing.empty()) {
-    std::string msg = "no gradient rule for " + std::to_string(missing.size()) + " node(s) between the parameters and the loss: ";
-    for (size_t i = 0; i < missing.size(); ++i) msg += (i ? "; " : "") + missing[i];
+    size_t total = 0;
+    for (const auto& [k, v] : missing) total += v.size();
+    std::string msg = "no gradient rule for " + std::to_string(total) + " node(s) between the parameters and the loss: ";
+    bool first = true;
+    for (const auto& [op, names] : missing) {
+      msg += (first ? "" : "; ") + op + ": " + std::to_string(names.size()) + (names.size() == 1 ? " node" : " nodes") +
+             ", e.g. ";
+      for (size_t i = 0; i < names.size() && i < 2; ++i) msg += (i ? ", '" : "'") + names[i] + "'";
+      first = false;
+    }
     throw Error(msg + ". Freeze the parameters before them (--freeze) or use supported ops.");
   }
 

@@ -311,8 +311,131 @@ TEST(Autodiff, LabelsOutOfRangeNameTheIndex) {
     exec.Run(feeds, {tg.loss});
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("7"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("label 7"), std::string::npos) << e.what();
   }
+}
+
+
+// Missing rules are grouped by op type with a count and example node names.
+TEST(Autodiff, MissingRulesAreGroupedByOpType) {
+  ModelBuilder b;
+  b.Input("x", DType::kFloat32, {2, 4});
+  b.Param("w", {4, 3}, -1.f, 1.f);
+  b.Op("MatMul", {"x", "w"}, "h");
+  b.Op("Atan", {"h"}, "a1");
+  b.Op("Atan", {"a1"}, "a2");
+  b.Op("Atan", {"a2"}, "a3");
+  b.Op("Asin", {"a3"}, "logits");
+  b.Output("logits", {2, 3});
+  try {
+    BuildTrainingGraph(b.Build());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("no gradient rule for 4 node(s)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Atan (opset 13): 3 nodes, e.g. 'Atan_1', 'Atan_2'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Asin (opset 13): 1 node, e.g. 'Asin_4'"), std::string::npos) << msg;
+  }
+}
+
+// Shape arithmetic on a value computed from the parameters (Shape -> Gather -> Concat ->
+// Reshape, as torch exports x.view(x.size(0), -1)) and a comparison mask need no rule:
+// they carry no gradient. Here even the ops on that path (Shape's consumers) have no
+// gradient rule and must be skipped by the reachability walk.
+TEST(Autodiff, ShapeAndMaskSubgraphsNeedNoRule) {
+  ModelBuilder b;
+  b.Input("x", DType::kFloat32, {3, 2, 2});
+  b.Param("s", {3, 2, 2}, 0.5f, 1.5f).Param("w", {4, 3}, -1.f, 1.f);
+  b.Const(HostTensor::FromVector<int64_t>({0}, {1}, "zero")).Const(HostTensor::FromVector<int64_t>({-1}, {1}, "minus1"));
+  b.Const(HostTensor::FromVector<float>({0.f}, {}, "fzero"));
+  b.Op("Mul", {"x", "s"}, "h");
+  b.Op("Shape", {"h"}, "shape");
+  b.Op("Gather", {"shape", "zero"}, "n");  // no gradient rule for Gather yet: must not be asked
+  b.Op("Concat", {"n", "minus1"}, "newshape").SetInt("axis", 0);
+  b.Op("Reshape", {"h", "newshape"}, "flat");
+  b.Op("Greater", {"flat", "fzero"}, "mask");
+  b.Op("Cast", {"mask"}, "maskf").SetInt("to", static_cast<int64_t>(DType::kFloat32));
+  b.Op("Mul", {"flat", "maskf"}, "relu");
+  b.Op("MatMul", {"relu", "w"}, "logits");
+  b.Output("logits", {3, 3});
+  AutodiffOptions o;
+  o.freeze = {"fzero"};
+  TrainingGraph tg = BuildTrainingGraph(b.Build(), o);
+  EXPECT_EQ(tg.params, (std::vector<std::string>{"s", "w"}));
+  for (const auto& n : tg.model.graph.nodes)
+    for (const auto& out : n.outputs) {
+      EXPECT_EQ(out.find("shape/grad"), std::string::npos) << out;
+      EXPECT_EQ(out.find("mask/grad"), std::string::npos) << out;
+    }
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  HostTensor x(DType::kFloat32, {3, 2, 2});
+  for (int64_t i = 0; i < x.NumElements(); ++i) x.Data<float>()[i] = nd(rng);
+  ExpectGradientsMatchFiniteDifferences(
+      tg, {{"x", Tensor::FromHost(x)}, {tg.labels, Tensor::FromHost(HostTensor::FromVector<int64_t>({2, 0, 1}, {3}))}});
+}
+
+// A loss reached from the parameters only through a Cast to an integer type: one error
+// naming that node and what to do.
+TEST(Autodiff, IntegerPathIsAnErrorNamingTheNode) {
+  ModelBuilder b;
+  b.Input("x", DType::kFloat32, {2, 3});
+  b.Param("w", {3, 3}, -1.f, 1.f);
+  b.Op("MatMul", {"x", "w"}, "h");
+  b.Op("Cast", {"h"}, "hi").SetInt("to", static_cast<int64_t>(DType::kInt64));
+  b.Op("Cast", {"hi"}, "logits").SetInt("to", static_cast<int64_t>(DType::kFloat32));
+  b.Output("logits", {2, 3});
+  try {
+    BuildTrainingGraph(b.Build());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("node 'Cast_1' (Cast)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("int64"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("carries no gradient"), std::string::npos) << msg;
+  }
+}
+
+// BatchNormalization over computed statistics (weight standardisation, as torch exports
+// F.batch_norm(w, None, None, training=True)): a plain differentiable normaliser with
+// no running state; the eval model keeps it in training form.
+TEST(Autodiff, BatchNormAsNormaliserHasNoState) {
+  ModelBuilder b;
+  b.Input("x", DType::kFloat32, {3, 6});
+  b.Param("w", {1, 4, 6}, -1.f, 1.f);
+  b.Const(HostTensor::FromVector<float>({1.f, 1.f, 1.f, 1.f}, {4}, "ones"));
+  b.Const(HostTensor::FromVector<float>({0.f, 0.f, 0.f, 0.f}, {4}, "zeros"));
+  b.Const(HostTensor::FromVector<int64_t>({2}, {1}, "ax2"));
+  b.Const(HostTensor::FromVector<int64_t>({4, 6}, {2}, "wshape"));
+  b.Op("ReduceMean", {"w"}, "wm").SetInts("axes", {0, 2});
+  b.model().graph.nodes.back().SetInt("keepdims", 0);
+  b.Op("Mul", {"w", "w"}, "w2");
+  b.Op("ReduceMean", {"w2"}, "wv").SetInts("axes", {0, 2});
+  b.model().graph.nodes.back().SetInt("keepdims", 0);
+  Node& bn = b.Op("BatchNormalization", {"w", "ones", "zeros", "wm", "wv"}, "wn");
+  bn.SetInt("training_mode", 1);
+  bn.outputs = {"wn"};
+  b.Op("Reshape", {"wn", "wshape"}, "ws");
+  b.Op("Gemm", {"x", "ws"}, "logits").SetInt("transB", 1);
+  b.Output("logits", {3, 4});
+  b.Opset(15);
+  AutodiffOptions o;
+  o.freeze = {"ones", "zeros"};
+  Model fwd = b.Build();
+  TrainingGraph tg = BuildTrainingGraph(fwd, o);
+  EXPECT_TRUE(tg.state_updates.empty());
+  EXPECT_EQ(tg.params, std::vector<std::string>{"w"});
+  Model eval = DeriveEvalModel(fwd);
+  for (const auto& n : eval.graph.nodes)
+    if (n.op_type == "BatchNormalization") {
+      EXPECT_EQ(n.GetInt("training_mode", 0), 1);
+    }
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  HostTensor x(DType::kFloat32, {3, 6});
+  for (int64_t i = 0; i < x.NumElements(); ++i) x.Data<float>()[i] = nd(rng);
+  ExpectGradientsMatchFiniteDifferences(
+      tg, {{"x", Tensor::FromHost(x)}, {tg.labels, Tensor::FromHost(HostTensor::FromVector<int64_t>({2, 0, 3}, {3}))}});
 }
 
 }  // namespace
