@@ -9,6 +9,12 @@
 
 namespace ot {
 
+// The command whose --help usage errors point to ("see onnx-train eval --help").
+void SetCommandForMessages(const std::string& command);
+std::string SeeHelp();
+// The known flag nearest to `name` (at most two edits, or a prefix either way); "" if none.
+std::string SuggestFlag(const std::string& name, const std::set<std::string>& known);
+
 class Args {
  public:
   // `value_flags` take a value; `bool_flags` do not. Throws ot::Error on unknown flags.

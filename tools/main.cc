@@ -47,11 +47,13 @@ const char* kUsage =
     "  bench-comm --backend gloo --world-size N [--min-bytes 4] [--max-bytes 67108864] [--iters 20]\n"
     "      allreduce table like nccl-tests: bytes, time, algbw, busbw, wrong elements\n"
     "  check MODEL.onnx\n"
-    "      load, check and shape-infer a model; print its inputs, outputs and ops\n";
+    "      load, check and shape-infer a model; print its inputs, outputs and ops\n"
+    "\n"
+    "onnx-train COMMAND --help prints a command's options; onnx-train --version its version.\n";
 
 int CmdInfer(const std::vector<std::string>& argv) {
   Args args(argv, {"input", "o", "device", "threads"}, {"tf32"});
-  OT_CHECK(args.positional().size() == 1, "infer needs exactly one MODEL.onnx (see onnx-train --help)");
+  OT_CHECK(args.positional().size() == 1, "infer needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "infer needs -o DIR (where the outputs are written)");
   ExecutorOptions opts;
   opts.device = Device::Parse(args.Get("device", "cpu"));
@@ -139,12 +141,50 @@ int CmdCheck(const std::vector<std::string>& argv) {
   return 0;
 }
 
+// The usage block of one command in kUsage: its "  CMD ..." line and the indented lines
+// below it.
+std::string CommandUsage(const std::string& cmd) {
+  std::string out;
+  std::string text = kUsage;
+  size_t pos = text.find("\n  " + cmd + " ");
+  if (pos == std::string::npos) return "";
+  pos += 3;
+  out = "usage: onnx-train " + text.substr(pos, text.find('\n', pos) - pos) + "\n";
+  for (size_t line = text.find('\n', pos) + 1; line < text.size() && text.compare(line, 6, "      ") == 0;) {
+    size_t end = text.find('\n', line);
+    out += "  " + text.substr(line + 6, end - line - 6) + "\n";
+    line = end + 1;
+  }
+  return out;
+}
+
+const char* kCommands[] = {"train", "eval", "infer", "grad", "export", "make-model", "dump-batch", "bench-comm", "check"};
+
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    std::cout << kUsage;
-    return args.empty() ? 2 : 0;
+    if (args.size() == 2 && args[0] == "help") args = {args[1], "--help"};  // onnx-train help eval
+    else {
+      std::cout << kUsage;
+      return args.empty() ? 2 : 0;
+    }
   }
+  if (args[0] == "--version" || args[0] == "version") {
+    std::cout << "onnx-train " << ONNXTRAIN_VERSION << "\n";
+    return 0;
+  }
+  const bool is_model = args[0].size() > 5 && args[0].compare(args[0].size() - 5, 5, ".onnx") == 0;
+  SetCommandForMessages(is_model ? "train" : args[0]);
+  // --help or -h anywhere: the command's own usage, exit 0 (train has its long one).
+  for (const auto& a : args)
+    if ((a == "--help" || a == "-h") && !is_model && args[0] != "train") {
+      std::string usage = CommandUsage(args[0]);
+      if (usage.empty()) break;  // an unknown command: reported below
+      std::cout << usage;
+      return 0;
+    }
+  for (auto& a : args)
+    if (a == "-h") a = "--help";
   // "-o" is spelled with one dash in the contract; treat it as --o.
   for (auto& a : args)
     if (a == "-o") a = "--o";
@@ -158,10 +198,14 @@ int Main(int argc, char** argv) {
   if (cmd == "train") return CmdTrain(rest);
   if (cmd == "bench-comm") return CmdBenchComm(rest);
   if (cmd == "eval") return CmdEval(rest);
-  if (cmd.size() > 5 && cmd.compare(cmd.size() - 5, 5, ".onnx") == 0) return CmdTrain(args);
+  if (is_model) return CmdTrain(args);
   if (cmd == "export") return CmdExport(rest);
-  throw Error("unknown command '" + cmd +
-              "'; commands: train, eval, infer, grad, export, make-model, dump-batch, bench-comm, check (or MODEL.onnx to train)");
+  std::string near;
+  for (const char* c : kCommands)
+    if (near.empty() && SuggestFlag(cmd, {c}) == c) near = c;
+  throw Error("unknown command '" + cmd + "'" + (near.empty() ? "" : "; did you mean " + near + "?") +
+              " (commands: train, eval, infer, grad, export, make-model, dump-batch, bench-comm, check, or "
+              "MODEL.onnx to train; see onnx-train --help)");
 }
 
 }  // namespace

@@ -105,7 +105,7 @@ int CmdTrain(std::vector<std::string> argv) {
     std::cout << kTrainUsage;
     return 0;
   }
-  OT_CHECK(args.positional().size() == 1, "training needs exactly one MODEL.onnx\n%s", kTrainUsage);
+  OT_CHECK(args.positional().size() == 1, "training needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   TrainerOptions o;
   ApplyRecipe(args.Get("recipe", "simplenn"), &o);
   o.data = args.Get("data", o.data);
@@ -211,7 +211,7 @@ int CmdTrain(std::vector<std::string> argv) {
 
 int CmdEval(const std::vector<std::string>& argv) {
   Args args(argv, {"data", "split", "batch", "threads", "device"}, {});
-  OT_CHECK(args.positional().size() == 1, "eval needs exactly one MODEL.onnx (see onnx-train --help)");
+  OT_CHECK(args.positional().size() == 1, "eval needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   Model model = LoadModel(args.positional()[0]);
   OT_CHECK(model.graph.inputs.size() == 1, "eval needs a model with one input (images); this one has %zu",
            model.graph.inputs.size());

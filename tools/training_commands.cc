@@ -30,7 +30,7 @@ AutodiffOptions ReadAutodiffOptions(const Args& args) {
 
 int CmdGrad(const std::vector<std::string>& argv) {
   Args args(argv, {"input", "o", "device", "threads", "freeze", "loss-output", "logits-output", "seed"}, {});
-  OT_CHECK(args.positional().size() == 1, "grad needs exactly one MODEL.onnx (see onnx-train --help)");
+  OT_CHECK(args.positional().size() == 1, "grad needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "grad needs -o DIR (where the loss and gradients are written)");
   TrainingGraph tg = BuildTrainingGraph(LoadModel(args.positional()[0]), ReadAutodiffOptions(args));
   ExecutorOptions opts;
@@ -60,7 +60,7 @@ int CmdExport(const std::vector<std::string>& argv) {
             {"o", "freeze", "loss-output", "logits-output", "optimizer", "momentum", "weight-decay", "beta1", "beta2",
              "epsilon"},
             {"nesterov", "no-optimizer"});
-  OT_CHECK(args.positional().size() == 1, "export needs exactly one MODEL.onnx (see onnx-train --help)");
+  OT_CHECK(args.positional().size() == 1, "export needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "export needs -o TRAINING.onnx");
   TrainingGraph tg = BuildTrainingGraph(LoadModel(args.positional()[0]), ReadAutodiffOptions(args));
   if (!args.Has("no-optimizer")) {
