@@ -2,6 +2,7 @@
 #include "graph/optimizer_pass.h"
 
 #include "graph/error.h"
+#include "graph/gradient_registry.h"
 
 namespace ot {
 
@@ -53,6 +54,12 @@ void AppendOptimizer(TrainingGraph& tg, const OptimizerConfig& config) {
     n.SetFloat("norm_coefficient", config.weight_decay);
     switch (config.kind) {
       case OptimizerConfig::Kind::kSgd:
+        if (config.momentum == 0.f) {  // plain SGD: no momentum buffer to keep or update
+          n.domain = kGradDomain;
+          n.op_type = "SGD";
+          tg.model.opsets[kGradDomain] = 1;
+          break;
+        }
         n.op_type = "Momentum";
         n.SetFloat("alpha", config.momentum);
         n.SetFloat("beta", 1.f);

@@ -438,5 +438,6 @@ TEST(Autodiff, BatchNormAsNormaliserHasNoState) {
       tg, {{"x", Tensor::FromHost(x)}, {tg.labels, Tensor::FromHost(HostTensor::FromVector<int64_t>({2, 0, 3}, {3}))}});
 }
 
+
 }  // namespace
 }  // namespace ot

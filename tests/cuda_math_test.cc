@@ -577,7 +577,8 @@ TEST_F(CudaMathTest, KernelsReplayInACudaGraph) {
 
 // ---------------------------------------------------------------------------------------
 // An optimizer node updating two tensors: inputs R, T, X0, X1, G0, G1, states...
-void ExpectOptimizerParity(const std::string& op, int states, const std::map<std::string, float>& attrs, int64_t step) {
+void ExpectOptimizerParity(const std::string& op, int states, const std::map<std::string, float>& attrs, int64_t step,
+                           const std::string& domain = kTrainingOpsDomain) {
   std::mt19937 rng(21);
   const std::vector<Shape> shapes = {{3, 4}, {5}};
   std::vector<std::string> inputs = {"R", "T"}, outputs;
@@ -592,15 +593,16 @@ void ExpectOptimizerParity(const std::string& op, int states, const std::map<std
   for (int k = 0; k < 1 + states; ++k)
     for (size_t i = 0; i < shapes.size(); ++i)
       outputs.push_back("new_" + groups[static_cast<size_t>(k == 0 ? 0 : k + 1)] + std::to_string(i));
-  Node n = MakeNode(op, inputs, outputs, kTrainingOpsDomain);
+  Node n = MakeNode(op, inputs, outputs, domain);
   for (const auto& [key, value] : attrs) n.SetFloat(key, value);
-  ExpectParity(n, {{"", 13}, {kTrainingOpsDomain, 1}}, feeds, 1e-5, 1e-6);
+  ExpectParity(n, {{"", 13}, {domain, 1}}, feeds, 1e-5, 1e-6);
 }
 
 TEST_F(CudaMathTest, Optimizers) {
   for (int64_t step : {0, 3}) {
     SCOPED_TRACE("step " + std::to_string(step));
     ExpectOptimizerParity("Momentum", 1, {{"alpha", 0.9f}, {"beta", 0.8f}, {"norm_coefficient", 0.01f}}, step);
+    ExpectOptimizerParity("SGD", 0, {{"norm_coefficient", 0.01f}}, step, kGradDomain);
     ExpectOptimizerParity("Adagrad", 1, {{"decay_factor", 0.1f}, {"epsilon", 1e-6f}, {"norm_coefficient", 0.02f}},
                           step);
     ExpectOptimizerParity("Adam", 2,

@@ -7,6 +7,8 @@
 #include <dirent.h>
 
 #include <fstream>
+#include <map>
+#include <random>
 
 #include <gtest/gtest.h>
 
@@ -17,6 +19,7 @@
 #include "train/checkpoint.h"
 #include "train/lr_schedule.h"
 #include "train/trainer.h"
+#include "train/training_session.h"
 
 namespace ot {
 namespace {
@@ -256,6 +259,50 @@ TEST(Trainer, DiskFullWhileSavingKeepsThePreviousCheckpoint) {
   // With room again, the same command resumes from epoch 1 and finishes.
   TrainResult r = RunTraining(SimpleNN(), more);
   EXPECT_EQ(r.epochs_run, 1);
+}
+
+
+// Plain SGD (momentum 0) keeps no momentum buffer: W' = W - lr * (G + weight_decay * W),
+// with G from the training graph without an optimizer. Momentum 0.9 keeps one per weight.
+TEST(TrainingSession, PlainSgdHasNoMomentumState) {
+  ReferenceModelOptions shape{1, 6, 6, 4, 0};
+  Model model = BuildReferenceModel("simplenn", shape);
+  HostTensor x(DType::kFloat32, {5, 1, 6, 6});
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int64_t i = 0; i < x.NumElements(); ++i) x.Data<float>()[i] = nd(rng);
+  HostTensor y = HostTensor::FromVector<int64_t>({0, 3, 1, 2, 3}, {5});
+  for (float momentum : {0.f, 0.9f}) {
+    TrainingConfig config;
+    config.optimizer.momentum = momentum;
+    config.optimizer.weight_decay = 0.1f;
+    TrainingSession session(model, config);
+    int buffers = 0;
+    for (const auto& [name, t] : session.StateTensors()) buffers += name.find("/momentum") != std::string::npos;
+    EXPECT_EQ(buffers, momentum == 0.f ? 0 : static_cast<int>(session.graph().params.size()));
+    if (momentum != 0.f) continue;
+    int sgd_nodes = 0;
+    for (const auto& n : session.graph().model.graph.nodes) {
+      EXPECT_NE(n.op_type, "Momentum");
+      sgd_nodes += n.op_type == "SGD";
+    }
+    EXPECT_EQ(sgd_nodes, static_cast<int>(session.graph().params.size()));
+    TrainingGraph plain = BuildTrainingGraph(model);
+    Executor grads_exec(plain.model);
+    std::map<std::string, Tensor> feeds = {{plain.labels, Tensor::FromHost(y)}, {session.input_name(), Tensor::FromHost(x)}};
+    std::vector<Tensor> grads = grads_exec.Run(feeds, plain.grads);
+    session.Step(Tensor::FromHost(x), Tensor::FromHost(y), 0.5f);
+    std::map<std::string, Tensor*> state;
+    for (const auto& [name, t] : session.StateTensors()) state[name] = t;
+    for (size_t i = 0; i < plain.params.size(); ++i) {
+      const HostTensor* w0 = model.graph.FindInitializer(plain.params[i]);
+      HostTensor w1 = state.at(plain.params[i])->ToHost(), g = grads[i].ToHost();
+      for (int64_t k = 0; k < w1.NumElements(); ++k) {
+        const float w = w0->Data<float>()[k];
+        EXPECT_NEAR(w1.Data<float>()[k], w - 0.5f * (g.Data<float>()[k] + 0.1f * w), 1e-6f) << plain.params[i] << "[" << k << "]";
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // Optimizer update ops of ONNX's ai.onnx.preview.training domain on the CPU: Momentum
-// (standard and Nesterov; PyTorch's SGD with momentum and weight decay), Adam and Adagrad.
+// (standard and Nesterov; PyTorch's SGD with momentum and weight decay), Adam and Adagrad;
+// and org.onnxtrain's SGD (momentum 0: the same update as Momentum without its buffer).
 // Each node updates n tensors: inputs R (learning rate), T (step count), then n X, n G
 // and the per-tensor state; outputs the new X and new state. Elementwise loops over
 // OpenMP (no library routine exists for these updates).
 #include <cmath>
 
+#include "graph/gradient_registry.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/train_checks.h"
 
@@ -64,6 +66,23 @@ class MomentumKernel final : public OptimizerKernel {
   const MomentumParams p_;
 };
 
+// X' = X - R * (G + norm_coefficient * X): Momentum with alpha 0, bit for bit.
+class SgdKernel final : public OptimizerKernel {
+ public:
+  explicit SgdKernel(const KernelInfo& info) : OptimizerKernel(info, 0), norm_(node_.GetFloat("norm_coefficient", 0.f)) {}
+
+ private:
+  void Update(float r, int64_t t, int64_t n, const Slots& s) override {
+    const float norm = norm_;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = norm * s.x[i] + s.g[i];
+      if (s.x_new) s.x_new[i] = s.x[i] - r * g;
+    }
+  }
+  const float norm_;
+};
+
 class AdagradKernel final : public OptimizerKernel {
  public:
   explicit AdagradKernel(const KernelInfo& info) : OptimizerKernel(info, 1), p_(ReadAdagradParams(node_)) {}
@@ -110,6 +129,7 @@ class AdamKernel final : public OptimizerKernel {
 };
 
 OT_REGISTER_KERNEL(kTrainingDomain, "Momentum", 1, 1 << 30, DeviceType::kCPU, MomentumKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SGD", 1, 1 << 30, DeviceType::kCPU, SgdKernel);
 OT_REGISTER_KERNEL(kTrainingDomain, "Adagrad", 1, 1 << 30, DeviceType::kCPU, AdagradKernel);
 OT_REGISTER_KERNEL(kTrainingDomain, "Adam", 1, 1 << 30, DeviceType::kCPU, AdamKernel);
 

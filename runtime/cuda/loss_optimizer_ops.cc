@@ -168,6 +168,24 @@ class MomentumKernel final : public OptimizerKernel {
   const MomentumParams p_;
 };
 
+// org.onnxtrain SGD (momentum 0, no buffer): the Momentum kernel with alpha 0 and beta 1,
+// reading the gradient in place of the (absent) buffer, which alpha 0 multiplies away.
+class SgdKernel final : public OptimizerKernel {
+ public:
+  explicit SgdKernel(const KernelInfo& info) : OptimizerKernel(info, 0) {
+    p_.alpha = 0.f;
+    p_.beta = 1.f;
+    p_.norm = node_.GetFloat("norm_coefficient", 0.f);
+    p_.nesterov = false;
+  }
+
+ private:
+  void Update(const float* r, const int64_t* t, int64_t n, const Slots& s, cudaStream_t stream) override {
+    math::LaunchMomentum(p_, r, t, s.x, s.g, s.g, s.x_new, nullptr, n, stream);
+  }
+  MomentumParams p_;
+};
+
 class AdagradKernel final : public OptimizerKernel {
  public:
   explicit AdagradKernel(const KernelInfo& info) : OptimizerKernel(info, 1), p_(ReadAdagradParams(node_)) {}
@@ -199,6 +217,7 @@ OT_REGISTER_KERNEL(kGradDomain, "SoftmaxCrossEntropyLossGrad", 1, kLatest, ::ot:
 OT_REGISTER_KERNEL(kGradDomain, "NegativeLogLikelihoodLossGrad", 1, kLatest, ::ot::DeviceType::kCUDA, LossGradKernel);
 OT_REGISTER_KERNEL(kTrainingOpsDomain, "Momentum", 1, kLatest, ::ot::DeviceType::kCUDA, MomentumKernel);
 OT_REGISTER_KERNEL(kTrainingOpsDomain, "Adagrad", 1, kLatest, ::ot::DeviceType::kCUDA, AdagradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SGD", 1, kLatest, ::ot::DeviceType::kCUDA, SgdKernel);
 OT_REGISTER_KERNEL(kTrainingOpsDomain, "Adam", 1, kLatest, ::ot::DeviceType::kCUDA, AdamKernel);
 
 }  // namespace
