@@ -3,7 +3,9 @@
 // --max-bytes (times --step-factor each row). Rank 0 prints, like nccl-tests, per size:
 // bytes, elements, time (us per allreduce, rank 0's clock), algbw = bytes / time, busbw =
 // algbw * 2(n-1)/n (GB = 1e9 bytes) and the number of wrong elements over all ranks (a
-// separate checked allreduce of known values), then the average busbw.
+// separate checked allreduce of known values), then the average busbw over the sizes from
+// 1 MiB and a legend. time is the median of the iterations (host backends) or their mean
+// (NCCL, queued back to back).
 // --backend nccl: rank r uses cuda:(r % device count) and device buffers (so N must not
 // exceed the device count); the timed allreduces are queued back to back and waited for
 // once, as nccl-tests does. The parent checks the build and the GPUs (in a probe process:
@@ -124,7 +126,7 @@ void RunRank(const BenchCommOptions& o, int rank, const std::string& dir,
                 "algbw_GBps", "busbw_GBps", "wrong", "algorithm");
     std::fflush(stdout);
   }
-  double busbw_total = 0;
+  double busbw_total = 0;  // over the sizes from 1 MiB, where bandwidth (not latency) rules
   int rows = 0;
   AllReduceOptions options;
   options.algorithm = o.algorithm;
@@ -150,10 +152,23 @@ void RunRank(const BenchCommOptions& o, int rank, const std::string& dir,
     run(o.warmup);
     const int iters = bytes < (4u << 20) ? o.iters : std::max(3, o.iters / 4);
     comm->Barrier()->Wait();
-    const auto start = std::chrono::steady_clock::now();
-    run(iters);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+    // Host backends: the median of the iterations' own times (one slow iteration, a
+    // scheduler hiccup, does not move it). NCCL queues them all: the mean over the queue.
+    double seconds = 0;
+    if (nccl) {
+      const auto start = std::chrono::steady_clock::now();
+      run(iters);
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+    } else {
+      std::vector<double> times;
+      for (int i = 0; i < iters; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        run(1);
+        times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+      std::sort(times.begin(), times.end());
+      seconds = times.size() % 2 ? times[times.size() / 2] : (times[times.size() / 2 - 1] + times[times.size() / 2]) / 2;
+    }
 
     for (size_t i = 0; i < count; ++i) data[i] = FillValue(rank, i);
     if (nccl) {
@@ -173,8 +188,10 @@ void RunRank(const BenchCommOptions& o, int rank, const std::string& dir,
     comm->AllReduce(CommBuffer::Of(&wrong, 1), AllReduceOptions{})->Wait();
 
     const double algbw = count * sizeof(float) / seconds / 1e9;
-    busbw_total += algbw * bus_factor;
-    ++rows;
+    if (count * sizeof(float) >= (1u << 20)) {
+      busbw_total += algbw * bus_factor;
+      ++rows;
+    }
     if (rank == 0) {
       AllreduceAlgorithm shown = o.algorithm;
       if (shown == AllreduceAlgorithm::kAuto && std::string(comm->backend()) == "gloo") {
@@ -188,7 +205,14 @@ void RunRank(const BenchCommOptions& o, int rank, const std::string& dir,
     if (bytes > o.max_bytes / o.step_factor) break;  // no overflow of bytes
   }
   if (rank == 0) {
-    std::printf("# average busbw: %.3f GB/s over %d sizes\n", busbw_total / rows, rows);
+    if (rows > 0) std::printf("# average busbw: %.3f GB/s over the %d sizes from 1 MiB\n", busbw_total / rows, rows);
+    else std::printf("# average busbw: no size from 1 MiB measured\n");
+    std::printf("# time_us: %s of %d iterations per size (%d from 4 MiB), after %d warmup; rank 0's clock\n",
+                nccl ? "mean" : "median", o.iters, std::max(3, o.iters / 4), o.warmup);
+    std::printf("# algbw_GBps: bytes / time, GB = 1e9 bytes; busbw_GBps = algbw x 2(n-1)/n = algbw x %.3f "
+                "for n = %d, as nccl-tests (the bandwidth each link carries in a ring allreduce)\n",
+                bus_factor, n);
+    std::printf("# wrong: elements that differ from the expected sum in a checked allreduce after the timed ones\n");
     std::fflush(stdout);
   }
 }
