@@ -161,7 +161,8 @@ TEST(GradNn, ValueReductionsMatchFiniteDifferences) {
   for (const char* op : {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
                          "ReduceLogSumExp"}) {
     for (const ReduceCase& c : {ReduceCase{op, 13, {1}, 1, false}, ReduceCase{op, 13, {0, -1}, 0, false},
-                                ReduceCase{op, 11, {}, 0, false}, ReduceCase{op, 17, {2}, 0, false}}) {
+                                ReduceCase{op, 11, {}, 0, false}, ReduceCase{op, 17, {2}, 0, false},
+                                ReduceCase{op, 18, {0, 2}, 1, true}, ReduceCase{op, 18, {}, 0, true}}) {
       SCOPED_TRACE(c.op + " opset " + std::to_string(c.opset) + " axes " + ShapeString(c.axes) + " keepdims " +
                    std::to_string(c.keepdims));
       TrainingGraph tg = ReduceModel(c);
