@@ -41,7 +41,7 @@ void CheckReduceType(ReduceOp op, DType t, const Node& node) {
 std::vector<int64_t> ReadReduceAxes(const Node& node, int opset, ReduceOp op, const KernelContext& ctx,
                                     ShapeInputValues& inputs) {
   // ReduceSum takes axes as an input from opset 13 (the other reductions from 18).
-  if (!(op == ReduceOp::kSum && opset >= 13)) return node.GetInts("axes");
+  if (!(op == ReduceOp::kSum && opset >= 13) && opset < 18) return node.GetInts("axes");
   const Tensor* axes = ctx.OptionalInput(1);
   if (axes && axes->dtype() != DType::kInt64) Fail(node, "axes must be int64, got " + DTypeName(axes->dtype()));
   return inputs.Read(ctx, 1);

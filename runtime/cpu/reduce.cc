@@ -246,8 +246,9 @@ class ArgExtremeKernel final : public OpKernel {
 };
 
 constexpr int64_t kLatest = 1 << 30;
-// Opset 18 moves axes to an input for every reduction; until then only ReduceSum (13).
-constexpr int64_t kAxesAttributeUntil = 17;
+// Opset 18 moves axes to an input for every reduction (ReduceSum at 13); ReadReduceAxes
+// reads the attribute or the input as the opset says.
+constexpr int64_t kAxesAttributeUntil = kLatest;
 OT_REGISTER_CPU_KERNEL("ReduceSum", 1, kLatest, ReduceKernel);
 OT_REGISTER_CPU_KERNEL("ReduceMean", 1, kAxesAttributeUntil, ReduceKernel);
 OT_REGISTER_CPU_KERNEL("ReduceMax", 1, kAxesAttributeUntil, ReduceKernel);

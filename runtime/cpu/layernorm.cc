@@ -1,0 +1,221 @@
+// LayerNormalization (opset 17) and its gradient LayerNormalizationGrad (org.onnxtrain),
+// as row loops over X seen as [outer, inner] around `axis` (the normalised axes are
+// axis..rank-1). Statistics are accumulated in double; stash_type 1 (float) only.
+//
+//   LayerNormalization(X, Scale[, B]) -> Y[, Mean, InvStdDev]
+//     Mean and InvStdDev have X's shape with the normalised axes set to 1.
+//   LayerNormalizationGrad(dY, X, Scale) -> dX, dScale, dBias (each optional)
+//     recomputes the row statistics from X; dScale and dBias are shaped like the
+//     normalised tail X.shape[axis:] (the rule sums them down to Scale's and B's shapes).
+#include <cmath>
+#include <vector>
+
+#include "graph/gradient_registry.h"
+#include "runtime/cpu/kernel_util.h"
+#include "runtime/kernel_registry.h"
+
+namespace ot {
+namespace cpu {
+namespace {
+
+// X as [outer, inner] around the node's axis, and Scale (and B) expanded to [inner].
+struct LayerNormGeometry {
+  int64_t outer = 1, inner = 1;
+  Shape tail;   // X.shape[axis:]
+  Shape stats;  // X.shape with the normalised axes set to 1
+  std::vector<int64_t> scale_strides, bias_strides;  // into Scale / B, over `tail`
+};
+
+void IndexTail(const Shape& tail, const std::vector<int64_t>& strides, std::vector<int64_t>* offsets) {
+  const int64_t n = NumElements(tail);
+  offsets->assign(static_cast<size_t>(n), 0);
+  std::vector<int64_t> idx(tail.size(), 0);
+  int64_t o = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    (*offsets)[static_cast<size_t>(i)] = o;
+    for (size_t d = tail.size(); d-- > 0;) {
+      o += strides[d];
+      if (++idx[d] < tail[d]) break;
+      o -= strides[d] * tail[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+LayerNormGeometry PlanLayerNorm(const Node& node, const KernelContext& ctx, int scale_input,
+                                const Tensor* bias) {
+  const Tensor& x = ctx.Input(scale_input - 1);
+  const Tensor& scale = ctx.Input(scale_input);
+  for (const Tensor* t : {&x, &scale, bias})
+    if (t && t->dtype() != DType::kFloat32)
+      throw UnsupportedError(node.op_type + ": data type " + DTypeName(t->dtype()) + " (float32 only)");
+  if (node.GetInt("stash_type", 1) != 1)
+    throw UnsupportedError(node.op_type + ": stash_type " + std::to_string(node.GetInt("stash_type", 1)) +
+                           " (only 1, float)");
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  if (rank == 0) throw Error(node.Describe() + ": LayerNormalization needs an input of rank >= 1");
+  const int64_t axis = NormalizeAxis(node.GetInt("axis", -1), rank, node);
+  LayerNormGeometry g;
+  const Shape& s = x.shape();
+  g.tail = Shape(s.begin() + axis, s.end());
+  g.stats = s;
+  for (size_t d = static_cast<size_t>(axis); d < s.size(); ++d) g.stats[d] = 1;
+  g.inner = NumElements(g.tail);
+  g.outer = NumElements(Shape(s.begin(), s.begin() + axis));
+  auto check = [&](const Tensor& t, const char* what) {
+    if (static_cast<size_t>(t.rank()) > g.tail.size() || BroadcastShapes(t.shape(), g.tail, node) != g.tail)
+      throw Error(node.Describe() + ": " + what + " " + t.Describe() + " does not broadcast to the normalised shape " +
+                  ShapeString(g.tail));
+  };
+  check(scale, "Scale");
+  g.scale_strides = BroadcastStrides(scale.shape(), g.tail);
+  if (bias) {
+    check(*bias, "B");
+    g.bias_strides = BroadcastStrides(bias->shape(), g.tail);
+  }
+  return g;
+}
+
+// Row mean and 1/sqrt(var + eps) of one row of `inner` values.
+void RowStats(const float* x, int64_t inner, float eps, float* mean, float* inv_std) {
+  double sum = 0;
+  for (int64_t j = 0; j < inner; ++j) sum += x[j];
+  const double mu = inner ? sum / static_cast<double>(inner) : 0.0;
+  double sq = 0;
+  for (int64_t j = 0; j < inner; ++j) {
+    const double d = x[j] - mu;
+    sq += d * d;
+  }
+  const double var = inner ? sq / static_cast<double>(inner) : 0.0;
+  *mean = static_cast<float>(mu);
+  *inv_std = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
+}
+
+class LayerNormKernel final : public OpKernel {
+ public:
+  explicit LayerNormKernel(const KernelInfo& info) : OpKernel(info) {}
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor* bias = ctx.OptionalInput(2);
+    g_ = PlanLayerNorm(node_, ctx, 1, bias);
+    ctx.SetOutput(0, DType::kFloat32, ctx.Input(0).shape());
+    ctx.SetOutput(1, DType::kFloat32, g_.stats);
+    ctx.SetOutput(2, DType::kFloat32, g_.stats);
+    IndexTail(g_.tail, g_.scale_strides, &scale_off_);
+    if (bias) IndexTail(g_.tail, g_.bias_strides, &bias_off_);
+    scale_.resize(static_cast<size_t>(g_.inner));
+    bias_.assign(static_cast<size_t>(g_.inner), 0.f);
+  }
+
+  void Compute(KernelContext& ctx) override {
+    const float* x = ctx.Input(0).data<float>();
+    const float* sc = ctx.Input(1).data<float>();
+    const Tensor* b = ctx.OptionalInput(2);
+    for (size_t j = 0; j < scale_.size(); ++j) {
+      scale_[j] = sc[scale_off_[j]];
+      if (b) bias_[j] = b->data<float>()[bias_off_[j]];
+    }
+    float* y = ctx.Output(0).data<float>();
+    float* mean_out = ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr;
+    float* inv_out = ctx.HasOutput(2) ? ctx.Output(2).data<float>() : nullptr;
+    const float eps = node_.GetFloat("epsilon", 1e-5f);
+    const int64_t inner = g_.inner, outer = g_.outer;
+    const float* scale = scale_.data();
+    const float* shift = bias_.data();
+#pragma omp parallel for if (outer * inner > 32768)
+    for (int64_t r = 0; r < outer; ++r) {
+      const float* xr = x + r * inner;
+      float* yr = y + r * inner;
+      float mu = 0, inv = 0;
+      RowStats(xr, inner, eps, &mu, &inv);
+      for (int64_t j = 0; j < inner; ++j) yr[j] = (xr[j] - mu) * inv * scale[j] + shift[j];
+      if (mean_out) mean_out[r] = mu;
+      if (inv_out) inv_out[r] = inv;
+    }
+  }
+
+ private:
+  LayerNormGeometry g_;
+  std::vector<int64_t> scale_off_, bias_off_;
+  std::vector<float> scale_, bias_;
+};
+
+// dX = inv_std * (g - mean(g) - xhat * mean(g * xhat)) with g = dY * scale, per row;
+// dScale = sum over rows of dY * xhat, dBias = sum over rows of dY (shaped as the tail).
+class LayerNormGradKernel final : public OpKernel {
+ public:
+  explicit LayerNormGradKernel(const KernelInfo& info) : OpKernel(info) {}
+
+  void Prepare(KernelContext& ctx) override {
+    g_ = PlanLayerNorm(node_, ctx, 2, nullptr);
+    const Tensor& dy = ctx.Input(0);
+    if (dy.dtype() != DType::kFloat32 || dy.shape() != ctx.Input(1).shape())
+      Fail("gradient " + dy.Describe() + " does not match X " + ctx.Input(1).Describe());
+    ctx.SetOutput(0, DType::kFloat32, dy.shape());
+    ctx.SetOutput(1, DType::kFloat32, g_.tail);
+    ctx.SetOutput(2, DType::kFloat32, g_.tail);
+    IndexTail(g_.tail, g_.scale_strides, &scale_off_);
+    scale_.resize(static_cast<size_t>(g_.inner));
+    mean_.resize(static_cast<size_t>(g_.outer));
+    inv_.resize(static_cast<size_t>(g_.outer));
+  }
+
+  void Compute(KernelContext& ctx) override {
+    const float* dy = ctx.Input(0).data<float>();
+    const float* x = ctx.Input(1).data<float>();
+    const float* sc = ctx.Input(2).data<float>();
+    for (size_t j = 0; j < scale_.size(); ++j) scale_[j] = sc[scale_off_[j]];
+    const float eps = node_.GetFloat("epsilon", 1e-5f);
+    const int64_t inner = g_.inner, outer = g_.outer;
+    const float* scale = scale_.data();
+    float* mean = mean_.data();
+    float* inv = inv_.data();
+    float* dx = ctx.HasOutput(0) ? ctx.Output(0).data<float>() : nullptr;
+#pragma omp parallel for if (outer * inner > 32768)
+    for (int64_t r = 0; r < outer; ++r) {
+      const float* xr = x + r * inner;
+      const float* dyr = dy + r * inner;
+      RowStats(xr, inner, eps, &mean[r], &inv[r]);
+      if (!dx) continue;
+      double sum_g = 0, sum_gx = 0;
+      for (int64_t j = 0; j < inner; ++j) {
+        const double gj = static_cast<double>(dyr[j]) * scale[j];
+        sum_g += gj;
+        sum_gx += gj * (xr[j] - mean[r]) * inv[r];
+      }
+      const float mg = static_cast<float>(sum_g / static_cast<double>(inner));
+      const float mgx = static_cast<float>(sum_gx / static_cast<double>(inner));
+      float* dxr = dx + r * inner;
+      for (int64_t j = 0; j < inner; ++j) {
+        const float xhat = (xr[j] - mean[r]) * inv[r];
+        dxr[j] = inv[r] * (dyr[j] * scale[j] - mg - xhat * mgx);
+      }
+    }
+    float* dscale = ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr;
+    float* dbias = ctx.HasOutput(2) ? ctx.Output(2).data<float>() : nullptr;
+    if (!dscale && !dbias) return;
+#pragma omp parallel for if (outer * inner > 32768)
+    for (int64_t j = 0; j < inner; ++j) {
+      double ds = 0, db = 0;
+      for (int64_t r = 0; r < outer; ++r) {
+        const float d = dy[r * inner + j];
+        ds += static_cast<double>(d) * (x[r * inner + j] - mean[r]) * inv[r];
+        db += d;
+      }
+      if (dscale) dscale[j] = static_cast<float>(ds);
+      if (dbias) dbias[j] = static_cast<float>(db);
+    }
+  }
+
+ private:
+  LayerNormGeometry g_;
+  std::vector<int64_t> scale_off_;
+  std::vector<float> scale_, mean_, inv_;
+};
+
+OT_REGISTER_CPU_KERNEL("LayerNormalization", 17, 1 << 30, LayerNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "LayerNormalizationGrad", 1, 1 << 30, DeviceType::kCPU, LayerNormGradKernel);
+
+}  // namespace
+}  // namespace cpu
+}  // namespace ot
