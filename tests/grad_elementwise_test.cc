@@ -171,12 +171,13 @@ TEST(GradElementwise, PiecewiseConstantOpsHaveZeroGradient) {
   }
 }
 
-// Cast float32 -> float64 -> float32, and float32 -> float32.
+// Cast float32 -> float64 -> float32 around a float64 Sin, and float32 -> float32.
 TEST(GradElementwise, CastBetweenFloatTypes) {
   ModelBuilder b;
   b.Param("x", {3, 5}, -1.f, 1.f);
   b.Op("Cast", {"x"}, "d").SetInt("to", static_cast<int64_t>(DType::kFloat64));
-  b.Op("Cast", {"d"}, "f").SetInt("to", static_cast<int64_t>(DType::kFloat32));
+  b.Op("Sin", {"d"}, "sd");
+  b.Op("Cast", {"sd"}, "f").SetInt("to", static_cast<int64_t>(DType::kFloat32));
   b.Op("Cast", {"f"}, "g").SetInt("to", static_cast<int64_t>(DType::kFloat32));
   b.Op("Mul", {"g", "g"}, "y");
   ExpectGradientsMatchFiniteDifferences(EndInWeightedSum(b, "y", {3, 5}), {}, 1e-3f);
