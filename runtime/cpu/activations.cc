@@ -8,6 +8,7 @@
 #include "runtime/activation_attrs.h"
 #include "runtime/cpu/dtype_dispatch.h"
 #include "runtime/cpu/strided_loop.h"
+#include "runtime/cpu/vector_loops.h"
 #include "runtime/kernel_registry.h"
 
 namespace ot {
@@ -19,9 +20,12 @@ constexpr int64_t kParallelElements = 1 << 15;
 
 // out[i] = f(in[i]) for i in [0, n).
 template <UnaryFn F, typename T>
-void UnaryLoop(const T* in, T* out, int64_t n, const UnaryParams& p) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
+OT_VECTOR_CLONES void UnaryRange(const T* in, T* out, int64_t n, UnaryParams p) {
   for (int64_t i = 0; i < n; ++i) out[i] = UnaryForward<F>(in[i], p);
+}
+template <UnaryFn F, typename T>
+void UnaryLoop(const T* in, T* out, int64_t n, const UnaryParams& p) {
+  ForEachChunk(n, kParallelElements, [&](int64_t b, int64_t e) { UnaryRange<F, T>(in + b, out + b, e - b, p); });
 }
 
 // f(0) == 0 for these parameters: padding of blocked layouts stays zero.

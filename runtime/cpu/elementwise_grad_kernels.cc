@@ -14,6 +14,7 @@
 #include "runtime/activation_attrs.h"
 #include "runtime/cpu/dnnl_layout.h"
 #include "runtime/cpu/strided_loop.h"
+#include "runtime/cpu/vector_loops.h"
 #include "runtime/kernel_registry.h"
 
 namespace ot {
@@ -23,9 +24,13 @@ namespace {
 constexpr int64_t kParallelElements = 1 << 15;
 
 template <UnaryFn F, typename T>
-void UnaryGradLoop(const T* dy, const T* x, T* dx, int64_t n, const UnaryParams& p) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
+OT_VECTOR_CLONES void UnaryGradRange(const T* dy, const T* x, T* dx, int64_t n, UnaryParams p) {
   for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * UnaryDerivative<F>(x[i], p);
+}
+template <UnaryFn F, typename T>
+void UnaryGradLoop(const T* dy, const T* x, T* dx, int64_t n, const UnaryParams& p) {
+  ForEachChunk(n, kParallelElements,
+               [&](int64_t b, int64_t e) { UnaryGradRange<F, T>(dy + b, x + b, dx + b, e - b, p); });
 }
 
 void RequireFloat32(const Node& node, const Tensor& t, const char* what) {
