@@ -1,5 +1,5 @@
 // Forward kernels of the unary activations and functions oneDNN has no eltwise algorithm
-// for (Erf, trigonometry and the hyperbolic functions, Sign, HardSigmoid, Softsign, Selu,
+// for (Erf, trigonometry and the hyperbolic functions, Sign, Softsign, Selu,
 // Celu, ThresholdedRelu, Shrink), as loops over runtime/activation_math.h, and PRelu
 // (slope broadcast to X). A function that keeps 0 at 0 runs on any layout (blocked
 // padding stays zero), the others on plain data.
@@ -116,7 +116,6 @@ OT_REGISTER_CPU_KERNEL("Asinh", 9, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("Acosh", 9, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("Atanh", 9, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("Sign", 9, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("HardSigmoid", 1, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("Softsign", 1, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("Selu", 1, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("Celu", 12, kLatest, UnaryLoopKernel);
