@@ -214,3 +214,166 @@ DType EyeLikeType(const Node& node, const Tensor& x) {
 }
 
 }  // namespace ot
+
+namespace ot {
+namespace {
+
+std::vector<double> FloatValues(const Tensor* t, const Node& node) {
+  std::vector<double> v;
+  if (!t) return v;
+  HostTensor h = t->ToHost();
+  for (int64_t i = 0; i < h.NumElements(); ++i) {
+    switch (h.dtype) {
+      case DType::kFloat32: v.push_back(h.Data<float>()[i]); break;
+      case DType::kFloat64: v.push_back(h.Data<double>()[i]); break;
+      default: throw Error(node.Describe() + ": roi and scales must be float, not " + DTypeName(h.dtype));
+    }
+  }
+  return v;
+}
+
+// Input coordinate of output index x along one axis (ONNX's coordinate_transformation_mode).
+double SourceCoordinate(const std::string& mode, double x, double scale, int64_t in, int64_t out, double roi_start,
+                        double roi_end) {
+  const double out_len = scale * static_cast<double>(in);
+  if (mode == "half_pixel") return (x + 0.5) / scale - 0.5;
+  if (mode == "pytorch_half_pixel") return out_len > 1 ? (x + 0.5) / scale - 0.5 : -0.5;
+  if (mode == "align_corners") return out_len == 1 ? 0.0 : x * static_cast<double>(in - 1) / (out_len - 1);
+  if (mode == "asymmetric") return x / scale;
+  if (mode == "tf_half_pixel_for_nn") return (x + 0.5) / scale;
+  // tf_crop_and_resize
+  const double span = static_cast<double>(in - 1);
+  (void)out;
+  if (out_len == 1) return (roi_end - roi_start) * span / 2 + roi_start * span;
+  return x * (roi_end - roi_start) * span / (out_len - 1) + roi_start * span;
+}
+
+}  // namespace
+
+ResizeInputs ReadResizeInputs(const Node& node, const std::string& op, int64_t opset, const KernelContext& ctx) {
+  ResizeInputs r;
+  if (op == "Upsample" && opset < 9) {
+    for (float s : node.GetFloats("scales")) r.scales.push_back(s);
+    return r;
+  }
+  if (op == "Upsample" || opset < 11) {
+    r.scales = FloatValues(ctx.OptionalInput(1), node);
+    return r;
+  }
+  r.roi = FloatValues(ctx.OptionalInput(1), node);
+  r.scales = FloatValues(ctx.OptionalInput(2), node);
+  if (const Tensor* s = ctx.OptionalInput(3)) r.sizes = s->ToHost().AsInt64s();
+  return r;
+}
+
+ResizePlan PlanResize(const Node& node, const std::string& op, int64_t opset, const Shape& x, const ResizeInputs& in) {
+  const size_t rank = x.size();
+  const bool legacy = op == "Upsample" || opset < 11;
+  const std::string mode = node.GetString("mode", "nearest");
+  if (mode != "nearest" && mode != "linear" && mode != "cubic" && !(legacy && mode == "bilinear"))
+    Fail(node, "mode must be nearest, linear or cubic, not '" + mode + "'");
+  if (legacy && mode == "cubic") Fail(node, "mode 'cubic' needs opset 11");
+  const std::string coord = legacy ? "asymmetric" : node.GetString("coordinate_transformation_mode", "half_pixel");
+  static const char* kCoords[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                                  "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+  if (std::find(std::begin(kCoords), std::end(kCoords), coord) == std::end(kCoords))
+    Unsupported(node, "coordinate_transformation_mode '" + coord + "'");
+  const std::string nearest = legacy ? "floor" : node.GetString("nearest_mode", "round_prefer_floor");
+  if (nearest != "round_prefer_floor" && nearest != "round_prefer_ceil" && nearest != "floor" && nearest != "ceil")
+    Fail(node, "nearest_mode '" + nearest + "' is not one of round_prefer_floor, round_prefer_ceil, floor, ceil");
+  for (const char* a : {"antialias", "axes"})
+    if (node.HasAttr(a) && !(std::string(a) == "antialias" && node.GetInt(a, 0) == 0))
+      Unsupported(node, std::string("attribute '") + a + "'");
+  if (node.GetString("keep_aspect_ratio_policy", "stretch") != "stretch")
+    Unsupported(node, "keep_aspect_ratio_policy '" + node.GetString("keep_aspect_ratio_policy", "") + "'");
+  const double a = node.GetFloat("cubic_coeff_a", -0.75f);
+  const bool exclude_outside = !legacy && node.GetInt("exclude_outside", 0) != 0;
+
+  ResizePlan p;
+  p.extrapolation_value = node.GetFloat("extrapolation_value", 0.f);
+  std::vector<double> scales(rank, 1.0);
+  p.out = x;
+  if (!in.sizes.empty()) {
+    if (!in.scales.empty()) Fail(node, "only one of scales and sizes may be given");
+    if (in.sizes.size() != rank) Fail(node, "sizes has " + std::to_string(in.sizes.size()) + " entries for rank " + std::to_string(rank));
+    for (size_t d = 0; d < rank; ++d) {
+      if (in.sizes[d] < 0) Fail(node, "sizes must not be negative");
+      p.out[d] = in.sizes[d];
+      scales[d] = x[d] == 0 ? 1.0 : static_cast<double>(in.sizes[d]) / static_cast<double>(x[d]);
+    }
+  } else {
+    if (in.scales.size() != rank)
+      Fail(node, "scales has " + std::to_string(in.scales.size()) + " entries for rank " + std::to_string(rank) +
+                     " (give scales or sizes)");
+    for (size_t d = 0; d < rank; ++d) {
+      if (!(in.scales[d] > 0)) Fail(node, "scales must be positive");
+      scales[d] = in.scales[d];
+      p.out[d] = static_cast<int64_t>(std::floor(static_cast<double>(x[d]) * in.scales[d]));
+    }
+  }
+  if (coord == "tf_crop_and_resize" && in.roi.size() != 2 * rank)
+    Fail(node, "tf_crop_and_resize needs roi with " + std::to_string(2 * rank) + " entries");
+
+  const int taps = mode == "cubic" ? 4 : mode == "nearest" ? 1 : 2;
+  for (size_t d = 0; d < rank; ++d) {
+    ResizeAxis ax;
+    ax.in = x[d];
+    ax.out = p.out[d];
+    ax.taps = taps;
+    const double rs = coord == "tf_crop_and_resize" ? in.roi[d] : 0, re = coord == "tf_crop_and_resize" ? in.roi[d + rank] : 1;
+    ax.identity = ax.in == ax.out && (coord != "tf_crop_and_resize" || (rs == 0 && re == 1));
+    if (ax.identity || ax.in == 0 || ax.out == 0) {
+      ax.identity = true;
+      p.axes.push_back(ax);
+      continue;
+    }
+    ax.index.resize(static_cast<size_t>(ax.out * taps));
+    ax.weight.resize(static_cast<size_t>(ax.out * taps));
+    ax.outside.assign(static_cast<size_t>(ax.out), 0);
+    auto clamp = [&](int64_t i) { return std::clamp<int64_t>(i, 0, ax.in - 1); };
+    for (int64_t o = 0; o < ax.out; ++o) {
+      const double src = SourceCoordinate(coord, static_cast<double>(o), scales[d], ax.in, ax.out, rs, re);
+      if (coord == "tf_crop_and_resize" && (src < 0 || src > static_cast<double>(ax.in - 1))) {
+        ax.outside[static_cast<size_t>(o)] = 1;
+        p.any_outside = true;
+      }
+      const double fl = std::floor(src);
+      const double r = src - fl;
+      const auto base = static_cast<int64_t>(fl);
+      int64_t* idx = &ax.index[static_cast<size_t>(o * taps)];
+      float* w = &ax.weight[static_cast<size_t>(o * taps)];
+      if (mode == "nearest") {
+        bool up = false;
+        if (r != 0) {
+          if (nearest == "round_prefer_floor") up = r > 0.5;
+          else if (nearest == "round_prefer_ceil") up = r >= 0.5;
+          else up = nearest == "ceil";
+        }
+        idx[0] = clamp(base + (up ? 1 : 0));
+        w[0] = 1.f;
+      } else if (taps == 2) {
+        idx[0] = clamp(base);
+        idx[1] = clamp(base + 1);
+        w[0] = static_cast<float>(1 - r);
+        w[1] = static_cast<float>(r);
+      } else {
+        const double t[4] = {r + 1, r, 1 - r, 2 - r};
+        double c[4], sum = 0;
+        for (int k = 0; k < 4; ++k) {
+          const double v = std::fabs(t[k]);
+          c[k] = v <= 1 ? ((a + 2) * v - (a + 3)) * v * v + 1 : ((a * v - 5 * a) * v + 8 * a) * v - 4 * a;
+          if (exclude_outside && (base - 1 + k < 0 || base - 1 + k >= ax.in)) c[k] = 0;
+          sum += c[k];
+        }
+        for (int k = 0; k < 4; ++k) {
+          idx[k] = clamp(base - 1 + k);
+          w[k] = static_cast<float>(exclude_outside ? c[k] / sum : c[k]);
+        }
+      }
+    }
+    p.axes.push_back(std::move(ax));
+  }
+  return p;
+}
+
+}  // namespace ot

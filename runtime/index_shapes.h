@@ -86,3 +86,36 @@ int64_t RangeCount(const Node& node, double start, double limit, double delta);
 DType EyeLikeType(const Node& node, const Tensor& x);
 
 }  // namespace ot
+
+namespace ot {
+
+// Resize (opset 10: X, scales; 11+: X, roi, scales, sizes) and Upsample (X, scales; the
+// attribute before opset 9), and ResizeGrad, which carries the forward's inputs at the
+// same positions. Separable: along each axis every output index reads `taps` input
+// indices (clamped to the edge) with weights; an output outside the crop of
+// tf_crop_and_resize takes extrapolation_value instead (and passes no gradient).
+struct ResizeAxis {
+  int64_t in = 0, out = 0;
+  int taps = 1;
+  bool identity = true;          // out == in and every output reads its own index
+  std::vector<int64_t> index;    // out * taps
+  std::vector<float> weight;     // out * taps
+  std::vector<uint8_t> outside;  // out (tf_crop_and_resize only)
+};
+struct ResizePlan {
+  Shape out;
+  std::vector<ResizeAxis> axes;
+  bool any_outside = false;
+  float extrapolation_value = 0.f;
+};
+// The float values of roi/scales (inputs `roi_input` and `scales_input`, -1 when the op
+// has none) and the sizes input; `op`/`opset` are the forward op's.
+struct ResizeInputs {
+  std::vector<double> roi, scales;
+  std::vector<int64_t> sizes;
+  bool operator==(const ResizeInputs& o) const { return roi == o.roi && scales == o.scales && sizes == o.sizes; }
+};
+ResizeInputs ReadResizeInputs(const Node& node, const std::string& op, int64_t opset, const KernelContext& ctx);
+ResizePlan PlanResize(const Node& node, const std::string& op, int64_t opset, const Shape& x, const ResizeInputs& in);
+
+}  // namespace ot

@@ -325,5 +325,71 @@ TEST(GradTensor, ShapeGatherConcatReshapeChain) {
   Check(TrainWithWeightedSumLoss(b, "y", {2, 12}));
 }
 
+// --- Resize and Upsample ---------------------------------------------------------------
+
+HostTensor Floats(const std::string& name, std::vector<float> v) {
+  const auto n = static_cast<int64_t>(v.size());
+  return HostTensor::FromVector(v, {n}, name);
+}
+
+struct ResizeCase {
+  std::string mode, coord, nearest;
+  bool sizes;  // sizes input instead of scales
+};
+
+TEST(GradTensor, ResizeEveryModeScalesAndSizes) {
+  const std::vector<ResizeCase> cases = {
+      {"nearest", "asymmetric", "floor", false},           {"nearest", "half_pixel", "round_prefer_floor", false},
+      {"nearest", "align_corners", "round_prefer_ceil", true}, {"nearest", "tf_half_pixel_for_nn", "ceil", true},
+      {"linear", "half_pixel", "", false},                 {"linear", "align_corners", "", true},
+      {"linear", "asymmetric", "", false},                 {"linear", "pytorch_half_pixel", "", true},
+      {"cubic", "half_pixel", "", false},                  {"cubic", "align_corners", "", true},
+  };
+  for (const ResizeCase& c : cases) {
+    SCOPED_TRACE(c.mode + " " + c.coord + " " + c.nearest + (c.sizes ? " sizes" : " scales"));
+    ModelBuilder b;
+    b.Opset(c.coord == "tf_half_pixel_for_nn" ? 11 : 13);
+    // Up on H (3 -> 7 or x2.5), down on W (5 -> 3 or x0.6).
+    b.Param("x", {1, 2, 3, 5}, -1.f, 1.f).Const(Floats("roi", {}));
+    std::vector<int64_t> out = {1, 2, 7, 3};
+    if (c.sizes) {
+      b.Const(Floats("scales", {})).Const(Int64s("sizes", out, {4}));
+      b.Op("Resize", {"x", "roi", "scales", "sizes"}, "y");
+    } else {
+      b.Const(Floats("scales", {1.f, 1.f, 2.5f, 0.6f}));
+      b.Op("Resize", {"x", "roi", "scales"}, "y");
+    }
+    Node& n = b.model().graph.nodes.back();
+    n.SetString("mode", c.mode);
+    n.SetString("coordinate_transformation_mode", c.coord);
+    if (!c.nearest.empty()) n.SetString("nearest_mode", c.nearest);
+    if (c.mode == "cubic") n.SetInt("exclude_outside", c.sizes ? 1 : 0);
+    Check(TrainWithWeightedSumLoss(b, "y", out));
+  }
+}
+
+// tf_crop_and_resize: outputs outside the crop take extrapolation_value and pass nothing back.
+TEST(GradTensor, ResizeCropAndResizeExtrapolation) {
+  ModelBuilder b;
+  b.Param("x", {1, 1, 4, 4}, -1.f, 1.f).Const(Floats("roi", {0, 0, -0.2f, 0.3f, 1, 1, 0.8f, 1.4f}));
+  b.Const(Floats("scales", {})).Const(Int64s("sizes", {1, 1, 3, 5}, {4}));
+  Node& n = b.Op("Resize", {"x", "roi", "scales", "sizes"}, "y");
+  n.SetString("mode", "linear");
+  n.SetString("coordinate_transformation_mode", "tf_crop_and_resize");
+  n.SetFloat("extrapolation_value", 0.5f);
+  Check(TrainWithWeightedSumLoss(b, "y", {1, 1, 3, 5}));
+}
+
+TEST(GradTensor, UpsampleOpset9) {
+  for (const char* mode : {"nearest", "linear"}) {
+    SCOPED_TRACE(mode);
+    ModelBuilder b;
+    b.Opset(9);
+    b.Param("x", {1, 2, 2, 3}, -1.f, 1.f).Const(Floats("scales", {1.f, 1.f, 2.f, 1.5f}));
+    b.Op("Upsample", {"x", "scales"}, "y").SetString("mode", mode);
+    Check(TrainWithWeightedSumLoss(b, "y", {1, 2, 4, 4}));
+  }
+}
+
 }  // namespace
 }  // namespace ot
