@@ -40,6 +40,15 @@ void ReduceValueGrad(B& b) {
   b.Emit("ReduceValueGrad", ins, {b.GI(0)}, kGradDomain, attrs);
 }
 
+// ConvTranspose(X, W[, B]): ConvTransposeGrad(dY, X, W) -> dX, dW, dB with the forward
+// node's attributes (oneDNN's deconvolution backward data and weights).
+void ConvTransposeGrad(B& b) {
+  const Node& n = b.node();
+  std::vector<std::string> outs = {b.NeedGI(0) ? b.GI(0) : "", b.NeedGI(1) ? b.GI(1) : "",
+                                   n.HasInput(2) && b.NeedGI(2) ? b.GI(2) : ""};
+  b.Emit("ConvTransposeGrad", {b.GO(0), b.I(0), b.I(1)}, outs, kGradDomain, n.attrs);
+}
+
 }  // namespace
 
 void RegisterNnGradientRules(GradientRegistry& r) {
@@ -47,6 +56,7 @@ void RegisterNnGradientRules(GradientRegistry& r) {
   for (const char* op : {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
                          "ReduceLogSumExp"})
     RegisterRule(r, op, 1, kAnyOpset, ReduceValueGrad, {1});
+  RegisterRule(r, "ConvTranspose", 1, kAnyOpset, ConvTransposeGrad);
 }
 
 }  // namespace ot

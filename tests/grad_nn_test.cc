@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "graph/autodiff.h"
 #include "runtime/executor.h"
@@ -168,6 +169,174 @@ TEST(GradNn, ValueReductionsMatchFiniteDifferences) {
       TrainingGraph tg = ReduceModel(c);
       ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-3f);
     }
+  }
+}
+
+
+// --- ConvTranspose --------------------------------------------------------------------
+
+struct ConvTransposeCase {
+  std::string name;
+  std::vector<int64_t> x, w;  // X: N x C x ..., W: C x M/group x k...
+  int64_t group;
+  bool bias;
+  std::function<void(Node&)> attrs;
+};
+
+std::vector<ConvTransposeCase> ConvTransposeCases() {
+  return {
+      {"1d stride 2 pads", {2, 3, 5}, {3, 2, 3}, 1, true,
+       [](Node& n) {
+         n.SetInts("strides", {2});
+         n.SetInts("pads", {1, 0});
+       }},
+      {"2d stride, output_padding, pads", {1, 2, 3, 4}, {2, 3, 3, 2}, 1, true,
+       [](Node& n) {
+         n.SetInts("strides", {3, 2});
+         n.SetInts("output_padding", {1, 1});
+         n.SetInts("pads", {1, 0, 0, 1});
+       }},
+      {"2d groups 2, dilations", {2, 4, 3, 3}, {4, 1, 2, 3}, 2, true,
+       [](Node& n) {
+         n.SetInt("group", 2);
+         n.SetInts("dilations", {2, 1});
+       }},
+      {"2d depthwise-like groups 3, no bias", {1, 3, 4, 3}, {3, 2, 3, 3}, 3, false,
+       [](Node& n) {
+         n.SetInt("group", 3);
+         n.SetInts("strides", {2, 2});
+         n.SetInts("output_padding", {1, 0});
+       }},
+      {"2d SAME_UPPER", {1, 2, 3, 3}, {2, 2, 3, 3}, 1, true,
+       [](Node& n) {
+         n.SetString("auto_pad", "SAME_UPPER");
+         n.SetInts("strides", {2, 2});
+       }},
+      {"2d SAME_LOWER", {1, 2, 3, 3}, {2, 2, 2, 3}, 1, false,
+       [](Node& n) {
+         n.SetString("auto_pad", "SAME_LOWER");
+         n.SetInts("strides", {2, 1});
+       }},
+      {"2d VALID", {1, 2, 2, 3}, {2, 2, 2, 2}, 1, true, [](Node& n) { n.SetString("auto_pad", "VALID"); }},
+      {"2d output_shape larger than natural", {1, 1, 3, 3}, {1, 2, 3, 3}, 1, true,
+       [](Node& n) {
+         n.SetInts("strides", {3, 2});
+         n.SetInts("output_shape", {10, 8});
+       }},
+      {"3d stride 2, output_padding", {1, 2, 2, 3, 2}, {2, 2, 2, 2, 3}, 1, true,
+       [](Node& n) {
+         n.SetInts("strides", {2, 1, 2});
+         n.SetInts("output_padding", {1, 0, 1});
+         n.SetInts("pads", {0, 1, 0, 1, 0, 0});
+       }},
+  };
+}
+
+// Direct loops over ONNX's definition: every input pixel scatters its weighted kernel
+// into the full output, which is then cropped by pads_begin (output_padding and
+// output_shape only change how far the crop reaches).
+HostTensor ReferenceConvTranspose(const HostTensor& x, const HostTensor& w, const float* bias, int64_t group,
+                                  const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
+                                  const std::vector<int64_t>& pads_begin, const Shape& out_shape) {
+  const size_t sr = x.dims.size() - 2;
+  const int64_t n_batch = x.dims[0], c_in = x.dims[1], m_per_g = w.dims[1], c_per_g = c_in / group;
+  HostTensor y(DType::kFloat32, out_shape);
+  Shape in_sp(x.dims.begin() + 2, x.dims.end()), k_sp(w.dims.begin() + 2, w.dims.end()),
+      out_sp(out_shape.begin() + 2, out_shape.end());
+  const int64_t in_n = NumElements(in_sp), k_n = NumElements(k_sp), out_n = NumElements(out_sp);
+  for (int64_t b = 0; b < n_batch; ++b)
+    for (int64_t m = 0; m < out_shape[1]; ++m)
+      for (int64_t o = 0; o < out_n; ++o) y.Data<float>()[(b * out_shape[1] + m) * out_n + o] = bias ? bias[m] : 0.f;
+  std::vector<int64_t> ip(sr), kp(sr);
+  for (int64_t b = 0; b < n_batch; ++b)
+    for (int64_t c = 0; c < c_in; ++c)
+      for (int64_t i = 0; i < in_n; ++i)
+        for (int64_t k = 0; k < k_n; ++k) {
+          int64_t rem = i, remk = k, off = 0;
+          bool inside = true;
+          for (size_t d = sr; d-- > 0;) {
+            ip[d] = rem % in_sp[d];
+            rem /= in_sp[d];
+            kp[d] = remk % k_sp[d];
+            remk /= k_sp[d];
+          }
+          for (size_t d = 0; d < sr; ++d) {
+            const int64_t pos = ip[d] * strides[d] + kp[d] * dilations[d] - pads_begin[d];
+            if (pos < 0 || pos >= out_sp[d]) inside = false;
+            off = off * out_sp[d] + pos;
+          }
+          if (!inside) continue;
+          const int64_t g = c / c_per_g;
+          for (int64_t mg = 0; mg < m_per_g; ++mg) {
+            const int64_t m = g * m_per_g + mg;
+            y.Data<float>()[(b * out_shape[1] + m) * out_n + off] +=
+                x.Data<float>()[(b * c_in + c) * in_n + i] * w.Data<float>()[(c * m_per_g + mg) * k_n + k];
+          }
+        }
+  return y;
+}
+
+TEST(GradNn, ConvTransposeGroupsAndAttributesForwardMatchesDirectLoops) {
+  // Only the explicit-pads cases: the reference takes pads_begin as given.
+  for (const ConvTransposeCase& c : ConvTransposeCases()) {
+    ModelBuilder b;
+    b.Input("x", DType::kFloat32, c.x);
+    b.Param("w", c.w, -1.f, 1.f);
+    std::vector<std::string> ins = {"x", "w"};
+    const int64_t m = c.w[1] * c.group;
+    if (c.bias) {
+      b.Param("b", {m}, -1.f, 1.f);
+      ins.push_back("b");
+    }
+    Node& n = b.Op("ConvTranspose", ins, "y");
+    c.attrs(n);
+    if (n.HasAttr("auto_pad") || n.HasAttr("output_shape")) continue;
+    SCOPED_TRACE(c.name);
+    const size_t sr = c.x.size() - 2;
+    std::vector<int64_t> strides = n.GetInts("strides", std::vector<int64_t>(sr, 1));
+    std::vector<int64_t> dil = n.GetInts("dilations", std::vector<int64_t>(sr, 1));
+    std::vector<int64_t> pads = n.GetInts("pads", std::vector<int64_t>(2 * sr, 0));
+    std::vector<int64_t> op = n.GetInts("output_padding", std::vector<int64_t>(sr, 0));
+    Shape out = {c.x[0], m};
+    for (size_t d = 0; d < sr; ++d)
+      out.push_back((c.x[d + 2] - 1) * strides[d] + (c.w[d + 2] - 1) * dil[d] + 1 + op[d] - pads[d] - pads[d + sr]);
+    b.Output("y", out);
+    Model model = b.Build();
+    HostTensor x(DType::kFloat32, c.x);
+    for (int64_t i = 0; i < x.NumElements(); ++i) x.Data<float>()[i] = std::sin(1.3f * static_cast<float>(i));
+    Executor exec(model);
+    HostTensor got = exec.Run({{"x", Tensor::FromHost(x)}}, {"y"})[0].ToHost();
+    ASSERT_EQ(got.dims, out);
+    HostTensor want = ReferenceConvTranspose(x, model.graph.initializers[0],
+                                             c.bias ? model.graph.initializers[1].Data<float>() : nullptr, c.group,
+                                             strides, dil, std::vector<int64_t>(pads.begin(), pads.begin() + sr), out);
+    for (int64_t i = 0; i < want.NumElements(); ++i)
+      ASSERT_NEAR(got.Data<float>()[i], want.Data<float>()[i], 1e-4) << "element " << i;
+  }
+}
+
+TEST(GradNn, ConvTransposeMatchesFiniteDifferences) {
+  for (const ConvTransposeCase& c : ConvTransposeCases()) {
+    SCOPED_TRACE(c.name);
+    ModelBuilder b;
+    b.Param("x", c.x, -1.f, 1.f).Param("w", c.w, -1.f, 1.f);
+    std::vector<std::string> ins = {"x", "w"};
+    if (c.bias) {
+      b.Param("b", {c.w[1] * c.group}, -1.f, 1.f);
+      ins.push_back("b");
+    }
+    Node& n = b.Op("ConvTranspose", ins, "y");
+    c.attrs(n);
+    // The output shape, from a forward run.
+    Model fwd = b.model();
+    fwd.graph.outputs.clear();
+    ValueInfo yv;
+    yv.name = "y";
+    yv.dtype = DType::kFloat32;
+    fwd.graph.outputs.push_back(yv);
+    Shape ydims = Executor(fwd).Run({}, {"y"})[0].shape();
+    TrainingGraph tg = WithWeightedSumLoss(b, "y", ydims);
+    ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
   }
 }
 
