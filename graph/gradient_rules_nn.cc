@@ -49,6 +49,14 @@ void ConvTransposeGrad(B& b) {
   b.Emit("ConvTransposeGrad", {b.GO(0), b.I(0), b.I(1)}, outs, kGradDomain, n.attrs);
 }
 
+// InstanceNormalization(X, scale, B): InstanceNormalizationGrad(dY, X, scale) -> dX,
+// dScale, dBias, which recomputes the per-instance statistics from X.
+void InstanceNormalizationGrad(B& b) {
+  std::vector<std::string> outs = {b.NeedGI(0) ? b.GI(0) : "", b.NeedGI(1) ? b.GI(1) : "", b.NeedGI(2) ? b.GI(2) : ""};
+  b.Emit("InstanceNormalizationGrad", {b.GO(0), b.I(0), b.I(1)}, outs, kGradDomain,
+         {{"epsilon", B::AttrFloat(b.node().GetFloat("epsilon", 1e-5f))}});
+}
+
 }  // namespace
 
 void RegisterNnGradientRules(GradientRegistry& r) {
@@ -57,6 +65,7 @@ void RegisterNnGradientRules(GradientRegistry& r) {
                          "ReduceLogSumExp"})
     RegisterRule(r, op, 1, kAnyOpset, ReduceValueGrad, {1});
   RegisterRule(r, "ConvTranspose", 1, kAnyOpset, ConvTransposeGrad);
+  RegisterRule(r, "InstanceNormalization", 1, kAnyOpset, InstanceNormalizationGrad);
 }
 
 }  // namespace ot

@@ -340,5 +340,49 @@ TEST(GradNn, ConvTransposeMatchesFiniteDifferences) {
   }
 }
 
+
+// --- InstanceNormalization --------------------------------------------------------------
+
+TEST(GradNn, InstanceNormalizationMatchesFiniteDifferences) {
+  const std::vector<std::pair<std::vector<int64_t>, float>> cases = {
+      {{2, 3, 5}, 1e-5f}, {{1, 2, 3, 4}, 1e-3f}, {{2, 1, 2, 3, 2}, 1e-2f}, {{3, 2, 7}, 0.5f}};
+  for (const auto& [dims, eps] : cases) {
+    SCOPED_TRACE("x " + ShapeString(dims) + " epsilon " + std::to_string(eps));
+    ModelBuilder b;
+    b.Opset(9);
+    b.Param("x", dims, -1.f, 1.f).Param("scale", {dims[1]}, 0.5f, 1.5f).Param("bias", {dims[1]}, -0.5f, 0.5f);
+    b.Op("InstanceNormalization", {"x", "scale", "bias"}, "y").SetFloat("epsilon", eps);
+    TrainingGraph tg = WithWeightedSumLoss(b, "y", dims);
+    ASSERT_EQ(tg.params.size(), 3u);
+    ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+  }
+}
+
+// torch.nn.GroupNorm as torch.onnx.export writes it before opset 18: Reshape to
+// [N, groups, -1], InstanceNormalization with constant ones and zeros, Reshape back, then
+// the per-channel affine as Mul and Add.
+TEST(GradNn, GroupNormAsExportedByTorchMatchesFiniteDifferences) {
+  for (int64_t opset : {13, 17}) {
+    SCOPED_TRACE("opset " + std::to_string(opset));
+    const std::vector<int64_t> dims = {2, 6, 3, 2};
+    const int64_t groups = 3;
+    ModelBuilder b;
+    b.Opset(opset);
+    b.Param("x", dims, -1.f, 1.f).Param("weight", {6, 1, 1}, 0.5f, 1.5f).Param("bias", {6, 1, 1}, -0.5f, 0.5f);
+    b.Const(HostTensor::FromVector<int64_t>({2, groups, -1}, {3}, "grouped_shape"));
+    b.Const(HostTensor::FromVector<float>(std::vector<float>(groups, 1.f), {groups}, "ones"));
+    b.Const(HostTensor::FromVector<float>(std::vector<float>(groups, 0.f), {groups}, "zeros"));
+    b.Op("Reshape", {"x", "grouped_shape"}, "grouped");
+    b.Op("InstanceNormalization", {"grouped", "ones", "zeros"}, "normed").SetFloat("epsilon", 1e-5f);
+    b.Op("Shape", {"x"}, "x_shape");
+    b.Op("Reshape", {"normed", "x_shape"}, "back");
+    b.Op("Mul", {"back", "weight"}, "scaled");
+    b.Op("Add", {"scaled", "bias"}, "y");
+    TrainingGraph tg = WithWeightedSumLoss(b, "y", dims, {"ones", "zeros"});
+    ASSERT_EQ(tg.params.size(), 3u);
+    ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+  }
+}
+
 }  // namespace
 }  // namespace ot
