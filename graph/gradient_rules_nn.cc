@@ -57,6 +57,50 @@ void InstanceNormalizationGrad(B& b) {
          {{"epsilon", B::AttrFloat(b.node().GetFloat("epsilon", 1e-5f))}});
 }
 
+// Unsqueeze of `x` at `axes`, in the form of the model's opset (axes as an input from
+// opset 13; negative axes, used where the rank is unknown, from opset 11).
+std::string Unsqueeze(B& b, const std::string& x, std::vector<int64_t> axes) {
+  for (int64_t a : axes)
+    OT_CHECK(a >= 0 || b.opset() >= 11, "%s: the gradient needs the rank of its inputs before opset 11",
+             b.node().Describe().c_str());
+  if (b.opset() >= 13) return b.Emit("Unsqueeze", {x, b.ConstantInt64s(axes, "axes")}, {b.Temp("unsqueezed")});
+  return b.Emit("Unsqueeze", {x}, {b.Temp("unsqueezed")}, "", {{"axes", B::AttrInts(std::move(axes))}});
+}
+
+// Y = A @ B with numpy semantics: batch dims broadcast (the gradients are summed back to
+// each operand's shape), a 1-D A is a row [1, K] and a 1-D B a column [K, 1] whose unit
+// axis Y drops. The 1-D forms need the operands' ranks; where the graph does not know a
+// rank it is taken to be >= 2.
+void MatMulGrad(B& b) {
+  const int ra = b.Rank(b.I(0)), rb = b.Rank(b.I(1));
+  auto t = [&](const std::string& x) { return b.Emit("TransposeLastTwo", {x}, {b.Temp("t")}, kGradDomain); };
+  auto mm = [&](const std::string& x, const std::string& y) { return b.Emit("MatMul", {x, y}, {b.Temp("mm")}); };
+  if (ra == 1 && rb == 1) {  // dot product: Y is a scalar
+    if (b.NeedGI(0)) b.Emit("Mul", {b.GO(0), b.I(1)}, {b.GI(0)});
+    if (b.NeedGI(1)) b.Emit("Mul", {b.GO(0), b.I(0)}, {b.GI(1)});
+    return;
+  }
+  if (ra == 1) {  // A [K], B [..., K, N], dY [..., N]
+    const std::string dy_row = Unsqueeze(b, b.GO(0), {rb >= 2 ? rb - 2 : -2});  // [..., 1, N]
+    if (b.NeedGI(0)) WriteBroadcastGrad(b, mm(dy_row, t(b.I(1))), 0);                // [..., 1, K] -> [K]
+    if (b.NeedGI(1)) WriteBroadcastGrad(b, mm(Unsqueeze(b, b.I(0), {1}), dy_row), 1);   // [K, 1] @ [..., 1, N]
+    return;
+  }
+  if (rb == 1) {  // A [..., M, K], B [K], dY [..., M]
+    if (b.NeedGI(0)) {
+      const std::string dy_col = Unsqueeze(b, b.GO(0), {ra >= 2 ? ra - 1 : -1});  // [..., M, 1]
+      WriteBroadcastGrad(b, mm(dy_col, Unsqueeze(b, b.I(1), {0})), 0);                  // @ [1, K]
+    }
+    if (b.NeedGI(1)) {
+      const std::string dy_row = Unsqueeze(b, b.GO(0), {ra >= 2 ? ra - 2 : -2});  // [..., 1, M]
+      WriteBroadcastGrad(b, mm(dy_row, b.I(0)), 1);                                     // [..., 1, K] -> [K]
+    }
+    return;
+  }
+  if (b.NeedGI(0)) WriteBroadcastGrad(b, mm(b.GO(0), t(b.I(1))), 0);
+  if (b.NeedGI(1)) WriteBroadcastGrad(b, mm(t(b.I(0)), b.GO(0)), 1);
+}
+
 }  // namespace
 
 void RegisterNnGradientRules(GradientRegistry& r) {
@@ -65,6 +109,7 @@ void RegisterNnGradientRules(GradientRegistry& r) {
                          "ReduceLogSumExp"})
     RegisterRule(r, op, 1, kAnyOpset, ReduceValueGrad, {1});
   RegisterRule(r, "ConvTranspose", 1, kAnyOpset, ConvTransposeGrad);
+  RegisterRule(r, "MatMul", 1, kAnyOpset, MatMulGrad);
   RegisterRule(r, "InstanceNormalization", 1, kAnyOpset, InstanceNormalizationGrad);
 }
 

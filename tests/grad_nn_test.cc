@@ -384,5 +384,36 @@ TEST(GradNn, GroupNormAsExportedByTorchMatchesFiniteDifferences) {
   }
 }
 
+
+// --- MatMul: 1-D operands and batch broadcasting ----------------------------------------
+
+TEST(GradNn, MatMulOneDimensionalAndBroadcastMatchesFiniteDifferences) {
+  struct Case {
+    std::vector<int64_t> a, b, y;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 4, 5}, {5, 3}, {2, 3, 4, 3}},  // [B, H, T, D] x [D, E]
+      {{4}, {2, 4, 3}, {2, 3}},              // [T] x [B, T, E]
+      {{2, 3, 4}, {4}, {2, 3}},              // batched matrix x vector
+      {{5}, {5}, {}},                        // dot product
+      {{5}, {5, 3}, {3}},                    // vector x matrix
+      {{2, 5}, {5}, {2}},                    // matrix x vector
+      {{3, 1, 2, 4}, {2, 4, 5}, {3, 2, 2, 5}},  // batch dims broadcast on both sides
+      {{1, 3, 2}, {4, 1, 2, 3}, {4, 1, 3, 3}},
+  };
+  for (int64_t opset : {9, 13}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE("opset " + std::to_string(opset) + ": " + ShapeString(c.a) + " x " + ShapeString(c.b));
+      ModelBuilder b;
+      b.Opset(opset);
+      b.Param("a", c.a, -1.f, 1.f).Param("b", c.b, -1.f, 1.f);
+      b.Op("MatMul", {"a", "b"}, "y");
+      TrainingGraph tg = WithWeightedSumLoss(b, "y", c.y);
+      ASSERT_EQ(tg.params.size(), 2u);
+      ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ot
