@@ -1,6 +1,7 @@
 // Gradient rules, Normalisation, reductions and contractions: LayerNormalization, InstanceNormalization, the Reduce* family, ConvTranspose, Einsum.
 #include "graph/gradient_rules_common.h"
 
+#include "graph/einsum_equation.h"
 #include "graph/error.h"
 
 namespace ot {
@@ -101,6 +102,75 @@ void MatMulGrad(B& b) {
   if (b.NeedGI(1)) WriteBroadcastGrad(b, mm(t(b.I(0)), b.GO(0)), 1);
 }
 
+// Einsum: the gradient of operand i is the Einsum of dY and the other operands whose
+// output is operand i's term: "O,T1,...->Ti". Labels of Ti found in no other term nor
+// the output (summed in the forward) are left out of that output and restored with
+// Unsqueeze and Expand; with an ellipsis the result is summed down to the operand's
+// shape (its ellipsis dims may have been broadcast). A label repeated within one term (a
+// diagonal) has no gradient here.
+void EinsumGrad(B& b) {
+  const Node& n = b.node();
+  const EinsumEquation eq = ParseEinsumEquation(n.GetString("equation", ""), n.Describe());
+  OT_CHECK(static_cast<int>(eq.inputs.size()) == n.NumInputs(), "%s: the equation '%s' has %zu terms for %d inputs",
+           n.Describe().c_str(), eq.ToString().c_str(), eq.inputs.size(), n.NumInputs());
+  for (int i = 0; i < n.NumInputs(); ++i) {
+    if (!b.NeedGI(i)) continue;
+    const EinsumTerm& ti = eq.inputs[static_cast<size_t>(i)];
+    std::string others = eq.output.letters;
+    bool others_ellipsis = eq.output.has_ellipsis;
+    std::vector<std::string> ins = {b.GO(0)};
+    std::string lhs = eq.output.ToString();
+    for (int j = 0; j < n.NumInputs(); ++j) {
+      if (j == i) continue;
+      const EinsumTerm& tj = eq.inputs[static_cast<size_t>(j)];
+      others += tj.letters;
+      others_ellipsis = others_ellipsis || tj.has_ellipsis;
+      ins.push_back(b.I(j));
+      lhs += "," + tj.ToString();
+    }
+    // The gradient's output term, and the axes (of Ti) it leaves out.
+    EinsumTerm out;
+    std::vector<int64_t> restore;
+    const size_t nl = ti.letters.size();
+    for (size_t p = 0; p < nl; ++p) {
+      const char c = ti.letters[p];
+      OT_CHECK(ti.letters.find(c, p + 1) == std::string::npos,
+               "%s: no gradient for Einsum '%s': label '%c' repeats within input %d (a diagonal)", n.Describe().c_str(),
+               eq.ToString().c_str(), c, i);
+      if (ti.has_ellipsis && p == ti.ellipsis_pos) out.ellipsis_pos = out.letters.size();
+      if (others.find(c) != std::string::npos) {
+        out.letters += c;
+      } else {
+        // Axes before the ellipsis count from the front, after it from the back.
+        const bool after = ti.has_ellipsis && p >= ti.ellipsis_pos;
+        restore.push_back(after ? static_cast<int64_t>(p) - static_cast<int64_t>(nl) : static_cast<int64_t>(p));
+      }
+    }
+    if (ti.has_ellipsis && ti.ellipsis_pos == nl) out.ellipsis_pos = out.letters.size();
+    out.has_ellipsis = ti.has_ellipsis && others_ellipsis;
+    const bool ellipsis_dropped = ti.has_ellipsis && !others_ellipsis;
+    if (ellipsis_dropped && ti.ellipsis_pos != 0) {
+      // Not leading: Expand cannot add its axes, so they are unsqueezed, which needs the rank.
+      const int rank = b.Rank(b.I(i));
+      OT_CHECK(rank >= 0, "%s: no gradient for Einsum '%s': input %d's '...' (not leading) is summed away and its "
+               "rank is unknown", n.Describe().c_str(), eq.ToString().c_str(), i);
+      for (int64_t e = 0; e < rank - static_cast<int64_t>(nl); ++e)
+        restore.push_back(static_cast<int64_t>(ti.ellipsis_pos) + e);
+    }
+    const std::string grad_eq = lhs + "->" + out.ToString();
+    const bool direct = restore.empty() && !ti.has_ellipsis;
+    std::string g = b.Emit("Einsum", ins, {direct ? b.GI(i) : b.Temp("einsum")}, "",
+                           {{"equation", B::AttrString(grad_eq)}});
+    if (direct) continue;
+    if (!restore.empty()) g = Unsqueeze(b, g, restore);
+    if (!restore.empty() || ellipsis_dropped) {
+      const std::string shape = b.Emit("Shape", {b.I(i)}, {b.Temp("shape")});
+      g = b.Emit("Expand", {g, shape}, {b.Temp("expanded")});
+    }
+    WriteBroadcastGrad(b, g, i);
+  }
+}
+
 }  // namespace
 
 void RegisterNnGradientRules(GradientRegistry& r) {
@@ -110,6 +180,7 @@ void RegisterNnGradientRules(GradientRegistry& r) {
     RegisterRule(r, op, 1, kAnyOpset, ReduceValueGrad, {1});
   RegisterRule(r, "ConvTranspose", 1, kAnyOpset, ConvTransposeGrad);
   RegisterRule(r, "MatMul", 1, kAnyOpset, MatMulGrad);
+  RegisterRule(r, "Einsum", 12, kAnyOpset, EinsumGrad);
   RegisterRule(r, "InstanceNormalization", 1, kAnyOpset, InstanceNormalizationGrad);
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 
 #include "graph/autodiff.h"
 #include "runtime/executor.h"
@@ -412,6 +413,139 @@ TEST(GradNn, MatMulOneDimensionalAndBroadcastMatchesFiniteDifferences) {
       ASSERT_EQ(tg.params.size(), 2u);
       ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
     }
+  }
+}
+
+
+// --- Einsum -------------------------------------------------------------------------------
+
+struct EinsumCase {
+  std::string equation;                     // as given to the node
+  std::string letters;                      // the same with every "..." spelled out (for the reference)
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<int64_t> out;
+};
+
+std::vector<EinsumCase> EinsumCases() {
+  return {
+      {"bhid,bhjd->bhij", "bhid,bhjd->bhij", {{2, 2, 3, 4}, {2, 2, 5, 4}}, {2, 2, 3, 5}},
+      {"bij,bjk->bik", "bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}, {2, 3, 5}},
+      {"i,j->ij", "i,j->ij", {{3}, {4}}, {3, 4}},
+      {"ij->ji", "ij->ji", {{3, 4}}, {4, 3}},
+      {"ij->i", "ij->i", {{3, 5}}, {3}},
+      {"ij", "ij->ij", {{3, 4}}, {3, 4}},                    // implicit: identity
+      {"ji", "ji->ij", {{3, 4}}, {4, 3}},                    // implicit: sorted labels, a transpose
+      {"i,i", "i,i->", {{5}, {5}}, {}},                  // implicit: inner product
+      {"bij , bkj -> bik", "bij,bkj->bik", {{2, 3, 4}, {2, 5, 4}}, {2, 3, 5}},
+      {"ij,jk,kl->il", "ij,jk,kl->il", {{2, 3}, {3, 4}, {4, 2}}, {2, 2}},
+      {"ijk,ik->j", "ijk,ik->j", {{2, 3, 4}, {2, 4}}, {3}},     // batch label summed away
+      {"ij,kl->jk", "ij,kl->jk", {{2, 3}, {4, 5}}, {3, 4}},     // i and l summed in one operand only
+      {"...ij,...jk->...ik", "abij,abjk->abik", {{2, 1, 3, 4}, {2, 3, 4, 2}}, {2, 3, 3, 2}},  // ellipsis broadcast
+      {"...ij,jk->...ik", "aij,jk->aik", {{2, 3, 4}, {4, 5}}, {2, 3, 5}},
+      {"i...->i", "iab->i", {{3, 2, 2}}, {3}},
+      {"b...d,d->b...", "bxd,d->bx", {{2, 3, 4}, {4}}, {2, 3}},
+      {"...i,...i->...", "abi,abi->ab", {{2, 3, 4}, {1, 3, 4}}, {2, 3}},
+  };
+}
+
+// Direct evaluation over every assignment of the letter labels of a letters-only
+// equation (size-1 axes broadcast).
+HostTensor ReferenceEinsum(const std::string& letters, const std::vector<HostTensor>& xs) {
+  const size_t arrow = letters.find("->");
+  std::vector<std::string> terms;
+  std::string lhs = letters.substr(0, arrow), out = letters.substr(arrow + 2);
+  for (size_t st = 0;;) {
+    size_t c = lhs.find(',', st);
+    terms.push_back(lhs.substr(st, c == std::string::npos ? std::string::npos : c - st));
+    if (c == std::string::npos) break;
+    st = c + 1;
+  }
+  std::map<char, int64_t> size;
+  for (size_t t = 0; t < terms.size(); ++t)
+    for (size_t a = 0; a < terms[t].size(); ++a) size[terms[t][a]] = std::max(size[terms[t][a]], xs[t].dims[a]);
+  std::vector<char> labels;
+  for (const auto& [c, n] : size) labels.push_back(c);
+  Shape out_dims;
+  for (char c : out) out_dims.push_back(size[c]);
+  HostTensor y(DType::kFloat32, out_dims);
+  std::vector<double> acc(static_cast<size_t>(NumElements(out_dims)), 0.0);
+  std::map<char, int64_t> v;
+  int64_t total = 1;
+  for (char c : labels) total *= size[c];
+  for (int64_t flat = 0; flat < total; ++flat) {
+    int64_t r = flat;
+    for (size_t i = labels.size(); i-- > 0;) {
+      v[labels[i]] = r % size[labels[i]];
+      r /= size[labels[i]];
+    }
+    double prod = 1;
+    for (size_t t = 0; t < terms.size(); ++t) {
+      int64_t off = 0;
+      for (size_t a = 0; a < terms[t].size(); ++a)
+        off = off * xs[t].dims[a] + (xs[t].dims[a] == 1 ? 0 : v[terms[t][a]]);
+      prod *= xs[t].Data<float>()[off];
+    }
+    int64_t o = 0;
+    for (char c : out) o = o * size[c] + v[c];
+    acc[static_cast<size_t>(o)] += prod;
+  }
+  for (size_t i = 0; i < acc.size(); ++i) y.Data<float>()[i] = static_cast<float>(acc[i]);
+  return y;
+}
+
+TEST(GradNn, EinsumForwardMatchesDirectEvaluation) {
+  for (const EinsumCase& c : EinsumCases()) {
+    SCOPED_TRACE(c.equation);
+    ModelBuilder b;
+    std::vector<std::string> ins;
+    std::map<std::string, Tensor> feeds;
+    std::vector<HostTensor> xs;
+    for (size_t i = 0; i < c.shapes.size(); ++i) {
+      const std::string name = "x" + std::to_string(i);
+      b.Input(name, DType::kFloat32, c.shapes[i]);
+      ins.push_back(name);
+      HostTensor x(DType::kFloat32, c.shapes[i]);
+      for (int64_t e = 0; e < x.NumElements(); ++e)
+        x.Data<float>()[e] = std::sin(0.37f * static_cast<float>(e + 11 * static_cast<int64_t>(i)));
+      feeds[name] = Tensor::FromHost(x);
+      xs.push_back(x);
+    }
+    b.Op("Einsum", ins, "y").SetString("equation", c.equation);
+    b.Output("y", c.out);
+    Executor exec(b.Build());
+    HostTensor got = exec.Run(feeds, {"y"})[0].ToHost();
+    ASSERT_EQ(got.dims, c.out);
+    HostTensor want = ReferenceEinsum(c.letters, xs);
+    for (int64_t i = 0; i < want.NumElements(); ++i)
+      ASSERT_NEAR(got.Data<float>()[i], want.Data<float>()[i], 1e-4) << "element " << i;
+  }
+}
+
+TEST(GradNn, EinsumMatchesFiniteDifferences) {
+  for (const EinsumCase& c : EinsumCases()) {
+    SCOPED_TRACE(c.equation);
+    ModelBuilder b;
+    std::vector<std::string> ins;
+    for (size_t i = 0; i < c.shapes.size(); ++i) {
+      ins.push_back("x" + std::to_string(i));
+      b.Param(ins.back(), c.shapes[i], -1.f, 1.f);
+    }
+    b.Op("Einsum", ins, "y").SetString("equation", c.equation);
+    TrainingGraph tg = WithWeightedSumLoss(b, "y", c.out);
+    ASSERT_EQ(tg.params.size(), c.shapes.size());
+    ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+  }
+}
+
+TEST(GradNn, EinsumDiagonalHasAClearErrorInsteadOfAGradient) {
+  ModelBuilder b;
+  b.Param("x", {3, 3}, -1.f, 1.f);
+  b.Op("Einsum", {"x"}, "y").SetString("equation", "ii->i");
+  try {
+    WithWeightedSumLoss(b, "y", {3});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("repeats within input 0"), std::string::npos) << e.what();
   }
 }
 
