@@ -24,8 +24,12 @@ namespace ot {
 
 namespace {
 
-volatile sig_atomic_t g_signal = 0;
-void OnSignal(int sig) { g_signal = sig; }
+volatile sig_atomic_t g_signal = 0;        // the first SIGINT/SIGTERM
+volatile sig_atomic_t g_signal_count = 0;  // how many arrived
+void OnSignal(int sig) {
+  if (g_signal == 0) g_signal = sig;
+  g_signal_count = g_signal_count + 1;
+}
 
 struct Worker {
   int rank = 0;
@@ -144,7 +148,7 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
     w.pid = Spawn(self, args, env, &w.out_fd);
   }
   int failed = -1;
-  bool stopping = false;
+  bool stopping = false, interrupted = false, killed = false;
   auto stop_deadline = std::chrono::steady_clock::time_point::max();
   auto signal_all = [&](int sig) {
     for (auto& w : workers)
@@ -196,12 +200,21 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
         }
       }
     }
-    if (g_signal && !stopping) {
-      *failure = std::string("interrupted by ") + strsignal(g_signal);
-      failed = failed < 0 ? 0 : failed;
+    if (g_signal && !interrupted) {
+      // Forwarded once: each worker finishes its step, rank 0 saves a snapshot and says
+      // how to continue. No kill deadline (saving may take a while); a second signal kills.
+      interrupted = true;
+      if (failed < 0) {
+        *failure = std::string("interrupted by ") + strsignal(g_signal);
+        failed = 0;
+      }
       stopping = true;
       signal_all(g_signal == SIGINT ? SIGINT : SIGTERM);
-      stop_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(o.grace_seconds * 1000));
+      stop_deadline = std::chrono::steady_clock::time_point::max();
+    }
+    if (g_signal_count >= 2 && !killed) {
+      killed = true;
+      signal_all(SIGKILL);
     }
     if (failed >= 0 && !stopping) {
       stopping = true;
@@ -216,7 +229,26 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
     for (auto& w : workers) all_done = all_done && w.exited && w.out_fd < 0;
     if (all_done) break;
   }
-  if (failed >= 0) {
+  bool with_tail = true;
+  if (interrupted) {
+    // Workers that stopped as asked (exit 130, or 0 when the run had just finished):
+    // rank 0 has said where it stopped and how to continue; nothing to add.
+    bool clean = !killed, before_start = !killed;
+    for (const auto& w : workers) {
+      clean = clean && WIFEXITED(w.status) && (WEXITSTATUS(w.status) == 130 || WEXITSTATUS(w.status) == 0);
+      before_start = before_start && WIFSIGNALED(w.status);  // ended by the signal itself: not yet training
+    }
+    if (clean) failure->clear();
+    if (killed) {
+      *failure = "interrupted again: workers stopped at once without saving (the last checkpoint or snapshot stays)";
+      with_tail = false;
+    }
+    if (before_start) {
+      *failure = std::string("interrupted by ") + strsignal(g_signal) + " before training began; nothing saved";
+      with_tail = false;
+    }
+  }
+  if (failed >= 0 && with_tail && !failure->empty()) {
     const Worker& w = workers[static_cast<size_t>(failed)];
     std::string tail;
     for (const auto& l : w.last_lines) tail += "\n    " + l;
@@ -243,7 +275,7 @@ int LaunchWorkers(const LaunchOptions& o) {
     const int failed = RunOnce(o, self, args, attempt, &failure);
     if (failed < 0) return 0;
     if (g_signal) {
-      std::cerr << "onnx-train: error: " << failure << "\n";
+      if (!failure.empty()) std::cerr << "onnx-train: error: " << failure << "\n";
       return 130;
     }
     if (attempt >= o.max_restarts) {

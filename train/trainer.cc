@@ -21,6 +21,7 @@
 #include "train/gradient_reducer.h"
 #include "train/batch_loader.h"
 #include "train/image_dataset.h"
+#include "train/interrupt.h"
 #include "train/model_input_check.h"
 #include "train/progress.h"
 #include "train/sampler.h"
@@ -134,9 +135,18 @@ void Heartbeat() {
   }
 }
 
+// Whether the run should stop after this step: a signal reached this process or, in data
+// parallel, any rank (all ranks stop after the same step, so their states agree).
+bool StopRequested(Communicator* comm, std::chrono::milliseconds timeout) {
+  float flag = InterruptSignal() != 0 ? 1.f : 0.f;
+  if (comm) comm->AllReduce(CommBuffer::Of(&flag, 1))->Wait(timeout);
+  return flag > 0.f;
+}
+
 }  // namespace
 
 TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
+  InterruptGuard interrupt_guard;  // from here on, Ctrl-C finishes a step and saves
   OT_CHECK(o.epochs >= 1, "--epochs must be at least 1");
   OT_CHECK(o.batch >= 1, "--batch must be at least 1");
   OT_CHECK(forward.graph.inputs.size() == 1, "the model has %zu inputs; training needs exactly one data input (images)",
@@ -246,6 +256,21 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   lo.augment.seed = o.seed;
 
   TrainResult result;
+  // An interrupted run says where it stopped, what it saved and how to go on.
+  auto report_interrupt = [&](int64_t epoch, int64_t step, const std::string& saved) {
+    result.interrupted = true;
+    result.global_step = session.steps_done();
+    result.world_size = world;
+    if (comm) comm->Barrier()->Wait(comm_timeout);  // the state is on disk before anyone exits
+    if (saved.empty()) {
+      say(StrFormat("interrupted at epoch %lld step %lld; nothing saved (--no-checkpoints)", (long long)epoch,
+                    (long long)step));
+    } else {
+      const std::string cmd = o.continue_command.empty() ? "onnx-train MODEL.onnx ..." : o.continue_command;
+      say(StrFormat("interrupted at epoch %lld step %lld; saved %s; continue with: %s --resume %s", (long long)epoch,
+                    (long long)step, saved.c_str(), cmd.c_str(), saved.c_str()));
+    }
+  };
   const int64_t full_steps = sampler.BatchesPerEpoch();
   for (int64_t epoch = sampler.State().epoch; epoch < o.epochs; ++epoch) {
     const int64_t first = epoch == sampler.State().epoch ? sampler.State().position : 0;
@@ -260,6 +285,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     int64_t seen = 0, correct = 0;
     SamplerState next{epoch + 1, 0};
     Batch batch;
+    bool stop = false;
     for (int64_t s = first; s < last && loader.Next(&batch); ++s) {
       const auto step_start = std::chrono::steady_clock::now();
       StepResult r = session.Step(Tensor::FromHost(batch.images, device), Tensor::FromHost(batch.labels, device),
@@ -292,6 +318,19 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
       }
       MaybeInjectFault(session.steps_done(), rank);
       Heartbeat();
+      if (StopRequested(comm.get(), comm_timeout)) {
+        stop = true;
+        if (s + 1 < last) {  // mid-epoch: a recovery snapshot where the next step would start
+          std::string saved;
+          if (o.save_checkpoints) {
+            saved = SnapshotPath(o.checkpoint_dir, session.steps_done());
+            if (lead) SaveState(session, forward, o, epoch, batch.next, saved);
+          }
+          report_interrupt(epoch, s + 1, saved);
+          return result;
+        }
+        break;  // the epoch's last step: finish the epoch (its checkpoint) below
+      }
     }
     sampler.Restore(next);
     if (comm) {  // the printed figures are the whole job's
@@ -311,22 +350,28 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     summary.images_per_second = summary.seconds > 0 ? static_cast<double>(seen) / summary.seconds : 0;
     const bool final_epoch = epoch + 1 == o.epochs;
-    if (lead && (final_epoch || (o.eval_every > 0 && (epoch + 1) % o.eval_every == 0))) {
+    if (lead && (final_epoch || (!stop && o.eval_every > 0 && (epoch + 1) % o.eval_every == 0))) {
       Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return session.Evaluate(x); }, test,
                                       std::max<int64_t>(o.batch, 256), device);
       summary.test_accuracy = acc.Fraction();
       result.test_accuracy = acc.Fraction();
     }
     if (lead) progress.EndEpoch(summary);
-    if (lead && o.save_checkpoints && (final_epoch || (o.save_every > 0 && (epoch + 1) % o.save_every == 0))) {
+    const bool interrupted = stop && !final_epoch;
+    if (lead && o.save_checkpoints &&
+        (final_epoch || interrupted || (o.save_every > 0 && (epoch + 1) % o.save_every == 0))) {
       const std::string stem = CheckpointStem(o.checkpoint_dir, epoch + 1);
       SaveCheckpoint(session, forward, o, epoch + 1, sampler.State(), stem);
       result.last_checkpoint = stem;
       say("[" + tag + "] saved checkpoint " + stem + ".onnx and .state");
     }
-    if (comm) comm->Barrier()->Wait(comm_timeout);
     result.epochs_run++;
     result.last_epoch_loss = summary.loss;
+    if (interrupted) {
+      report_interrupt(epoch + 1, 0, o.save_checkpoints ? CheckpointStem(o.checkpoint_dir, epoch + 1) + ".state" : "");
+      return result;
+    }
+    if (comm) comm->Barrier()->Wait(comm_timeout);
   }
   result.global_step = session.steps_done();
   result.world_size = world;
