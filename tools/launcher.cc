@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "graph/error.h"
+#include "train/progress.h"
 
 namespace ot {
 
@@ -58,7 +59,23 @@ std::string NewRunDir(const std::string& root) {
   return dir;
 }
 
+bool g_bar_shown = false;  // a worker's progress bar is on the terminal's last line
+
+// Drops the terminal's erase-line sequence that a worker's bar writes.
+std::string WithoutEraseLine(std::string s) {
+  for (size_t p; (p = s.find("\033[K")) != std::string::npos;) s.erase(p, 3);
+  return s;
+}
+
+// A progress bar update (a segment ended by '\r'): redrawn in place on the last line.
+void EmitBar(const Worker& w, const std::string& bar) {
+  std::cout << "\r[rank " << w.rank << "] " << bar << "\033[K" << std::flush;
+  g_bar_shown = true;
+}
+
 void Emit(Worker& w, const std::string& line) {
+  if (g_bar_shown) std::cout << "\r\033[K";  // the line replaces the bar
+  g_bar_shown = false;
   std::cout << "[rank " << w.rank << "] " << line << "\n" << std::flush;
   w.last_lines.push_back(line);
   if (w.last_lines.size() > 10) w.last_lines.pop_front();
@@ -79,9 +96,23 @@ bool Pump(Worker& w) {
   w.partial.append(buf, static_cast<size_t>(n));
   size_t pos;
   while ((pos = w.partial.find_first_of("\n\r")) != std::string::npos) {
-    std::string line = w.partial.substr(0, pos);
+    const bool bar = w.partial[pos] == '\r';
+    std::string line = WithoutEraseLine(w.partial.substr(0, pos));
     w.partial.erase(0, pos + 1);
-    if (!line.empty()) Emit(w, line);
+    if (line.empty()) continue;
+    if (bar) {
+      EmitBar(w, line);
+    } else {
+      Emit(w, line);
+    }
+  }
+  // A bar that has been drawn but not yet ended by the next '\r': show it now.
+  if (w.partial.size() > 3 && w.partial.compare(w.partial.size() - 3, 3, "\033[K") == 0) {
+    const std::string bar = WithoutEraseLine(w.partial);
+    if (!bar.empty()) {
+      EmitBar(w, bar);
+      w.partial.clear();
+    }
   }
   return true;
 }
@@ -142,6 +173,8 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
            "WORLD_SIZE=" + std::to_string(o.world_size),
            "LOCAL_RANK=" + std::to_string(r)};
     if (o.threads_per_worker > 0) env.push_back("OMP_NUM_THREADS=" + std::to_string(o.threads_per_worker));
+    env.push_back(std::string(kEnvOutputPrefixed) + "=1");
+    if (::isatty(STDOUT_FILENO)) env.push_back(std::string(kEnvOutputIsTerminal) + "=1");
     env.push_back(std::string(kEnvHeartbeatFile) + "=" + run_dir + "/heartbeat." + std::to_string(r));
     Worker& w = workers[static_cast<size_t>(r)];
     w.rank = r;

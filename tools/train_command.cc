@@ -204,6 +204,9 @@ int CmdTrain(std::vector<std::string> argv) {
              "--monitor-interval must be positive and --heartbeat-timeout 0 or more");
     const int total = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
     lo.threads_per_worker = std::max(1, total / world);
+    if (o.threads > 0 && o.threads < world)
+      std::cout << "warning: --threads " << o.threads << " is fewer than --world-size " << world
+                << "; each worker uses 1 thread (" << world << " in all)\n";
     // --threads is the whole job's: each worker gets its share, not the total (N workers
     // of T OpenMP threads each on T cores spend most of their time spinning in barriers).
     std::vector<std::string> worker_args;
@@ -227,16 +230,22 @@ int CmdTrain(std::vector<std::string> argv) {
   Model model = LoadModel(args.positional()[0]);
   const char* rank_env = std::getenv(kEnvRank);
   const bool lead = rank_env == nullptr || std::atoi(rank_env) == 0;
+  const char* world_env = std::getenv(kEnvWorldSize);
+  const int64_t ranks = world_env ? std::max(1, std::atoi(world_env)) : 1;
+  const std::string batch = ranks > 1 ? StrFormat("%lld per rank (%lld global)", (long long)o.batch,
+                                                  (long long)(o.batch * ranks))
+                                      : std::to_string(o.batch);
   if (lead) std::cout << "training " << args.positional()[0] << " on " << o.data << ": " << o.epochs << " epochs, batch "
-            << o.batch << ", " << args.Get("optimizer", "sgd") << " lr " << o.schedule.base_lr << " ("
+            << batch << ", " << args.Get("optimizer", "sgd") << " lr " << o.schedule.base_lr << " ("
             << o.schedule.Describe() << ")";
   if (lead && o.optimizer.momentum != 0.f) std::cout << ", momentum " << o.optimizer.momentum;
   if (lead) std::cout << "\n";
   TrainResult r = RunTraining(model, o);
   if (r.interrupted) return kInterruptedExitStatus;  // the trainer said where it stopped
-  if (!lead) return 0;
-  std::cout << StrFormat("done: %d epochs, %lld steps; test accuracy %.2f%%", r.epochs_run, (long long)r.global_step,
-                         100.0 * r.test_accuracy);
+  if (!lead || r.already_complete) return 0;  // a finished run said so, with no figures to report
+  // The whole run's counts, also after a resume.
+  std::cout << StrFormat("done: %d epoch%s, %lld steps; test accuracy %.2f%%", r.epochs_done,
+                         r.epochs_done == 1 ? "" : "s", (long long)r.global_step, 100.0 * r.test_accuracy);
   if (!r.last_checkpoint.empty()) std::cout << "; model saved as " << r.last_checkpoint << ".onnx";
   std::cout << "\n";
   return 0;

@@ -47,7 +47,9 @@ struct TrainerOptions {
 };
 
 struct TrainResult {
-  int epochs_run = 0;
+  int epochs_run = 0;   // epochs trained by this call
+  int epochs_done = 0;  // epochs done in the whole run (a resumed run counts the earlier ones)
+  bool already_complete = false;  // resumed from a checkpoint of the last epoch: nothing trained
   int64_t global_step = 0;
   double last_epoch_loss = 0;
   double test_accuracy = -1;
