@@ -9,6 +9,7 @@
 #include "graph/ir.h"
 #include "graph/optimizer_pass.h"
 #include "runtime/device.h"
+#include "train/image_dataset.h"
 #include "train/lr_schedule.h"
 
 namespace ot {
@@ -41,6 +42,10 @@ struct TrainerOptions {
   double comm_timeout_seconds = 300;  // a collective (or joining) taking longer is an error
   double bucket_cap_mb = 25;          // gradient allreduce bucket size (the first is 1 MiB), like DDP's
   bool lr_scale_world = false;        // multiply the learning rate by the world size
+  // Real data: transforms, decode threads (0: from the thread budget), held-out share,
+  // .npz names, bad images (model_input, model_classes and seed are set by the trainer).
+  DataSourceOptions data_source;
+  std::string headline;  // printed by rank 0 after what loading the data did (the first lines)
 };
 
 struct TrainResult {
