@@ -9,6 +9,7 @@
 #include "graph/ir.h"
 #include "graph/optimizer_pass.h"
 #include "runtime/device.h"
+#include "train/image_dataset.h"
 #include "train/lr_schedule.h"
 
 namespace ot {
@@ -44,6 +45,10 @@ struct TrainerOptions {
   // The command that continues this run, without --resume (for the message an
   // interrupted run prints); "" makes it "onnx-train MODEL.onnx ...".
   std::string continue_command;
+  // Real data: transforms, decode threads (0: from the thread budget), held-out share,
+  // .npz names, bad images (model_input, model_classes and seed are set by the trainer).
+  DataSourceOptions data_source;
+  std::string headline;  // printed by rank 0 after what loading the data did (the first lines)
 };
 
 struct TrainResult {
