@@ -223,6 +223,28 @@ TEST(GradTensor, ExpandAndPad) {
   }
 }
 
+// Reflect and edge read border elements several times: their gradients add up.
+TEST(GradTensor, PadReflectAndEdge) {
+  for (const char* mode : {"reflect", "edge"}) {
+    SCOPED_TRACE(mode);
+    {
+      ModelBuilder b;
+      b.Param("x", {2, 3, 4}, -1.f, 1.f).Const(Int64s("pads", {0, 2, 3, 1, 1, -1}, {6}));
+      b.Op("Pad", {"x", "pads"}, "y").SetString("mode", mode);
+      Check(TrainWithWeightedSumLoss(b, "y", {3, 6, 6}));
+    }
+    {
+      ModelBuilder b;  // opset 2: pads as an attribute
+      b.Opset(9);
+      b.Param("x", {3, 4}, -1.f, 1.f);
+      Node& n = b.Op("Pad", {"x"}, "y");
+      n.SetString("mode", mode);
+      n.SetInts("pads", {2, 3, 1, 0});
+      Check(TrainWithWeightedSumLoss(b, "y", {6, 7}));
+    }
+  }
+}
+
 // --- Trilu, CumSum, TopK ---------------------------------------------------------------
 
 TEST(GradTensor, TriluUpperLowerOffsets) {
