@@ -302,10 +302,16 @@ TEST(GradTensor, DepthToSpaceBothModesAndSpaceToDepth) {
     n.SetString("mode", mode);
     Check(TrainWithWeightedSumLoss(b, "y", {1, 2, 4, 6}));
   }
-  ModelBuilder b;
-  b.Param("x", {2, 2, 4, 6}, -1.f, 1.f);
-  b.Op("SpaceToDepth", {"x"}, "y").SetInt("blocksize", 2);
-  Check(TrainWithWeightedSumLoss(b, "y", {2, 8, 2, 3}));
+  for (int64_t opset : {9, 13}) {  // before 11 DepthToSpace (the gradient) has no mode
+    ModelBuilder b;
+    b.Opset(opset);
+    b.Param("x", {2, 2, 4, 6}, -1.f, 1.f);
+    b.Op("SpaceToDepth", {"x"}, "y").SetInt("blocksize", 2);
+    TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", {2, 8, 2, 3});
+    for (const Node& n : tg.model.graph.nodes)
+      if (n.op_type == "DepthToSpace") EXPECT_EQ(n.HasAttr("mode"), opset >= 11);
+    Check(tg);
+  }
 }
 
 TEST(GradTensor, ReverseSequenceBothLayouts) {

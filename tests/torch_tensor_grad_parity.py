@@ -11,7 +11,8 @@ in training mode at two opsets each, and `onnx-train grad` computes the mean cro
 loss and every parameter gradient. PyTorch autograd computes the same in float64 (the
 oracle) and float32; each of our float32 gradients must lie within max(1e-4, 3x PyTorch
 float32's own distance from float64), relative by norm per tensor with a floor of 1e-3 on
-the denominator, and the loss within 1e-4.
+the denominator, and the loss within 1e-4. `onnx-train export` of each must pass the ONNX
+checker with full shape inference.
 
 Run by CTest (target torch_tensor_grad_parity); by hand:
     /usr/bin/python3 tests/torch_tensor_grad_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/tgp
@@ -19,6 +20,7 @@ Run by CTest (target torch_tensor_grad_parity); by hand:
 import argparse
 import copy
 import os
+import subprocess
 import sys
 import time
 import warnings
@@ -27,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_grad_parity import run_grad  # noqa: E402  (same folder; exits if torch is missing)
 
 import numpy as np  # noqa: E402
+import onnx  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
@@ -229,6 +232,16 @@ def check(args, cls, opset, seed):
             worst, worst_name = err, name
         if err > max(1e-4, 3 * t32):
             failures.append(f"{name}: {err:.2e} from float64 by norm (torch float32: {t32:.2e})")
+    # The training graph, saved by `onnx-train export`, passes the ONNX checker with shape inference.
+    training = os.path.join(args.workdir, tag + "_training.onnx")
+    proc = subprocess.run([args.onnx_train, "export", path, "-o", training], capture_output=True, text=True)
+    if proc.returncode != 0:
+        failures.append("export: " + (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1][:300])
+    else:
+        try:
+            onnx.checker.check_model(onnx.load(training), full_check=True)
+        except Exception as e:  # noqa: BLE001  (the checker raises several types)
+            failures.append("checker: " + str(e).splitlines()[0][:300])
     print(f"  {tag:<22} loss rel err {loss_err:.1e}  {len(ref)} grads: worst by norm {worst:.2e} ({worst_name}), "
           f"torch float32 worst {worst_t32:.2e}  {'ok' if not failures else 'FAILED'}", flush=True)
     for f in failures[:6]:
