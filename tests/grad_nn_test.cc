@@ -549,5 +549,49 @@ TEST(GradNn, EinsumDiagonalHasAClearErrorInsteadOfAGradient) {
   }
 }
 
+
+// --- MaxPool with its Indices output -------------------------------------------------------
+
+TEST(GradNn, MaxPoolWithIndicesOutputTrainsThroughY) {
+  ModelBuilder b;
+  b.Param("x", {2, 2, 5, 4}, 0.f, 1.f);
+  // Distinct values, so no window has a tie within the difference step.
+  float* xv = b.model().graph.initializers.back().Data<float>();
+  std::vector<int> perm(80);
+  for (int i = 0; i < 80; ++i) perm[static_cast<size_t>(i)] = i;
+  std::shuffle(perm.begin(), perm.end(), b.rng());
+  std::vector<float> xs(80);
+  for (int i = 0; i < 80; ++i) xv[i] = xs[static_cast<size_t>(i)] = static_cast<float>(perm[static_cast<size_t>(i)]) / 40.f;
+  Node& n = b.Op("MaxPool", {"x"}, "y");
+  n.outputs = {"y", "indices"};
+  n.SetInts("kernel_shape", {3, 2});
+  n.SetInts("strides", {2, 1});
+  n.SetInts("pads", {1, 0, 1, 1});
+  n.SetInt("storage_order", 1);
+  TrainingGraph tg = WithWeightedSumLoss(b, "y", {2, 2, 3, 4});
+  ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-3f);
+  // The indices: the first maximum of each window, as a flat column-major position.
+  Executor exec(tg.model);
+  HostTensor idx = exec.Run({}, {"indices"})[0].ToHost();
+  ASSERT_EQ(idx.dtype, DType::kInt64);
+  for (int64_t plane = 0; plane < 4; ++plane)
+    for (int64_t oh = 0; oh < 3; ++oh)
+      for (int64_t ow = 0; ow < 4; ++ow) {
+        float best = -1;
+        int64_t at = -1;
+        for (int64_t kh = 0; kh < 3; ++kh)
+          for (int64_t kw = 0; kw < 2; ++kw) {
+            const int64_t h = oh * 2 - 1 + kh, w = ow + kw;
+            if (h < 0 || h >= 5 || w >= 4) continue;
+            const float v = xs[static_cast<size_t>(plane * 20 + h * 4 + w)];
+            if (v > best) {
+              best = v;
+              at = plane * 20 + w * 5 + h;
+            }
+          }
+        EXPECT_EQ(idx.Data<int64_t>()[(plane * 3 + oh) * 4 + ow], at) << plane << "," << oh << "," << ow;
+      }
+}
+
 }  // namespace
 }  // namespace ot
