@@ -593,5 +593,44 @@ TEST(GradNn, MaxPoolWithIndicesOutputTrainsThroughY) {
       }
 }
 
+
+// --- Softmax and LogSoftmax at every axis -------------------------------------------------
+
+// Before opset 13 the input is coerced to 2-D at `axis` (one softmax over all the axes
+// from `axis` on); from 13 it is one axis.
+TEST(GradNn, SoftmaxFamilyAtAnyAxisMatchesFiniteDifferences) {
+  const std::vector<int64_t> dims = {2, 3, 4};
+  for (const char* op : {"Softmax", "LogSoftmax"})
+    for (int64_t opset : {11, 13})
+      for (int64_t axis : {0, 1, -1}) {
+        SCOPED_TRACE(std::string(op) + " opset " + std::to_string(opset) + " axis " + std::to_string(axis));
+        ModelBuilder b;
+        b.Opset(opset);
+        b.Param("x", dims, -2.f, 2.f);
+        b.Op(op, {"x"}, "y").SetInt("axis", axis);
+        TrainingGraph tg = WithWeightedSumLoss(b, "y", dims);
+        ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+      }
+}
+
+// The forward at opset 11, axis 1 on [2, 3, 4]: one softmax over 12 values per sample.
+TEST(GradNn, SoftmaxBeforeOpset13CoercesTo2D) {
+  ModelBuilder b;
+  b.Opset(11);
+  b.Input("x", DType::kFloat32, {2, 3, 4});
+  b.Op("Softmax", {"x"}, "y").SetInt("axis", 1);
+  b.Output("y", {2, 3, 4});
+  HostTensor x(DType::kFloat32, {2, 3, 4});
+  for (int64_t i = 0; i < 24; ++i) x.Data<float>()[i] = std::sin(0.9f * static_cast<float>(i));
+  Executor exec(b.Build());
+  HostTensor y = exec.Run({{"x", Tensor::FromHost(x)}}, {"y"})[0].ToHost();
+  for (int n = 0; n < 2; ++n) {
+    double z = 0;
+    for (int j = 0; j < 12; ++j) z += std::exp(x.Data<float>()[n * 12 + j]);
+    for (int j = 0; j < 12; ++j)
+      EXPECT_NEAR(y.Data<float>()[n * 12 + j], std::exp(x.Data<float>()[n * 12 + j]) / z, 1e-6);
+  }
+}
+
 }  // namespace
 }  // namespace ot
