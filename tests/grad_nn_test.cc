@@ -632,5 +632,47 @@ TEST(GradNn, SoftmaxBeforeOpset13CoercesTo2D) {
   }
 }
 
+
+// --- LpNormalization -----------------------------------------------------------------------
+
+TEST(GradNn, LpNormalizationForwardAndFiniteDifferences) {
+  const std::vector<int64_t> dims = {2, 3, 4};
+  for (int64_t p : {1, 2})
+    for (int64_t axis : {-1, 0, 1}) {
+      SCOPED_TRACE("p " + std::to_string(p) + " axis " + std::to_string(axis));
+      ModelBuilder b;
+      b.Param("x", dims, 0.2f, 1.f);
+      // Fixed signs, so no element sits at |x|'s kink.
+      HostTensor signs(DType::kFloat32, dims, "signs");
+      for (int64_t i = 0; i < signs.NumElements(); ++i) signs.Data<float>()[i] = (i * 5) % 3 ? 1.f : -1.f;
+      b.Const(signs);
+      b.Op("Mul", {"x", "signs"}, "xs");
+      Node& n = b.Op("LpNormalization", {"xs"}, "y");
+      n.SetInt("p", p);
+      n.SetInt("axis", axis);
+      TrainingGraph tg = WithWeightedSumLoss(b, "y", dims, {"signs"});
+      ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-3f);
+      // Forward: every slice along the axis has unit p-norm and keeps its direction.
+      Executor exec(tg.model);
+      auto out = exec.Run({}, {"xs", "y"});
+      HostTensor xv = out[0].ToHost(), yv = out[1].ToHost();
+      const int64_t a = axis < 0 ? axis + 3 : axis;
+      const std::vector<int64_t> strides = {12, 4, 1};
+      for (int64_t base = 0; base < 24; ++base) {
+        if ((base / strides[static_cast<size_t>(a)]) % dims[static_cast<size_t>(a)] != 0) continue;  // slice starts
+        double norm = 0;
+        for (int64_t k = 0; k < dims[static_cast<size_t>(a)]; ++k) {
+          const double v = xv.Data<float>()[base + k * strides[static_cast<size_t>(a)]];
+          norm += p == 1 ? std::fabs(v) : v * v;
+        }
+        if (p == 2) norm = std::sqrt(norm);
+        for (int64_t k = 0; k < dims[static_cast<size_t>(a)]; ++k) {
+          const int64_t at = base + k * strides[static_cast<size_t>(a)];
+          EXPECT_NEAR(yv.Data<float>()[at], xv.Data<float>()[at] / norm, 1e-6);
+        }
+      }
+    }
+}
+
 }  // namespace
 }  // namespace ot
