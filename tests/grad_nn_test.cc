@@ -674,5 +674,56 @@ TEST(GradNn, LpNormalizationForwardAndFiniteDifferences) {
     }
 }
 
+
+// --- Bad input: one clear error naming the node ------------------------------------------
+
+std::string RunError(Model m, const std::map<std::string, Tensor>& feeds) {
+  try {
+    Executor exec(m);
+    exec.Run(feeds, {m.graph.outputs[0].name});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(GradNn, MalformedEinsumAndConvTransposeFailWithTheNodeNamed) {
+  HostTensor x(DType::kFloat32, {2, 3});
+  struct Case {
+    std::string equation;
+    int inputs;
+    std::string expect;
+  };
+  for (const Case& c : {Case{"ij,jk->ik", 1, "has 2 terms but the node has 1 inputs"},
+                        Case{"i1->i", 1, "has the character '1'"},
+                        Case{"ij->ik", 1, "output label 'k' is in no input"},
+                        Case{"ijk->i", 1, "does not match term 'ijk'"},
+                        Case{"ij,ij->i", 2, "gives a label size"},
+                        Case{"......ij->ij", 1, "two ellipses"}}) {
+    SCOPED_TRACE(c.equation);
+    ModelBuilder b;
+    b.Opset(13);
+    b.Input("a", DType::kFloat32, {2, 3});
+    b.Input("b", DType::kFloat32, {3, 2});
+    std::vector<std::string> ins = {"a"};
+    if (c.inputs == 2) ins.push_back("b");
+    b.Op("Einsum", ins, "y").SetString("equation", c.equation);
+    b.Output("y", {});
+    HostTensor bt(DType::kFloat32, {3, 2});
+    const std::string err = RunError(b.Build(), {{"a", Tensor::FromHost(x)}, {"b", Tensor::FromHost(bt)}});
+    EXPECT_NE(err.find("Einsum_0"), std::string::npos) << err;
+    EXPECT_NE(err.find(c.expect), std::string::npos) << err;
+  }
+  ModelBuilder b;
+  b.Input("x", DType::kFloat32, {1, 3, 4, 4});
+  b.Param("w", {2, 2, 3, 3}, -1.f, 1.f);  // C = 2 rows, but X has 3 channels
+  b.Op("ConvTranspose", {"x", "w"}, "y");
+  b.Output("y", {});
+  HostTensor xt(DType::kFloat32, {1, 3, 4, 4});
+  const std::string err = RunError(b.Build(), {{"x", Tensor::FromHost(xt)}});
+  EXPECT_NE(err.find("ConvTranspose_0"), std::string::npos) << err;
+  EXPECT_NE(err.find("weight must be C x M/group x k"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace ot
