@@ -141,9 +141,10 @@ void ConvGrad(B& b) {
   b.Emit("ConvGrad", {b.GO(0), b.I(0), b.I(1)}, outs, kGradDomain, SameAttrs(b));
 }
 
-// MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool.
+// MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool. MaxPool's Indices output is
+// int64 and carries no gradient.
 void PoolGrad(B& b) {
-  OT_CHECK(!b.node().HasOutput(1), "%s: the gradient through MaxPool's Indices output is not supported",
+  OT_CHECK(!b.HasGO(1), "%s: the gradient through MaxPool's Indices output is not supported",
            b.node().Describe().c_str());
   b.Emit(b.node().op_type + "Grad", {b.GO(0), b.I(0)}, {b.GI(0)}, kGradDomain, SameAttrs(b));
 }
