@@ -397,6 +397,46 @@ TEST(GradElementwise, ActivationsOnBlockedLayoutsAfterConv) {
   }
 }
 
+// Bad input fails with one error naming the node: a PRelu slope that does not broadcast
+// to X, Celu with alpha 0, an opset-6 channel slope of the wrong length.
+TEST(GradElementwise, BadInputsNameTheNode) {
+  auto error_of = [](ModelBuilder& b, std::vector<int64_t> out) -> std::string {
+    try {
+      TrainingGraph tg = EndInWeightedSum(b, "y", out);
+      Executor exec(tg.model);
+      exec.Run({}, {tg.loss, tg.grads[0]});
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  {
+    ModelBuilder b;
+    b.Param("x", {2, 3, 5}, -1.f, 1.f).Param("slope", {4}, 0.1f, 0.2f);
+    b.Op("PRelu", {"x", "slope"}, "y");
+    const std::string msg = error_of(b, {2, 3, 5});
+    EXPECT_NE(msg.find("PRelu_0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("does not broadcast"), std::string::npos) << msg;
+  }
+  {
+    ModelBuilder b;
+    b.Opset(6);
+    b.Param("x", {2, 3, 5}, -1.f, 1.f).Param("slope", {2}, 0.1f, 0.2f);
+    b.Op("PRelu", {"x", "slope"}, "y");
+    const std::string msg = error_of(b, {2, 3, 5});
+    EXPECT_NE(msg.find("PRelu_0"), std::string::npos) << msg;
+  }
+  {
+    ModelBuilder b;
+    b.Opset(12);
+    b.Param("x", {3}, -1.f, 1.f);
+    b.Op("Celu", {"x"}, "y").SetFloat("alpha", 0.f);
+    const std::string msg = error_of(b, {3});
+    EXPECT_NE(msg.find("Celu_0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("alpha"), std::string::npos) << msg;
+  }
+}
+
 // The vectorisable float32 erf and exp behind Erf and its gradient, against the C
 // library in double over [-6, 6] (erf) and e^x's whole normal range.
 TEST(GradElementwise, FastErfAndExpAccuracy) {
