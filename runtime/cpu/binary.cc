@@ -7,6 +7,7 @@
 // layout (a convolution's blocked one): the output takes the first laid-out input's.
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 
 #include "runtime/cpu/dnnl_layout.h"
@@ -313,6 +314,26 @@ class BroadcastBinaryKernel final : public OpKernel {
   void ComputePow(KernelContext& ctx) {
     const Tensor& base = ctx.Input(0);
     const Tensor& exponent = ctx.Input(1);
+    // float32 x^e with one exponent (x^2 in LayerNorm's decomposition before opset 17): on
+    // oneDNN's eltwise pow, rebuilt only when e changes.
+    const DType et = exponent.dtype();
+    if (base.dtype() == DType::kFloat32 && exponent.numel() == 1 && shapes_[0] == out_shape_ &&
+        (et == DType::kFloat32 || et == DType::kInt32 || et == DType::kInt64) && base.numel() > 0) {
+      const float e = et == DType::kFloat32 ? *exponent.data<float>()
+                      : et == DType::kInt32 ? static_cast<float>(*exponent.data<int32_t>())
+                                            : static_cast<float>(*exponent.data<int64_t>());
+      if (!pow_exponent_ || *pow_exponent_ != e) {
+        pow_desc_ = PlainDesc(out_shape_, DType::kFloat32);
+        using dnnl::eltwise_forward;
+        pow_ = eltwise_forward(eltwise_forward::primitive_desc(
+            eltwise_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_pow, pow_desc_, 1.f, e),
+            Engine()));
+        pow_exponent_ = e;
+      }
+      pow_.execute(Stream(), {{DNNL_ARG_SRC, Wrap(pow_desc_, base)}, {DNNL_ARG_DST, Wrap(pow_desc_, ctx.Output(0))}});
+      Stream().wait();
+      return;
+    }
     using BaseTypes = TypeList<float, double, int32_t, int64_t>;
     DispatchType(BaseTypes{}, base.dtype(), node_, [&](auto base_tag) {
       using T = typename decltype(base_tag)::type;
@@ -334,6 +355,9 @@ class BroadcastBinaryKernel final : public OpKernel {
   Reorder base_;  // the base input into the output's layout
   std::shared_ptr<const TensorLayout> layout_;  // of the output; null when all inputs are plain
   std::vector<DnnlStep> steps_;
+  std::optional<float> pow_exponent_;  // of the built pow_
+  dnnl::memory::desc pow_desc_;
+  dnnl::eltwise_forward pow_;
 };
 
 constexpr int64_t kLatest = 1 << 30;
