@@ -2,7 +2,9 @@
 // with the recipes' defaults, then the trainer or the evaluator.
 #include "tools/train_command.h"
 
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <thread>
 #include <iostream>
@@ -16,6 +18,7 @@
 #include "tools/launcher.h"
 #include "train/evaluate.h"
 #include "train/image_dataset.h"
+#include "train/interrupt.h"
 #include "train/trainer.h"
 
 namespace ot {
@@ -117,6 +120,29 @@ void ApplyRecipe(const std::string& name, TrainerOptions* o) {
   o->save_every = 3;
 }
 
+// The command line that continues this run: onnx-train and the user's arguments without
+// any --resume (the caller appends the one to continue from), quoted for a POSIX shell
+// where needed.
+std::string ContinueCommand(const std::vector<std::string>& argv) {
+  std::string out = "onnx-train";
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a.rfind("--resume", 0) == 0) {
+      if (a == "--resume" && i + 1 < argv.size() && argv[i + 1].rfind("--", 0) != 0) ++i;
+      continue;
+    }
+    bool plain = !a.empty();
+    for (char c : a) plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || std::strchr("-_./:=,+@%", c));
+    std::string quoted = "'";
+    for (char c : a) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += " " + (plain ? a : quoted + "'");
+  }
+  return out;
+}
+
+// Set by the launcher for its workers: the user's command, to continue an interrupted run.
+constexpr const char* kEnvContinueCommand = "ONNXTRAIN_CONTINUE_COMMAND";
+
 }  // namespace
 
 int CmdTrain(std::vector<std::string> argv) {
@@ -189,6 +215,12 @@ int CmdTrain(std::vector<std::string> argv) {
   o.snapshot_every = args.GetInt("snapshot-every", 0);
   o.keep_snapshots = static_cast<int>(args.GetInt("keep", 2));
   OT_CHECK(o.snapshot_every >= 0 && o.keep_snapshots >= 1, "--snapshot-every must be >= 0 and --keep >= 1");
+  if (const char* cmd = std::getenv(kEnvContinueCommand)) {
+    o.continue_command = cmd;
+  } else {
+    o.continue_command = ContinueCommand(argv);
+    ::setenv(kEnvContinueCommand, o.continue_command.c_str(), 1);  // for the launcher's workers
+  }
 
   // The launcher: several workers, or one that is restarted when it fails.
   const int world = static_cast<int>(args.GetInt("world-size", 1));
@@ -205,6 +237,9 @@ int CmdTrain(std::vector<std::string> argv) {
              "--monitor-interval must be positive and --heartbeat-timeout 0 or more");
     const int total = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
     lo.threads_per_worker = std::max(1, total / world);
+    if (o.threads > 0 && o.threads < world)
+      std::cout << "warning: --threads " << o.threads << " is fewer than --world-size " << world
+                << "; each worker uses 1 thread (" << world << " in all)\n";
     // --threads is the whole job's: each worker gets its share, not the total (N workers
     // of T OpenMP threads each on T cores spend most of their time spinning in barriers).
     std::vector<std::string> worker_args;
@@ -228,16 +263,23 @@ int CmdTrain(std::vector<std::string> argv) {
   Model model = LoadModel(args.positional()[0]);
   const char* rank_env = std::getenv(kEnvRank);
   const bool lead = rank_env == nullptr || std::atoi(rank_env) == 0;
-  std::ostringstream headline;  // printed by the trainer after what loading the data did
-  headline << "training " << args.positional()[0] << " on " << o.data << ": " << o.epochs << " epochs, batch "
-           << o.batch << ", " << args.Get("optimizer", "sgd") << " lr " << o.schedule.base_lr << " ("
-           << o.schedule.Describe() << ")";
+  const char* world_env = std::getenv(kEnvWorldSize);
+  const int64_t ranks = world_env ? std::max(1, std::atoi(world_env)) : 1;
+  const std::string batch = ranks > 1 ? StrFormat("%lld per rank (%lld global)", (long long)o.batch,
+                                                  (long long)(o.batch * ranks))
+                                      : std::to_string(o.batch);
+  std::ostringstream headline;  // printed by the trainer (rank 0) after what loading the data did
+  headline << "training " << args.positional()[0] << " on " << o.data << ": " << o.epochs << " epochs, batch " << batch
+           << ", " << args.Get("optimizer", "sgd") << " lr " << o.schedule.base_lr << " (" << o.schedule.Describe()
+           << ")";
   if (o.optimizer.momentum != 0.f) headline << ", momentum " << o.optimizer.momentum;
   o.headline = headline.str();
   TrainResult r = RunTraining(model, o);
-  if (!lead) return 0;
-  std::cout << StrFormat("done: %d epochs, %lld steps; test accuracy %.2f%%", r.epochs_run, (long long)r.global_step,
-                         100.0 * r.test_accuracy);
+  if (r.interrupted) return kInterruptedExitStatus;  // the trainer said where it stopped
+  if (!lead || r.already_complete) return 0;  // a finished run said so, with no figures to report
+  // The whole run's counts, also after a resume.
+  std::cout << StrFormat("done: %d epoch%s, %lld steps; test accuracy %.2f%%", r.epochs_done,
+                         r.epochs_done == 1 ? "" : "s", (long long)r.global_step, 100.0 * r.test_accuracy);
   if (!r.last_checkpoint.empty()) std::cout << "; model saved as " << r.last_checkpoint << ".onnx";
   std::cout << "\n";
   return 0;
