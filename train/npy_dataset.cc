@@ -212,14 +212,19 @@ ImageDataset LoadNumpyDataset(const std::string& kind, const std::string& rest, 
   if (x.dtype() == DType::kUInt8 && out == DType::kFloat32 && image_input &&
       (x.shape().size() == 3 || x.shape().size() == 4)) {
     const std::vector<int64_t>& s = x.shape();
+    const std::vector<int64_t> chw = ImageShapeOfInput(input);
     int64_t c = 1, h = s[1], w = s.size() == 3 ? s[2] : 0;
     bool nhwc = false;
     if (s.size() == 4) {
-      if (s[1] <= 4 && s[3] > 4) c = s[1], h = s[2], w = s[3];
-      else if (s[3] <= 4) c = s[3], h = s[1], w = s[2], nhwc = true;
-      else throw Error("'" + x.source() + "' is " + ShapeOf(s) + ": not images as [N, C, H, W] or [N, H, W, C]");
+      // Channels first (PyTorch's layout) or last (NumPy/PIL's): the one with at most 4
+      // channels; when both could be, the one matching the model, else channels first.
+      const bool first = s[1] <= 4, last = s[3] <= 4;
+      OT_CHECK(first || last, "'%s' is %s: not images as [N, C, H, W] or [N, H, W, C] with 1 to 4 channels",
+               x.source().c_str(), ShapeOf(s).c_str());
+      nhwc = last && (!first || (s[3] == chw[0] && s[1] != chw[0]));
+      if (nhwc) c = s[3], h = s[1], w = s[2];
+      else c = s[1], h = s[2], w = s[3];
     }
-    const std::vector<int64_t> chw = ImageShapeOfInput(input);
     if (c != chw[0] || h != chw[1] || w != chw[2] || nhwc || options.transforms.AnyGeometry()) {
       ImagePipeline pipeline(options.transforms, chw[0], chw[1], chw[2], {}, {});
       adapted_note = pipeline.Describe(c, h, w);
