@@ -228,6 +228,10 @@ def main():
     msg = r.stdout + r.stderr
     check(r.returncode == 0 and "skipped 1 bad image" in msg and os.path.basename(t) in msg,
           "--skip-bad-images lists the truncated PNG and trains", "" if r.returncode == 0 else msg[-400:])
+    r = train("imagefolder:notimg", "--skip-bad-images")
+    msg = r.stdout + r.stderr
+    check(r.returncode == 0 and "skipped 1 bad image" in msg and os.path.basename(n) in msg,
+          "--skip-bad-images also skips a non-image named .png", "" if r.returncode == 0 else msg[-400:])
     # A 4-channel model cannot take images.
     subprocess.run([args.onnx_train, "make-model", "simplenn", "-o", "rgba.onnx", "--input", "4x28x28"], check=True,
                    capture_output=True)

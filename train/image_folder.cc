@@ -151,7 +151,12 @@ ImageDataset LoadImageFolder(const std::string& dir, const std::string& split, c
       for (int64_t i = 0; i < static_cast<int64_t>(index.files.size()); ++i) rows.push_back(i);
     }
   }
-  for (int64_t r : rows) CheckSignature(index.files[static_cast<size_t>(r)]);
+  {  // signatures of all files, on the worker threads (the first bad file in order is named)
+    WorkerPool pool(std::max(1, options.data_workers));
+    pool.ParallelFor(static_cast<int64_t>(rows.size()), [&](int64_t i) {
+      if (!options.skip_bad_images) CheckSignature(index.files[static_cast<size_t>(rows[static_cast<size_t>(i)])]);
+    });
+  }
 
   ImageDataset ds;
   ds.name = "imagefolder:" + dir;
