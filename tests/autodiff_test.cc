@@ -333,7 +333,8 @@ TEST(Autodiff, MissingRulesAreGroupedByOpType) {
   } catch (const Error& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("no gradient rule for 4 node(s)"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("MeanVarianceNormalization (opset 13): 3 nodes, e.g. 'MeanVarianceNormalization_1', 'MeanVarianceNormalization_2'"),
+    EXPECT_NE(msg.find("MeanVarianceNormalization (opset 13): 3 nodes, e.g. 'MeanVarianceNormalization_1', "
+                       "'MeanVarianceNormalization_2'"),
               std::string::npos)
         << msg;
     EXPECT_NE(msg.find("Hardmax (opset 13): 1 node, e.g. 'Hardmax_4'"), std::string::npos) << msg;
