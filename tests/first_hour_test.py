@@ -12,6 +12,9 @@
 - dp_output: --world-size 2 prints one prefix per line, "Batchsize: B per rank (2B global)",
   "1 gradient bucket", a warning for a capped --max-steps, and rank 0's progress bar on a
   terminal (a pseudo-terminal here).
+- eval: a model with fewer classes than the data set is an error (exit 1), synthetic data
+  takes the model's input shape, --per-class prints one line per class (names from
+  classes.txt beside the model; Fashion-MNIST's test split has 1000 samples a class).
 
 Run by CTest (target first_hour_test); by hand:
     /usr/bin/python3 tests/first_hour_test.py --onnx-train build/tools/onnx-train --workdir /tmp/fh [--only NAME]
@@ -187,7 +190,41 @@ def case_dp_output(args, check):
     check("dp_output: no bar from rank 1", "[rank 1] Epoch" not in out, "")
 
 
-CASES = {"interrupt": case_interrupt, "resume": case_resume, "dp_output": case_dp_output}
+def case_eval(args, check):
+    run(args, ["make-model", "simplenn", "-o", "five.onnx", "--classes", "5", "--seed", "1"])
+    r = run(args, ["eval", "five.onnx"])
+    check("eval: 5-class model on 10-class data is an error, exit 1",
+          r.returncode == 1 and "has 10 classes but the model's output" in r.stderr and "scores only 5" in r.stderr,
+          f"rc {r.returncode}; {r.stdout[-200:]} {r.stderr[-300:]}")
+    check("eval: ... and prints no accuracy", "accuracy" not in r.stdout, r.stdout)
+    run(args, ["make-model", "resnet34", "-o", "rgb16.onnx", "--input", "3x16x16", "--classes", "7"])
+    r = run(args, ["eval", "rgb16.onnx", "--data", "synthetic:40"])
+    check("eval: synthetic data takes the model's input shape (3x16x16)",
+          r.returncode == 0 and re.search(r"accuracy: [\d.]+% \(\d+ of 40\)", r.stdout), r.stdout + r.stderr)
+    model = "simplenn.onnx"
+    run(args, ["make-model", "simplenn", "-o", model, "--seed", "4"])
+    os.makedirs(os.path.join(args.workdir, "evalpc"), exist_ok=True)
+    tr = run(args, [model, "--epochs", "1", "--max-steps", "100", "--batch", "64", "--threads", "2", "--quiet",
+                    "--checkpoint-dir", "evalpc", "--lr", "0.05"])
+    check("eval: training a model to evaluate", tr.returncode == 0, tr.stderr[-300:])
+    names = ["top", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "boot"]
+    with open(os.path.join(args.workdir, "evalpc", "classes.txt"), "w") as f:
+        f.write("\n".join(names) + "\n")
+    r = run(args, ["eval", os.path.join("evalpc", "epoch_0001.onnx"), "--per-class"])
+    m = re.search(r"test accuracy: [\d.]+% \((\d+) of (\d+)\)", r.stdout)
+    rows = re.findall(r"^(\d+) (\S+) +([\d.]+)% +(\d+) / (\d+)$", r.stdout, re.M)
+    check("eval --per-class: exit 0, one row per class", r.returncode == 0 and m and len(rows) == 10,
+          r.stdout + r.stderr)
+    if m and len(rows) == 10:
+        check("eval --per-class: names from classes.txt", [row[1] for row in rows] == names, str(rows))
+        check("eval --per-class: 1000 test samples per class", all(int(row[4]) == 1000 for row in rows), str(rows))
+        check("eval --per-class: rows add up to the overall count",
+              sum(int(row[3]) for row in rows) == int(m.group(1)), f"{rows} vs {m.group(0)}")
+        check("eval --per-class: percentages match the counts",
+              all(abs(float(row[2]) - 100.0 * int(row[3]) / int(row[4])) < 0.006 for row in rows), str(rows))
+
+
+CASES = {"interrupt": case_interrupt, "resume": case_resume, "dp_output": case_dp_output, "eval": case_eval}
 
 
 def main():

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <thread>
+#include <fstream>
 #include <iostream>
 
 #include "graph/error.h"
@@ -15,9 +16,11 @@
 #include "tools/args.h"
 #include "tools/cli_util.h"
 #include "tools/launcher.h"
+#include "train/data_for_model.h"
 #include "train/evaluate.h"
 #include "train/image_dataset.h"
 #include "train/interrupt.h"
+#include "train/model_input_check.h"
 #include "train/trainer.h"
 
 namespace ot {
@@ -27,7 +30,7 @@ const char* kTrainUsage =
     "\n"
     "data:\n"
     "  --data SPEC          fashion-mnist (default; Debian's dataset-fashion-mnist), fashion-mnist:DIR,\n"
-    "                       mnist:DIR, cifar10:DIR, synthetic[:N]\n"
+    "                       mnist:DIR, cifar10:DIR, synthetic[:N[:CxHxW]] (the model's input shape if not given)\n"
     "  --augment            random crop (4-pixel padding) and horizontal flip\n"
     "  --no-shuffle         keep the data set's order\n"
     "  --seed S             shuffling, augmentation and initial randomness (default 0)\n"
@@ -251,8 +254,30 @@ int CmdTrain(std::vector<std::string> argv) {
   return 0;
 }
 
+namespace {
+
+// Class names for `eval --per-class`: classes.txt beside the model (one name a line, in
+// label order, as onnx-train writes for image folders), else Fashion-MNIST's own names for
+// that data set, else none.
+std::vector<std::string> ClassNames(const std::string& model_path, const ImageDataset& data) {
+  const size_t slash = model_path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : model_path.substr(0, slash);
+  std::ifstream in(dir + "/classes.txt");
+  std::vector<std::string> names;
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    names.push_back(line);
+  }
+  if (!names.empty()) return names;
+  if (data.name.rfind("fashion-mnist", 0) == 0)
+    return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+  return {};
+}
+
+}  // namespace
+
 int CmdEval(const std::vector<std::string>& argv) {
-  Args args(argv, {"data", "split", "batch", "threads", "device"}, {});
+  Args args(argv, {"data", "split", "batch", "threads", "device", "seed"}, {"per-class"});
   OT_CHECK(args.positional().size() == 1, "eval needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   Model model = LoadModel(args.positional()[0]);
   OT_CHECK(model.graph.inputs.size() == 1, "eval needs a model with one input (images); this one has %zu",
@@ -260,14 +285,22 @@ int CmdEval(const std::vector<std::string>& argv) {
   ExecutorOptions opts;
   opts.device = Device::Parse(args.Get("device", "cpu"));
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
-  Executor exec(model, opts);
   const std::string spec = args.Get("data", "fashion-mnist"), split = args.Get("split", "test");
-  ImageDataset data = LoadImageDataset(spec, split);
+  OT_CHECK(split == "test" || split == "train", "--split takes test or train, not '%s'", split.c_str());
+  // The same checks and data fitting as train: a model that cannot score this data set's
+  // classes is an error, not a low accuracy.
+  ImageDataset data = LoadImageDataset(
+      spec, split, DataSourceForModel(model, spec, static_cast<uint64_t>(args.GetInt("seed", 0))));
+  CheckImagesFitInput(model.graph.inputs[0], data.name, data.channels, data.height, data.width);
+  OT_CHECK(!model.graph.outputs.empty(), "the model has no outputs");
+  CheckClassesFitOutput(model.graph.outputs[0], data.name, data.classes);
+  Executor exec(model, opts);
   const std::string input = model.graph.inputs[0].name;
   Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return exec.Run({{input, x}})[0]; }, data,
                                   args.GetInt("batch", 256), opts.device);
   std::cout << StrFormat("%s %s accuracy: %.2f%% (%lld of %lld)\n", spec.c_str(), split.c_str(), 100.0 * acc.Fraction(),
                          (long long)acc.correct, (long long)acc.total);
+  if (args.Has("per-class")) std::cout << PerClassTable(acc, ClassNames(args.positional()[0], data));
   return 0;
 }
 
