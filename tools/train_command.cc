@@ -18,6 +18,7 @@
 #include "tools/launcher.h"
 #include "train/data_for_model.h"
 #include "train/evaluate.h"
+#include "train/exported_model.h"
 #include "train/image_dataset.h"
 #include "train/interrupt.h"
 #include "train/model_input_check.h"
@@ -44,6 +45,8 @@ const char* kTrainUsage =
     "  --beta1 B1 --beta2 B2 --epsilon E   Adam's (0.9, 0.999, 1e-8)\n"
     "  --lr-schedule constant|step|cosine (constant)   --lr-step N (5)   --lr-gamma G (0.1)\n"
     "  --freeze A,B         initializers that stay fixed\n"
+    "  --frozen-bn          BatchNormalization normalises with its running statistics, which stay fixed\n"
+    "                       (default: training form, and layers PyTorch folded in eval mode restored)\n"
     "evaluation and checkpoints:\n"
     "  --eval-every N       test accuracy every N epochs (always at the end)\n"
     "  --save-every N       checkpoint every N epochs (always at the end)\n"
@@ -129,7 +132,7 @@ int CmdTrain(std::vector<std::string> argv) {
              "grace-period", "snapshot-every", "keep", "backend", "timeout", "rdzv", "monitor-interval", "bucket-cap-mb",
              "heartbeat-timeout", "bind-addr"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
-             "cuda-graphs"});
+             "cuda-graphs", "frozen-bn"});
   if (args.Has("help")) {
     std::cout << kTrainUsage;
     return 0;
@@ -230,9 +233,17 @@ int CmdTrain(std::vector<std::string> argv) {
     if (const char* t = std::getenv("OMP_NUM_THREADS")) o.threads = std::atoi(t);
   }
 
-  Model model = LoadModel(args.positional()[0]);
   const char* rank_env = std::getenv(kEnvRank);
   const bool lead = rank_env == nullptr || std::atoi(rank_env) == 0;
+  // Exports from PyTorch: a fixed batch rebound (or checked against --batch, before any
+  // training), BatchNormalization in training form or frozen.
+  ExportedModelOptions eo;
+  eo.frozen_bn = args.Has("frozen-bn");
+  eo.batch = o.batch;
+  PreparedModel prepared = PrepareExportedModel(LoadModel(args.positional()[0]), eo);
+  const Model& model = prepared.model;
+  o.freeze.insert(o.freeze.end(), prepared.freeze.begin(), prepared.freeze.end());
+  o.fixed_batch = prepared.fixed_batch;
   const char* world_env = std::getenv(kEnvWorldSize);
   const int64_t ranks = world_env ? std::max(1, std::atoi(world_env)) : 1;
   const std::string batch = ranks > 1 ? StrFormat("%lld per rank (%lld global)", (long long)o.batch,
@@ -243,6 +254,8 @@ int CmdTrain(std::vector<std::string> argv) {
             << o.schedule.Describe() << ")";
   if (lead && o.optimizer.momentum != 0.f) std::cout << ", momentum " << o.optimizer.momentum;
   if (lead) std::cout << "\n";
+  if (lead)
+    for (const auto& note : prepared.notes) std::cout << note << "\n";
   TrainResult r = RunTraining(model, o);
   if (r.interrupted) return kInterruptedExitStatus;  // the trainer said where it stopped
   if (!lead || r.already_complete) return 0;  // a finished run said so, with no figures to report
@@ -279,7 +292,10 @@ std::vector<std::string> ClassNames(const std::string& model_path, const ImageDa
 int CmdEval(const std::vector<std::string>& argv) {
   Args args(argv, {"data", "split", "batch", "threads", "device", "seed"}, {"per-class"});
   OT_CHECK(args.positional().size() == 1, "eval needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
-  Model model = LoadModel(args.positional()[0]);
+  ExportedModelOptions eo;
+  eo.training = false;
+  const PreparedModel prepared = PrepareExportedModel(LoadModel(args.positional()[0]), eo);
+  const Model& model = prepared.model;
   OT_CHECK(model.graph.inputs.size() == 1, "eval needs a model with one input (images); this one has %zu",
            model.graph.inputs.size());
   ExecutorOptions opts;
@@ -295,9 +311,12 @@ int CmdEval(const std::vector<std::string>& argv) {
   OT_CHECK(!model.graph.outputs.empty(), "the model has no outputs");
   CheckClassesFitOutput(model.graph.outputs[0], data.name, data.classes);
   Executor exec(model, opts);
+  for (const auto& note : prepared.notes) std::cout << note << "\n";
   const std::string input = model.graph.inputs[0].name;
-  Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return exec.Run({{input, x}})[0]; }, data,
-                                  args.GetInt("batch", 256), opts.device);
+  const int64_t batch = prepared.fixed_batch > 0 ? prepared.fixed_batch : args.GetInt("batch", 256);
+  OT_CHECK(batch >= 1, "--batch must be at least 1");
+  Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return exec.Run({{input, x}})[0]; }, data, batch, opts.device,
+                                  prepared.fixed_batch > 0);
   std::cout << StrFormat("%s %s accuracy: %.2f%% (%lld of %lld)\n", spec.c_str(), split.c_str(), 100.0 * acc.Fraction(),
                          (long long)acc.correct, (long long)acc.total);
   if (args.Has("per-class")) std::cout << PerClassTable(acc, ClassNames(args.positional()[0], data));

@@ -30,14 +30,17 @@ int64_t CountCorrect(const Tensor& logits, const HostTensor& labels) {
 }
 
 Accuracy EvaluateAccuracy(const std::function<Tensor(const Tensor&)>& forward, const ImageDataset& data,
-                          int64_t batch, Device device) {
+                          int64_t batch, Device device, bool pad_last) {
   Accuracy acc;
   for (int64_t start = 0; start < data.count; start += batch) {
     std::vector<int64_t> idx;
     for (int64_t i = start; i < std::min(data.count, start + batch); ++i) idx.push_back(i);
-    Tensor logits = forward(Tensor::FromHost(data.Images(idx), device));
-    const std::vector<int64_t> pred = ArgMaxRows(logits);
     const std::vector<int64_t> truth = data.Labels(idx).AsInt64s();
+    while (pad_last && static_cast<int64_t>(idx.size()) < batch) idx.push_back(idx.back());
+    Tensor logits = forward(Tensor::FromHost(data.Images(idx), device));
+    std::vector<int64_t> pred = ArgMaxRows(logits);
+    if (pred.size() > truth.size()) pred.resize(truth.size());  // padding rows
+    idx.resize(truth.size());
     OT_CHECK(pred.size() == truth.size(), "%zu predictions for %zu labels", pred.size(), truth.size());
     for (size_t i = 0; i < pred.size(); ++i) {
       const int64_t label = truth[i];

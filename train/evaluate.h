@@ -26,8 +26,10 @@ struct Accuracy {
 
 // Runs `forward` (images [n,C,H,W] -> logits [n,K]) over the whole data set; fills the
 // per-class counts too.
+// pad_last: the last batch is filled up to `batch` samples (repeating its last one) and
+// only its real rows are counted, for models that run one batch size only.
 Accuracy EvaluateAccuracy(const std::function<Tensor(const Tensor&)>& forward, const ImageDataset& data,
-                          int64_t batch, Device device);
+                          int64_t batch, Device device, bool pad_last = false);
 
 // The per-class table of `eval --per-class`: one line per class with samples, its name
 // (names[k] when there is one), accuracy and counts.

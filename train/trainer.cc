@@ -357,7 +357,8 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
                     (long long)step, saved.c_str(), cmd.c_str(), saved.c_str()));
     }
   };
-  const int64_t full_steps = sampler.BatchesPerEpoch();
+  // A fixed-batch model runs full batches only.
+  const int64_t full_steps = o.fixed_batch > 0 ? sampler.FullBatchesPerEpoch() : sampler.BatchesPerEpoch();
   if (o.max_steps_per_epoch > full_steps)
     say(StrFormat("warning: --max-steps %lld is more than an epoch's %lld steps (%lld samples, batch %lld%s); each "
                   "epoch runs %lld",
@@ -448,7 +449,8 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     const bool final_epoch = epoch + 1 == o.epochs;
     if (lead && (final_epoch || (!stop && o.eval_every > 0 && (epoch + 1) % o.eval_every == 0))) {
       Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return session.Evaluate(x); }, test,
-                                      std::max<int64_t>(o.batch, 256), device);
+                                      o.fixed_batch > 0 ? o.fixed_batch : std::max<int64_t>(o.batch, 256), device,
+                                      o.fixed_batch > 0);
       summary.test_accuracy = acc.Fraction();
       result.test_accuracy = acc.Fraction();
     }
