@@ -249,7 +249,7 @@ int CmdTrain(std::vector<std::string> argv) {
   const std::string batch = ranks > 1 ? StrFormat("%lld per rank (%lld global)", (long long)o.batch,
                                                   (long long)(o.batch * ranks))
                                       : std::to_string(o.batch);
-  if (lead) std::cout << "training " << args.positional()[0] << " on " << o.data << ": " << o.epochs << " epochs, batch "
+  if (lead) std::cout << "training " << args.positional()[0] << " on " << o.data << ": " << o.epochs << (o.epochs == 1 ? " epoch" : " epochs") << ", batch "
             << batch << ", " << args.Get("optimizer", "sgd") << " lr " << o.schedule.base_lr << " ("
             << o.schedule.Describe() << ")";
   if (lead && o.optimizer.momentum != 0.f) std::cout << ", momentum " << o.optimizer.momentum;
