@@ -9,6 +9,7 @@
 #include <thread>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "graph/error.h"
 #include "graph/onnx_io.h"
@@ -31,7 +32,20 @@ const char* kTrainUsage =
     "\n"
     "data:\n"
     "  --data SPEC          fashion-mnist (default; Debian's dataset-fashion-mnist), fashion-mnist:DIR,\n"
-    "                       mnist:DIR, cifar10:DIR, synthetic[:N[:CxHxW]] (the model's input shape if not given)\n"
+    "                       mnist:DIR, cifar10:DIR, synthetic[:N[:CxHxW]] (the model's input shape if not given),\n"
+    "                       imagefolder:DIR (ROOT/<class>/*.jpg|png;\n"
+    "                       DIR/train + DIR/val|test when present), npy:X.npy,Y.npy[,XTEST.npy,YTEST.npy],\n"
+    "                       npz:FILE.npz (arrays x, y[, x_test, y_test])\n"
+    "  --npz-keys X,Y[,XT,YT] array names in the .npz\n"
+    "  --val-fraction F     held-out share when the data has no test split (0.1)\n"
+    "  --data-workers N     threads decoding and transforming images (default: a quarter of --threads)\n"
+    "  --skip-bad-images    leave out (and list) image files that do not decode, instead of failing\n"
+    "transforms (torchvision's; without size flags images are resized to the model's input):\n"
+    "  --resize N           shorter side to N (bilinear, antialiased)   --center-crop N\n"
+    "  --random-resized-crop N  training crops of scale 0.08-1, ratio 3/4-4/3 resized to N x N\n"
+    "                       (evaluation: --resize N, --center-crop N)\n"
+    "  --hflip              random horizontal flips in training\n"
+    "  --mean a[,b,c] --std a[,b,c]  Normalize, on the [0, 1] scale (default: the data set's, or none)\n"
     "  --augment            random crop (4-pixel padding) and horizontal flip\n"
     "  --no-shuffle         keep the data set's order\n"
     "  --seed S             shuffling, augmentation and initial randomness (default 0)\n"
@@ -82,6 +96,24 @@ const char* kTrainUsage =
 
 namespace {
 
+// The data flags shared by train and eval.
+void ReadDataSourceFlags(const Args& args, DataSourceOptions* d) {
+  TransformOptions& t = d->transforms;
+  t.resize = args.GetInt("resize", 0);
+  t.center_crop = args.GetInt("center-crop", 0);
+  t.random_resized_crop = args.GetInt("random-resized-crop", 0);
+  OT_CHECK(t.resize >= 0 && t.center_crop >= 0 && t.random_resized_crop >= 0,
+           "--resize, --center-crop and --random-resized-crop take a positive size");
+  t.hflip = args.Has("hflip");
+  if (args.Has("mean")) t.mean = ParseFloatList(args.Get("mean"), "--mean");
+  if (args.Has("std")) t.stddev = ParseFloatList(args.Get("std"), "--std");
+  d->data_workers = static_cast<int>(args.GetInt("data-workers", 0));
+  OT_CHECK(d->data_workers >= 0, "--data-workers must be 1 or more (0: from the thread budget)");
+  d->val_fraction = args.GetDouble("val-fraction", d->val_fraction);
+  d->npz_keys = SplitList(args.Get("npz-keys"));
+  d->skip_bad_images = args.Has("skip-bad-images");
+}
+
 void ApplyRecipe(const std::string& name, TrainerOptions* o) {
   if (name == "simplenn") return;  // the defaults
   OT_CHECK(name == "resnet34", "unknown --recipe '%s'; choose simplenn or resnet34", name.c_str());
@@ -130,9 +162,10 @@ int CmdTrain(std::vector<std::string> argv) {
              "beta2", "epsilon", "lr-schedule", "lr-step", "lr-gamma", "freeze", "eval-every", "save-every",
              "checkpoint-dir", "resume", "metrics", "threads", "device", "max-steps", "world-size", "max-restarts",
              "grace-period", "snapshot-every", "keep", "backend", "timeout", "rdzv", "monitor-interval", "bucket-cap-mb",
-             "heartbeat-timeout", "bind-addr"},
+             "heartbeat-timeout", "bind-addr", "data-workers", "resize", "center-crop", "random-resized-crop", "mean",
+             "std", "val-fraction", "npz-keys"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
-             "cuda-graphs", "frozen-bn"});
+             "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn"});
   if (args.Has("help")) {
     std::cout << kTrainUsage;
     return 0;
@@ -185,6 +218,7 @@ int CmdTrain(std::vector<std::string> argv) {
     OT_CHECK(!args.Get("bind-addr").empty(), "--bind-addr needs an address or host name");
     ::setenv("ONNXTRAIN_BIND_ADDR", args.Get("bind-addr").c_str(), 1);
   }
+  ReadDataSourceFlags(args, &o.data_source);
   o.snapshot_every = args.GetInt("snapshot-every", 0);
   o.keep_snapshots = static_cast<int>(args.GetInt("keep", 2));
   OT_CHECK(o.snapshot_every >= 0 && o.keep_snapshots >= 1, "--snapshot-every must be >= 0 and --keep >= 1");
@@ -249,13 +283,14 @@ int CmdTrain(std::vector<std::string> argv) {
   const std::string batch = ranks > 1 ? StrFormat("%lld per rank (%lld global)", (long long)o.batch,
                                                   (long long)(o.batch * ranks))
                                       : std::to_string(o.batch);
-  if (lead) std::cout << "training " << args.positional()[0] << " on " << o.data << ": " << o.epochs << (o.epochs == 1 ? " epoch" : " epochs") << ", batch "
-            << batch << ", " << args.Get("optimizer", "sgd") << " lr " << o.schedule.base_lr << " ("
-            << o.schedule.Describe() << ")";
-  if (lead && o.optimizer.momentum != 0.f) std::cout << ", momentum " << o.optimizer.momentum;
-  if (lead) std::cout << "\n";
-  if (lead)
-    for (const auto& note : prepared.notes) std::cout << note << "\n";
+  std::ostringstream headline;  // printed by the trainer (rank 0) after what loading the data did
+  headline << "training " << args.positional()[0] << " on " << o.data << ": " << o.epochs << (o.epochs == 1 ? " epoch" : " epochs")
+           << ", batch " << batch
+           << ", " << args.Get("optimizer", "sgd") << " lr " << o.schedule.base_lr << " (" << o.schedule.Describe()
+           << ")";
+  if (o.optimizer.momentum != 0.f) headline << ", momentum " << o.optimizer.momentum;
+  o.headline = headline.str();
+  for (const auto& note : prepared.notes) o.headline += "\n" + note;
   TrainResult r = RunTraining(model, o);
   if (r.interrupted) return kInterruptedExitStatus;  // the trainer said where it stopped
   if (!lead || r.already_complete) return 0;  // a finished run said so, with no figures to report
@@ -270,8 +305,8 @@ int CmdTrain(std::vector<std::string> argv) {
 namespace {
 
 // Class names for `eval --per-class`: classes.txt beside the model (one name a line, in
-// label order, as onnx-train writes for image folders), else Fashion-MNIST's own names for
-// that data set, else none.
+// label order, as onnx-train writes for image folders), else the data set's class folders,
+// else Fashion-MNIST's own names for that data set, else none.
 std::vector<std::string> ClassNames(const std::string& model_path, const ImageDataset& data) {
   const size_t slash = model_path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : model_path.substr(0, slash);
@@ -282,6 +317,7 @@ std::vector<std::string> ClassNames(const std::string& model_path, const ImageDa
     names.push_back(line);
   }
   if (!names.empty()) return names;
+  if (!data.class_names.empty()) return data.class_names;  // an image folder's class folders
   if (data.name.rfind("fashion-mnist", 0) == 0)
     return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
   return {};
@@ -290,7 +326,10 @@ std::vector<std::string> ClassNames(const std::string& model_path, const ImageDa
 }  // namespace
 
 int CmdEval(const std::vector<std::string>& argv) {
-  Args args(argv, {"data", "split", "batch", "threads", "device", "seed"}, {"per-class"});
+  Args args(argv,
+            {"data", "split", "batch", "threads", "device", "seed", "data-workers", "resize", "center-crop",
+             "random-resized-crop", "mean", "std", "val-fraction", "npz-keys"},
+            {"skip-bad-images", "hflip", "per-class"});
   OT_CHECK(args.positional().size() == 1, "eval needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   ExportedModelOptions eo;
   eo.training = false;
@@ -303,15 +342,20 @@ int CmdEval(const std::vector<std::string>& argv) {
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
   const std::string spec = args.Get("data", "fashion-mnist"), split = args.Get("split", "test");
   OT_CHECK(split == "test" || split == "train", "--split takes test or train, not '%s'", split.c_str());
-  // The same checks and data fitting as train: a model that cannot score this data set's
-  // classes is an error, not a low accuracy.
-  ImageDataset data = LoadImageDataset(
-      spec, split, DataSourceForModel(model, spec, static_cast<uint64_t>(args.GetInt("seed", 0))));
-  CheckImagesFitInput(model.graph.inputs[0], data.name, data.channels, data.height, data.width);
+  // The same data fitting and checks as train: data of another shape is adapted to the
+  // model's input, synthetic data takes its shape, and a model that cannot score this data
+  // set's classes is an error, not a low accuracy.
+  DataSourceOptions flags;
+  ReadDataSourceFlags(args, &flags);
+  DataSourceOptions source = DataSourceForModel(model, spec, static_cast<uint64_t>(args.GetInt("seed", 0)), flags);
+  if (source.data_workers == 0) source.data_workers = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 4);
+  ImageDataset data = LoadImageDataset(spec, split, source);
+  CheckDataFitsInput(model.graph.inputs[0], data);
   OT_CHECK(!model.graph.outputs.empty(), "the model has no outputs");
   CheckClassesFitOutput(model.graph.outputs[0], data.name, data.classes);
   Executor exec(model, opts);
   for (const auto& note : prepared.notes) std::cout << note << "\n";
+  for (const std::string& note : data.notes) std::cout << note << "\n";
   const std::string input = model.graph.inputs[0].name;
   const int64_t batch = prepared.fixed_batch > 0 ? prepared.fixed_batch : args.GetInt("batch", 256);
   OT_CHECK(batch >= 1, "--batch must be at least 1");

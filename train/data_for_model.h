@@ -1,5 +1,5 @@
-// The data-source options that make a data spec fit a given model: synthetic data takes
-// the model's image input shape and its number of classes. train and eval both use it, so
+// The data-source options that make a data spec fit a given model: data of another shape
+// is adapted to the model's input, synthetic data takes its shape and class count. train and eval both use it, so
 // that `eval --data synthetic` feeds a model what `train --data synthetic` fed it.
 #pragma once
 
@@ -11,9 +11,11 @@
 
 namespace ot {
 
-// Options for LoadImageDataset(spec, split, options) with `model` (one image input
-// [batch, C, H, W], class scores [batch, K] as its first output). Throws ot::Error naming the
-// input when synthetic data is asked for and the input's C, H, W are not static.
-DataSourceOptions DataSourceForModel(const Model& model, const std::string& spec, uint64_t seed);
+// `flags` (transforms, workers, ... from the command line) completed for `model` (one data
+// input, class scores [batch, K] as its first output): its input (which must outlive the
+// options) and class count, the seed, and for synthetic data the input's C x H x W. Throws
+// ot::Error naming the input when synthetic data is asked for and C, H, W are not static.
+DataSourceOptions DataSourceForModel(const Model& model, const std::string& spec, uint64_t seed,
+                                     DataSourceOptions flags = {});
 
 }  // namespace ot

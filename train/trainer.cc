@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <chrono>
 #include <cstdlib>
@@ -12,11 +13,14 @@
 #include <random>
 #include <cmath>
 #include <sstream>
+#include <thread>
 
 #include "comm/rendezvous.h"
 #include "graph/error.h"
+#include "graph/file_util.h"
 #include "graph/onnx_io.h"
 #include "train/checkpoint.h"
+#include "train/data_for_model.h"
 #include "train/evaluate.h"
 #include "train/gradient_reducer.h"
 #include "train/batch_loader.h"
@@ -205,6 +209,13 @@ bool StopRequested(Communicator* comm, std::chrono::milliseconds timeout) {
   return flag > 0.f;
 }
 
+// The class names, one a line in label order, beside the checkpoints (image folders).
+void WriteClassNames(const std::vector<std::string>& names, const std::string& path) {
+  std::string text;
+  for (const std::string& n : names) text += n + "\n";
+  WriteFileAtomic(path, text);
+}
+
 }  // namespace
 
 TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
@@ -214,19 +225,14 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   OT_CHECK(forward.graph.inputs.size() == 1, "the model has %zu inputs; training needs exactly one data input (images)",
            forward.graph.inputs.size());
   const ValueInfo& input = forward.graph.inputs[0];
-  DataSourceOptions source;
-  if (o.data.rfind("synthetic", 0) == 0) {  // synthetic data takes the model's shape
-    std::vector<int64_t> chw = ImageShapeOfInput(input);
-    source.synthetic.channels = chw[0];
-    source.synthetic.height = chw[1];
-    source.synthetic.width = chw[2];
-    source.synthetic.seed = o.seed;
-    const ValueInfo& out = forward.graph.outputs.at(0);
-    if (out.has_shape && out.dims.size() == 2 && out.dims[1].IsStatic()) source.synthetic.classes = out.dims[1].value;
+  DataSourceOptions source = DataSourceForModel(forward, o.data, o.seed, o.data_source);
+  if (source.data_workers <= 0) {  // a quarter of the thread budget, 1 to 8
+    const int total = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+    source.data_workers = std::min(8, std::max(1, total / 4));
   }
   ImageDataset train = LoadImageDataset(o.data, "train", source);
   ImageDataset test = LoadImageDataset(o.data, "test", source);
-  CheckImagesFitInput(input, train.name, train.channels, train.height, train.width);
+  CheckDataFitsInput(input, train);
   CheckClassesFitOutput(forward.graph.outputs.at(0), train.name, train.classes);
 
   // Data parallel: the launcher's environment says which rank this is.
@@ -291,6 +297,10 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   auto say = [&](const std::string& line) {
     if (lead) progress.Message(line);
   };
+  for (const std::string& note : train.notes) say(note);
+  for (const std::string& note : test.notes)
+    if (std::find(train.notes.begin(), train.notes.end(), note) == train.notes.end()) say(note);
+  if (!o.headline.empty()) say(o.headline);
 
   SamplerOptions so;
   so.dataset_size = train.count;
@@ -460,6 +470,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
         (final_epoch || interrupted || (o.save_every > 0 && (epoch + 1) % o.save_every == 0))) {
       const std::string stem = CheckpointStem(o.checkpoint_dir, epoch + 1);
       SaveCheckpoint(session, forward, o, epoch + 1, sampler.State(), stem);
+      if (!train.class_names.empty()) WriteClassNames(train.class_names, o.checkpoint_dir + "/classes.txt");
       result.last_checkpoint = stem;
       say((tag.empty() ? "" : "[" + tag + "] ") + "saved checkpoint " + stem + ".onnx and .state");
     }

@@ -9,6 +9,7 @@
 #include "graph/ir.h"
 #include "graph/optimizer_pass.h"
 #include "runtime/device.h"
+#include "train/image_dataset.h"
 #include "train/lr_schedule.h"
 
 namespace ot {
@@ -47,6 +48,10 @@ struct TrainerOptions {
   // > 0: the model only runs batches of exactly this size (a fixed-batch export): epochs
   // leave out a last partial batch, evaluation pads its last batch.
   int64_t fixed_batch = 0;
+  // Real data: transforms, decode threads (0: from the thread budget), held-out share,
+  // .npz names, bad images (model_input, model_classes and seed are set by the trainer).
+  DataSourceOptions data_source;
+  std::string headline;  // printed by rank 0 after what loading the data did (the first lines)
 };
 
 struct TrainResult {
