@@ -192,6 +192,14 @@ void LpNormalizationGrad(B& b) {
   b.Emit("LpNormalizationGrad", {b.GO(0), b.I(0)}, {b.GI(0)}, kGradDomain, b.node().attrs);
 }
 
+// MaxUnpool(X, I[, output_shape]): MaxUnpoolGrad(dY, I[, output_shape]) gathers dY at
+// each value's position.
+void MaxUnpoolGrad(B& b) {
+  std::vector<std::string> ins = {b.GO(0), b.I(1)};
+  if (b.node().HasInput(2)) ins.push_back(b.I(2));
+  b.Emit("MaxUnpoolGrad", ins, {b.GI(0)}, kGradDomain, b.node().attrs);
+}
+
 }  // namespace
 
 void RegisterNnGradientRules(GradientRegistry& r) {
@@ -203,6 +211,7 @@ void RegisterNnGradientRules(GradientRegistry& r) {
   RegisterRule(r, "MatMul", 1, kAnyOpset, MatMulGrad);
   RegisterRule(r, "Einsum", 12, kAnyOpset, EinsumGrad);
   RegisterRule(r, "LpNormalization", 1, kAnyOpset, LpNormalizationGrad);
+  RegisterRule(r, "MaxUnpool", 9, kAnyOpset, MaxUnpoolGrad, {1, 2});
   RegisterRule(r, "InstanceNormalization", 1, kAnyOpset, InstanceNormalizationGrad);
 }
 
