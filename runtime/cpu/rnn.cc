@@ -1,13 +1,13 @@
 // LSTM, GRU and RNN (ONNX, opset 7 on) and their gradients LSTMGrad, GRUGrad and RNNGrad
 // (org.onnxtrain) on the CPU: a cell loop over dnnl_sgemm.
 //
-// Why not oneDNN's RNN primitives: they cannot express per-entry sequence_lens, GRU with
-// linear_before_reset=0 in ONNX's form for the backward, clip, or non-default activations,
-// all of which ONNX's backend cases and exported models use; the gate reorders they need
-// (iofc -> ifco, zrh -> urо) would also cost a weight copy per step. The work is in GEMMs
-// either way: one GEMM projects every step's input at once (X [seq*batch, input] times
-// W^T), one GEMM per step applies R to the hidden state, and the backward gathers every
-// step's gate gradients so that dX, dW and dR are again one GEMM each per direction.
+// Why not oneDNN's RNN primitives: they have no per-entry sequence_lens, no clip, and
+// none of ONNX's other activations (vanilla_rnn: relu, tanh, sigmoid only), which ONNX's
+// backend cases and ONNX models use; and they need ONNX's gates reordered (iofc -> ifco,
+// zrh -> uro) into their own weight layout, a copy per call. (Not measured against them.)
+// The work is in GEMMs: one GEMM projects every step's input at once (X [seq*batch,
+// input] times W^T), one GEMM per step applies R to the hidden state, and the backward
+// gathers every step's gate gradients so that dX, dW and dR are one GEMM each per direction.
 //
 //   LSTM(X, W, R[, B, sequence_lens, initial_h, initial_c, P]) -> Y, Y_h, Y_c
 //   GRU / RNN(X, W, R[, B, sequence_lens, initial_h]) -> Y, Y_h
@@ -465,15 +465,16 @@ class RnnRunner {
       }
     }
     if (g.db) {
+      std::vector<double> sx(static_cast<size_t>(GH), 0.0), sh(static_cast<size_t>(GH), 0.0);
+      for (int64_t row = 0; row < rows; ++row)
+        for (int64_t j = 0; j < GH; ++j) {
+          sx[static_cast<size_t>(j)] += dax_[static_cast<size_t>(row * GH + j)];
+          sh[static_cast<size_t>(j)] += dah[row * GH + j];
+        }
       float* dwb = g.db + d * 2 * GH;
       for (int64_t j = 0; j < GH; ++j) {
-        double sx = 0, sh = 0;
-        for (int64_t row = 0; row < rows; ++row) {
-          sx += dax_[static_cast<size_t>(row * GH + j)];
-          sh += dah[row * GH + j];
-        }
-        dwb[j] = static_cast<float>(sx);
-        dwb[GH + j] = static_cast<float>(sh);
+        dwb[j] = static_cast<float>(sx[static_cast<size_t>(j)]);
+        dwb[GH + j] = static_cast<float>(sh[static_cast<size_t>(j)]);
       }
     }
     if (g.dp)
