@@ -764,5 +764,29 @@ TEST(GradNn, MaxUnpoolAfterMaxPoolMatchesFiniteDifferences) {
   }
 }
 
+
+// Only some of the gradient kernels' outputs requested: frozen weights (dX only) or a
+// frozen input (dW and dB only).
+TEST(GradNn, ConvTransposeAndInstanceNormWithFrozenInputsMatchFiniteDifferences) {
+  for (const std::vector<std::string>& freeze :
+       {std::vector<std::string>{"w", "b"}, std::vector<std::string>{"x"}, std::vector<std::string>{"x", "b"}}) {
+    SCOPED_TRACE("frozen " + std::to_string(freeze.size()) + ": " + freeze[0]);
+    ModelBuilder b;
+    b.Param("x", {1, 2, 3, 3}, -1.f, 1.f).Param("w", {2, 3, 2, 2}, -1.f, 1.f).Param("b", {3}, -1.f, 1.f);
+    Node& n = b.Op("ConvTranspose", {"x", "w", "b"}, "y");
+    n.SetInts("strides", {2, 2});
+    TrainingGraph tg = WithWeightedSumLoss(b, "y", {1, 3, 6, 6}, freeze);
+    ASSERT_EQ(tg.params.size(), 3 - freeze.size());
+    ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+
+    ModelBuilder bi;
+    bi.Opset(9);
+    bi.Param("x", {2, 3, 4}, -1.f, 1.f).Param("w", {3}, 0.5f, 1.5f).Param("b", {3}, -0.5f, 0.5f);
+    bi.Op("InstanceNormalization", {"x", "w", "b"}, "y");
+    TrainingGraph ti = WithWeightedSumLoss(bi, "y", {2, 3, 4}, freeze);
+    ExpectGradientsMatchFiniteDifferences(ti, {}, 1e-2f);
+  }
+}
+
 }  // namespace
 }  // namespace ot
