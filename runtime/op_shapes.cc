@@ -150,6 +150,14 @@ std::vector<int64_t> PrepareSplitOutputs(const Node& node, int opset, KernelCont
   const int64_t dim = x.dim(static_cast<int>(a));
   const int n = ctx.NumOutputs();
   std::vector<int64_t> sizes = opset >= 13 ? inputs.Read(ctx, 1) : node.GetInts("split");
+  if (sizes.empty() && opset >= 18) {  // num_outputs pieces of ceil(dim / n), the last smaller
+    if (!node.HasAttr("num_outputs")) Fail(node, "needs the split input or attribute 'num_outputs'");
+    if (node.GetInt("num_outputs", 0) != n)
+      Fail(node, "num_outputs " + std::to_string(node.GetInt("num_outputs", 0)) + " differs from the node's " +
+                     std::to_string(n) + " outputs");
+    const int64_t chunk = (dim + n - 1) / n;
+    for (int i = 0; i < n; ++i) sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - chunk * i)));
+  }
   if (sizes.empty()) {
     if (n == 0 || dim % n != 0)
       Fail(node, "dimension " + std::to_string(dim) + " cannot be split evenly into " + std::to_string(n) + " outputs");

@@ -16,24 +16,6 @@
 
 namespace ot {
 namespace cpu {
-namespace {
-
-constexpr int64_t kLatestOpset = 1 << 30;
-
-template <size_t kSize> struct ElementBytes {
-  unsigned char b[kSize];
-};
-
-// Calls fn(ElementBytes<size>{}) for 1, 2, 4 and 8 byte elements, else fn_bytes(size).
-template <typename Fn> void DispatchBySize(size_t esize, Fn&& fn) {
-  switch (esize) {
-    case 1: fn(ElementBytes<1>{}); break;
-    case 2: fn(ElementBytes<2>{}); break;
-    case 4: fn(ElementBytes<4>{}); break;
-    case 8: fn(ElementBytes<8>{}); break;
-    default: throw Error("element size " + std::to_string(esize) + " has no copy routine");
-  }
-}
 
 // dst (dense, row-major over out_shape) = src viewed through src_strides from src_offset
 // (all in elements). Transpose, Slice, Tile and Expand are all this one copy.
@@ -55,6 +37,10 @@ void StridedCopy(const void* src, const std::vector<int64_t>& src_strides, int64
     });
   });
 }
+
+namespace {
+
+constexpr int64_t kLatestOpset = 1 << 30;
 
 // ---------------------------------------------------------------------------------------
 class TransposeKernel final : public OpKernel {
@@ -480,7 +466,7 @@ class PadKernel final : public OpKernel {
 
 OT_REGISTER_CPU_KERNEL("Transpose", 1, kLatestOpset, TransposeKernel);
 OT_REGISTER_CPU_KERNEL("Concat", 1, kLatestOpset, ConcatKernel);
-OT_REGISTER_CPU_KERNEL("Split", 2, 17, SplitKernel);  // 18 adds num_outputs
+OT_REGISTER_CPU_KERNEL("Split", 2, kLatestOpset, SplitKernel);
 OT_REGISTER_CPU_KERNEL("Slice", 1, kLatestOpset, SliceKernel);
 OT_REGISTER_CPU_KERNEL("Gather", 1, kLatestOpset, GatherKernel);
 OT_REGISTER_CPU_KERNEL("GatherElements", 11, kLatestOpset, GatherElementsKernel);
