@@ -141,9 +141,10 @@ void ConvGrad(B& b) {
   b.Emit("ConvGrad", {b.GO(0), b.I(0), b.I(1)}, outs, kGradDomain, SameAttrs(b));
 }
 
-// MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool.
+// MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool. MaxPool's Indices output is
+// int64 and carries no gradient.
 void PoolGrad(B& b) {
-  OT_CHECK(!b.node().HasOutput(1), "%s: the gradient through MaxPool's Indices output is not supported",
+  OT_CHECK(!b.HasGO(1), "%s: the gradient through MaxPool's Indices output is not supported",
            b.node().Describe().c_str());
   b.Emit(b.node().op_type + "Grad", {b.GO(0), b.I(0)}, {b.GI(0)}, kGradDomain, SameAttrs(b));
 }
@@ -178,14 +179,15 @@ void ConcatGrad(B& b) {
   b.Emit("ConcatGrad", ins, outs, kGradDomain, {{"axis", B::AttrInt(b.node().GetInt("axis", 0))}});
 }
 
-// Pad (constant mode): dX is dY cropped back to the input's extent.
+// Pad (constant, reflect, edge): dY added back to the input elements it was read from.
 void PadGrad(B& b) {
   const Node& n = b.node();
   const std::string mode = n.GetString("mode", "constant");
-  OT_CHECK(mode == "constant", "%s: the gradient of Pad in mode '%s' is not supported (only constant)",
-           n.Describe().c_str(), mode.c_str());
+  OT_CHECK(mode == "constant" || mode == "reflect" || mode == "edge",
+           "%s: the gradient of Pad in mode '%s' is not supported (constant, reflect, edge)", n.Describe().c_str(),
+           mode.c_str());
   std::vector<std::string> ins = {b.GO(0), b.I(0)};
-  std::map<std::string, Attribute> attrs;
+  std::map<std::string, Attribute> attrs = {{"mode", B::AttrString(mode)}};
   if (n.HasInput(1)) ins.push_back(b.I(1));
   else attrs["pads"] = B::AttrInts(n.GetInts("pads"));
   b.Emit("PadGrad", ins, {b.GI(0)}, kGradDomain, attrs);

@@ -1,4 +1,5 @@
-// Gradient rules, Normalisation, reductions and contractions: LayerNormalization, InstanceNormalization, the Reduce* family, ConvTranspose, Einsum.
+// Gradient rules, Normalisation, reductions and contractions: LayerNormalization,
+// InstanceNormalization, LpNormalization, the Reduce* family, ConvTranspose, MatMul, Einsum.
 #include "graph/gradient_rules_common.h"
 
 #include "graph/einsum_equation.h"
@@ -171,6 +172,11 @@ void EinsumGrad(B& b) {
   }
 }
 
+// LpNormalization(X): LpNormalizationGrad(dY, X) with the forward attributes.
+void LpNormalizationGrad(B& b) {
+  b.Emit("LpNormalizationGrad", {b.GO(0), b.I(0)}, {b.GI(0)}, kGradDomain, b.node().attrs);
+}
+
 }  // namespace
 
 void RegisterNnGradientRules(GradientRegistry& r) {
@@ -181,6 +187,7 @@ void RegisterNnGradientRules(GradientRegistry& r) {
   RegisterRule(r, "ConvTranspose", 1, kAnyOpset, ConvTransposeGrad);
   RegisterRule(r, "MatMul", 1, kAnyOpset, MatMulGrad);
   RegisterRule(r, "Einsum", 12, kAnyOpset, EinsumGrad);
+  RegisterRule(r, "LpNormalization", 1, kAnyOpset, LpNormalizationGrad);
   RegisterRule(r, "InstanceNormalization", 1, kAnyOpset, InstanceNormalizationGrad);
 }
 

@@ -127,8 +127,9 @@ void DepthToSpaceGrad(B& b) {
           {"mode", B::AttrString(b.node().GetString("mode", "DCR"))}});
 }
 void SpaceToDepthGrad(B& b) {
-  b.Emit("DepthToSpace", {b.GO(0)}, {b.GI(0)}, "",
-         {{"blocksize", B::AttrInt(b.node().GetInt("blocksize", 0))}, {"mode", B::AttrString("DCR")}});
+  std::map<std::string, Attribute> attrs = {{"blocksize", B::AttrInt(b.node().GetInt("blocksize", 0))}};
+  if (b.opset() >= 11) attrs["mode"] = B::AttrString("DCR");  // the only order before 11
+  b.Emit("DepthToSpace", {b.GO(0)}, {b.GI(0)}, "", attrs);
 }
 
 // ReverseSequence is its own inverse.

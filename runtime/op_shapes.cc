@@ -267,6 +267,25 @@ void CheckPadConstantValue(const Node& node, const Tensor* value, DType t) {
     Fail(node, "constant_value has type " + DTypeName(value->dtype()) + ", data has " + DTypeName(t));
 }
 
+std::vector<int64_t> PadAxisSources(int64_t dim, int64_t begin, int64_t out_dim, const std::string& mode) {
+  std::vector<int64_t> src(static_cast<size_t>(out_dim));
+  for (int64_t o = 0; o < out_dim; ++o) {
+    int64_t i = o - begin;
+    if (i < 0 || i >= dim) {
+      if (mode == "constant") i = -1;
+      else if (mode == "edge") i = std::clamp<int64_t>(i, 0, dim - 1);
+      else if (dim == 1) i = 0;
+      else {  // reflect: period 2*(dim-1), mirrored about both ends
+        const int64_t period = 2 * (dim - 1);
+        i = ((i % period) + period) % period;
+        if (i >= dim) i = period - i;
+      }
+    }
+    src[static_cast<size_t>(o)] = i;
+  }
+  return src;
+}
+
 std::vector<int64_t> PadGradBeginPads(const Node& node, const KernelContext& ctx) {
   const Tensor& dy = ctx.Input(0);
   const Tensor& x = ctx.Input(1);

@@ -549,5 +549,181 @@ TEST(GradNn, EinsumDiagonalHasAClearErrorInsteadOfAGradient) {
   }
 }
 
+
+// --- MaxPool with its Indices output -------------------------------------------------------
+
+TEST(GradNn, MaxPoolWithIndicesOutputTrainsThroughY) {
+  ModelBuilder b;
+  b.Param("x", {2, 2, 5, 4}, 0.f, 1.f);
+  // Distinct values, so no window has a tie within the difference step.
+  float* xv = b.model().graph.initializers.back().Data<float>();
+  std::vector<int> perm(80);
+  for (int i = 0; i < 80; ++i) perm[static_cast<size_t>(i)] = i;
+  std::shuffle(perm.begin(), perm.end(), b.rng());
+  std::vector<float> xs(80);
+  for (int i = 0; i < 80; ++i) xv[i] = xs[static_cast<size_t>(i)] = static_cast<float>(perm[static_cast<size_t>(i)]) / 40.f;
+  Node& n = b.Op("MaxPool", {"x"}, "y");
+  n.outputs = {"y", "indices"};
+  n.SetInts("kernel_shape", {3, 2});
+  n.SetInts("strides", {2, 1});
+  n.SetInts("pads", {1, 0, 1, 1});
+  n.SetInt("storage_order", 1);
+  TrainingGraph tg = WithWeightedSumLoss(b, "y", {2, 2, 3, 4});
+  ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-3f);
+  // The indices: the first maximum of each window, as a flat column-major position.
+  Executor exec(tg.model);
+  HostTensor idx = exec.Run({}, {"indices"})[0].ToHost();
+  ASSERT_EQ(idx.dtype, DType::kInt64);
+  for (int64_t plane = 0; plane < 4; ++plane)
+    for (int64_t oh = 0; oh < 3; ++oh)
+      for (int64_t ow = 0; ow < 4; ++ow) {
+        float best = -1;
+        int64_t at = -1;
+        for (int64_t kh = 0; kh < 3; ++kh)
+          for (int64_t kw = 0; kw < 2; ++kw) {
+            const int64_t h = oh * 2 - 1 + kh, w = ow + kw;
+            if (h < 0 || h >= 5 || w >= 4) continue;
+            const float v = xs[static_cast<size_t>(plane * 20 + h * 4 + w)];
+            if (v > best) {
+              best = v;
+              at = plane * 20 + w * 5 + h;
+            }
+          }
+        EXPECT_EQ(idx.Data<int64_t>()[(plane * 3 + oh) * 4 + ow], at) << plane << "," << oh << "," << ow;
+      }
+}
+
+
+// --- Softmax and LogSoftmax at every axis -------------------------------------------------
+
+// Before opset 13 the input is coerced to 2-D at `axis` (one softmax over all the axes
+// from `axis` on); from 13 it is one axis.
+TEST(GradNn, SoftmaxFamilyAtAnyAxisMatchesFiniteDifferences) {
+  const std::vector<int64_t> dims = {2, 3, 4};
+  for (const char* op : {"Softmax", "LogSoftmax"})
+    for (int64_t opset : {11, 13})
+      for (int64_t axis : {0, 1, -1}) {
+        SCOPED_TRACE(std::string(op) + " opset " + std::to_string(opset) + " axis " + std::to_string(axis));
+        ModelBuilder b;
+        b.Opset(opset);
+        b.Param("x", dims, -2.f, 2.f);
+        b.Op(op, {"x"}, "y").SetInt("axis", axis);
+        TrainingGraph tg = WithWeightedSumLoss(b, "y", dims);
+        ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+      }
+}
+
+// The forward at opset 11, axis 1 on [2, 3, 4]: one softmax over 12 values per sample.
+TEST(GradNn, SoftmaxBeforeOpset13CoercesTo2D) {
+  ModelBuilder b;
+  b.Opset(11);
+  b.Input("x", DType::kFloat32, {2, 3, 4});
+  b.Op("Softmax", {"x"}, "y").SetInt("axis", 1);
+  b.Output("y", {2, 3, 4});
+  HostTensor x(DType::kFloat32, {2, 3, 4});
+  for (int64_t i = 0; i < 24; ++i) x.Data<float>()[i] = std::sin(0.9f * static_cast<float>(i));
+  Executor exec(b.Build());
+  HostTensor y = exec.Run({{"x", Tensor::FromHost(x)}}, {"y"})[0].ToHost();
+  for (int n = 0; n < 2; ++n) {
+    double z = 0;
+    for (int j = 0; j < 12; ++j) z += std::exp(x.Data<float>()[n * 12 + j]);
+    for (int j = 0; j < 12; ++j)
+      EXPECT_NEAR(y.Data<float>()[n * 12 + j], std::exp(x.Data<float>()[n * 12 + j]) / z, 1e-6);
+  }
+}
+
+
+// --- LpNormalization -----------------------------------------------------------------------
+
+TEST(GradNn, LpNormalizationForwardAndFiniteDifferences) {
+  const std::vector<int64_t> dims = {2, 3, 4};
+  for (int64_t p : {1, 2})
+    for (int64_t axis : {-1, 0, 1}) {
+      SCOPED_TRACE("p " + std::to_string(p) + " axis " + std::to_string(axis));
+      ModelBuilder b;
+      b.Param("x", dims, 0.2f, 1.f);
+      // Fixed signs, so no element sits at |x|'s kink.
+      HostTensor signs(DType::kFloat32, dims, "signs");
+      for (int64_t i = 0; i < signs.NumElements(); ++i) signs.Data<float>()[i] = (i * 5) % 3 ? 1.f : -1.f;
+      b.Const(signs);
+      b.Op("Mul", {"x", "signs"}, "xs");
+      Node& n = b.Op("LpNormalization", {"xs"}, "y");
+      n.SetInt("p", p);
+      n.SetInt("axis", axis);
+      TrainingGraph tg = WithWeightedSumLoss(b, "y", dims, {"signs"});
+      ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-3f);
+      // Forward: every slice along the axis has unit p-norm and keeps its direction.
+      Executor exec(tg.model);
+      auto out = exec.Run({}, {"xs", "y"});
+      HostTensor xv = out[0].ToHost(), yv = out[1].ToHost();
+      const int64_t a = axis < 0 ? axis + 3 : axis;
+      const std::vector<int64_t> strides = {12, 4, 1};
+      for (int64_t base = 0; base < 24; ++base) {
+        if ((base / strides[static_cast<size_t>(a)]) % dims[static_cast<size_t>(a)] != 0) continue;  // slice starts
+        double norm = 0;
+        for (int64_t k = 0; k < dims[static_cast<size_t>(a)]; ++k) {
+          const double v = xv.Data<float>()[base + k * strides[static_cast<size_t>(a)]];
+          norm += p == 1 ? std::fabs(v) : v * v;
+        }
+        if (p == 2) norm = std::sqrt(norm);
+        for (int64_t k = 0; k < dims[static_cast<size_t>(a)]; ++k) {
+          const int64_t at = base + k * strides[static_cast<size_t>(a)];
+          EXPECT_NEAR(yv.Data<float>()[at], xv.Data<float>()[at] / norm, 1e-6);
+        }
+      }
+    }
+}
+
+
+// --- Bad input: one clear error naming the node ------------------------------------------
+
+std::string RunError(Model m, const std::map<std::string, Tensor>& feeds) {
+  try {
+    Executor exec(m);
+    exec.Run(feeds, {m.graph.outputs[0].name});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(GradNn, MalformedEinsumAndConvTransposeFailWithTheNodeNamed) {
+  HostTensor x(DType::kFloat32, {2, 3});
+  struct Case {
+    std::string equation;
+    int inputs;
+    std::string expect;
+  };
+  for (const Case& c : {Case{"ij,jk->ik", 1, "has 2 terms but the node has 1 inputs"},
+                        Case{"i1->i", 1, "has the character '1'"},
+                        Case{"ij->ik", 1, "output label 'k' is in no input"},
+                        Case{"ijk->i", 1, "does not match term 'ijk'"},
+                        Case{"ij,ij->i", 2, "gives a label size"},
+                        Case{"......ij->ij", 1, "two ellipses"}}) {
+    SCOPED_TRACE(c.equation);
+    ModelBuilder b;
+    b.Opset(13);
+    b.Input("a", DType::kFloat32, {2, 3});
+    b.Input("b", DType::kFloat32, {3, 2});
+    std::vector<std::string> ins = {"a"};
+    if (c.inputs == 2) ins.push_back("b");
+    b.Op("Einsum", ins, "y").SetString("equation", c.equation);
+    b.Output("y", {});
+    HostTensor bt(DType::kFloat32, {3, 2});
+    const std::string err = RunError(b.Build(), {{"a", Tensor::FromHost(x)}, {"b", Tensor::FromHost(bt)}});
+    EXPECT_NE(err.find("Einsum_0"), std::string::npos) << err;
+    EXPECT_NE(err.find(c.expect), std::string::npos) << err;
+  }
+  ModelBuilder b;
+  b.Input("x", DType::kFloat32, {1, 3, 4, 4});
+  b.Param("w", {2, 2, 3, 3}, -1.f, 1.f);  // C = 2 rows, but X has 3 channels
+  b.Op("ConvTranspose", {"x", "w"}, "y");
+  b.Output("y", {});
+  HostTensor xt(DType::kFloat32, {1, 3, 4, 4});
+  const std::string err = RunError(b.Build(), {{"x", Tensor::FromHost(xt)}});
+  EXPECT_NE(err.find("ConvTranspose_0"), std::string::npos) << err;
+  EXPECT_NE(err.find("weight must be C x M/group x k"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace ot

@@ -223,6 +223,28 @@ TEST(GradTensor, ExpandAndPad) {
   }
 }
 
+// Reflect and edge read border elements several times: their gradients add up.
+TEST(GradTensor, PadReflectAndEdge) {
+  for (const char* mode : {"reflect", "edge"}) {
+    SCOPED_TRACE(mode);
+    {
+      ModelBuilder b;
+      b.Param("x", {2, 3, 4}, -1.f, 1.f).Const(Int64s("pads", {0, 2, 3, 1, 1, -1}, {6}));
+      b.Op("Pad", {"x", "pads"}, "y").SetString("mode", mode);
+      Check(TrainWithWeightedSumLoss(b, "y", {3, 6, 6}));
+    }
+    {
+      ModelBuilder b;  // opset 2: pads as an attribute
+      b.Opset(9);
+      b.Param("x", {3, 4}, -1.f, 1.f);
+      Node& n = b.Op("Pad", {"x"}, "y");
+      n.SetString("mode", mode);
+      n.SetInts("pads", {2, 3, 1, 0});
+      Check(TrainWithWeightedSumLoss(b, "y", {6, 7}));
+    }
+  }
+}
+
 // --- Trilu, CumSum, TopK ---------------------------------------------------------------
 
 TEST(GradTensor, TriluUpperLowerOffsets) {
@@ -280,10 +302,16 @@ TEST(GradTensor, DepthToSpaceBothModesAndSpaceToDepth) {
     n.SetString("mode", mode);
     Check(TrainWithWeightedSumLoss(b, "y", {1, 2, 4, 6}));
   }
-  ModelBuilder b;
-  b.Param("x", {2, 2, 4, 6}, -1.f, 1.f);
-  b.Op("SpaceToDepth", {"x"}, "y").SetInt("blocksize", 2);
-  Check(TrainWithWeightedSumLoss(b, "y", {2, 8, 2, 3}));
+  for (int64_t opset : {9, 13}) {  // before 11 DepthToSpace (the gradient) has no mode
+    ModelBuilder b;
+    b.Opset(opset);
+    b.Param("x", {2, 2, 4, 6}, -1.f, 1.f);
+    b.Op("SpaceToDepth", {"x"}, "y").SetInt("blocksize", 2);
+    TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", {2, 8, 2, 3});
+    for (const Node& n : tg.model.graph.nodes)
+      if (n.op_type == "DepthToSpace") EXPECT_EQ(n.HasAttr("mode"), opset >= 11);
+    Check(tg);
+  }
 }
 
 TEST(GradTensor, ReverseSequenceBothLayouts) {
@@ -308,6 +336,14 @@ TEST(GradTensor, SqueezeUnsqueezeFlattenOpset13) {
   b.Op("Unsqueeze", {"a", "unsq"}, "c");
   b.Op("Flatten", {"c"}, "y").SetInt("axis", 2);
   Check(TrainWithWeightedSumLoss(b, "y", {3, 4}));
+}
+
+TEST(GradTensor, TransposeAndIdentity) {
+  ModelBuilder b;
+  b.Param("x", {2, 3, 4}, -1.f, 1.f);
+  b.Op("Transpose", {"x"}, "t").SetInts("perm", {2, 0, 1});
+  b.Op("Identity", {"t"}, "y");
+  Check(TrainWithWeightedSumLoss(b, "y", {4, 2, 3}));
 }
 
 // The int64 shape chain torch exports for x.view(x.size(0), -1): Shape, Gather, Unsqueeze,
@@ -388,6 +424,74 @@ TEST(GradTensor, UpsampleOpset9) {
     b.Param("x", {1, 2, 2, 3}, -1.f, 1.f).Const(Floats("scales", {1.f, 1.f, 2.f, 1.5f}));
     b.Op("Upsample", {"x", "scales"}, "y").SetString("mode", mode);
     Check(TrainWithWeightedSumLoss(b, "y", {1, 2, 4, 4}));
+  }
+}
+
+// --- Bad input: one error naming the node, never a crash or a silent answer -------------
+
+std::string RunError(Model m, const std::map<std::string, Tensor>& feeds, const std::string& fetch) {
+  try {
+    Executor exec(m);
+    exec.Run(feeds, {fetch});
+    exec.Run(feeds, {fetch});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(GradTensor, BadInputErrorsNameTheNode) {
+  {
+    ModelBuilder b;
+    b.Param("x", {3, 2}, -1.f, 1.f).Const(Int64s("idx", {0, 3}, {2}));
+    b.Op("Gather", {"x", "idx"}, "y");
+    const std::string e = RunError(b.Build(), {}, "y");
+    EXPECT_NE(e.find("Gather_0"), std::string::npos) << e;
+    EXPECT_NE(e.find("index 3 is out of range"), std::string::npos) << e;
+  }
+  {
+    ModelBuilder b;
+    b.Param("x", {2, 3}, -1.f, 1.f).Const(Int64s("idx", {0, 1, 2}, {1, 3}));
+    b.Op("GatherND", {"x", "idx"}, "y");
+    const std::string e = RunError(b.Build(), {}, "y");
+    EXPECT_NE(e.find("GatherND_0"), std::string::npos) << e;
+    EXPECT_NE(e.find("exceeds data rank"), std::string::npos) << e;
+  }
+  {
+    ModelBuilder b;
+    b.Param("x", {1, 1, 2, 2}, -1.f, 1.f).Const(Floats("roi", {})).Const(Floats("scales", {1, 1, 2, 2}));
+    b.Op("Resize", {"x", "roi", "scales"}, "y").SetString("mode", "bicubic");
+    const std::string e = RunError(b.Build(), {}, "y");
+    EXPECT_NE(e.find("Resize_0"), std::string::npos) << e;
+    EXPECT_NE(e.find("mode must be nearest, linear or cubic"), std::string::npos) << e;
+  }
+  {  // NonZero's output size is planned once per input shapes: a changed count is an error.
+    ModelBuilder b;
+    b.Input("x", DType::kFloat32, {4});
+    b.Op("NonZero", {"x"}, "y");
+    Executor exec(b.Build());
+    auto feed = [](std::vector<float> v) { return std::map<std::string, Tensor>{{"x", Tensor::FromHost(HostTensor::FromVector(v, {4}))}}; };
+    HostTensor first = exec.Run(feed({0, 2, 0, 3}), {"y"})[0].ToHost();
+    EXPECT_EQ(first.AsInt64s(), (std::vector<int64_t>{1, 3}));
+    EXPECT_EQ(exec.Run(feed({5, 0, 0, 1}), {"y"})[0].ToHost().AsInt64s(), (std::vector<int64_t>{0, 3}));
+    try {
+      exec.Run(feed({1, 1, 1, 0}), {"y"});
+      ADD_FAILURE() << "a changed non-zero count was not reported";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("NonZero_0"), std::string::npos) << e.what();
+    }
+  }
+  {  // The gradient of ScatterND with a reduction is refused when the training graph is built.
+    ModelBuilder b;
+    b.Opset(16);
+    b.Param("data", {4, 3}, -1.f, 1.f).Param("upd", {2, 3}, -1.f, 1.f).Const(Int64s("idx", {3, 1}, {2, 1}));
+    b.Op("ScatterND", {"data", "idx", "upd"}, "y").SetString("reduction", "add");
+    try {
+      TrainWithWeightedSumLoss(b, "y", {4, 3});
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("reduction 'add' is not supported"), std::string::npos) << e.what();
+    }
   }
 }
 

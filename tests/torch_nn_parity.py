@@ -11,13 +11,16 @@ torch.onnx.export in training mode at opsets 13 and 17. `onnx-train grad` gives 
 cross-entropy loss and every parameter gradient; PyTorch autograd gives the same in float64
 (the oracle) and float32. Each float32 gradient of ours must be within max(1e-4, 3x
 PyTorch float32's own distance) of float64, relative by norm per tensor (denominator floored
-at 1e-3), as in torch_grad_parity.py, whose helpers this script reuses.
+at 1e-3), as in torch_grad_parity.py, whose helpers this script reuses. `onnx-train
+export` of each model must give a training graph that the ONNX checker accepts (full check,
+with shape inference).
 
 Run by CTest (target torch_nn_parity); by hand:
     /usr/bin/python3 tests/torch_nn_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/nnp
 """
 import argparse
 import os
+import subprocess
 import sys
 import time
 
@@ -26,6 +29,7 @@ from torch_parity import export  # noqa: E402  (exits if torch is missing)
 from torch_grad_parity import run_grad, torch_grads  # noqa: E402
 
 import numpy as np  # noqa: E402
+import onnx  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
@@ -160,6 +164,15 @@ def check(args, name, make, shape, opset, seed, classes=5, batch=3):
         worst_t32 = max(worst_t32, t32)
         if err > max(1e-4, 3 * t32):
             failures.append(f"{pname}: {err:.2e} from float64 by norm (torch float32: {t32:.2e})")
+    train_path = os.path.join(args.workdir, tag + ".train.onnx")
+    proc = subprocess.run([args.onnx_train, "export", path, "-o", train_path], capture_output=True, text=True)
+    if proc.returncode != 0:
+        failures.append("export failed: " + (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1])
+    else:
+        try:
+            onnx.checker.check_model(onnx.load(train_path), full_check=True)
+        except Exception as e:  # noqa: BLE001  (the checker raises several types)
+            failures.append(f"the ONNX checker rejects the exported training graph: {str(e)[:300]}")
     print(f"  {tag:<40} loss rel err {loss_err:.1e}  {len(ref)} grads: worst {worst:.2e} ({worst_name}), "
           f"torch float32 worst {worst_t32:.2e}  {'ok' if not failures else 'FAILED'}", flush=True)
     for f in failures[:8]:

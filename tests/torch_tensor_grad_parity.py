@@ -4,12 +4,15 @@
 Small modules that route trainable values through indexing, shape and data-movement ops
 (embedding with repeated token ids, slicing with steps and negative indices, chunk/split,
 torch.where, repeat/expand, tril/triu, cumsum, topk, gather/scatter, pixel_shuffle and
-pixel_unshuffle, F.interpolate nearest/bilinear/bicubic) are exported by torch.onnx.export
+pixel_unshuffle, F.interpolate nearest/bilinear/bicubic, ShuffleNetV2's channel shuffle and a
+ViT's class-token plumbing, these two with a dynamic batch axis so that torch exports their
+sizes as int64 Shape/Gather/Concat chains) are exported by torch.onnx.export
 in training mode at two opsets each, and `onnx-train grad` computes the mean cross-entropy
 loss and every parameter gradient. PyTorch autograd computes the same in float64 (the
 oracle) and float32; each of our float32 gradients must lie within max(1e-4, 3x PyTorch
 float32's own distance from float64), relative by norm per tensor with a floor of 1e-3 on
-the denominator, and the loss within 1e-4.
+the denominator, and the loss within 1e-4. `onnx-train export` of each must pass the ONNX
+checker with full shape inference.
 
 Run by CTest (target torch_tensor_grad_parity); by hand:
     /usr/bin/python3 tests/torch_tensor_grad_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/tgp
@@ -17,6 +20,7 @@ Run by CTest (target torch_tensor_grad_parity); by hand:
 import argparse
 import copy
 import os
+import subprocess
 import sys
 import time
 import warnings
@@ -25,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_grad_parity import run_grad  # noqa: E402  (same folder; exits if torch is missing)
 
 import numpy as np  # noqa: E402
+import onnx  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
@@ -131,9 +136,42 @@ class Interpolate(Image):
                           F.interpolate(h, size=(9, 9), mode="bicubic", align_corners=False).flatten(1)], 1)
 
 
+class ChannelShuffle(Image):
+    """ShuffleNetV2's channel split and shuffle: with a dynamic batch axis torch exports
+    the sizes as Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains."""
+    dynamic = True
+
+    def __init__(self):
+        super().__init__(4 * 6 * 6)
+
+    def body(self, h):
+        a, b = h.chunk(2, dim=1)
+        h = torch.cat([a, torch.relu(b)], 1)
+        n, c, hh, ww = h.size()
+        return h.view(n, 2, c // 2, hh, ww).transpose(1, 2).contiguous().view(n, -1, hh, ww)
+
+
+class TokensWithClass(Image):
+    """A ViT's token plumbing: patches flattened to tokens, a class token expanded to the
+    (dynamic) batch and prepended, a position embedding added, the class token read out."""
+    dynamic = True
+
+    def __init__(self):
+        super().__init__(4 + 4)
+        self.cls = nn.Parameter(torch.randn(1, 1, 4))
+        self.pos = nn.Parameter(torch.randn(1, 37, 4))
+
+    def body(self, h):
+        n = h.shape[0]
+        t = h.reshape(n, h.shape[1], -1).permute(0, 2, 1)
+        t = torch.cat([self.cls.expand(n, -1, -1), t], dim=1) + self.pos
+        return torch.cat([t[:, 0], t[:, 1:].mean(1)], 1)
+
+
 # (module, opsets): two opsets each; Trilu needs opset 14.
 CASES = [(Embedding, (13, 17)), (Indexing, (13, 17)), (ChunkSplit, (13, 17)), (WhereRepeat, (13, 17)),
-         (TrilCumsum, (14, 17)), (TopKGather, (13, 17)), (PixelShuffle, (13, 17)), (Interpolate, (13, 17))]
+         (TrilCumsum, (14, 17)), (TopKGather, (13, 17)), (PixelShuffle, (13, 17)), (Interpolate, (13, 17)),
+         (ChannelShuffle, (11, 13)), (TokensWithClass, (13, 17))]
 
 
 def make_input(kind, rng):
@@ -165,9 +203,10 @@ def check(args, cls, opset, seed):
     path = os.path.join(args.workdir, tag + ".onnx")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(copy.deepcopy(module), torch.from_numpy(x), path, input_names=["input"],
-                          output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False, opset_version=opset)
+        dynamic = {"input": {0: "batch"}, "logits": {0: "batch"}} if getattr(cls, "dynamic", False) else None
+        torch.onnx.export(copy.deepcopy(module), torch.from_numpy(x[:2]) if dynamic else torch.from_numpy(x), path,
+                          input_names=["input"], output_names=["logits"], dynamic_axes=dynamic,
+                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False, opset_version=opset)
     ref_loss, ref = torch_grads(module, x, y, torch.float64)
     _, ref32 = torch_grads(module, x, y, torch.float32)
     ours = run_grad(args.onnx_train, path, x, y, args.workdir, tag)
@@ -193,6 +232,16 @@ def check(args, cls, opset, seed):
             worst, worst_name = err, name
         if err > max(1e-4, 3 * t32):
             failures.append(f"{name}: {err:.2e} from float64 by norm (torch float32: {t32:.2e})")
+    # The training graph, saved by `onnx-train export`, passes the ONNX checker with shape inference.
+    training = os.path.join(args.workdir, tag + "_training.onnx")
+    proc = subprocess.run([args.onnx_train, "export", path, "-o", training], capture_output=True, text=True)
+    if proc.returncode != 0:
+        failures.append("export: " + (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1][:300])
+    else:
+        try:
+            onnx.checker.check_model(onnx.load(training), full_check=True)
+        except Exception as e:  # noqa: BLE001  (the checker raises several types)
+            failures.append("checker: " + str(e).splitlines()[0][:300])
     print(f"  {tag:<22} loss rel err {loss_err:.1e}  {len(ref)} grads: worst by norm {worst:.2e} ({worst_name}), "
           f"torch float32 worst {worst_t32:.2e}  {'ok' if not failures else 'FAILED'}", flush=True)
     for f in failures[:6]:

@@ -206,6 +206,8 @@ bool StopRequested(Communicator* comm, std::chrono::milliseconds timeout) {
   float flag = InterruptSignal() != 0 ? 1.f : 0.f;
   if (comm) comm->AllReduce(CommBuffer::Of(&flag, 1))->Wait(timeout);
   return flag > 0.f;
+}
+
 // The class names, one a line in label order, beside the checkpoints (image folders).
 void WriteClassNames(const std::vector<std::string>& names, const std::string& path) {
   std::string text;

@@ -1,7 +1,7 @@
 // CPU kernels of the indexing and generating ops: GatherND, ScatterND, ScatterElements
 // (and the older Scatter), Trilu, CumSum, TopK, NonZero, Compress, ReverseSequence,
 // DepthToSpace, SpaceToDepth (and DepthToSpaceGrad, the inverse permutation), OneHot,
-// EyeLike and Range. Plain loops: these move or pick elements, which no oneDNN primitive
+// EyeLike, Range and Unique. Plain loops: these move or pick elements, which no oneDNN primitive
 // does; element copies go by size (any fixed-size type), arithmetic by type.
 #include <algorithm>
 #include <array>
@@ -397,6 +397,114 @@ class CompressKernel final : public OpKernel {
   std::vector<int64_t> keep_;
 };
 
+// Unique(X) with optional `axis` and `sorted` -> Y, indices (first occurrence),
+// inverse_indices, counts. Without an axis X is flattened; with one, the slices along it
+// are compared whole (lexicographically when sorted).
+struct UniqueResult {
+  std::vector<int64_t> first;    // per unique value: its first position along the axis
+  std::vector<int64_t> inverse;  // per position: its unique value's number
+  std::vector<int64_t> counts;
+};
+
+UniqueResult FindUnique(const Tensor& x, bool has_axis, int64_t axis, bool sorted, const Node& node) {
+  const Shape flat = {x.numel()};
+  const Shape& s = has_axis ? x.shape() : flat;
+  const int64_t a = has_axis ? axis : 0;
+  const int64_t dim = s[static_cast<size_t>(a)];
+  const int64_t outer = NumElements(Shape(s.begin(), s.begin() + a));
+  const int64_t inner = NumElements(Shape(s.begin() + a + 1, s.end()));
+  UniqueResult r;
+  DispatchType(NumericOrBoolTypes{}, x.dtype(), node, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = x.data<T>();
+    // -1, 0, 1 comparing the slices at positions i and j along the axis.
+    auto compare = [&](int64_t i, int64_t j) {
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t k = 0; k < inner; ++k) {
+          const T u = p[(o * dim + i) * inner + k], v = p[(o * dim + j) * inner + k];
+          if (u < v) return -1;
+          if (v < u) return 1;
+        }
+      return 0;
+    };
+    std::vector<int64_t> order(static_cast<size_t>(dim));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) { return compare(i, j) < 0; });
+    std::vector<int64_t> group(static_cast<size_t>(dim));  // sorted group of each position
+    std::vector<int64_t> group_first;
+    for (size_t n = 0; n < order.size(); ++n) {
+      if (n == 0 || compare(order[n - 1], order[n]) != 0) group_first.push_back(order[n]);  // stable: lowest index
+      group[static_cast<size_t>(order[n])] = static_cast<int64_t>(group_first.size()) - 1;
+    }
+    const size_t groups = group_first.size();
+    std::vector<int64_t> rank(groups);  // output number of each group
+    std::vector<int64_t> by_output(groups);
+    std::iota(by_output.begin(), by_output.end(), 0);
+    if (!sorted)
+      std::sort(by_output.begin(), by_output.end(), [&](int64_t g, int64_t h) { return group_first[static_cast<size_t>(g)] < group_first[static_cast<size_t>(h)]; });
+    for (size_t n = 0; n < groups; ++n) rank[static_cast<size_t>(by_output[n])] = static_cast<int64_t>(n);
+    r.first.resize(groups);
+    r.counts.assign(groups, 0);
+    for (size_t g = 0; g < groups; ++g) r.first[static_cast<size_t>(rank[g])] = group_first[g];
+    for (int64_t i = 0; i < dim; ++i) {
+      const int64_t out = rank[static_cast<size_t>(group[static_cast<size_t>(i)])];
+      r.inverse.push_back(out);
+      ++r.counts[static_cast<size_t>(out)];
+    }
+  });
+  return r;
+}
+
+class UniqueKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    if (!TypeListHas(NumericOrBoolTypes{}, x.dtype())) Unsupported("data type " + DTypeName(x.dtype()));
+    has_axis_ = node_.HasAttr("axis");
+    if (has_axis_) axis_ = NormalizeAxis(node_.GetInt("axis", 0), x.rank(), node_);
+    result_ = FindUnique(x, has_axis_, axis_, node_.GetInt("sorted", 1) != 0, node_);
+    const auto n = static_cast<int64_t>(result_.first.size());
+    Shape y = {n};
+    if (has_axis_) {
+      y = x.shape();
+      y[static_cast<size_t>(axis_)] = n;
+    }
+    ctx.SetOutput(0, x.dtype(), y);
+    ctx.SetOutput(1, DType::kInt64, {n});
+    ctx.SetOutput(2, DType::kInt64, {static_cast<int64_t>(result_.inverse.size())});
+    ctx.SetOutput(3, DType::kInt64, {n});
+  }
+  void Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    UniqueResult r = FindUnique(x, has_axis_, axis_, node_.GetInt("sorted", 1) != 0, node_);
+    if (r.first.size() != result_.first.size())
+      Fail("found " + std::to_string(r.first.size()) + " unique values where the plan made for these input shapes found " +
+           std::to_string(result_.first.size()) + "; onnx-train fixes output shapes once per input shapes");
+    const size_t esize = DTypeSize(x.dtype());
+    const Shape flat = {x.numel()};
+    const AxisSplit xs = SplitAround(has_axis_ ? x.shape() : flat, has_axis_ ? axis_ : 0, esize);
+    const int64_t dim = has_axis_ ? x.dim(static_cast<int>(axis_)) : x.numel();
+    if (ctx.HasOutput(0)) {
+      const auto* in = static_cast<const unsigned char*>(x.raw());
+      auto* out = static_cast<unsigned char*>(ctx.Output(0).raw());
+      for (int64_t o = 0; o < xs.outer; ++o)
+        for (int64_t k : r.first) {
+          std::memcpy(out, in + (o * dim + k) * xs.inner_bytes, static_cast<size_t>(xs.inner_bytes));
+          out += xs.inner_bytes;
+        }
+    }
+    const std::vector<int64_t>* lists[] = {nullptr, &r.first, &r.inverse, &r.counts};
+    for (int i = 1; i < 4; ++i)
+      if (ctx.HasOutput(i)) std::copy(lists[i]->begin(), lists[i]->end(), ctx.Output(i).data<int64_t>());
+  }
+
+ private:
+  bool has_axis_ = false;
+  int64_t axis_ = 0;
+  UniqueResult result_;
+};
+
 // ReverseSequence(X, sequence_lens): the first lens[b] steps of each batch entry reversed.
 class ReverseSequenceKernel final : public OpKernel {
  public:
@@ -565,6 +673,7 @@ OT_REGISTER_KERNEL(kGradDomain, "DepthToSpaceGrad", 1, kLatestOpset, DeviceType:
 OT_REGISTER_CPU_KERNEL("OneHot", 9, kLatestOpset, OneHotKernel);
 OT_REGISTER_CPU_KERNEL("EyeLike", 9, kLatestOpset, EyeLikeKernel);
 OT_REGISTER_CPU_KERNEL("Range", 11, kLatestOpset, RangeKernel);
+OT_REGISTER_CPU_KERNEL("Unique", 11, kLatestOpset, UniqueKernel);
 
 }  // namespace
 }  // namespace cpu

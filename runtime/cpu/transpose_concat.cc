@@ -379,7 +379,7 @@ class PadKernel final : public OpKernel {
     const PadPlan plan = PreparePad(node_, opset_, ctx, shape_inputs_, x.shape());
     source_index_.assign(plan.out.size(), {});
     for (size_t d = 0; d < plan.out.size(); ++d)
-      source_index_[d] = AxisSources(x.shape()[d], plan.pads[d], plan.out[d], plan.mode);
+      source_index_[d] = PadAxisSources(x.shape()[d], plan.pads[d], plan.out[d], plan.mode);
     fill_ = FillValue(ctx, x.dtype());
     ctx.SetOutput(0, x.dtype(), plan.out);
   }
@@ -398,27 +398,6 @@ class PadKernel final : public OpKernel {
   }
 
  private:
-  // Input index for each output index along one axis; -1 where constant padding goes
-  // (PreparePad has ruled out padding an empty axis in the other modes).
-  static std::vector<int64_t> AxisSources(int64_t dim, int64_t begin, int64_t out_dim, const std::string& mode) {
-    std::vector<int64_t> src(static_cast<size_t>(out_dim));
-    for (int64_t o = 0; o < out_dim; ++o) {
-      int64_t i = o - begin;
-      if (i < 0 || i >= dim) {
-        if (mode == "constant") i = -1;
-        else if (mode == "edge") i = std::clamp<int64_t>(i, 0, dim - 1);
-        else if (dim == 1) i = 0;
-        else {  // reflect: period 2*(dim-1), mirrored about both ends
-          const int64_t period = 2 * (dim - 1);
-          i = ((i % period) + period) % period;
-          if (i >= dim) i = period - i;
-        }
-      }
-      src[static_cast<size_t>(o)] = i;
-    }
-    return src;
-  }
-
   // The bytes of the padding value in the data type.
   std::vector<unsigned char> FillValue(const KernelContext& ctx, DType t) const {
     if (opset_ < 11) return PadAttributeValue(node_, t);
