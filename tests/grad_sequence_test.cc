@@ -32,12 +32,14 @@ struct RnnCase {
   std::vector<float> alpha, beta;
   std::vector<int> consumed = {0, 1, 2};  // outputs that reach the loss (Y, Y_h, Y_c)
   int layers = 1;                      // 2: a second node of the same kind fed by the first's Y
+  bool no_y = false;                   // the node does not produce Y (its gradient op then
+                                       // recomputes the forward step by step)
 
   int64_t Dirs() const { return direction == "bidirectional" ? 2 : 1; }
   int64_t Gates() const { return op == "LSTM" ? 4 : op == "GRU" ? 3 : 1; }
   int NumOutputs() const { return op == "LSTM" ? 3 : 2; }
   std::string Name() const {
-    std::string s = op + " " + direction + " layout " + std::to_string(layout) + " seq " + std::to_string(seq) +
+    std::string s = op + (no_y ? " (no Y)" : "") + " " + direction + " layout " + std::to_string(layout) + " seq " + std::to_string(seq) +
                     " batch " + std::to_string(batch) + " input " + std::to_string(input) + " hidden " +
                     std::to_string(hidden) + (bias ? " B" : "") + (init_h ? " h0" : "") + (init_c ? " c0" : "") +
                     (peephole ? " P" : "") + (lens.empty() ? "" : " lens") + " lbr " + std::to_string(lbr) +
@@ -96,6 +98,7 @@ std::vector<std::string> AddRecurrentLayer(ModelBuilder& b, const RnnCase& c, in
   Node& n = b.Op(c.op, ins, p + "Y");
   n.outputs = {p + "Y", p + "Y_h"};
   if (c.op == "LSTM") n.outputs.push_back(p + "Y_c");
+  if (c.no_y) n.outputs[0] = "";
   n.SetInt("hidden_size", c.hidden);
   n.SetString("direction", c.direction);
   if (c.layout != 0) n.SetInt("layout", c.layout);
@@ -222,6 +225,25 @@ TEST(GradSequence, SubsetsOfOutputs) {
       c.init_h = true;
       c.init_c = true;
       c.lbr = 1;
+      c.no_y = consumed[0] == 1;
+      CheckCase(c);
+    }
+}
+
+// Without Y the gradient ops recompute the forward step by step: every cell and direction.
+TEST(GradSequence, WithoutYOutput) {
+  for (const char* op : {"LSTM", "GRU", "RNN"})
+    for (int64_t lbr : {0, 1}) {
+      if (std::string(op) != "GRU" && lbr == 0) continue;
+      RnnCase c(op);
+      c.direction = "bidirectional";
+      c.consumed = {1, 2};
+      c.no_y = true;
+      c.lbr = lbr;
+      c.init_h = c.init_c = true;
+      c.peephole = c.op == "LSTM";
+      c.seq = 4;
+      c.lens = {4, 1, 3};
       CheckCase(c);
     }
 }
