@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -439,6 +440,58 @@ TEST(GradSequence, ClipTakesEffect) {
       diff = std::max(diff, static_cast<double>(std::fabs(none.Data<float>()[i] - tight.Data<float>()[i])));
     }
     EXPECT_GT(diff, 1e-2);
+  }
+}
+
+// Each activation by value: one RNN step with W = I, R = 0 and no bias gives Y = f(X).
+// The expected values are ONNX's definitions written out here.
+TEST(GradSequence, ActivationValues) {
+  struct Act {
+    std::string name;
+    std::vector<float> alpha, beta;
+    std::function<double(double)> f;
+  };
+  const std::vector<Act> acts = {
+      {"Sigmoid", {}, {}, [](double v) { return 1 / (1 + std::exp(-v)); }},
+      {"Tanh", {}, {}, [](double v) { return std::tanh(v); }},
+      {"Relu", {}, {}, [](double v) { return std::max(v, 0.0); }},
+      {"LeakyRelu", {0.3f}, {}, [](double v) { return v < 0 ? 0.3 * v : v; }},
+      {"LeakyRelu", {}, {}, [](double v) { return v < 0 ? 0.01 * v : v; }},
+      {"ThresholdedRelu", {0.4f}, {}, [](double v) { return v > 0.4 ? v : 0.0; }},
+      {"ScaledTanh", {1.5f}, {0.7f}, [](double v) { return 1.5 * std::tanh(0.7 * v); }},
+      {"HardSigmoid", {0.3f}, {0.4f}, [](double v) { return std::min(1.0, std::max(0.0, 0.3 * v + 0.4)); }},
+      {"HardSigmoid", {}, {}, [](double v) { return std::min(1.0, std::max(0.0, 0.2 * v + 0.5)); }},
+      {"Elu", {0.6f}, {}, [](double v) { return v < 0 ? 0.6 * (std::exp(v) - 1) : v; }},
+      {"Softsign", {}, {}, [](double v) { return v / (1 + std::fabs(v)); }},
+      {"Softplus", {}, {}, [](double v) { return std::log(1 + std::exp(v)); }},
+      {"Affine", {2.f}, {-0.5f}, [](double v) { return 2 * v - 0.5; }},
+  };
+  const int64_t n = 8;
+  HostTensor x = Random({1, 1, n}, 11, -3.f, 3.f);
+  HostTensor w(DType::kFloat32, {1, n, n}), r(DType::kFloat32, {1, n, n});
+  for (int64_t i = 0; i < n * n; ++i) {
+    w.Data<float>()[i] = i % (n + 1) == 0 ? 1.f : 0.f;
+    r.Data<float>()[i] = 0.f;
+  }
+  w.name = "W";
+  r.name = "R";
+  for (const Act& a : acts) {
+    SCOPED_TRACE(a.name);
+    ModelBuilder b;
+    b.Opset(14);
+    b.Input("X", DType::kFloat32, {1, 1, n});
+    b.Const(w).Const(r);
+    Node& node = b.Op("RNN", {"X", "W", "R"}, "Y");
+    node.SetInt("hidden_size", n);
+    Attribute names;
+    names.kind = Attribute::Kind::kStrings;
+    names.strings = {a.name};
+    node.attrs["activations"] = names;
+    if (!a.alpha.empty()) node.attrs["activation_alpha"] = Floats(a.alpha);
+    if (!a.beta.empty()) node.attrs["activation_beta"] = Floats(a.beta);
+    Executor exec(b.Build());
+    HostTensor y = exec.Run({{"X", Tensor::FromHost(x)}}, {"Y"})[0].ToHost();
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y.Data<float>()[i], a.f(x.Data<float>()[i]), 1e-5) << i;
   }
 }
 

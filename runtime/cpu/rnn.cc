@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "graph/gradient_registry.h"
+#include "runtime/activation_math.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/rnn_shapes.h"
 
@@ -54,6 +55,21 @@ void MapClipped(const float* x, float* y, int64_t n, float clip, F f) {
   for (int64_t j = 0; j < n; ++j) y[j] = f(std::min(std::max(x[j], -clip), clip));
 }
 
+// The activations the unary ops share (HardSigmoid, Elu, Softsign, Softplus,
+// ThresholdedRelu) come from runtime/activation_math.h.
+UnaryParams Params(const RnnActivation& a) {
+  UnaryParams p;
+  p.alpha = a.alpha;
+  p.beta = a.beta;
+  return p;
+}
+
+template <UnaryFn F>
+void MapUnary(const RnnActivation& a, float clip, const float* x, float* y, int64_t n) {
+  const UnaryParams p = Params(a);
+  MapClipped(x, y, n, clip, [&p](float v) { return UnaryForward<F>(v, p); });
+}
+
 void Activate(const RnnActivation& a, float clip, const float* x, float* y, int64_t n) {
   const float al = a.alpha, be = a.beta;
   switch (a.kind) {
@@ -62,17 +78,13 @@ void Activate(const RnnActivation& a, float clip, const float* x, float* y, int6
     case RnnActivationKind::kRelu: return MapClipped(x, y, n, clip, [](float v) { return v > 0.f ? v : 0.f; });
     case RnnActivationKind::kLeakyRelu:
       return MapClipped(x, y, n, clip, [al](float v) { return v >= 0.f ? v : al * v; });
-    case RnnActivationKind::kThresholdedRelu:
-      return MapClipped(x, y, n, clip, [al](float v) { return v > al ? v : 0.f; });
+    case RnnActivationKind::kThresholdedRelu: return MapUnary<UnaryFn::kThresholdedRelu>(a, clip, x, y, n);
     case RnnActivationKind::kScaledTanh:
       return MapClipped(x, y, n, clip, [al, be](float v) { return al * std::tanh(be * v); });
-    case RnnActivationKind::kHardSigmoid:
-      return MapClipped(x, y, n, clip, [al, be](float v) { return std::min(1.f, std::max(0.f, al * v + be)); });
-    case RnnActivationKind::kElu:
-      return MapClipped(x, y, n, clip, [al](float v) { return v >= 0.f ? v : al * (std::exp(v) - 1.f); });
-    case RnnActivationKind::kSoftsign: return MapClipped(x, y, n, clip, [](float v) { return v / (1.f + std::fabs(v)); });
-    case RnnActivationKind::kSoftplus:
-      return MapClipped(x, y, n, clip, [](float v) { return v > 20.f ? v : std::log1p(std::exp(v)); });
+    case RnnActivationKind::kHardSigmoid: return MapUnary<UnaryFn::kHardSigmoid>(a, clip, x, y, n);
+    case RnnActivationKind::kElu: return MapUnary<UnaryFn::kElu>(a, clip, x, y, n);
+    case RnnActivationKind::kSoftsign: return MapUnary<UnaryFn::kSoftsign>(a, clip, x, y, n);
+    case RnnActivationKind::kSoftplus: return MapUnary<UnaryFn::kSoftplus>(a, clip, x, y, n);
     case RnnActivationKind::kAffine: return MapClipped(x, y, n, clip, [al, be](float v) { return al * v + be; });
   }
 }
@@ -81,6 +93,12 @@ void Activate(const RnnActivation& a, float clip, const float* x, float* y, int6
 template <typename F>
 void MapGrad(const float* x, const float* dy, float* dx, int64_t n, float clip, F fp) {
   for (int64_t j = 0; j < n; ++j) dx[j] = std::fabs(x[j]) > clip ? 0.f : dy[j] * fp(x[j]);
+}
+
+template <UnaryFn F>
+void MapUnaryGrad(const RnnActivation& a, float clip, const float* x, const float* dy, float* dx, int64_t n) {
+  const UnaryParams p = Params(a);
+  MapGrad(x, dy, dx, n, clip, [&p](float v) { return UnaryDerivative<F>(v, p); });
 }
 
 void ActivateGrad(const RnnActivation& a, float clip, const float* x, const float* dy, float* dx, int64_t n) {
@@ -99,26 +117,16 @@ void ActivateGrad(const RnnActivation& a, float clip, const float* x, const floa
     case RnnActivationKind::kRelu: return MapGrad(x, dy, dx, n, clip, [](float v) { return v > 0.f ? 1.f : 0.f; });
     case RnnActivationKind::kLeakyRelu:
       return MapGrad(x, dy, dx, n, clip, [al](float v) { return v >= 0.f ? 1.f : al; });
-    case RnnActivationKind::kThresholdedRelu:
-      return MapGrad(x, dy, dx, n, clip, [al](float v) { return v > al ? 1.f : 0.f; });
+    case RnnActivationKind::kThresholdedRelu: return MapUnaryGrad<UnaryFn::kThresholdedRelu>(a, clip, x, dy, dx, n);
     case RnnActivationKind::kScaledTanh:
       return MapGrad(x, dy, dx, n, clip, [al, be](float v) {
         const float t = std::tanh(be * v);
         return al * be * (1.f - t * t);
       });
-    case RnnActivationKind::kHardSigmoid:
-      return MapGrad(x, dy, dx, n, clip, [al, be](float v) {
-        const float u = al * v + be;
-        return u > 0.f && u < 1.f ? al : 0.f;
-      });
-    case RnnActivationKind::kElu:
-      return MapGrad(x, dy, dx, n, clip, [al](float v) { return v >= 0.f ? 1.f : al * std::exp(v); });
-    case RnnActivationKind::kSoftsign:
-      return MapGrad(x, dy, dx, n, clip, [](float v) {
-        const float d = 1.f + std::fabs(v);
-        return 1.f / (d * d);
-      });
-    case RnnActivationKind::kSoftplus: return MapGrad(x, dy, dx, n, clip, Sigmoid);
+    case RnnActivationKind::kHardSigmoid: return MapUnaryGrad<UnaryFn::kHardSigmoid>(a, clip, x, dy, dx, n);
+    case RnnActivationKind::kElu: return MapUnaryGrad<UnaryFn::kElu>(a, clip, x, dy, dx, n);
+    case RnnActivationKind::kSoftsign: return MapUnaryGrad<UnaryFn::kSoftsign>(a, clip, x, dy, dx, n);
+    case RnnActivationKind::kSoftplus: return MapUnaryGrad<UnaryFn::kSoftplus>(a, clip, x, dy, dx, n);
     case RnnActivationKind::kAffine: return MapGrad(x, dy, dx, n, clip, [al](float) { return al; });
   }
 }
