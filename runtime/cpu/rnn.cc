@@ -550,7 +550,7 @@ class RnnKernel final : public OpKernel {
   explicit RnnKernel(const KernelInfo& info) : OpKernel(info) {}
 
   void Prepare(KernelContext& ctx) override {
-    spec_ = PlanRnn(node_, kCell, ctx);
+    spec_ = PlanRnn(node_, kCell, opset_, ctx);
     ctx.SetOutput(0, DType::kFloat32, spec_.y);
     ctx.SetOutput(1, DType::kFloat32, spec_.y_h);
     if (kCell == RnnCell::kLSTM) ctx.SetOutput(2, DType::kFloat32, spec_.y_h);
@@ -573,7 +573,7 @@ class RnnGradKernel final : public OpKernel {
   explicit RnnGradKernel(const KernelInfo& info) : OpKernel(info) {}
 
   void Prepare(KernelContext& ctx) override {
-    spec_ = PlanRnn(node_, kCell, ctx);
+    spec_ = PlanRnn(node_, kCell, opset_, ctx);
     const int n = RnnNumForwardInputs(kCell);
     const int n_out = kCell == RnnCell::kLSTM ? 3 : 2;
     for (int i = 0; i <= n_out; ++i) {  // dY, dY_h[, dY_c], then the forward's Y
