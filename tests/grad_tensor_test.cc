@@ -309,7 +309,9 @@ TEST(GradTensor, DepthToSpaceBothModesAndSpaceToDepth) {
     b.Op("SpaceToDepth", {"x"}, "y").SetInt("blocksize", 2);
     TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", {2, 8, 2, 3});
     for (const Node& n : tg.model.graph.nodes)
-      if (n.op_type == "DepthToSpace") EXPECT_EQ(n.HasAttr("mode"), opset >= 11);
+      if (n.op_type == "DepthToSpace") {
+        EXPECT_EQ(n.HasAttr("mode"), opset >= 11);
+      }
     Check(tg);
   }
 }
