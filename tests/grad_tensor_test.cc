@@ -418,6 +418,29 @@ TEST(GradTensor, ResizeCropAndResizeExtrapolation) {
   Check(TrainWithWeightedSumLoss(b, "y", {1, 1, 3, 5}));
 }
 
+// Opset 10 Resize (X, scales) and opset 7 Upsample (scales attribute): asymmetric, floor.
+TEST(GradTensor, ResizeOpset10AndUpsampleOpset7) {
+  for (const char* mode : {"nearest", "linear"}) {
+    SCOPED_TRACE(mode);
+    {
+      ModelBuilder b;
+      b.Opset(10);
+      b.Param("x", {1, 1, 3, 4}, -1.f, 1.f).Const(Floats("scales", {1.f, 1.f, 1.5f, 0.75f}));
+      b.Op("Resize", {"x", "scales"}, "y").SetString("mode", mode);
+      Check(TrainWithWeightedSumLoss(b, "y", {1, 1, 4, 3}));
+    }
+    {
+      ModelBuilder b;
+      b.Opset(7);
+      b.Param("x", {1, 2, 2, 3}, -1.f, 1.f);
+      Node& n = b.Op("Upsample", {"x"}, "y");
+      n.SetString("mode", mode);
+      n.SetFloats("scales", {1.f, 1.f, 2.f, 2.f});
+      Check(TrainWithWeightedSumLoss(b, "y", {1, 2, 4, 6}));
+    }
+  }
+}
+
 TEST(GradTensor, UpsampleOpset9) {
   for (const char* mode : {"nearest", "linear"}) {
     SCOPED_TRACE(mode);
