@@ -314,6 +314,13 @@ ResizePlan PlanResize(const Node& node, const std::string& op, int64_t opset, co
   if (coord == "tf_crop_and_resize" && in.roi.size() != 2 * rank)
     Fail(node, "tf_crop_and_resize needs roi with " + std::to_string(2 * rank) + " entries");
 
+  p.spatial_half_pixel_linear = (mode == "linear" || mode == "bilinear") && rank >= 3 && rank <= 5 &&
+                                p.out[0] == x[0] && p.out[1] == x[1] &&
+                                (coord == "half_pixel" || coord == "pytorch_half_pixel");
+  for (size_t d = 2; d < rank && p.spatial_half_pixel_linear; ++d)
+    p.spatial_half_pixel_linear = x[d] > 0 && p.out[d] > (coord == "pytorch_half_pixel" ? 1 : 0) &&
+                                  scales[d] * static_cast<double>(x[d]) == static_cast<double>(p.out[d]);
+
   const int taps = mode == "cubic" ? 4 : mode == "nearest" ? 1 : 2;
   for (size_t d = 0; d < rank; ++d) {
     ResizeAxis ax;

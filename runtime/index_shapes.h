@@ -107,6 +107,10 @@ struct ResizePlan {
   std::vector<ResizeAxis> axes;
   bool any_outside = false;
   float extrapolation_value = 0.f;
+  // Linear with half-pixel coordinates (pytorch_half_pixel where every output axis is
+  // longer than 1) on a rank 3-5 tensor, resizing only axes 2+ and each at scale exactly
+  // out/in: the case library resampling primitives compute (oneDNN's resampling_linear).
+  bool spatial_half_pixel_linear = false;
 };
 // The float values of roi/scales (inputs `roi_input` and `scales_input`, -1 when the op
 // has none) and the sizes input; `op`/`opset` are the forward op's.

@@ -406,6 +406,26 @@ TEST(GradTensor, ResizeEveryModeScalesAndSizes) {
   }
 }
 
+// Linear half-pixel at scales that are exactly out/in (torch's bilinear upsampling): the
+// kernels take oneDNN's resampling primitives here, rank 4 and rank 5.
+TEST(GradTensor, ResizeLinearHalfPixelExactScales) {
+  for (int rank : {4, 5}) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    ModelBuilder b;
+    std::vector<int64_t> in = {2, 2, 3, 6}, out = {2, 2, 6, 3};
+    std::vector<float> scales = {1.f, 1.f, 2.f, 0.5f};
+    if (rank == 5) {
+      in.push_back(2);
+      out.push_back(4);
+      scales.push_back(2.f);
+    }
+    b.Param("x", in, -1.f, 1.f).Const(Floats("roi", {})).Const(Floats("scales", scales));
+    Node& n = b.Op("Resize", {"x", "roi", "scales"}, "y");
+    n.SetString("mode", "linear");
+    Check(TrainWithWeightedSumLoss(b, "y", out));
+  }
+}
+
 // tf_crop_and_resize: outputs outside the crop take extrapolation_value and pass nothing back.
 TEST(GradTensor, ResizeCropAndResizeExtrapolation) {
   ModelBuilder b;
