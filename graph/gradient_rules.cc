@@ -83,19 +83,6 @@ void GemmGrad(B& b) {
   }
 }
 
-// Y = A @ B with numpy semantics for rank >= 2 (batch dims broadcast).
-void MatMulGrad(B& b) {
-  // Transposing the last two axes needs the rank; MatMulTransposeLast swaps them at run time.
-  if (b.NeedGI(0)) {
-    std::string bt = b.Emit("TransposeLastTwo", {b.I(1)}, {b.Temp("bt")}, kGradDomain);
-    WriteBroadcastGrad(b, b.Emit("MatMul", {b.GO(0), bt}, {b.Temp("ga")}), 0);
-  }
-  if (b.NeedGI(1)) {
-    std::string at = b.Emit("TransposeLastTwo", {b.I(0)}, {b.Temp("at")}, kGradDomain);
-    WriteBroadcastGrad(b, b.Emit("MatMul", {at, b.GO(0)}, {b.Temp("gb")}), 1);
-  }
-}
-
 void TransposeGrad(B& b) {
   std::vector<int64_t> perm = b.node().GetInts("perm");
   std::map<std::string, Attribute> attrs;
@@ -154,9 +141,10 @@ void ConvGrad(B& b) {
   b.Emit("ConvGrad", {b.GO(0), b.I(0), b.I(1)}, outs, kGradDomain, SameAttrs(b));
 }
 
-// MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool.
+// MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool. MaxPool's Indices output is
+// int64 and carries no gradient.
 void PoolGrad(B& b) {
-  OT_CHECK(!b.node().HasOutput(1), "%s: the gradient through MaxPool's Indices output is not supported",
+  OT_CHECK(!b.HasGO(1), "%s: the gradient through MaxPool's Indices output is not supported",
            b.node().Describe().c_str());
   b.Emit(b.node().op_type + "Grad", {b.GO(0), b.I(0)}, {b.GI(0)}, kGradDomain, SameAttrs(b));
 }
@@ -237,7 +225,6 @@ void RegisterStandardGradientRules(GradientRegistry& r) {
   Register(r, "Mul", 7, kAny, MulGrad);
   Register(r, "Div", 7, kAny, DivGrad);
   Register(r, "Gemm", 7, kAny, GemmGrad);
-  Register(r, "MatMul", 1, kAny, MatMulGrad);
   Register(r, "Transpose", 1, kAny, TransposeGrad);
   Register(r, "SoftmaxCrossEntropyLoss", 12, kAny, SoftmaxCrossEntropyLossGrad, {1, 2});
   Register(r, "NegativeLogLikelihoodLoss", 12, kAny, NegativeLogLikelihoodLossGrad, {1, 2});
