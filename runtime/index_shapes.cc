@@ -213,9 +213,6 @@ DType EyeLikeType(const Node& node, const Tensor& x) {
   return node.HasAttr("dtype") ? static_cast<DType>(node.GetInt("dtype", 1)) : x.dtype();
 }
 
-}  // namespace ot
-
-namespace ot {
 namespace {
 
 std::vector<double> FloatValues(const Tensor* t, const Node& node) {

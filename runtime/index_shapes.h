@@ -85,9 +85,6 @@ int64_t RangeCount(const Node& node, double start, double limit, double delta);
 // EyeLike: the output type (attribute dtype or the input's).
 DType EyeLikeType(const Node& node, const Tensor& x);
 
-}  // namespace ot
-
-namespace ot {
 
 // Resize (opset 10: X, scales; 11+: X, roi, scales, sizes) and Upsample (X, scales; the
 // attribute before opset 9), and ResizeGrad, which carries the forward's inputs at the
