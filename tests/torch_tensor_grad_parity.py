@@ -4,7 +4,8 @@
 Small modules that route trainable values through indexing, shape and data-movement ops
 (embedding with repeated token ids, slicing with steps and negative indices, chunk/split,
 torch.where, repeat/expand, tril/triu, cumsum, topk, gather/scatter, pixel_shuffle and
-pixel_unshuffle, F.interpolate nearest/bilinear/bicubic, ShuffleNetV2's channel shuffle and a
+pixel_unshuffle, F.interpolate nearest/bilinear/bicubic, F.pad reflect/replicate, flip, roll,
+an indexed assignment, ShuffleNetV2's channel shuffle and a
 ViT's class-token plumbing, these two with a dynamic batch axis so that torch exports their
 sizes as int64 Shape/Gather/Concat chains) are exported by torch.onnx.export
 in training mode at two opsets each, and `onnx-train grad` computes the mean cross-entropy
@@ -136,6 +137,24 @@ class Interpolate(Image):
                           F.interpolate(h, size=(9, 9), mode="bicubic", align_corners=False).flatten(1)], 1)
 
 
+class PadFlipRollPut(Image):
+    """F.pad reflect/replicate (Pad reflect/edge), flip (negative-step Slice), roll (Slice +
+    Concat) and an indexed assignment of a parameter row (ScatterND)."""
+
+    def __init__(self):
+        super().__init__(4 * 7 * 9 * 2 + 4 * 6 * 6 * 3)
+        self.row = nn.Parameter(torch.randn(BATCH, 4, 6))
+
+    def body(self, h):
+        a = F.pad(h, (1, 2, 0, 1), mode="reflect")
+        b = F.pad(h, (2, 1, 1, 0), mode="replicate")
+        c = torch.flip(h, dims=[3])
+        d = torch.roll(h, shifts=2, dims=2)
+        e = h.clone()
+        e[:, :, 1] = self.row * 2
+        return torch.cat([a.flatten(1), b.flatten(1), c.flatten(1), d.flatten(1), e.flatten(1)], 1)
+
+
 class ChannelShuffle(Image):
     """ShuffleNetV2's channel split and shuffle: with a dynamic batch axis torch exports
     the sizes as Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains."""
@@ -171,7 +190,7 @@ class TokensWithClass(Image):
 # (module, opsets): two opsets each; Trilu needs opset 14.
 CASES = [(Embedding, (13, 17)), (Indexing, (13, 17)), (ChunkSplit, (13, 17)), (WhereRepeat, (13, 17)),
          (TrilCumsum, (14, 17)), (TopKGather, (13, 17)), (PixelShuffle, (13, 17)), (Interpolate, (13, 17)),
-         (ChannelShuffle, (11, 13)), (TokensWithClass, (13, 17))]
+         (PadFlipRollPut, (13, 17)), (ChannelShuffle, (11, 13)), (TokensWithClass, (13, 17))]
 
 
 def make_input(kind, rng):
