@@ -40,6 +40,32 @@ TEST(GradTensor, GatherDuplicateAndNegativeIndices) {
   Check(TrainWithWeightedSumLoss(b, "y", {2, 4, 3}));
 }
 
+// int32 indices take the same paths as int64 (GatherGrad, GatherElementsGrad, GatherNDGrad).
+HostTensor Int32s(const std::string& name, std::vector<int32_t> v, std::vector<int64_t> dims) {
+  return HostTensor::FromVector(v, std::move(dims), name);
+}
+
+TEST(GradTensor, Int32Indices) {
+  {
+    ModelBuilder b;
+    b.Param("x", {3, 2}, -1.f, 1.f).Const(Int32s("idx", {2, -1, 2, 0}, {4}));
+    b.Op("Gather", {"x", "idx"}, "y");
+    Check(TrainWithWeightedSumLoss(b, "y", {4, 2}));
+  }
+  {
+    ModelBuilder b;
+    b.Param("x", {3, 4}, -1.f, 1.f).Const(Int32s("idx", {1, -1, 0, -2}, {1, 4}));
+    b.Op("GatherElements", {"x", "idx"}, "y").SetInt("axis", 1);
+    Check(TrainWithWeightedSumLoss(b, "y", {1, 4}));
+  }
+  {
+    ModelBuilder b;
+    b.Param("x", {3, 2}, -1.f, 1.f).Const(Int32s("idx", {2, -1, 2, 0}, {4, 1}));
+    b.Op("GatherND", {"x", "idx"}, "y");
+    Check(TrainWithWeightedSumLoss(b, "y", {4, 2}));
+  }
+}
+
 TEST(GradTensor, GatherEveryAxisAndScalarIndex) {
   for (int64_t axis : {0, 1, 2, -1}) {
     SCOPED_TRACE("axis " + std::to_string(axis));
