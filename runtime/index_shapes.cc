@@ -380,4 +380,19 @@ ResizePlan PlanResize(const Node& node, const std::string& op, int64_t opset, co
   return p;
 }
 
+Shape GridSampleOutputShape(const Node& node, const Tensor& x, const Tensor& grid) {
+  if (x.rank() != 4) Fail(node, "X must be 4-D [N, C, H, W], got " + ShapeString(x.shape()));
+  if (grid.rank() != 4 || grid.dim(0) != x.dim(0) || grid.dim(3) != 2)
+    Fail(node, "grid must be [N, H_out, W_out, 2] with N = " + std::to_string(x.dim(0)) + ", got " +
+                   ShapeString(grid.shape()));
+  if (grid.dtype() != x.dtype()) Fail(node, "grid and X differ in type");
+  const std::string mode = node.GetString("mode", "bilinear");
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
+    Fail(node, "mode must be bilinear, nearest or bicubic, not '" + mode + "'");
+  const std::string pad = node.GetString("padding_mode", "zeros");
+  if (pad != "zeros" && pad != "border" && pad != "reflection")
+    Fail(node, "padding_mode must be zeros, border or reflection, not '" + pad + "'");
+  return {x.dim(0), x.dim(1), grid.dim(1), grid.dim(2)};
+}
+
 }  // namespace ot

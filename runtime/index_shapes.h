@@ -119,4 +119,9 @@ struct ResizeInputs {
 ResizeInputs ReadResizeInputs(const Node& node, const std::string& op, int64_t opset, const KernelContext& ctx);
 ResizePlan PlanResize(const Node& node, const std::string& op, int64_t opset, const Shape& x, const ResizeInputs& in);
 
+// GridSample(X [N, C, H, W], grid [N, Ho, Wo, 2]) (opset 16): checks the inputs and the
+// attributes (mode bilinear/nearest/bicubic, padding_mode zeros/border/reflection);
+// returns the output shape [N, C, Ho, Wo].
+Shape GridSampleOutputShape(const Node& node, const Tensor& x, const Tensor& grid);
+
 }  // namespace ot
