@@ -26,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_parity import export  # noqa: E402  (same folder; exits if torch is missing)
+from torch_parity import export, write_tensor  # noqa: E402  (same folder; exits if torch is missing)
 from torch_grad_parity import run_grad, torch_grads  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -136,9 +136,12 @@ def check(args, name, factory, opset, seed):
     ops = sorted({n.op_type for n in onnx.load(path).graph.node} - {"Gemm", "MatMul", "Add", "Mul", "Constant"})
     x = rng.standard_normal((BATCH, FEATURES)).astype(np.float32)
     y = rng.integers(0, CLASSES, size=BATCH).astype(np.int64)
-    ref_loss, ref = torch_grads(module, x, y, torch.float64)
-    _, ref32 = torch_grads(module, x, y, torch.float32)
-    ours = run_grad(args.onnx_train, path, x, y, args.workdir, tag)
+    ref_loss, ref = torch_grads(module, x, y, torch.float64)[:2]
+    ref32 = torch_grads(module, x, y, torch.float32)[1]
+    xp, yp = os.path.join(args.workdir, tag + "_x.pb"), os.path.join(args.workdir, tag + "_y.pb")
+    write_tensor(x, "input", xp)
+    write_tensor(y, "labels", yp)
+    ours = run_grad(args.onnx_train, path, xp, yp, args.workdir, tag)
     failures = []
     loss = float(ours.pop("loss"))
     loss_err = abs(loss - ref_loss) / abs(ref_loss)
