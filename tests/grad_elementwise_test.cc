@@ -402,41 +402,45 @@ TEST(GradElementwise, ActivationsOnBlockedLayoutsAfterConv) {
   }
 }
 
-// Squeeze-and-excitation's x * s after a Conv with 32 output channels (blocked by 16):
-// x [2, 32, 4, 4] and the scale s = Sigmoid(GlobalAveragePool(x)) [2, 32, 1, 1] go to
+// Squeeze-and-excitation's x * s after a Conv with 32 or 24 output channels (blocked by
+// 16): x [2, C, 4, 4] and the scale s = Sigmoid(GlobalAveragePool(x)) [2, C, 1, 1] go to
 // oneDNN's binary in the blocked layout. Outputs and gradients must equal the same model
 // with x made plain first (a Reshape); every op and both argument orders.
 TEST(GradElementwise, PerChannelScaleOnBlockedLayout) {
-  for (const char* op : {"Mul", "Add", "Sub", "Div", "Max"}) {
-    for (bool scale_first : {false, true}) {
-      if (scale_first && std::string(op) == "Div") continue;  // s / x: x near 0 is ill-conditioned
-      SCOPED_TRACE(std::string(op) + (scale_first ? "(s, x)" : "(x, s)"));
-      std::vector<std::vector<HostTensor>> results;
-      for (bool plain : {false, true}) {
-        ModelBuilder b;
-        b.Param("w", {32, 3, 3, 3}, -0.5f, 0.5f).Param("x", {2, 3, 6, 6}, -1.f, 1.f);
-        b.Const(HostTensor::FromVector<int64_t>({2, 32, 4, 4}, {4}, "shape"));
-        b.Op("Conv", {"x", "w"}, "c");
-        std::string in = "c";
-        if (plain) in = b.Op("Reshape", {"c", "shape"}, "c_plain").outputs[0];
-        b.Op("GlobalAveragePool", {in}, "p");
-        b.Op("Sigmoid", {"p"}, "s");
-        b.Op(op, scale_first ? std::vector<std::string>{"s", in} : std::vector<std::string>{in, "s"}, "y");
-        b.Output("y", {2, 32, 4, 4});
-        TrainingGraph tg = EndInWeightedSum(b, "y", {2, 32, 4, 4}, {"shape"});
-        Executor exec(tg.model);
-        std::vector<std::string> fetch = {"y"};
-        fetch.insert(fetch.end(), tg.grads.begin(), tg.grads.end());
-        std::vector<HostTensor> host;
-        for (const Tensor& t : exec.Run({}, fetch)) host.push_back(t.ToHost());
-        results.push_back(std::move(host));
-      }
-      for (size_t k = 0; k < results[0].size(); ++k) {
-        const HostTensor &blocked = results[0][k], &plain = results[1][k];
-        ASSERT_EQ(blocked.NumElements(), plain.NumElements());
-        for (int64_t i = 0; i < plain.NumElements(); ++i)
-          ASSERT_NEAR(blocked.Data<float>()[i], plain.Data<float>()[i], 1e-5 * (1 + std::fabs(plain.Data<float>()[i])))
-              << k << "[" << i << "]";
+  for (int64_t ch : {32, 24}) {  // 24: the second block of 16 is padded
+    for (const char* op : {"Mul", "Add", "Sub", "Div", "Max"}) {
+      for (bool scale_first : {false, true}) {
+        if (scale_first && std::string(op) == "Div") continue;  // s / x: x near 0 is ill-conditioned
+        if (ch == 24 && std::string(op) != "Mul") continue;
+        SCOPED_TRACE(std::string(op) + (scale_first ? "(s, x)" : "(x, s)") + " channels " + std::to_string(ch));
+        std::vector<std::vector<HostTensor>> results;
+        for (bool plain : {false, true}) {
+          ModelBuilder b;
+          b.Param("w", {ch, 3, 3, 3}, -0.5f, 0.5f).Param("x", {2, 3, 6, 6}, -1.f, 1.f);
+          b.Const(HostTensor::FromVector<int64_t>({2, ch, 4, 4}, {4}, "shape"));
+          b.Op("Conv", {"x", "w"}, "c");
+          std::string in = "c";
+          if (plain) in = b.Op("Reshape", {"c", "shape"}, "c_plain").outputs[0];
+          b.Op("GlobalAveragePool", {in}, "p");
+          b.Op("Sigmoid", {"p"}, "s");
+          b.Op(op, scale_first ? std::vector<std::string>{"s", in} : std::vector<std::string>{in, "s"}, "y");
+          b.Output("y", {2, ch, 4, 4});
+          TrainingGraph tg = EndInWeightedSum(b, "y", {2, ch, 4, 4}, {"shape"});
+          Executor exec(tg.model);
+          std::vector<std::string> fetch = {"y"};
+          fetch.insert(fetch.end(), tg.grads.begin(), tg.grads.end());
+          std::vector<HostTensor> host;
+          for (const Tensor& t : exec.Run({}, fetch)) host.push_back(t.ToHost());
+          results.push_back(std::move(host));
+        }
+        for (size_t k = 0; k < results[0].size(); ++k) {
+          const HostTensor &blocked = results[0][k], &plain = results[1][k];
+          ASSERT_EQ(blocked.NumElements(), plain.NumElements());
+          for (int64_t i = 0; i < plain.NumElements(); ++i) {
+            const float want = plain.Data<float>()[i];
+            ASSERT_NEAR(blocked.Data<float>()[i], want, 1e-5 * (1 + std::fabs(want))) << k << "[" << i << "]";
+          }
+        }
       }
     }
   }

@@ -29,13 +29,6 @@ bool IsCommutative(BinaryOp op) {
   return op == BinaryOp::kAdd || op == BinaryOp::kMul || op == BinaryOp::kMax || op == BinaryOp::kMin;
 }
 
-// The channel-blocked-by-16 descriptor of float32 data of `dims` (rank 3 to 5).
-dnnl::memory::desc ChannelBlocked16(const Shape& dims) {
-  using tag = dnnl::memory::format_tag;
-  const tag t = dims.size() == 3 ? tag::aBc16b : dims.size() == 4 ? tag::aBcd16b : tag::aBcde16b;
-  return dnnl::memory::desc(ToDims(dims), dnnl::memory::data_type::f32, t);
-}
-
 // x (channel-blocked by 16) op s, s of shape [N or 1, C, 1, ...] broadcast over x's
 // spatial axes: the descriptor s takes. Null when the pair is not of that kind.
 std::optional<dnnl::memory::desc> ScaleDescFor(const Tensor& x, const Tensor& s) {
