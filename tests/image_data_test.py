@@ -232,6 +232,13 @@ def main():
     msg = r.stdout + r.stderr
     check(r.returncode == 0 and "skipped 1 bad image" in msg and os.path.basename(n) in msg,
           "--skip-bad-images also skips a non-image named .png", "" if r.returncode == 0 else msg[-400:])
+    # More class folders than the model has outputs.
+    subprocess.run([args.onnx_train, "make-model", "simplenn", "-o", "five.onnx", "--input", "1x28x28", "--classes",
+                    "5"], check=True, capture_output=True)
+    r = subprocess.run([args.onnx_train, "five.onnx", "--data", "imagefolder:png_l", "--epochs", "1",
+                        "--no-checkpoints"], capture_output=True, text=True)
+    check(r.returncode != 0 and "10 classes" in r.stderr and "scores only 5" in r.stderr,
+          "a folder of 10 classes into a 5-class model is refused", r.stderr[-300:])
     # A 4-channel model cannot take images.
     subprocess.run([args.onnx_train, "make-model", "simplenn", "-o", "rgba.onnx", "--input", "4x28x28"], check=True,
                    capture_output=True)
