@@ -32,8 +32,6 @@ const char* kUsage =
     "      train on a data set (Fashion-MNIST by default); checkpoints, resume, metrics\n"
     "  eval MODEL.onnx [--data SPEC] [--split test|train]\n"
     "      test accuracy of a model\n"
-    "      (also train's data flags: --resize, --center-crop, --mean, --std, --npz-keys, --val-fraction,\n"
-    "      --data-workers, --skip-bad-images; data is adapted to the model's input as in training)\n"
     "  infer MODEL.onnx --input NAME=FILE.pb ... -o DIR [--device cpu|cuda[:K]] [--tf32] [--threads N]\n"
     "      run the forward pass; writes each graph output as DIR/<output>.pb (binary TensorProto)\n"
     "  make-model resnet34|simplenn -o FILE [--input CxHxW] [--classes K] [--seed S]\n"
