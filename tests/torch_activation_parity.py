@@ -26,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_parity import export, write_tensor  # noqa: E402  (same folder; exits if torch is missing)
+from torch_parity import export  # noqa: E402  (same folder; exits if torch is missing)
 from torch_grad_parity import run_grad, torch_grads  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -138,10 +138,7 @@ def check(args, name, factory, opset, seed):
     y = rng.integers(0, CLASSES, size=BATCH).astype(np.int64)
     ref_loss, ref = torch_grads(module, x, y, torch.float64)[:2]
     ref32 = torch_grads(module, x, y, torch.float32)[1]
-    xp, yp = os.path.join(args.workdir, tag + "_x.pb"), os.path.join(args.workdir, tag + "_y.pb")
-    write_tensor(x, "input", xp)
-    write_tensor(y, "labels", yp)
-    ours = run_grad(args.onnx_train, path, xp, yp, args.workdir, tag)
+    ours = run_grad(args.onnx_train, path, x, y, args.workdir, tag)
     failures = []
     loss = float(ours.pop("loss"))
     loss_err = abs(loss - ref_loss) / abs(ref_loss)
