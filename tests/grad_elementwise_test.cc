@@ -407,12 +407,17 @@ TEST(GradElementwise, ActivationsOnBlockedLayoutsAfterConv) {
 // oneDNN's binary in the blocked layout. Outputs and gradients must equal the same model
 // with x made plain first (a Reshape); every op and both argument orders.
 TEST(GradElementwise, PerChannelScaleOnBlockedLayout) {
-  for (int64_t ch : {32, 24}) {  // 24: the second block of 16 is padded
+  // ch 24: the second block of 16 is padded; ch 0: a [32, 1, 1] parameter as the scale
+  // (ConvNeXt's layer scale) instead of the squeeze-and-excitation branch.
+  for (int64_t ch : {32, 24, 0}) {
+    const bool layer_scale = ch == 0;
+    if (layer_scale) ch = 32;
     for (const char* op : {"Mul", "Add", "Sub", "Div", "Max"}) {
       for (bool scale_first : {false, true}) {
         if (scale_first && std::string(op) == "Div") continue;  // s / x: x near 0 is ill-conditioned
-        if (ch == 24 && std::string(op) != "Mul") continue;
-        SCOPED_TRACE(std::string(op) + (scale_first ? "(s, x)" : "(x, s)") + " channels " + std::to_string(ch));
+        if ((ch == 24 || layer_scale) && std::string(op) != "Mul") continue;
+        SCOPED_TRACE(std::string(op) + (scale_first ? "(s, x)" : "(x, s)") + " channels " + std::to_string(ch) +
+                     (layer_scale ? " layer scale" : ""));
         std::vector<std::vector<HostTensor>> results;
         for (bool plain : {false, true}) {
           ModelBuilder b;
@@ -421,8 +426,12 @@ TEST(GradElementwise, PerChannelScaleOnBlockedLayout) {
           b.Op("Conv", {"x", "w"}, "c");
           std::string in = "c";
           if (plain) in = b.Op("Reshape", {"c", "shape"}, "c_plain").outputs[0];
-          b.Op("GlobalAveragePool", {in}, "p");
-          b.Op("Sigmoid", {"p"}, "s");
+          if (layer_scale) {
+            b.Param("s", {ch, 1, 1}, 0.5f, 1.5f);
+          } else {
+            b.Op("GlobalAveragePool", {in}, "p");
+            b.Op("Sigmoid", {"p"}, "s");
+          }
           b.Op(op, scale_first ? std::vector<std::string>{"s", in} : std::vector<std::string>{in, "s"}, "y");
           b.Output("y", {2, ch, 4, 4});
           TrainingGraph tg = EndInWeightedSum(b, "y", {2, ch, 4, 4}, {"shape"});

@@ -29,24 +29,26 @@ bool IsCommutative(BinaryOp op) {
   return op == BinaryOp::kAdd || op == BinaryOp::kMul || op == BinaryOp::kMax || op == BinaryOp::kMin;
 }
 
-// x (channel-blocked by 16) op s, s of shape [N or 1, C, 1, ...] broadcast over x's
-// spatial axes: the descriptor s takes. Null when the pair is not of that kind.
-std::optional<dnnl::memory::desc> ScaleDescFor(const Tensor& x, const Tensor& s) {
-  const Shape& xs = x.shape();
-  const Shape& ss = s.shape();
-  if (x.is_plain() || xs.size() < 3 || xs.size() > 5 || ss.size() != xs.size()) return std::nullopt;
-  if (DescOf(x) != ChannelBlocked16(xs)) return std::nullopt;
-  if (ss[1] != xs[1] || (ss[0] != xs[0] && ss[0] != 1)) return std::nullopt;
-  for (size_t d = 2; d < ss.size(); ++d)
-    if (ss[d] != 1) return std::nullopt;
-  return ChannelBlocked16(ss);
-}
-
 // Pads a shape with leading 1s to `rank`.
 Shape PadToRank(const Shape& s, size_t rank) {
   Shape out(rank - s.size(), 1);
   out.insert(out.end(), s.begin(), s.end());
   return out;
+}
+
+// x (channel-blocked by 16) op s, s of shape [N or 1, C, 1, ...] broadcast over x's
+// spatial axes (or a plain [C, 1, ...] of lower rank, as ConvNeXt's layer scale): the
+// descriptor s takes. Null when the pair is not of that kind.
+std::optional<dnnl::memory::desc> ScaleDescFor(const Tensor& x, const Tensor& s) {
+  const Shape& xs = x.shape();
+  if (x.is_plain() || xs.size() < 3 || xs.size() > 5 || s.shape().size() > xs.size()) return std::nullopt;
+  if (s.shape().size() != xs.size() && !s.is_plain()) return std::nullopt;
+  const Shape ss = PadToRank(s.shape(), xs.size());
+  if (DescOf(x) != ChannelBlocked16(xs)) return std::nullopt;
+  if (ss[1] != xs[1] || (ss[0] != xs[0] && ss[0] != 1)) return std::nullopt;
+  for (size_t d = 2; d < ss.size(); ++d)
+    if (ss[d] != 1) return std::nullopt;
+  return ChannelBlocked16(ss);
 }
 
 template <typename T, typename E>
@@ -208,7 +210,8 @@ class BroadcastBinaryKernel final : public OpKernel {
     if (op_ == BinaryOp::kSub && base == 1) scale = -1.f;
     // Laid-out inputs (all of the output's shape) are brought to the output's layout.
     auto input_desc = [&](int i) {
-      return layout_ ? DescOf(ctx.Input(i)) : PlainDesc(PadToRank(shapes_[static_cast<size_t>(i)], rank), DType::kFloat32);
+      return ctx.Input(i).layout() ? DescOf(ctx.Input(i))
+                                   : PlainDesc(PadToRank(shapes_[static_cast<size_t>(i)], rank), DType::kFloat32);
     };
     dnnl::memory::desc dst_desc = PlainDesc(out_shape_, DType::kFloat32);
     if (layout_)

@@ -117,11 +117,13 @@ class SumToShapeKernel final : public OpKernel {
   }
 
  private:
-  // g float32 blocked by 16 channels, target [N or 1, C, 1, ...] of g's rank.
-  static bool PerChannelOfBlocked(const Tensor& g, const Shape& target) {
+  // g float32 blocked by 16 channels, target [N or 1, C, 1, ...] of g's rank (or [C, 1, ...]).
+  static bool PerChannelOfBlocked(const Tensor& g, const Shape& target_shape) {
     const Shape& s = g.shape();
-    if (g.is_plain() || g.dtype() != DType::kFloat32 || s.size() < 3 || s.size() > 5 || target.size() != s.size())
+    if (g.is_plain() || g.dtype() != DType::kFloat32 || s.size() < 3 || s.size() > 5 || target_shape.size() > s.size())
       return false;
+    Shape target(s.size() - target_shape.size(), 1);
+    target.insert(target.end(), target_shape.begin(), target_shape.end());
     if (DescOf(g) != ChannelBlocked16(s) || target[1] != s[1] || (target[0] != s[0] && target[0] != 1)) return false;
     for (size_t d = 2; d < s.size(); ++d)
       if (target[d] != 1) return false;
@@ -133,7 +135,7 @@ class SumToShapeKernel final : public OpKernel {
   static void SumBlockedPerChannel(const Tensor& g, Tensor& out) {
     const Shape& s = g.shape();
     const int64_t n = s[0], c = s[1], blocks = (c + 15) / 16, spatial = NumElements(Shape(s.begin() + 2, s.end()));
-    const bool per_sample = out.shape()[0] == n;
+    const bool per_sample = out.shape().size() == s.size() && out.shape()[0] == n;
     const float* src = g.data<float>();
     float* dst = out.data<float>();
     std::memset(dst, 0, out.nbytes());
