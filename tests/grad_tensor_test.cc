@@ -498,6 +498,42 @@ TEST(GradTensor, UpsampleOpset9) {
   }
 }
 
+// --- GridSample ------------------------------------------------------------------------
+
+// dX and dGrid in every mode, padding and alignment. The grid points sit at pixel
+// coordinates at least 0.1 from where the sampling has kinks (integers, the clip and
+// reflection borders, nearest's rounding points), so central differences are smooth.
+TEST(GradTensor, GridSampleEveryModePaddingAlignment) {
+  const int64_t h = 4, w = 5;
+  const std::vector<double> xs = {-1.35, -0.7, 0.4, 1.6, 2.3, 3.65, 4.3, 5.4};
+  const std::vector<double> ys = {-1.3, -0.65, 0.35, 1.6, 2.7, 3.3, 4.4};
+  for (const char* mode : {"bilinear", "nearest", "bicubic"})
+    for (const char* padding : {"zeros", "border", "reflection"})
+      for (int64_t align : {0, 1}) {
+        SCOPED_TRACE(std::string(mode) + " " + padding + " align " + std::to_string(align));
+        ModelBuilder b;
+        b.Opset(16);
+        b.Param("x", {1, 2, h, w}, -1.f, 1.f).Param("grid", {1, 3, 4, 2}, -1.f, 1.f);
+        for (HostTensor& t : b.model().graph.initializers) {
+          if (t.name != "grid") continue;
+          for (int64_t k = 0; k < 12; ++k) {  // pixel coordinates -> normalised grid values
+            const double px = xs[static_cast<size_t>(k * 3 % 8)], py = ys[static_cast<size_t>(k * 5 % 7)];
+            auto norm = [&](double p, int64_t size) {
+              return align ? 2 * p / static_cast<double>(size - 1) - 1 : (2 * p + 1) / static_cast<double>(size) - 1;
+            };
+            t.Data<float>()[k * 2] = static_cast<float>(norm(px, w));
+            t.Data<float>()[k * 2 + 1] = static_cast<float>(norm(py, h));
+          }
+        }
+        Node& n = b.Op("GridSample", {"x", "grid"}, "y");
+        n.SetString("mode", mode);
+        n.SetString("padding_mode", padding);
+        n.SetInt("align_corners", align);
+        TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", {1, 2, 3, 4});
+        ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-3f);
+      }
+}
+
 // --- Bad input: one error naming the node, never a crash or a silent answer -------------
 
 std::string RunError(Model m, const std::map<std::string, Tensor>& feeds, const std::string& fetch) {

@@ -5,7 +5,7 @@ Small modules that route trainable values through indexing, shape and data-movem
 (embedding with repeated token ids, slicing with steps and negative indices, chunk/split,
 torch.where, repeat/expand, tril/triu, cumsum, topk, gather/scatter, pixel_shuffle and
 pixel_unshuffle, F.interpolate nearest/bilinear/bicubic, F.pad reflect/replicate, flip, roll,
-an indexed assignment, GridSample's forward in every mode, ShuffleNetV2's channel shuffle and a
+an indexed assignment, GridSample in every mode (forward, and dX and dGrid), ShuffleNetV2's channel shuffle and a
 ViT's class-token plumbing, these two with a dynamic batch axis so that torch exports their
 sizes as int64 Shape/Gather/Concat chains) are exported by torch.onnx.export
 in training mode at two opsets each, and `onnx-train grad` computes the mean cross-entropy
@@ -213,11 +213,27 @@ class GridSampleAllModes(nn.Module):
         return self.fc(torch.flatten(self.conv(torch.cat(s, 1)), 1))
 
 
+class GridSampleTrainGrid(Image):
+    """GridSample's gradient: a trained grid (dGrid) samples the conv's output (dX) in
+    every mode x padding_mode x align_corners."""
+
+    def __init__(self):
+        combos = [(m, p, a) for m in ("bilinear", "nearest", "bicubic")
+                  for p in ("zeros", "border", "reflection") for a in (False, True)]
+        super().__init__(len(combos) * 4 * 5 * 7)
+        self.combos = combos
+        self.grid = nn.Parameter(torch.rand(BATCH, 5, 7, 2) * 2.6 - 1.3)
+
+    def body(self, h):
+        return torch.cat([F.grid_sample(h, self.grid, mode=m, padding_mode=p, align_corners=a).flatten(1)
+                          for m, p, a in self.combos], 1)
+
+
 # (module, opsets): two opsets each; Trilu needs opset 14.
 CASES = [(Embedding, (13, 17)), (Indexing, (13, 17)), (ChunkSplit, (13, 17)), (WhereRepeat, (13, 17)),
          (TrilCumsum, (14, 17)), (TopKGather, (13, 17)), (PixelShuffle, (13, 17)), (Interpolate, (13, 17)),
          (PadFlipRollPut, (13, 17)), (ChannelShuffle, (11, 13)), (TokensWithClass, (13, 17)),
-         (GridSampleAllModes, (16, 17))]
+         (GridSampleAllModes, (16, 17)), (GridSampleTrainGrid, (16, 17))]
 
 
 def make_input(kind, rng):
