@@ -1,4 +1,5 @@
-// CPU kernels of GridSample (opset 16, float32) and GridSampleGrad: each output pixel
+// CPU kernels of GridSample (opset 16, float32) and GridSampleGrad, and of RoiAlign
+// (bilinear samples averaged or maxed over each bin of a box). GridSample: each output pixel
 // samples X at the normalised (x, y) of the grid, with bilinear, nearest (ties to even)
 // or bicubic (A = -0.75) interpolation and zeros, border or reflection padding, as
 // PyTorch's grid_sample computes it. The gradient adds dY back to the sampled pixels with
@@ -11,6 +12,7 @@
 #include "graph/gradient_registry.h"
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/index_shapes.h"
+#include "runtime/op_shapes.h"
 #include "runtime/kernel_registry.h"
 
 namespace ot {
@@ -243,7 +245,118 @@ class GridSampleGradKernel final : public GridSampleBase {
   }
 };
 
+// RoiAlign(X [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices [R]) ->
+// [R, C, output_height, output_width]: each bin averages (or maxes) sampling_ratio^2
+// bilinear samples (adaptive ceil(roi size / bins) when 0); half_pixel shifts the box by
+// half a pixel, output_half_pixel (before opset 16 the only mode) keeps boxes at least 1x1.
+class RoiAlignKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    const Tensor& rois = ctx.Input(1);
+    const Tensor& idx = ctx.Input(2);
+    if (x.dtype() != DType::kFloat32 || rois.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(x.dtype()));
+    if (x.rank() != 4 || rois.rank() != 2 || rois.dim(1) != 4 || idx.rank() != 1 || idx.dim(0) != rois.dim(0))
+      Fail("X must be [N, C, H, W], rois [R, 4] and batch_indices [R]; got " + ShapeString(x.shape()) + ", " +
+           ShapeString(rois.shape()) + ", " + ShapeString(idx.shape()));
+    RequireIndexType(idx, node_);
+    mode_ = node_.GetString("mode", "avg");
+    if (mode_ != "avg" && mode_ != "max") Fail("mode must be avg or max, not '" + mode_ + "'");
+    const std::string coord = node_.GetString("coordinate_transformation_mode", opset_ >= 16 ? "half_pixel" : "output_half_pixel");
+    if (coord != "half_pixel" && coord != "output_half_pixel") Fail("unknown coordinate_transformation_mode '" + coord + "'");
+    half_pixel_ = coord == "half_pixel";
+    oh_ = node_.GetInt("output_height", 1);
+    ow_ = node_.GetInt("output_width", 1);
+    if (oh_ < 1 || ow_ < 1) Fail("output_height and output_width must be positive");
+    ctx.SetOutput(0, DType::kFloat32, {rois.dim(0), x.dim(1), oh_, ow_});
+  }
+
+  void Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    const Tensor& rois = ctx.Input(1);
+    const Tensor& idx = ctx.Input(2);
+    const int64_t c = x.dim(1), h = x.dim(2), w = x.dim(3), nr = rois.dim(0);
+    const double scale = node_.GetFloat("spatial_scale", 1.f), offset = half_pixel_ ? 0.5 : 0.0;
+    const int64_t ratio = node_.GetInt("sampling_ratio", 0);
+    float* out = ctx.Output(0).data<float>();
+    for (int64_t r = 0; r < nr; ++r) {
+      const int64_t b = idx.dtype() == DType::kInt64 ? idx.data<int64_t>()[r] : idx.data<int32_t>()[r];
+      if (b < 0 || b >= x.dim(0)) Fail("batch index " + std::to_string(b) + " of roi " + std::to_string(r) + " is out of range");
+      const float* box = rois.data<float>() + r * 4;
+      const double x0 = box[0] * scale - offset, y0 = box[1] * scale - offset;
+      double rw = box[2] * scale - offset - x0, rh = box[3] * scale - offset - y0;
+      if (!half_pixel_) {
+        rw = std::max(rw, 1.0);
+        rh = std::max(rh, 1.0);
+      }
+      const double bh = rh / static_cast<double>(oh_), bw = rw / static_cast<double>(ow_);
+      const int64_t gh = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rh / static_cast<double>(oh_)));
+      const int64_t gw = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rw / static_cast<double>(ow_)));
+      const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
+#pragma omp parallel for schedule(static)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float* plane = x.data<float>() + (b * c + ch) * h * w;
+        for (int64_t ph = 0; ph < oh_; ++ph)
+          for (int64_t pw = 0; pw < ow_; ++pw) {
+            double acc = 0, best = 0;
+            bool any = false;
+            for (int64_t iy = 0; iy < gh; ++iy)
+              for (int64_t ix = 0; ix < gw; ++ix) {
+                const double yy = y0 + static_cast<double>(ph) * bh + (static_cast<double>(iy) + 0.5) * bh / static_cast<double>(gh);
+                const double xx = x0 + static_cast<double>(pw) * bw + (static_cast<double>(ix) + 0.5) * bw / static_cast<double>(gw);
+                const double v = Bilinear(plane, h, w, yy, xx, mode_ == "max", &best, &any);
+                acc += v;
+              }
+            out[((r * c + ch) * oh_ + ph) * ow_ + pw] = static_cast<float>(mode_ == "max" ? best : acc / count);
+          }
+      }
+    }
+  }
+
+ private:
+  // Bilinear sample at (y, x) (0 beyond one pixel outside the image). For max mode, as
+  // ONNX Runtime and the ONNX reference compute it, the running maximum takes each
+  // weighted corner value on its own.
+  static double Bilinear(const float* plane, int64_t h, int64_t w, double y, double x, bool max_mode, double* best,
+                         bool* any) {
+    if (y < -1.0 || y > static_cast<double>(h) || x < -1.0 || x > static_cast<double>(w)) {
+      if (max_mode) {  // an outside sample counts as 0
+        *best = *any ? std::max(*best, 0.0) : 0.0;
+        *any = true;
+      }
+      return 0;
+    }
+    y = std::max(y, 0.0);
+    x = std::max(x, 0.0);
+    auto yl = static_cast<int64_t>(y), xl = static_cast<int64_t>(x);
+    int64_t yh = yl + 1, xh = xl + 1;
+    if (yl >= h - 1) {
+      yl = yh = h - 1;
+      y = static_cast<double>(yl);
+    }
+    if (xl >= w - 1) {
+      xl = xh = w - 1;
+      x = static_cast<double>(xl);
+    }
+    const double ly = y - static_cast<double>(yl), lx = x - static_cast<double>(xl), hy = 1 - ly, hx = 1 - lx;
+    const double c[4] = {hy * hx * plane[yl * w + xl], hy * lx * plane[yl * w + xh], ly * hx * plane[yh * w + xl],
+                         ly * lx * plane[yh * w + xh]};
+    if (max_mode)
+      for (double v : c) {
+        *best = *any ? std::max(*best, v) : v;
+        *any = true;
+      }
+    return c[0] + c[1] + c[2] + c[3];
+  }
+
+  std::string mode_;
+  bool half_pixel_ = true;
+  int64_t oh_ = 1, ow_ = 1;
+};
+
 OT_REGISTER_CPU_KERNEL("GridSample", 16, 1 << 30, GridSampleKernel);
+OT_REGISTER_CPU_KERNEL("RoiAlign", 10, 1 << 30, RoiAlignKernel);
 OT_REGISTER_KERNEL(kGradDomain, "GridSampleGrad", 1, 1 << 30, DeviceType::kCPU, GridSampleGradKernel);
 
 }  // namespace
