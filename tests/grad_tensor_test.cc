@@ -452,6 +452,64 @@ TEST(GradTensor, ResizeLinearHalfPixelExactScales) {
   }
 }
 
+// Opset 18: `axes` names the resized axes (roi, scales, sizes list only those), and
+// keep_aspect_ratio_policy scales them all by the smallest or largest requested ratio.
+HostTensor RunResize(int64_t opset, const std::vector<float>& roi, const std::vector<float>& scales,
+                     const std::vector<int64_t>& sizes, const std::map<std::string, std::string>& strings,
+                     const std::vector<int64_t>& axes) {
+  ModelBuilder b;
+  b.Opset(opset);
+  b.Param("x", {1, 2, 4, 6}, -1.f, 1.f).Const(Floats("roi", roi)).Const(Floats("scales", scales));
+  std::vector<std::string> ins = {"x", "roi", "scales"};
+  if (!sizes.empty()) {
+    b.Const(Int64s("sizes", sizes, {static_cast<int64_t>(sizes.size())}));
+    ins.push_back("sizes");
+  }
+  Node& n = b.Op("Resize", ins, "y");
+  for (const auto& [k, v] : strings) n.SetString(k, v);
+  if (!axes.empty()) n.SetInts("axes", axes);
+  Executor exec(b.Build());
+  return exec.Run({}, {"y"})[0].ToHost();
+}
+
+TEST(GradTensor, ResizeOpset18AxesAndAspectRatio) {
+  const std::map<std::string, std::string> linear = {{"mode", "linear"}};
+  {  // axes [2, 3] (and [-1, 2], in another order) == full scales at opset 13
+    HostTensor full = RunResize(13, {}, {1, 1, 1.5f, 0.5f}, {}, linear, {});
+    HostTensor ax = RunResize(18, {}, {1.5f, 0.5f}, {}, linear, {2, 3});
+    HostTensor rev = RunResize(18, {}, {0.5f, 1.5f}, {}, linear, {-1, 2});
+    ASSERT_EQ(full.dims, (std::vector<int64_t>{1, 2, 6, 3}));
+    EXPECT_EQ(ax.dims, full.dims);
+    EXPECT_EQ(rev.dims, full.dims);
+    EXPECT_EQ(ax.bytes, full.bytes);
+    EXPECT_EQ(rev.bytes, full.bytes);
+  }
+  {  // crop roi on the named axes only
+    const std::map<std::string, std::string> crop = {{"mode", "linear"}, {"coordinate_transformation_mode", "tf_crop_and_resize"}};
+    HostTensor full = RunResize(13, {0, 0, 0.2f, 0.1f, 1, 1, 0.9f, 0.7f}, {}, {1, 2, 5, 4}, crop, {});
+    HostTensor ax = RunResize(18, {0.2f, 0.1f, 0.9f, 0.7f}, {}, {5, 4}, crop, {2, 3});
+    EXPECT_EQ(ax.dims, full.dims);
+    EXPECT_EQ(ax.bytes, full.bytes);
+  }
+  // [4, 6] asked to become [6, 6]: not_larger keeps ratio 1 (4 x 6), not_smaller 1.5 (6 x 9).
+  auto policy = [&](const char* p) {
+    return RunResize(18, {}, {}, {6, 6}, {{"mode", "nearest"}, {"keep_aspect_ratio_policy", p}}, {2, 3}).dims;
+  };
+  EXPECT_EQ(policy("stretch"), (std::vector<int64_t>{1, 2, 6, 6}));
+  EXPECT_EQ(policy("not_larger"), (std::vector<int64_t>{1, 2, 4, 6}));
+  EXPECT_EQ(policy("not_smaller"), (std::vector<int64_t>{1, 2, 6, 9}));
+  // And the gradient through the opset-18 form.
+  ModelBuilder b;
+  b.Opset(18);
+  b.Param("x", {1, 2, 4, 6}, -1.f, 1.f).Const(Floats("roi", {})).Const(Floats("scales", {}));
+  b.Const(Int64s("sizes", {7, 5}, {2}));
+  Node& n = b.Op("Resize", {"x", "roi", "scales", "sizes"}, "y");
+  n.SetString("mode", "cubic");
+  n.SetString("keep_aspect_ratio_policy", "not_smaller");
+  n.SetInts("axes", {2, 3});
+  Check(TrainWithWeightedSumLoss(b, "y", {1, 2, 7, 11}));
+}
+
 // tf_crop_and_resize: outputs outside the crop take extrapolation_value and pass nothing back.
 TEST(GradTensor, ResizeCropAndResizeExtrapolation) {
   ModelBuilder b;
