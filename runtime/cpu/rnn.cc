@@ -27,6 +27,7 @@
 
 #include "graph/gradient_registry.h"
 #include "runtime/activation_math.h"
+#include "runtime/cpu/rnn_math.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/rnn_shapes.h"
 
@@ -47,13 +48,16 @@ void Gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int
     throw Error("dnnl_sgemm failed in a recurrent kernel");
 }
 
-float Sigmoid(float v) { return 1.f / (1.f + std::exp(-v)); }
-
-// y = f(clip(x)) over n values, for one activation kind.
+// y = f(clamp(x, -bound, bound)) over n values, for one activation kind; two loops, so
+// that each vectorises.
 template <typename F>
-void MapClipped(const float* x, float* y, int64_t n, float clip, F f) {
-  for (int64_t j = 0; j < n; ++j) y[j] = f(std::min(std::max(x[j], -clip), clip));
+void MapClipped(const float* x, float* y, int64_t n, float bound, F f) {
+  for (int64_t j = 0; j < n; ++j) y[j] = std::min(std::max(x[j], -bound), bound);
+  for (int64_t j = 0; j < n; ++j) y[j] = f(y[j]);
 }
+
+// The bound of sigmoid's and tanh's inputs: clip, and kRnnGateBound for rnn_math.h.
+float GateBound(float clip) { return std::min(clip, kRnnGateBound); }
 
 // The activations the unary ops share (HardSigmoid, Elu, Softsign, Softplus,
 // ThresholdedRelu) come from runtime/activation_math.h.
@@ -73,8 +77,8 @@ void MapUnary(const RnnActivation& a, float clip, const float* x, float* y, int6
 void Activate(const RnnActivation& a, float clip, const float* x, float* y, int64_t n) {
   const float al = a.alpha, be = a.beta;
   switch (a.kind) {
-    case RnnActivationKind::kSigmoid: return MapClipped(x, y, n, clip, Sigmoid);
-    case RnnActivationKind::kTanh: return MapClipped(x, y, n, clip, [](float v) { return std::tanh(v); });
+    case RnnActivationKind::kSigmoid: return MapClipped(x, y, n, GateBound(clip), SigmoidApprox);
+    case RnnActivationKind::kTanh: return MapClipped(x, y, n, GateBound(clip), TanhApprox);
     case RnnActivationKind::kRelu: return MapClipped(x, y, n, clip, [](float v) { return v > 0.f ? v : 0.f; });
     case RnnActivationKind::kLeakyRelu:
       return MapClipped(x, y, n, clip, [al](float v) { return v >= 0.f ? v : al * v; });
@@ -89,10 +93,19 @@ void Activate(const RnnActivation& a, float clip, const float* x, float* y, int6
   }
 }
 
-// dx = dy * f'(x), and 0 where clip cut x off.
+// dx = dy * f'(clamp(x, -bound, bound)), and 0 where clip cut x off (|x| > clip). dx must
+// not alias x or dy. Two loops, and a mask rather than a branch, so that each vectorises.
+template <typename F>
+void MapGrad(const float* x, const float* dy, float* dx, int64_t n, float clip, F fp, float bound) {
+  for (int64_t j = 0; j < n; ++j) dx[j] = std::min(std::max(x[j], -bound), bound);
+  for (int64_t j = 0; j < n; ++j) {
+    const float keep = std::fabs(x[j]) > clip ? 0.f : 1.f;
+    dx[j] = dy[j] * fp(dx[j]) * keep;
+  }
+}
 template <typename F>
 void MapGrad(const float* x, const float* dy, float* dx, int64_t n, float clip, F fp) {
-  for (int64_t j = 0; j < n; ++j) dx[j] = std::fabs(x[j]) > clip ? 0.f : dy[j] * fp(x[j]);
+  MapGrad(x, dy, dx, n, clip, fp, clip);
 }
 
 template <UnaryFn F>
@@ -105,15 +118,21 @@ void ActivateGrad(const RnnActivation& a, float clip, const float* x, const floa
   const float al = a.alpha, be = a.beta;
   switch (a.kind) {
     case RnnActivationKind::kSigmoid:
-      return MapGrad(x, dy, dx, n, clip, [](float v) {
-        const float s = Sigmoid(v);
-        return s * (1.f - s);
-      });
+      return MapGrad(
+          x, dy, dx, n, clip,
+          [](float v) {
+            const float s = SigmoidApprox(v);
+            return s * (1.f - s);
+          },
+          GateBound(clip));
     case RnnActivationKind::kTanh:
-      return MapGrad(x, dy, dx, n, clip, [](float v) {
-        const float t = std::tanh(v);
-        return 1.f - t * t;
-      });
+      return MapGrad(
+          x, dy, dx, n, clip,
+          [](float v) {
+            const float t = TanhApprox(v);
+            return 1.f - t * t;
+          },
+          GateBound(clip));
     case RnnActivationKind::kRelu: return MapGrad(x, dy, dx, n, clip, [](float v) { return v > 0.f ? 1.f : 0.f; });
     case RnnActivationKind::kLeakyRelu:
       return MapGrad(x, dy, dx, n, clip, [al](float v) { return v >= 0.f ? 1.f : al; });
