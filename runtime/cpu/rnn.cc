@@ -150,6 +150,22 @@ void ActivateGrad(const RnnActivation& a, float clip, const float* x, const floa
   }
 }
 
+// As ActivateGrad, given also y = f(x): sigmoid and tanh take their derivative from y
+// (no exp); the others from x.
+void ActivateGradFromOutput(const RnnActivation& a, float clip, const float* x, const float* y, const float* dy,
+                            float* dx, int64_t n) {
+  if (a.kind == RnnActivationKind::kSigmoid || a.kind == RnnActivationKind::kTanh) {
+    const bool sigmoid = a.kind == RnnActivationKind::kSigmoid;
+    for (int64_t j = 0; j < n; ++j) {
+      const float keep = std::fabs(x[j]) > clip ? 0.f : 1.f;
+      const float d = sigmoid ? y[j] * (1.f - y[j]) : 1.f - y[j] * y[j];
+      dx[j] = dy[j] * d * keep;
+    }
+    return;
+  }
+  ActivateGrad(a, clip, x, dy, dx, n);
+}
+
 constexpr float kNoClip = std::numeric_limits<float>::infinity();
 
 // The forward inputs of one node, as raw pointers (nullptr when absent).
@@ -177,6 +193,8 @@ RnnInputs ReadInputs(const KernelContext& ctx, RnnCell cell) {
 // a batch entry's sequence does not reach stay zero).
 struct RnnSaved {
   std::vector<float> pre;          // [rows, gates*hidden] gate pre-activations, before clip
+  std::vector<float> act;          // [rows, gates*hidden] the gates' values (f or g of pre)
+  std::vector<float> hc;           // LSTM: [rows, hidden] h(c_t)
   std::vector<float> hprev;        // [rows, hidden] state entering the step
   std::vector<float> cprev, cnew;  // LSTM: cell state entering and leaving the step
   std::vector<float> extra;        // GRU: h_prev*Rh^T + Rbh (linear_before_reset) or r*h_prev
@@ -215,10 +233,12 @@ class RnnRunner {
         sv = &(*saved)[static_cast<size_t>(d)];
         const size_t rh = static_cast<size_t>(rows * s_.hidden);
         sv->pre.assign(static_cast<size_t>(rows * s_.gates * s_.hidden), 0.f);
+        sv->act.resize(sv->pre.size());
         sv->hprev.assign(rh, 0.f);
         if (s_.cell == RnnCell::kLSTM) {
           sv->cprev.assign(rh, 0.f);
           sv->cnew.assign(rh, 0.f);
+          sv->hc.resize(rh);
         }
         if (s_.cell == RnnCell::kGRU) sv->extra.assign(rh, 0.f);
       }
@@ -340,12 +360,24 @@ class RnnRunner {
           Activate(Act(d, 0), clip, a + H, go, H);
           Activate(Act(d, 2), kNoClip, cp, hc, H);
           for (int64_t j = 0; j < H; ++j) hp[j] = go[j] * hc[j];
-          if (sv) std::copy(cp, cp + H, sv->cnew.data() + row * H);
+          if (sv) {
+            std::copy(cp, cp + H, sv->cnew.data() + row * H);
+            std::copy(hc, hc + H, sv->hc.data() + row * H);
+            float* act = sv->act.data() + row * GH;  // i, o, f, c as in W
+            std::copy(gi, gi + H, act);
+            std::copy(go, go + H, act + H);
+            std::copy(gf, gf + H, act + 2 * H);
+            std::copy(gc, gc + H, act + 3 * H);
+          }
         } else if (gru) {
           float* z = zt_.data() + b * H;
           float* rg = rt_.data() + b * H;
           Activate(Act(d, 0), clip, a, z, H);
           Activate(Act(d, 0), clip, a + H, rg, H);
+          if (sv) {
+            std::copy(z, z + H, sv->act.data() + row * GH);
+            std::copy(rg, rg + H, sv->act.data() + row * GH + H);
+          }
           if (lbr) {
             for (int64_t j = 0; j < H; ++j) {
               const float lin = hr[2 * H + j] + (rb ? rb[2 * H + j] : 0.f);
@@ -353,6 +385,7 @@ class RnnRunner {
               if (sv) sv->extra[static_cast<size_t>(row * H + j)] = lin;
             }
             Activate(Act(d, 1), clip, a + 2 * H, gh, H);
+            if (sv) std::copy(gh, gh + H, sv->act.data() + row * GH + 2 * H);
             for (int64_t j = 0; j < H; ++j) hp[j] = (1.f - z[j]) * gh[j] + z[j] * hp[j];
           } else {
             for (int64_t j = 0; j < H; ++j) rh_[static_cast<size_t>(b * H + j)] = rg[j] * hp[j];
@@ -360,6 +393,7 @@ class RnnRunner {
           }
         } else {
           Activate(Act(d, 0), clip, a, hp, H);
+          if (sv) std::copy(hp, hp + H, sv->act.data() + row * GH);
         }
         if (y && !(gru && !lbr)) std::copy(hp, hp + H, y + s_.YOffset(t, d, b));
       }
@@ -377,6 +411,7 @@ class RnnRunner {
           const float* hrh = known_y ? hrh_all_.data() + row * H : hrh_.data() + b * H;
           for (int64_t j = 0; j < H; ++j) a[2 * H + j] += hrh[j] + (rb ? rb[2 * H + j] : 0.f);
           Activate(Act(d, 1), clip, a + 2 * H, gh, H);
+          if (sv) std::copy(gh, gh + H, sv->act.data() + row * GH + 2 * H);
           float* hp = h_.data() + b * H;
           const float* z = zt_.data() + b * H;
           for (int64_t j = 0; j < H; ++j) hp[j] = (1.f - z[j]) * gh[j] + z[j] * hp[j];
@@ -413,11 +448,7 @@ class RnnRunner {
         dh[k] = dy_h ? dy_h[s_.StateOffset(d, b) + j] : 0.f;
         dc[k] = dy_c ? dy_c[s_.StateOffset(d, b) + j] : 0.f;
       }
-    float* gi = rowbuf_.data();
-    float* gf = gi + H;
-    float* gc = gf + H;
-    float* go = gc + H;
-    float* u = go + H;
+    float* u = rowbuf_.data();  // scratch rows
     float* v = u + H;
     for (int64_t s = max_len_ - 1; s >= 0; --s) {
       std::fill(dg_.begin(), dg_.end(), 0.f);
@@ -437,22 +468,20 @@ class RnnRunner {
           const float* cp = sv.cprev.data() + row * H;
           const float* cn = sv.cnew.data() + row * H;
           float* dcb = dc.data() + b * H;
-          Activate(Act(d, 0), clip, a, gi, H);
-          Activate(Act(d, 0), clip, a + 2 * H, gf, H);
-          Activate(Act(d, 1), clip, a + 3 * H, gc, H);
-          Activate(Act(d, 0), clip, a + H, go, H);
-          Activate(Act(d, 2), kNoClip, cn, u, H);  // h(c_t)
-          for (int64_t j = 0; j < H; ++j) v[j] = dhb[j] * u[j];
-          ActivateGrad(Act(d, 0), clip, a + H, v, dga + H, H);  // da_o
+          const float* act = sv.act.data() + row * GH;
+          const float *gi = act, *go = act + H, *gf = act + 2 * H, *gc = act + 3 * H;
+          const float* hc = sv.hc.data() + row * H;  // h(c_t)
+          for (int64_t j = 0; j < H; ++j) v[j] = dhb[j] * hc[j];
+          ActivateGradFromOutput(Act(d, 0), clip, a + H, go, v, dga + H, H);  // da_o
           for (int64_t j = 0; j < H; ++j) v[j] = dhb[j] * go[j];
-          ActivateGrad(Act(d, 2), kNoClip, cn, v, u, H);  // through h(c_t)
+          ActivateGradFromOutput(Act(d, 2), kNoClip, cn, hc, v, u, H);  // through h(c_t)
           for (int64_t j = 0; j < H; ++j) dcb[j] += u[j] + (p ? p[H + j] * dga[H + j] : 0.f);
           for (int64_t j = 0; j < H; ++j) v[j] = dcb[j] * gc[j];
-          ActivateGrad(Act(d, 0), clip, a, v, dga, H);  // da_i
+          ActivateGradFromOutput(Act(d, 0), clip, a, gi, v, dga, H);  // da_i
           for (int64_t j = 0; j < H; ++j) v[j] = dcb[j] * cp[j];
-          ActivateGrad(Act(d, 0), clip, a + 2 * H, v, dga + 2 * H, H);  // da_f
+          ActivateGradFromOutput(Act(d, 0), clip, a + 2 * H, gf, v, dga + 2 * H, H);  // da_f
           for (int64_t j = 0; j < H; ++j) v[j] = dcb[j] * gi[j];
-          ActivateGrad(Act(d, 1), clip, a + 3 * H, v, dga + 3 * H, H);  // da_c
+          ActivateGradFromOutput(Act(d, 1), clip, a + 3 * H, gc, v, dga + 3 * H, H);  // da_c
           for (int64_t j = 0; j < H; ++j) {
             dcb[j] = dcb[j] * gf[j] + (p ? p[j] * dga[j] + p[2 * H + j] * dga[2 * H + j] : 0.f);
             if (p) {
@@ -465,27 +494,26 @@ class RnnRunner {
         } else if (gru) {
           const float* hp = sv.hprev.data() + row * H;
           const float* ex = sv.extra.data() + row * H;
-          Activate(Act(d, 0), clip, a, gi, H);          // z
-          Activate(Act(d, 1), clip, a + 2 * H, gc, H);  // h~
+          const float* act = sv.act.data() + row * GH;
+          const float *z = act, *rg = act + H, *hn = act + 2 * H;  // z, r, h~
           for (int64_t j = 0; j < H; ++j) {
-            v[j] = dhb[j] * (hp[j] - gc[j]);  // dz
-            u[j] = dhb[j] * (1.f - gi[j]);    // dh~
-            dhnb[j] = dhb[j] * gi[j];
+            v[j] = dhb[j] * (hp[j] - hn[j]);  // dz
+            u[j] = dhb[j] * (1.f - z[j]);     // dh~
+            dhnb[j] = dhb[j] * z[j];
           }
-          ActivateGrad(Act(d, 0), clip, a, v, dga, H);
-          ActivateGrad(Act(d, 1), clip, a + 2 * H, u, dga + 2 * H, H);  // da_h
+          ActivateGradFromOutput(Act(d, 0), clip, a, z, v, dga, H);
+          ActivateGradFromOutput(Act(d, 1), clip, a + 2 * H, hn, u, dga + 2 * H, H);  // da_h
           if (lbr) {
-            Activate(Act(d, 0), clip, a + H, gf, H);  // r
             float* dax = dax_.data() + row * GH;
             for (int64_t j = 0; j < H; ++j) {
               v[j] = dga[2 * H + j] * ex[j];  // dr
               dax[2 * H + j] = dga[2 * H + j];
-              dga[2 * H + j] *= gf[j];  // gradient of h_prev*Rh^T + Rbh
+              dga[2 * H + j] *= rg[j];  // gradient of h_prev*Rh^T + Rbh
             }
-            ActivateGrad(Act(d, 0), clip, a + H, v, dga + H, H);
+            ActivateGradFromOutput(Act(d, 0), clip, a + H, rg, v, dga + H, H);
           }
         } else {
-          ActivateGrad(Act(d, 0), clip, a, dhb, dga, H);
+          ActivateGradFromOutput(Act(d, 0), clip, a, sv.act.data() + row * GH, dhb, dga, H);
           std::fill(dhnb, dhnb + H, 0.f);
         }
       }
@@ -499,12 +527,12 @@ class RnnRunner {
           const float* hp = sv.hprev.data() + row * H;
           const float* drb = drh.data() + b * H;
           float* dhnb = dhn.data() + b * H;
-          Activate(Act(d, 0), clip, a + H, gf, H);  // r
+          const float* rg = sv.act.data() + row * GH + H;
           for (int64_t j = 0; j < H; ++j) {
             v[j] = drb[j] * hp[j];
-            dhnb[j] += drb[j] * gf[j];
+            dhnb[j] += drb[j] * rg[j];
           }
-          ActivateGrad(Act(d, 0), clip, a + H, v, dg_.data() + b * GH + H, H);
+          ActivateGradFromOutput(Act(d, 0), clip, a + H, rg, v, dg_.data() + b * GH + H, H);
         }
         Gemm('N', 'N', Bn, H, 2 * H, dg_.data(), GH, r, H, 1.f, dhn.data(), H);
       } else {
