@@ -515,6 +515,41 @@ TEST(GradSequence, GateMathAccuracy) {
   EXPECT_LT(tanh_abs, 1.9e-7);
 }
 
+// At batch x gates x hidden >= 8192 a step's element-wise work runs on threads: the
+// gradients with 2 threads equal those with 1 (every cell; peepholes, lens, both GRU forms).
+TEST(GradSequence, ThreadedStepsMatchOneThread) {
+  for (const char* op : {"LSTM", "GRU", "RNN"})
+    for (int64_t lbr : {0, 1}) {
+      if (std::string(op) != "GRU" && lbr == 0) continue;
+      RnnCase c(op);
+      c.direction = "bidirectional";
+      c.seq = 5;
+      c.batch = 16;
+      c.input = 9;
+      c.hidden = std::string(op) == "RNN" ? 512 : 192;
+      c.init_h = c.init_c = true;
+      c.peephole = c.op == "LSTM";
+      c.lens = {5, 3, 1, 5, 4, 2, 5, 5, 0, 5, 1, 3, 5, 2, 4, 5};
+      c.lbr = lbr;
+      SCOPED_TRACE(c.Name());
+      TrainingGraph tg = RecurrentModel(c);
+      std::vector<std::string> fetch = tg.grads;
+      auto run = [&](int threads) {
+        ExecutorOptions o;
+        o.num_threads = threads;
+        Executor exec(tg.model, o);
+        std::vector<HostTensor> out;
+        for (const Tensor& t : exec.Run({}, fetch)) out.push_back(t.ToHost());
+        return out;
+      };
+      const std::vector<HostTensor> one = run(1), two = run(2);
+      for (size_t i = 0; i < one.size(); ++i)
+        for (int64_t k = 0; k < one[i].NumElements(); ++k)
+          ASSERT_NEAR(one[i].Data<float>()[k], two[i].Data<float>()[k], 1e-5 + 1e-4 * std::fabs(one[i].Data<float>()[k]))
+              << fetch[i] << "[" << k << "]";
+    }
+}
+
 // Bad input: one error line naming the node and what to fix.
 TEST(GradSequence, BadInputErrors) {
   auto error_of = [](const std::string& op, std::vector<int64_t> wdims, const std::string& attr, int64_t value) {

@@ -18,6 +18,7 @@
 // the recurrent GEMMs run over all steps at once; only LSTM's cell state is walked step by
 // step, element-wise), then walk the steps backwards.
 #include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -216,7 +217,7 @@ class RnnRunner {
     for (auto* v : {&h_, &c_, &t1_, &t2_, &t3_, &t4_, &t5_, &zt_, &rt_, &rh_, &hrh_})
       v->resize(static_cast<size_t>(bh));
     bsum_.resize(static_cast<size_t>(gh));
-    rowbuf_.resize(static_cast<size_t>(6 * s_.hidden));
+    rowbuf_.resize(static_cast<size_t>(6 * s_.hidden * omp_get_max_threads()));
   }
 
   // y, y_h, y_c may be null; saved (one per direction) may be null. known_y: the node's Y
@@ -258,6 +259,10 @@ class RnnRunner {
 
  private:
   const RnnActivation& Act(int64_t d, int k) const { return s_.acts[static_cast<size_t>(d * s_.acts_per_dir + k)]; }
+  // Six rows of `hidden` floats of scratch for the calling thread.
+  float* Scratch() { return rowbuf_.data() + 6 * s_.hidden * omp_get_thread_num(); }
+  // Whether a step's element-wise work over the batch entries is worth threads.
+  bool ParallelSteps() const { return s_.batch > 1 && s_.batch * s_.gates * s_.hidden >= 8192; }
   float Clip() const { return s_.has_clip ? s_.clip : kNoClip; }
   bool Active(int64_t s, int64_t b) const { return s < lens_[static_cast<size_t>(b)]; }
   int64_t Step(int64_t d, int64_t s, int64_t b) const {
@@ -288,9 +293,9 @@ class RnnRunner {
     // r for every row, then (r * h_prev) Rh^T in one GEMM.
     const float clip = Clip();
     std::vector<float>& rh = sv->extra;
-    float* rg = rowbuf_.data();
+    float* rg = Scratch();
     for (int64_t row = 0; row < rows; ++row) {
-      float* a = rowbuf_.data() + H;
+      float* a = rg + H;
       const float* xw = xw_.data() + row * GH;
       const float* hr = hr_all_.data() + row * GH;
       for (int64_t j = 0; j < H; ++j) a[j] = xw[H + j] + bsum_[static_cast<size_t>(H + j)] + hr[H + j];
@@ -324,16 +329,18 @@ class RnnRunner {
       }
     const int64_t n_rec = gru && !lbr ? 2 * H : GH;  // gates whose recurrent GEMM uses h_prev
     if (known_y) RecurrentTermsFromY(in, d, known_y, sv);
-    float* gi = rowbuf_.data();
-    float* gf = gi + H;
-    float* gc = gf + H;
-    float* go = gc + H;
-    float* hc = go + H;
-    float* gh = hc + H;
     for (int64_t s = 0; s < max_len_; ++s) {
       if (!known_y) Gemm('N', 'T', Bn, n_rec, H, h_.data(), H, r, H, 0.f, hr_.data(), GH);
+      // Each batch entry reads and writes only its own rows.
+#pragma omp parallel for schedule(static) if (ParallelSteps())
       for (int64_t b = 0; b < Bn; ++b) {
         if (!Active(s, b)) continue;
+        float* gi = Scratch();
+        float* gf = gi + H;
+        float* gc = gf + H;
+        float* go = gc + H;
+        float* hc = go + H;
+        float* gh = hc + H;
         const int64_t t = Step(d, s, b), row = s_.Row(t, b);
         float* a = sv ? sv->pre.data() + row * GH : pre_.data() + b * GH;
         const float* xw = xw_.data() + row * GH;
@@ -404,8 +411,10 @@ class RnnRunner {
             if (!Active(s, b)) std::fill(rh_.data() + b * H, rh_.data() + (b + 1) * H, 0.f);
           Gemm('N', 'T', Bn, H, H, rh_.data(), H, r + 2 * H * H, H, 0.f, hrh_.data(), H);
         }
+#pragma omp parallel for schedule(static) if (ParallelSteps())
         for (int64_t b = 0; b < Bn; ++b) {
           if (!Active(s, b)) continue;
+          float* gh = Scratch();
           const int64_t t = Step(d, s, b), row = s_.Row(t, b);
           float* a = sv ? sv->pre.data() + row * GH : pre_.data() + b * GH;
           const float* hrh = known_y ? hrh_all_.data() + row * H : hrh_.data() + b * H;
@@ -441,17 +450,15 @@ class RnnRunner {
     std::vector<float>& dc = t2_;
     std::vector<float>& dhn = t3_;
     std::vector<float>& drh = t4_;
-    std::vector<double> dp(static_cast<size_t>(3 * H), 0.0);
     for (int64_t b = 0; b < Bn; ++b)
       for (int64_t j = 0; j < H; ++j) {
         const size_t k = static_cast<size_t>(b * H + j);
         dh[k] = dy_h ? dy_h[s_.StateOffset(d, b) + j] : 0.f;
         dc[k] = dy_c ? dy_c[s_.StateOffset(d, b) + j] : 0.f;
       }
-    float* u = rowbuf_.data();  // scratch rows
-    float* v = u + H;
     for (int64_t s = max_len_ - 1; s >= 0; --s) {
       std::fill(dg_.begin(), dg_.end(), 0.f);
+#pragma omp parallel for schedule(static) if (ParallelSteps())
       for (int64_t b = 0; b < Bn; ++b) {
         float* dhb = dh.data() + b * H;
         float* dhnb = dhn.data() + b * H;
@@ -459,6 +466,8 @@ class RnnRunner {
           std::copy(dhb, dhb + H, dhnb);
           continue;
         }
+        float* u = Scratch();
+        float* v = u + H;
         const int64_t t = Step(d, s, b), row = s_.Row(t, b);
         if (dy)
           for (int64_t j = 0; j < H; ++j) dhb[j] += dy[s_.YOffset(t, d, b) + j];
@@ -484,11 +493,6 @@ class RnnRunner {
           ActivateGradFromOutput(Act(d, 1), clip, a + 3 * H, gc, v, dga + 3 * H, H);  // da_c
           for (int64_t j = 0; j < H; ++j) {
             dcb[j] = dcb[j] * gf[j] + (p ? p[j] * dga[j] + p[2 * H + j] * dga[2 * H + j] : 0.f);
-            if (p) {
-              dp[static_cast<size_t>(j)] += static_cast<double>(dga[j]) * cp[j];
-              dp[static_cast<size_t>(H + j)] += static_cast<double>(dga[H + j]) * cn[j];
-              dp[static_cast<size_t>(2 * H + j)] += static_cast<double>(dga[2 * H + j]) * cp[j];
-            }
             dhnb[j] = 0.f;
           }
         } else if (gru) {
@@ -520,8 +524,10 @@ class RnnRunner {
       if (gru && !lbr) {
         // (r * h_prev) Rh^T: drh = da_h Rh, then dr = drh * h_prev and dh_prev += drh * r.
         Gemm('N', 'N', Bn, H, H, dg_.data() + 2 * H, GH, r + 2 * H * H, H, 0.f, drh.data(), H);
+#pragma omp parallel for schedule(static) if (ParallelSteps())
         for (int64_t b = 0; b < Bn; ++b) {
           if (!Active(s, b)) continue;
+          float* v = Scratch();
           const int64_t row = s_.Row(Step(d, s, b), b);
           const float* a = sv.pre.data() + row * GH;
           const float* hp = sv.hprev.data() + row * H;
@@ -580,8 +586,21 @@ class RnnRunner {
         dwb[GH + j] = static_cast<float>(sh[static_cast<size_t>(j)]);
       }
     }
-    if (g.dp)
+    if (g.dp) {
+      // dP_i = sum da_i * c_prev, dP_o = sum da_o * c_t, dP_f = sum da_f * c_prev over the rows.
+      std::vector<double> dp(static_cast<size_t>(3 * H), 0.0);
+      for (int64_t row = 0; row < rows; ++row) {
+        const float* da = dax_.data() + row * GH;
+        const float* cp = sv.cprev.data() + row * H;
+        const float* cn = sv.cnew.data() + row * H;
+        for (int64_t j = 0; j < H; ++j) {
+          dp[static_cast<size_t>(j)] += static_cast<double>(da[j]) * cp[j];
+          dp[static_cast<size_t>(H + j)] += static_cast<double>(da[H + j]) * cn[j];
+          dp[static_cast<size_t>(2 * H + j)] += static_cast<double>(da[2 * H + j]) * cp[j];
+        }
+      }
       for (int64_t j = 0; j < 3 * H; ++j) g.dp[d * 3 * H + j] = static_cast<float>(dp[static_cast<size_t>(j)]);
+    }
   }
 
   RnnSpec s_;
