@@ -359,7 +359,11 @@ class RnnRunner {
               a[2 * H + j] += p[2 * H + j] * cp[j];
             }
           Activate(Act(d, 0), clip, a, gi, H);
-          Activate(Act(d, 0), clip, a + 2 * H, gf, H);
+          if (s_.input_forget) {
+            for (int64_t j = 0; j < H; ++j) gf[j] = 1.f - gi[j];
+          } else {
+            Activate(Act(d, 0), clip, a + 2 * H, gf, H);
+          }
           Activate(Act(d, 1), clip, a + 3 * H, gc, H);
           for (int64_t j = 0; j < H; ++j) cp[j] = gf[j] * cp[j] + gi[j] * gc[j];
           if (p)
@@ -485,9 +489,10 @@ class RnnRunner {
           for (int64_t j = 0; j < H; ++j) v[j] = dhb[j] * go[j];
           ActivateGradFromOutput(Act(d, 2), kNoClip, cn, hc, v, u, H);  // through h(c_t)
           for (int64_t j = 0; j < H; ++j) dcb[j] += u[j] + (p ? p[H + j] * dga[H + j] : 0.f);
-          for (int64_t j = 0; j < H; ++j) v[j] = dcb[j] * gc[j];
+          // With input_forget, f = 1 - i: f's gradient goes to i, and a_f has none.
+          for (int64_t j = 0; j < H; ++j) v[j] = dcb[j] * gc[j] - (s_.input_forget ? dcb[j] * cp[j] : 0.f);
           ActivateGradFromOutput(Act(d, 0), clip, a, gi, v, dga, H);  // da_i
-          for (int64_t j = 0; j < H; ++j) v[j] = dcb[j] * cp[j];
+          for (int64_t j = 0; j < H; ++j) v[j] = s_.input_forget ? 0.f : dcb[j] * cp[j];
           ActivateGradFromOutput(Act(d, 0), clip, a + 2 * H, gf, v, dga + 2 * H, H);  // da_f
           for (int64_t j = 0; j < H; ++j) v[j] = dcb[j] * gi[j];
           ActivateGradFromOutput(Act(d, 1), clip, a + 3 * H, gc, v, dga + 3 * H, H);  // da_c
