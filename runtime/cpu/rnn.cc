@@ -27,8 +27,7 @@
 #include <vector>
 
 #include "graph/gradient_registry.h"
-#include "runtime/activation_math.h"
-#include "runtime/cpu/rnn_math.h"
+#include "runtime/cpu/rnn_activations.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/rnn_shapes.h"
 
@@ -47,124 +46,6 @@ void Gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int
   }
   if (dnnl_sgemm(ta, tb, m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc) != dnnl_success)
     throw Error("dnnl_sgemm failed in a recurrent kernel");
-}
-
-// y = f(clamp(x, -bound, bound)) over n values, for one activation kind; two loops, so
-// that each vectorises.
-template <typename F>
-void MapClipped(const float* x, float* y, int64_t n, float bound, F f) {
-  for (int64_t j = 0; j < n; ++j) y[j] = std::min(std::max(x[j], -bound), bound);
-  for (int64_t j = 0; j < n; ++j) y[j] = f(y[j]);
-}
-
-// The bound of sigmoid's and tanh's inputs: clip, and kRnnGateBound for rnn_math.h.
-float GateBound(float clip) { return std::min(clip, kRnnGateBound); }
-
-// The activations the unary ops share (HardSigmoid, Elu, Softsign, Softplus,
-// ThresholdedRelu) come from runtime/activation_math.h.
-UnaryParams Params(const RnnActivation& a) {
-  UnaryParams p;
-  p.alpha = a.alpha;
-  p.beta = a.beta;
-  return p;
-}
-
-template <UnaryFn F>
-void MapUnary(const RnnActivation& a, float clip, const float* x, float* y, int64_t n) {
-  const UnaryParams p = Params(a);
-  MapClipped(x, y, n, clip, [&p](float v) { return UnaryForward<F>(v, p); });
-}
-
-void Activate(const RnnActivation& a, float clip, const float* x, float* y, int64_t n) {
-  const float al = a.alpha, be = a.beta;
-  switch (a.kind) {
-    case RnnActivationKind::kSigmoid: return MapClipped(x, y, n, GateBound(clip), SigmoidApprox);
-    case RnnActivationKind::kTanh: return MapClipped(x, y, n, GateBound(clip), TanhApprox);
-    case RnnActivationKind::kRelu: return MapClipped(x, y, n, clip, [](float v) { return v > 0.f ? v : 0.f; });
-    case RnnActivationKind::kLeakyRelu:
-      return MapClipped(x, y, n, clip, [al](float v) { return v >= 0.f ? v : al * v; });
-    case RnnActivationKind::kThresholdedRelu: return MapUnary<UnaryFn::kThresholdedRelu>(a, clip, x, y, n);
-    case RnnActivationKind::kScaledTanh:
-      return MapClipped(x, y, n, clip, [al, be](float v) { return al * std::tanh(be * v); });
-    case RnnActivationKind::kHardSigmoid: return MapUnary<UnaryFn::kHardSigmoid>(a, clip, x, y, n);
-    case RnnActivationKind::kElu: return MapUnary<UnaryFn::kElu>(a, clip, x, y, n);
-    case RnnActivationKind::kSoftsign: return MapUnary<UnaryFn::kSoftsign>(a, clip, x, y, n);
-    case RnnActivationKind::kSoftplus: return MapUnary<UnaryFn::kSoftplus>(a, clip, x, y, n);
-    case RnnActivationKind::kAffine: return MapClipped(x, y, n, clip, [al, be](float v) { return al * v + be; });
-  }
-}
-
-// dx = dy * f'(clamp(x, -bound, bound)), and 0 where clip cut x off (|x| > clip). dx must
-// not alias x or dy. Two loops, and a mask rather than a branch, so that each vectorises.
-template <typename F>
-void MapGrad(const float* x, const float* dy, float* dx, int64_t n, float clip, F fp, float bound) {
-  for (int64_t j = 0; j < n; ++j) dx[j] = std::min(std::max(x[j], -bound), bound);
-  for (int64_t j = 0; j < n; ++j) {
-    const float keep = std::fabs(x[j]) > clip ? 0.f : 1.f;
-    dx[j] = dy[j] * fp(dx[j]) * keep;
-  }
-}
-template <typename F>
-void MapGrad(const float* x, const float* dy, float* dx, int64_t n, float clip, F fp) {
-  MapGrad(x, dy, dx, n, clip, fp, clip);
-}
-
-template <UnaryFn F>
-void MapUnaryGrad(const RnnActivation& a, float clip, const float* x, const float* dy, float* dx, int64_t n) {
-  const UnaryParams p = Params(a);
-  MapGrad(x, dy, dx, n, clip, [&p](float v) { return UnaryDerivative<F>(v, p); });
-}
-
-void ActivateGrad(const RnnActivation& a, float clip, const float* x, const float* dy, float* dx, int64_t n) {
-  const float al = a.alpha, be = a.beta;
-  switch (a.kind) {
-    case RnnActivationKind::kSigmoid:
-      return MapGrad(
-          x, dy, dx, n, clip,
-          [](float v) {
-            const float s = SigmoidApprox(v);
-            return s * (1.f - s);
-          },
-          GateBound(clip));
-    case RnnActivationKind::kTanh:
-      return MapGrad(
-          x, dy, dx, n, clip,
-          [](float v) {
-            const float t = TanhApprox(v);
-            return 1.f - t * t;
-          },
-          GateBound(clip));
-    case RnnActivationKind::kRelu: return MapGrad(x, dy, dx, n, clip, [](float v) { return v > 0.f ? 1.f : 0.f; });
-    case RnnActivationKind::kLeakyRelu:
-      return MapGrad(x, dy, dx, n, clip, [al](float v) { return v >= 0.f ? 1.f : al; });
-    case RnnActivationKind::kThresholdedRelu: return MapUnaryGrad<UnaryFn::kThresholdedRelu>(a, clip, x, dy, dx, n);
-    case RnnActivationKind::kScaledTanh:
-      return MapGrad(x, dy, dx, n, clip, [al, be](float v) {
-        const float t = std::tanh(be * v);
-        return al * be * (1.f - t * t);
-      });
-    case RnnActivationKind::kHardSigmoid: return MapUnaryGrad<UnaryFn::kHardSigmoid>(a, clip, x, dy, dx, n);
-    case RnnActivationKind::kElu: return MapUnaryGrad<UnaryFn::kElu>(a, clip, x, dy, dx, n);
-    case RnnActivationKind::kSoftsign: return MapUnaryGrad<UnaryFn::kSoftsign>(a, clip, x, dy, dx, n);
-    case RnnActivationKind::kSoftplus: return MapUnaryGrad<UnaryFn::kSoftplus>(a, clip, x, dy, dx, n);
-    case RnnActivationKind::kAffine: return MapGrad(x, dy, dx, n, clip, [al](float) { return al; });
-  }
-}
-
-// As ActivateGrad, given also y = f(x): sigmoid and tanh take their derivative from y
-// (no exp); the others from x.
-void ActivateGradFromOutput(const RnnActivation& a, float clip, const float* x, const float* y, const float* dy,
-                            float* dx, int64_t n) {
-  if (a.kind == RnnActivationKind::kSigmoid || a.kind == RnnActivationKind::kTanh) {
-    const bool sigmoid = a.kind == RnnActivationKind::kSigmoid;
-    for (int64_t j = 0; j < n; ++j) {
-      const float keep = std::fabs(x[j]) > clip ? 0.f : 1.f;
-      const float d = sigmoid ? y[j] * (1.f - y[j]) : 1.f - y[j] * y[j];
-      dx[j] = dy[j] * d * keep;
-    }
-    return;
-  }
-  ActivateGrad(a, clip, x, dy, dx, n);
 }
 
 constexpr float kNoClip = std::numeric_limits<float>::infinity();
@@ -299,7 +180,7 @@ class RnnRunner {
       const float* xw = xw_.data() + row * GH;
       const float* hr = hr_all_.data() + row * GH;
       for (int64_t j = 0; j < H; ++j) a[j] = xw[H + j] + bsum_[static_cast<size_t>(H + j)] + hr[H + j];
-      Activate(Act(d, 0), clip, a, rg, H);
+      RnnActivate(Act(d, 0), clip, a, rg, H);
       const float* hp = sv->hprev.data() + row * H;
       for (int64_t j = 0; j < H; ++j) rh[static_cast<size_t>(row * H + j)] = rg[j] * hp[j];
     }
@@ -358,18 +239,18 @@ class RnnRunner {
               a[j] += p[j] * cp[j];
               a[2 * H + j] += p[2 * H + j] * cp[j];
             }
-          Activate(Act(d, 0), clip, a, gi, H);
+          RnnActivate(Act(d, 0), clip, a, gi, H);
           if (s_.input_forget) {
             for (int64_t j = 0; j < H; ++j) gf[j] = 1.f - gi[j];
           } else {
-            Activate(Act(d, 0), clip, a + 2 * H, gf, H);
+            RnnActivate(Act(d, 0), clip, a + 2 * H, gf, H);
           }
-          Activate(Act(d, 1), clip, a + 3 * H, gc, H);
+          RnnActivate(Act(d, 1), clip, a + 3 * H, gc, H);
           for (int64_t j = 0; j < H; ++j) cp[j] = gf[j] * cp[j] + gi[j] * gc[j];
           if (p)
             for (int64_t j = 0; j < H; ++j) a[H + j] += p[H + j] * cp[j];
-          Activate(Act(d, 0), clip, a + H, go, H);
-          Activate(Act(d, 2), kNoClip, cp, hc, H);
+          RnnActivate(Act(d, 0), clip, a + H, go, H);
+          RnnActivate(Act(d, 2), kNoClip, cp, hc, H);
           for (int64_t j = 0; j < H; ++j) hp[j] = go[j] * hc[j];
           if (sv) {
             std::copy(cp, cp + H, sv->cnew.data() + row * H);
@@ -383,8 +264,8 @@ class RnnRunner {
         } else if (gru) {
           float* z = zt_.data() + b * H;
           float* rg = rt_.data() + b * H;
-          Activate(Act(d, 0), clip, a, z, H);
-          Activate(Act(d, 0), clip, a + H, rg, H);
+          RnnActivate(Act(d, 0), clip, a, z, H);
+          RnnActivate(Act(d, 0), clip, a + H, rg, H);
           if (sv) {
             std::copy(z, z + H, sv->act.data() + row * GH);
             std::copy(rg, rg + H, sv->act.data() + row * GH + H);
@@ -395,7 +276,7 @@ class RnnRunner {
               a[2 * H + j] += rg[j] * lin;
               if (sv) sv->extra[static_cast<size_t>(row * H + j)] = lin;
             }
-            Activate(Act(d, 1), clip, a + 2 * H, gh, H);
+            RnnActivate(Act(d, 1), clip, a + 2 * H, gh, H);
             if (sv) std::copy(gh, gh + H, sv->act.data() + row * GH + 2 * H);
             for (int64_t j = 0; j < H; ++j) hp[j] = (1.f - z[j]) * gh[j] + z[j] * hp[j];
           } else {
@@ -403,7 +284,7 @@ class RnnRunner {
             if (sv && !known_y) std::copy(rh_.data() + b * H, rh_.data() + (b + 1) * H, sv->extra.data() + row * H);
           }
         } else {
-          Activate(Act(d, 0), clip, a, hp, H);
+          RnnActivate(Act(d, 0), clip, a, hp, H);
           if (sv) std::copy(hp, hp + H, sv->act.data() + row * GH);
         }
         if (y && !(gru && !lbr)) std::copy(hp, hp + H, y + s_.YOffset(t, d, b));
@@ -423,7 +304,7 @@ class RnnRunner {
           float* a = sv ? sv->pre.data() + row * GH : pre_.data() + b * GH;
           const float* hrh = known_y ? hrh_all_.data() + row * H : hrh_.data() + b * H;
           for (int64_t j = 0; j < H; ++j) a[2 * H + j] += hrh[j] + (rb ? rb[2 * H + j] : 0.f);
-          Activate(Act(d, 1), clip, a + 2 * H, gh, H);
+          RnnActivate(Act(d, 1), clip, a + 2 * H, gh, H);
           if (sv) std::copy(gh, gh + H, sv->act.data() + row * GH + 2 * H);
           float* hp = h_.data() + b * H;
           const float* z = zt_.data() + b * H;
@@ -485,17 +366,17 @@ class RnnRunner {
           const float *gi = act, *go = act + H, *gf = act + 2 * H, *gc = act + 3 * H;
           const float* hc = sv.hc.data() + row * H;  // h(c_t)
           for (int64_t j = 0; j < H; ++j) v[j] = dhb[j] * hc[j];
-          ActivateGradFromOutput(Act(d, 0), clip, a + H, go, v, dga + H, H);  // da_o
+          RnnActivateGradFromOutput(Act(d, 0), clip, a + H, go, v, dga + H, H);  // da_o
           for (int64_t j = 0; j < H; ++j) v[j] = dhb[j] * go[j];
-          ActivateGradFromOutput(Act(d, 2), kNoClip, cn, hc, v, u, H);  // through h(c_t)
+          RnnActivateGradFromOutput(Act(d, 2), kNoClip, cn, hc, v, u, H);  // through h(c_t)
           for (int64_t j = 0; j < H; ++j) dcb[j] += u[j] + (p ? p[H + j] * dga[H + j] : 0.f);
           // With input_forget, f = 1 - i: f's gradient goes to i, and a_f has none.
           for (int64_t j = 0; j < H; ++j) v[j] = dcb[j] * gc[j] - (s_.input_forget ? dcb[j] * cp[j] : 0.f);
-          ActivateGradFromOutput(Act(d, 0), clip, a, gi, v, dga, H);  // da_i
+          RnnActivateGradFromOutput(Act(d, 0), clip, a, gi, v, dga, H);  // da_i
           for (int64_t j = 0; j < H; ++j) v[j] = s_.input_forget ? 0.f : dcb[j] * cp[j];
-          ActivateGradFromOutput(Act(d, 0), clip, a + 2 * H, gf, v, dga + 2 * H, H);  // da_f
+          RnnActivateGradFromOutput(Act(d, 0), clip, a + 2 * H, gf, v, dga + 2 * H, H);  // da_f
           for (int64_t j = 0; j < H; ++j) v[j] = dcb[j] * gi[j];
-          ActivateGradFromOutput(Act(d, 1), clip, a + 3 * H, gc, v, dga + 3 * H, H);  // da_c
+          RnnActivateGradFromOutput(Act(d, 1), clip, a + 3 * H, gc, v, dga + 3 * H, H);  // da_c
           for (int64_t j = 0; j < H; ++j) {
             dcb[j] = dcb[j] * gf[j] + (p ? p[j] * dga[j] + p[2 * H + j] * dga[2 * H + j] : 0.f);
             dhnb[j] = 0.f;
@@ -510,8 +391,8 @@ class RnnRunner {
             u[j] = dhb[j] * (1.f - z[j]);     // dh~
             dhnb[j] = dhb[j] * z[j];
           }
-          ActivateGradFromOutput(Act(d, 0), clip, a, z, v, dga, H);
-          ActivateGradFromOutput(Act(d, 1), clip, a + 2 * H, hn, u, dga + 2 * H, H);  // da_h
+          RnnActivateGradFromOutput(Act(d, 0), clip, a, z, v, dga, H);
+          RnnActivateGradFromOutput(Act(d, 1), clip, a + 2 * H, hn, u, dga + 2 * H, H);  // da_h
           if (lbr) {
             float* dax = dax_.data() + row * GH;
             for (int64_t j = 0; j < H; ++j) {
@@ -519,10 +400,10 @@ class RnnRunner {
               dax[2 * H + j] = dga[2 * H + j];
               dga[2 * H + j] *= rg[j];  // gradient of h_prev*Rh^T + Rbh
             }
-            ActivateGradFromOutput(Act(d, 0), clip, a + H, rg, v, dga + H, H);
+            RnnActivateGradFromOutput(Act(d, 0), clip, a + H, rg, v, dga + H, H);
           }
         } else {
-          ActivateGradFromOutput(Act(d, 0), clip, a, sv.act.data() + row * GH, dhb, dga, H);
+          RnnActivateGradFromOutput(Act(d, 0), clip, a, sv.act.data() + row * GH, dhb, dga, H);
           std::fill(dhnb, dhnb + H, 0.f);
         }
       }
@@ -543,7 +424,7 @@ class RnnRunner {
             v[j] = drb[j] * hp[j];
             dhnb[j] += drb[j] * rg[j];
           }
-          ActivateGradFromOutput(Act(d, 0), clip, a + H, rg, v, dg_.data() + b * GH + H, H);
+          RnnActivateGradFromOutput(Act(d, 0), clip, a + H, rg, v, dg_.data() + b * GH + H, H);
         }
         Gemm('N', 'N', Bn, H, 2 * H, dg_.data(), GH, r, H, 1.f, dhn.data(), H);
       } else {
