@@ -237,6 +237,11 @@ def main():
     same = all(x.returncode == 0 for x in (ra, rb1, rb2)) and \
         open("res_a/epoch_0002.onnx", "rb").read() == open("res_b/epoch_0002.onnx", "rb").read()
     check(same, "image folder with --random-resized-crop/--hflip/--augment resumes bitwise")
+    # Resuming with other transforms is refused (the batches would differ).
+    rd, _ = run([bin_, "simple.onnx", "--data", "imagefolder:fm_folder", "--epochs", "3", "--checkpoint-dir",
+                 "res_b", "--resume"] + [a for a in aug if a != "--hflip"])
+    check(rd.returncode != 0 and "transforms=" in rd.stderr, "resume with other transforms is refused",
+          rd.stderr.strip()[-200:])
     print(f"{check.count - len(check.failures)} of {check.count} checks passed")
     if check.failures:
         print("FAILED: " + "; ".join(check.failures))

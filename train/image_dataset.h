@@ -58,13 +58,20 @@ struct ImageDataset {
   HostTensor Labels(const std::vector<int64_t>& indices) const;
 };
 
-// Random images with random labels, for benchmarks and for models whose data is not at
-// hand. The same options give the same bytes on every platform.
+// Synthetic images whose labels can be learnt from the pixels, for benchmarks, smoke
+// training and models whose data is not at hand. Each class has its own pattern (a
+// per-channel brightness offset, spread evenly over the classes, plus a sine grating of
+// the class's orientation and period); an image is its class's pattern, the grating
+// shifted by a random phase of up to a sixth of a period, plus uniform noise. The seed
+// fixes the patterns; sample_stream picks another draw of labels, phases and noise over
+// the same patterns (the test split). The same options give the same bytes on every
+// platform.
 struct SyntheticDataOptions {
   int64_t count = 1024;
   int64_t channels = 3, height = 32, width = 32;
   int64_t classes = 10;
   uint64_t seed = 0;
+  uint64_t sample_stream = 0;
 };
 ImageDataset MakeSyntheticDataset(const SyntheticDataOptions& options);
 
@@ -89,8 +96,9 @@ struct DataSourceOptions {
 //   fashion-mnist, fashion-mnist:DIR, mnist:DIR   IDX files (gzip or plain)
 //   cifar10:DIR                                    CIFAR-10 binary version: data_batch_1..5.bin,
 //                                                  test_batch.bin
-//   synthetic, synthetic:N, synthetic:N:CxHxW      N random images (default from options;
-//                                                  the test split has other bytes)
+//   synthetic, synthetic:N, synthetic:N:CxHxW      N images with learnable class patterns
+//                                                  (default from options; the test split
+//                                                  has other samples of the same patterns)
 //   imagefolder:DIR                                torchvision ImageFolder tree (image_folder.h)
 //   npy:X.npy,Y.npy[,XTEST.npy,YTEST.npy]          NumPy arrays (npy_dataset.h)
 //   npz:FILE.npz                                   arrays x, y[, x_test, y_test] (or --npz-keys)

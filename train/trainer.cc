@@ -38,11 +38,24 @@ namespace {
 // The settings that decide the data order and the update rule: a resumed run must use
 // the same ones to continue exactly.
 std::map<std::string, std::string> RunSettings(const TrainerOptions& o) {
-  return {{"batch", std::to_string(o.batch)},
-          {"seed", std::to_string(o.seed)},
-          {"shuffle", o.shuffle ? "1" : "0"},
-          {"augment", o.augment ? "1" : "0"},
-          {"data", o.data}};
+  std::map<std::string, std::string> s = {{"batch", std::to_string(o.batch)},
+                                          {"seed", std::to_string(o.seed)},
+                                          {"shuffle", o.shuffle ? "1" : "0"},
+                                          {"augment", o.augment ? "1" : "0"},
+                                          {"data", o.data}};
+  // Transforms and the held-out share change the batches; recorded only when used, so that
+  // checkpoints of runs without them still resume.
+  const DataSourceOptions& d = o.data_source;
+  const TransformOptions& t = d.transforms;
+  if (t.Any()) {
+    std::string text = StrFormat("resize=%lld,center_crop=%lld,random_resized_crop=%lld,hflip=%d", (long long)t.resize,
+                                 (long long)t.center_crop, (long long)t.random_resized_crop, t.hflip ? 1 : 0);
+    for (float m : t.mean) text += StrFormat(",mean=%g", m);
+    for (float v : t.stddev) text += StrFormat(",std=%g", v);
+    s["transforms"] = text;
+  }
+  if (d.val_fraction != DataSourceOptions().val_fraction) s["val_fraction"] = StrFormat("%g", d.val_fraction);
+  return s;
 }
 
 // The epoch so far, over all ranks: a mid-epoch snapshot keeps it, so that the epoch line
@@ -114,12 +127,20 @@ SamplerState Resume(TrainingSession& session, const Model& forward, const Traine
            "checkpoint '%s' was made from another model (fingerprint %s, this model %s); resume it with the model it "
            "was trained from",
            path.c_str(), fp.c_str(), ModelFingerprint(forward).c_str());
-  for (const auto& [key, value] : RunSettings(o)) {
+  const std::map<std::string, std::string> settings = RunSettings(o);
+  for (const auto& [key, value] : settings) {
     const std::string& saved = state.Scalar(key, path);
     OT_CHECK(saved == value,
              "checkpoint '%s' was made with %s=%s but this run has %s=%s; resume with the same setting to continue "
              "the same run",
              path.c_str(), key.c_str(), saved.c_str(), key.c_str(), value.c_str());
+  }
+  for (const char* key : {"transforms", "val_fraction"}) {  // recorded only when used
+    auto it = state.scalars.find(key);
+    OT_CHECK(it == state.scalars.end() || settings.count(key),
+             "checkpoint '%s' was made with %s=%s but this run has none; resume with the same data flags to continue "
+             "the same run",
+             path.c_str(), key, it->second.c_str());
   }
   for (const auto& [name, tensor] : session.StateTensors()) {
     const HostTensor* saved = state.FindTensor(name);

@@ -44,6 +44,7 @@ struct Gather {
   std::vector<int64_t> out_sizes, out_src_strides;  // per output axis
   std::vector<int64_t> sum_sizes, sum_strides;       // per summed axis
   int64_t out_count = 1, sum_count = 1;
+  bool identity = false;  // the source is already dense in this order: read it in place
 };
 
 Gather PlanGather(const View& v, const std::vector<int>& order, const std::map<int, int64_t>& size) {
@@ -61,6 +62,12 @@ Gather PlanGather(const View& v, const std::vector<int>& order, const std::map<i
     g.sum_sizes.push_back(v.sizes[a]);
     g.sum_strides.push_back(v.strides[a]);
     g.sum_count *= v.sizes[a];
+  }
+  int64_t dense = 1;
+  g.identity = g.sum_count == 1;
+  for (size_t d = g.out_sizes.size(); d-- > 0;) {
+    if (g.out_sizes[d] != 1 && g.out_src_strides[d] != dense) g.identity = false;
+    dense *= g.out_sizes[d];
   }
   return g;
 }
@@ -249,11 +256,13 @@ class EinsumKernel final : public OpKernel {
             yd({c.batch, c.m, c.n}, dt::f32, tag::abc);
         c.prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ad, bd, yd), Engine()));
       }
-      a_scratch_ = std::max(a_scratch_, static_cast<size_t>(c.a.out_count));
-      b_scratch_ = std::max(b_scratch_, static_cast<size_t>(c.b.out_count));
+      if (!c.a.identity) a_scratch_ = std::max(a_scratch_, static_cast<size_t>(c.a.out_count));
+      if (!c.b.identity) b_scratch_ = std::max(b_scratch_, static_cast<size_t>(c.b.out_count));
       steps_.push_back(std::move(c));
       cur = res;
     }
+    scratch_a_.resize(a_scratch_ * DTypeSize(dtype_));
+    scratch_b_.resize(b_scratch_ * DTypeSize(dtype_));
     final_needed_ = ops.size() == 1 || steps_.back().result != -1;
     if (final_needed_) final_ = PlanGather(cur, out_labels_, size);
   }
@@ -284,21 +293,27 @@ class EinsumKernel final : public OpKernel {
       std::fill(out, out + y.numel(), T(0));
       return;
     }
-    std::vector<T> a(a_scratch_), b(b_scratch_);
+    T* a = reinterpret_cast<T*>(scratch_a_.data());
+    T* b = reinterpret_cast<T*>(scratch_b_.data());
     for (Contraction& c : steps_) {
-      RunGather(c.a, Source<T>(ctx, c.a.src.source), a.data());
-      RunGather(c.b, Source<T>(ctx, c.b.src.source), b.data());
+      // Operands already in [batch, m, k] / [batch, k, n] order are read in place.
+      const T* src_a = Source<T>(ctx, c.a.src.source);
+      const T* src_b = Source<T>(ctx, c.b.src.source);
+      if (!c.a.identity) RunGather(c.a, src_a, a);
+      if (!c.b.identity) RunGather(c.b, src_b, b);
+      T* pa = c.a.identity ? const_cast<T*>(src_a) : a;
+      T* pb = c.b.identity ? const_cast<T*>(src_b) : b;
       T* res = c.result < 0 ? out : reinterpret_cast<T*>(buffers_[static_cast<size_t>(c.result)].data());
       if constexpr (std::is_same_v<T, float>) {
         using dt = dnnl::memory::data_type;
         using tag = dnnl::memory::format_tag;
-        dnnl::memory am({{c.batch, c.m, c.k}, dt::f32, tag::abc}, Engine(), a.data());
-        dnnl::memory bm({{c.batch, c.k, c.n}, dt::f32, tag::abc}, Engine(), b.data());
+        dnnl::memory am({{c.batch, c.m, c.k}, dt::f32, tag::abc}, Engine(), pa);
+        dnnl::memory bm({{c.batch, c.k, c.n}, dt::f32, tag::abc}, Engine(), pb);
         dnnl::memory ym({{c.batch, c.m, c.n}, dt::f32, tag::abc}, Engine(), res);
         c.prim.execute(Stream(), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, ym}});
         Stream().wait();
       } else {
-        BatchedProduct(c, a.data(), b.data(), res);
+        BatchedProduct(c, pa, pb, res);
       }
     }
     if (final_needed_) RunGather(final_, Source<T>(ctx, final_.src.source), out);
@@ -311,7 +326,8 @@ class EinsumKernel final : public OpKernel {
   std::vector<Contraction> steps_;
   Gather final_;
   std::vector<std::vector<unsigned char>> buffers_;  // intermediates
-  size_t a_scratch_ = 0, b_scratch_ = 0;
+  size_t a_scratch_ = 0, b_scratch_ = 0;  // elements
+  std::vector<unsigned char> scratch_a_, scratch_b_;  // the two gathered operands
 };
 
 OT_REGISTER_CPU_KERNEL("Einsum", 12, 1 << 30, EinsumKernel);
