@@ -278,6 +278,9 @@ def case_exports(args, check):
           f"rc {r.returncode}; {r.stderr[-400:]}")
     check("exports: ... before training (no epoch line, no checkpoint folder)",
           "Epoch" not in r.stdout and not os.path.exists(os.path.join(w, "fixed_ckpt")), r.stdout[-300:])
+    r = run(args, ["eval_view.onnx", "--checkpoint-dir", "fixed_ckpt", "--world-size", "2"] + quick)
+    check("exports: ... with --world-size 2 too, as one line", r.returncode == 1 and want in r.stderr
+          and len(r.stderr.strip().splitlines()) == 1, f"rc {r.returncode}; {r.stderr[-400:]}")
     r = run(args, ["eval_view.onnx", "--batch", "2", "--checkpoint-dir", "fixed_ckpt", "--max-steps", "3"] + quick)
     check("exports: baked batch trains and tests with --batch 2",
           r.returncode == 0 and re.search(r"done: 1 epoch, 3 steps; test accuracy [\d.]+%", r.stdout),

@@ -262,6 +262,14 @@ int CmdTrain(std::vector<std::string> argv) {
     worker_args.push_back(std::to_string(lo.threads_per_worker));
     lo.worker_args = worker_args;
     if (!o.save_checkpoints) lo.resume_flag.clear();
+    // A model that cannot train as asked (a fixed batch other than --batch, a missing file)
+    // fails here with one line, not once per worker.
+    if (world > 1) {
+      ExportedModelOptions check;
+      check.frozen_bn = args.Has("frozen-bn");
+      check.batch = o.batch;
+      PrepareExportedModel(LoadModel(args.positional()[0]), check);
+    }
     return LaunchWorkers(lo);
   }
   if (std::getenv(kEnvRank) != nullptr && o.threads == 0) {
