@@ -6,6 +6,8 @@
   printed command ends with bitwise the weights of the uninterrupted run (one process and
   --world-size 2); the resumed run's epoch lines count the whole epoch (same steps, loss and
   accuracy as the uninterrupted run's).
+- second_signal: a second SIGINT during the step that the first one lets finish ends the
+  run at once (exit 130, "interrupted again", nothing saved), also through the launcher.
 - resume: a finished run says "already complete (epoch E of E)" and exits 0 with no accuracy;
   "done:" counts the whole run; `--resume MODEL.onnx` is explained, or accepted when it is a
   checkpoint we wrote; a failed start leaves no empty checkpoint folder.
@@ -128,6 +130,38 @@ def case_interrupt(args, check):
         acc = lambda s: re.search(r"test accuracy ([\d.]+)%", s).group(1) if "test accuracy" in s else None
         check(f"{tag}: same final test accuracy", acc(ref.stdout) is not None and acc(ref.stdout) == acc(res.stdout),
               f"{acc(ref.stdout)} vs {acc(res.stdout)}")
+
+
+def case_second_signal(args, check):
+    # ResNet34 on 28x28 with one thread: a step takes long enough for the second signal to
+    # arrive while the first one waits for the step to end.
+    run(args, ["make-model", "resnet34", "-o", "r34.onnx", "--input", "1x28x28"])
+    for world in (1, 2):
+        tag = f"world {world}"
+        ckpt = f"twice{world}"
+        shutil.rmtree(os.path.join(args.workdir, ckpt), ignore_errors=True)
+        metrics = os.path.join(args.workdir, f"twice{world}.jsonl")
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        argv = ["r34.onnx", "--data", "synthetic:512", "--batch", "64", "--epochs", "1", "--threads", str(world),
+                "--checkpoint-dir", ckpt, "--quiet", "--metrics", metrics] + (["--world-size", "2"] if world > 1 else [])
+        p = subprocess.Popen([args.onnx_train, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=ENV, cwd=args.workdir)
+        deadline = time.time() + 240
+        while count_steps(metrics) < 1 and p.poll() is None and time.time() < deadline:
+            time.sleep(0.01)
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.1)
+        p.send_signal(signal.SIGINT)
+        start = time.time()
+        out, err = p.communicate(timeout=240)
+        check(f"second_signal {tag}: exit 130", p.returncode == 130, f"rc {p.returncode}; {out[-300:]} {err[-300:]}")
+        check(f"second_signal {tag}: says it stopped at once", "interrupted again" in err, err[-300:])
+        ckpt_path = os.path.join(args.workdir, ckpt)
+        saved = [f for f in os.listdir(ckpt_path) if f.startswith("step_")] if os.path.isdir(ckpt_path) else []
+        check(f"second_signal {tag}: saved nothing", "interrupted at epoch" not in out and not saved,
+              f"{out[-300:]} {saved}")
+        check(f"second_signal {tag}: ended within 5 s of it", time.time() - start < 5, f"{time.time() - start:.1f} s")
 
 
 def case_resume(args, check):
@@ -357,7 +391,7 @@ def case_exports(args, check):
               and not np.array_equal(inits.get("b3.weight"), sd["b3.weight"].numpy()), "")
 
 
-CASES = {"interrupt": case_interrupt, "resume": case_resume, "dp_output": case_dp_output, "eval": case_eval, "exports": case_exports}
+CASES = {"interrupt": case_interrupt, "second_signal": case_second_signal, "resume": case_resume, "dp_output": case_dp_output, "eval": case_eval, "exports": case_exports}
 
 
 def main():
