@@ -169,7 +169,10 @@ def case_resume(args, check):
     run(args, ["make-model", "simplenn", "-o", model, "--seed", "4"])
     common = [model, "--epochs", "2", "--max-steps", "20", "--batch", "64", "--threads", "2", "--quiet"]
     shutil.rmtree(os.path.join(args.workdir, "done"), ignore_errors=True)
-    first = run(args, common + ["--checkpoint-dir", "done", "--epochs", "1"])
+    first = run(args, common + ["--checkpoint-dir", "done", "--epochs", "1", "--eval-every", "3", "--save-every", "2"])
+    check("resume: warns that --eval-every/--save-every beyond --epochs are capped",
+          "warning: --eval-every 3 is more than --epochs 1" in first.stdout
+          and "warning: --save-every 2 is more than --epochs 1" in first.stdout, first.stdout[:600])
     check("resume: 1-epoch run", first.returncode == 0 and "done: 1 epoch, 20 steps;" in first.stdout,
           first.stdout[-300:] + first.stderr[-300:])
     more = run(args, common + ["--checkpoint-dir", "done", "--resume"])
