@@ -322,6 +322,9 @@ def case_exports(args, check):
     check("exports: baked batch trains and tests with --batch 2",
           r.returncode == 0 and re.search(r"done: 1 epoch, 3 steps; test accuracy [\d.]+%", r.stdout),
           r.stdout[-400:] + r.stderr[-400:])
+    r = run(args, ["check", "eval_view.onnx"])
+    check("exports: check notes the fixed batch", r.returncode == 0 and
+          "note: the model was exported with batch fixed at 2 (node" in r.stdout, r.stdout[-400:] + r.stderr[-300:])
     # torch.flatten: the batch is rebound; BatchNorm comes back in training form.
     shutil.rmtree(os.path.join(w, "flat_ckpt"), ignore_errors=True)
     r = run(args, ["eval_flatten.onnx", "--batch", "8", "--checkpoint-dir", "flat_ckpt", "--max-steps", "2"] + quick)

@@ -18,6 +18,7 @@
 #include "tools/bench_comm.h"
 #include "tools/train_command.h"
 #include "tools/training_commands.h"
+#include "train/exported_model.h"
 #include "train/image_dataset.h"
 
 namespace ot {
@@ -49,7 +50,8 @@ const char* kUsage =
     "  bench-comm --backend gloo --world-size N [--min-bytes 4] [--max-bytes 67108864] [--iters 20]\n"
     "      allreduce table like nccl-tests: bytes, time, algbw, busbw, wrong elements\n"
     "  check MODEL.onnx\n"
-    "      load, check and shape-infer a model; print its inputs, outputs and ops\n"
+    "      load, check and shape-infer a model; print its inputs, outputs and ops, and notes on what\n"
+    "      training changes in an export (a fixed batch, BatchNorm folded or in inference form)\n"
     "\n"
     "onnx-train COMMAND --help prints a command's options; onnx-train --version its version.\n";
 
@@ -140,6 +142,8 @@ int CmdCheck(const std::vector<std::string>& argv) {
   for (const auto& [op, count] : ops) std::cout << "op     " << op << " x" << count << "\n";
   Executor exec(m);  // throws listing unsupported ops
   std::cout << "ok: every op has a CPU kernel\n";
+  // What training would change about an export (fixed batch, BatchNormalization forms).
+  for (const auto& note : PrepareExportedModel(m, ExportedModelOptions{}).notes) std::cout << "note: " << note << "\n";
   return 0;
 }
 
