@@ -25,7 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_parity import export  # noqa: E402  (exits if torch is missing)
+from torch_parity import export, write_tensor  # noqa: E402  (exits if torch is missing)
 from torch_grad_parity import run_grad, torch_grads  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -164,9 +164,12 @@ def check(args, name, make, shape, opset, seed, classes=5, batch=3):
     export(module, shape, path, training=True, opset=opset)
     x = rng.standard_normal((batch,) + shape).astype(np.float32)
     y = rng.integers(0, classes, size=batch).astype(np.int64)
-    ref_loss, ref = torch_grads(module, x, y, torch.float64)
-    _, ref32 = torch_grads(module, x, y, torch.float32)
-    ours = run_grad(args.onnx_train, path, x, y, args.workdir, tag)
+    ref_loss, ref = torch_grads(module, x, y, torch.float64)[:2]  # (no ReLU in these models)
+    ref32 = torch_grads(module, x, y, torch.float32)[1]
+    xp, yp = os.path.join(args.workdir, tag + "_x.pb"), os.path.join(args.workdir, tag + "_y.pb")
+    write_tensor(x, "input", xp)
+    write_tensor(y, "labels", yp)
+    ours = run_grad(args.onnx_train, path, xp, yp, args.workdir, tag)
     failures = []
     loss = float(ours.pop("loss"))
     loss_err = abs(loss - ref_loss) / abs(ref_loss)
