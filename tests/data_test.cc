@@ -284,6 +284,71 @@ TEST(SyntheticTest, DeterministicAndShaped) {
   EXPECT_TRUE(Contains(ErrorOf([] { LoadImageDataset("synthetic:0", "train"); }), "positive"));
 }
 
+// The labels of synthetic data must be learnable from the pixels (so that `onnx-train MODEL
+// --data synthetic` shows a falling loss), and the test split must hold other samples of
+// the same class patterns: a nearest-class-mean classifier fitted on the train split
+// classifies the test split. Random labels would leave it near 1/classes.
+TEST(SyntheticTest, LabelsLearnableFromPixels) {
+  struct Case { int64_t c, h, w, classes; };
+  for (const Case& cs : {Case{1, 28, 28, 10}, Case{3, 8, 8, 7}, Case{3, 32, 32, 10}, Case{2, 5, 3, 3}}) {
+    DataSourceOptions src;
+    src.synthetic.channels = cs.c;
+    src.synthetic.height = cs.h;
+    src.synthetic.width = cs.w;
+    src.synthetic.classes = cs.classes;
+    src.synthetic.seed = 11;
+    ImageDataset train = LoadImageDataset("synthetic:600", "train", src);
+    ImageDataset test = LoadImageDataset("synthetic:300", "test", src);
+    const int64_t n = train.ImageBytes();
+    std::vector<int64_t> all(static_cast<size_t>(train.count));
+    for (int64_t i = 0; i < train.count; ++i) all[static_cast<size_t>(i)] = i;
+    HostTensor x = train.Images(all);
+    const float* px = x.Data<float>();
+    // Normalised pixels: mean near 0, standard deviation near 1.
+    double sum = 0, sum_sq = 0;
+    for (int64_t i = 0; i < train.count * n; ++i) {
+      sum += px[i];
+      sum_sq += double(px[i]) * px[i];
+    }
+    const double mean = sum / double(train.count * n), sd = std::sqrt(sum_sq / double(train.count * n) - mean * mean);
+    EXPECT_LT(std::abs(mean), 0.35) << train.ImageShapeString();
+    EXPECT_GT(sd, 0.7) << train.ImageShapeString();
+    EXPECT_LT(sd, 1.3) << train.ImageShapeString();
+    // Class means of the train split; every class present.
+    std::vector<double> centre(static_cast<size_t>(cs.classes * n), 0.0);
+    std::vector<int64_t> members(static_cast<size_t>(cs.classes), 0);
+    for (int64_t i = 0; i < train.count; ++i) {
+      const int64_t k = train.labels[static_cast<size_t>(i)];
+      ++members[static_cast<size_t>(k)];
+      for (int64_t p = 0; p < n; ++p) centre[static_cast<size_t>(k * n + p)] += px[i * n + p];
+    }
+    for (int64_t k = 0; k < cs.classes; ++k) {
+      ASSERT_GT(members[static_cast<size_t>(k)], train.count / cs.classes / 3) << "class " << k;
+      for (int64_t p = 0; p < n; ++p) centre[static_cast<size_t>(k * n + p)] /= double(members[static_cast<size_t>(k)]);
+    }
+    std::vector<int64_t> test_all(static_cast<size_t>(test.count));
+    for (int64_t i = 0; i < test.count; ++i) test_all[static_cast<size_t>(i)] = i;
+    HostTensor tx = test.Images(test_all);
+    const float* tp = tx.Data<float>();
+    EXPECT_NE(test.pixels, std::vector<uint8_t>(train.pixels.begin(), train.pixels.begin() + test.count * n));
+    int64_t right = 0;
+    for (int64_t i = 0; i < test.count; ++i) {
+      int64_t best = -1;
+      double best_d = 0;
+      for (int64_t k = 0; k < cs.classes; ++k) {
+        double d = 0;
+        for (int64_t p = 0; p < n; ++p) {
+          const double e = tp[i * n + p] - centre[static_cast<size_t>(k * n + p)];
+          d += e * e;
+        }
+        if (best < 0 || d < best_d) best = k, best_d = d;
+      }
+      right += best == test.labels[static_cast<size_t>(i)];
+    }
+    EXPECT_GT(double(right) / double(test.count), 0.9) << train.ImageShapeString() << ", " << cs.classes << " classes";
+  }
+}
+
 TEST(RandomTest, FixedBitsAndUniformRange) {
   // std::mt19937_64's sequence is fixed by the standard (its 10000th value from the default
   // seed is given there); our shuffle, seeds and sampler order on top of it are pinned

@@ -5,12 +5,16 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "graph/error.h"
 #include "train/cifar10_reader.h"
 #include "train/data_random.h"
 #include "train/idx_reader.h"
+#include "train/image_folder.h"
+#include "train/image_source.h"
+#include "train/npy_dataset.h"
 
 namespace ot {
 
@@ -87,7 +91,7 @@ ImageDataset LoadSynthetic(const std::string& spec, const std::string& rest, con
       opts.width = ParsePositive(shape.substr(x2 + 1), spec);
     }
   }
-  if (split == "test") opts.seed = StreamSeed(opts.seed, 1);  // other bytes than the train split
+  if (split == "test") opts.sample_stream = 1;  // other samples of the same class patterns
   return MakeSyntheticDataset(opts);
 }
 
@@ -105,22 +109,68 @@ ImageDataset MakeSyntheticDataset(const SyntheticDataOptions& o) {
   ds.height = o.height;
   ds.width = o.width;
   ds.classes = o.classes;
-  ds.pixels.resize(static_cast<size_t>(ds.count * ds.ImageBytes()));
-  std::mt19937_64 rng(StreamSeed(o.seed, 0x5eed));
-  for (size_t i = 0; i < ds.pixels.size(); i += 8) {
-    uint64_t bits = rng();
-    for (size_t b = 0; b < 8 && i + b < ds.pixels.size(); ++b) ds.pixels[i + b] = static_cast<uint8_t>(bits >> (8 * b));
+  const int64_t C = o.channels, H = o.height, W = o.width, K = o.classes;
+  const double kPi = 3.14159265358979323846;
+
+  // The class patterns, from the seed alone. Brightness offsets: channel 0 spreads the
+  // classes evenly over [-32, 32] in a shuffled order (so that even one channel separates
+  // them), the other channels draw theirs at random. Grating: orientation and period of
+  // the class, a random phase offset per channel.
+  // Each sample shifts the grating by a random phase of up to +-pi/3.
+  std::mt19937_64 pattern_rng(StreamSeed(o.seed, 0xc1a55));
+  std::vector<int64_t> order(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) order[static_cast<size_t>(k)] = k;
+  ShuffleInPlace(order, pattern_rng);
+  auto unit = [](std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };  // [0, 1)
+  std::vector<double> offset(static_cast<size_t>(K * C)), channel_phase(static_cast<size_t>(K * C));
+  std::vector<double> fx(static_cast<size_t>(K)), fy(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) {
+    const double angle = kPi * (static_cast<double>(k) + 0.5 * unit(pattern_rng)) / static_cast<double>(K);
+    const double period = 4.0 + 4.0 * static_cast<double>(k % 3);  // 4, 8 or 12 pixels
+    fx[static_cast<size_t>(k)] = 2 * kPi * std::cos(angle) / period;
+    fy[static_cast<size_t>(k)] = 2 * kPi * std::sin(angle) / period;
+    for (int64_t c = 0; c < C; ++c) {
+      const size_t kc = static_cast<size_t>(k * C + c);
+      offset[kc] = c == 0 ? (K == 1 ? 0.0 : -32.0 + 64.0 * static_cast<double>(order[static_cast<size_t>(k)]) /
+                                                         static_cast<double>(K - 1))
+                          : -32.0 + 64.0 * unit(pattern_rng);
+      channel_phase[kc] = 2 * kPi * unit(pattern_rng);
+    }
   }
+
+  // The samples: a label, a phase, then noise, from the sample stream.
+  ds.pixels.resize(static_cast<size_t>(ds.count * ds.ImageBytes()));
   ds.labels.resize(static_cast<size_t>(ds.count));
-  for (int64_t& label : ds.labels) label = static_cast<int64_t>(UniformBelow(rng, static_cast<uint64_t>(o.classes)));
-  // Uniform bytes: mean 127.5/255, standard deviation about 73.9/255.
-  ds.mean.assign(static_cast<size_t>(ds.channels), 0.5f);
-  ds.stddev.assign(static_cast<size_t>(ds.channels), 0.2898f);
+  std::mt19937_64 rng(StreamSeed(o.seed, 0x5eed, o.sample_stream));
+  for (int64_t i = 0; i < o.count; ++i) {
+    const int64_t k = static_cast<int64_t>(UniformBelow(rng, static_cast<uint64_t>(K)));
+    ds.labels[static_cast<size_t>(i)] = k;
+    const double phase = kPi / 3 * (2 * unit(rng) - 1);  // a shift of up to a sixth of a period
+    uint8_t* img = ds.pixels.data() + i * ds.ImageBytes();
+    for (int64_t c = 0; c < C; ++c) {
+      const size_t kc = static_cast<size_t>(k * C + c);
+      for (int64_t y = 0; y < H; ++y) {
+        for (int64_t x = 0; x < W; ++x) {
+          const double wave = std::sin(fx[static_cast<size_t>(k)] * static_cast<double>(x) +
+                                       fy[static_cast<size_t>(k)] * static_cast<double>(y) + phase +
+                                       channel_phase[kc]);
+          const double noise = 64.0 * unit(rng) - 32.0;
+          const double v = std::min(255.0, std::max(0.0, std::round(128.0 + offset[kc] + 40.0 * wave + noise)));
+          img[(c * H + y) * W + x] = static_cast<uint8_t>(v);
+        }
+      }
+    }
+  }
+  // Mean 128; variance about 32^2/3 (offsets) + 40^2/2 (grating) + 64^2/12 (noise), so a
+  // standard deviation near 38/255. Fixed, so that both splits normalise alike.
+  ds.mean.assign(static_cast<size_t>(C), 128.0f / 255.0f);
+  ds.stddev.assign(static_cast<size_t>(C), 0.15f);
   return ds;
 }
 
-ImageDataset LoadImageDataset(const std::string& spec, const std::string& split, const DataSourceOptions& options) {
-  OT_CHECK(split == "train" || split == "test", "unknown split '%s' (train or test)", split.c_str());
+namespace {
+
+ImageDataset LoadSpec(const std::string& spec, const std::string& split, const DataSourceOptions& options) {
   std::string kind = spec, rest;
   auto colon = spec.find(':');
   if (colon != std::string::npos) {
@@ -141,8 +191,23 @@ ImageDataset LoadImageDataset(const std::string& spec, const std::string& split,
     return ReadCifar10(rest, split);
   }
   if (kind == "synthetic") return LoadSynthetic(spec, rest, split, options.synthetic);
+  if (kind == "imagefolder") {
+    OT_CHECK(!rest.empty(), "--data imagefolder needs a folder: imagefolder:DIR");
+    return LoadImageFolder(rest, split, options);
+  }
+  if (kind == "npy" || kind == "npz") return LoadNumpyDataset(kind, rest, split, options);
   throw Error("unknown data set '" + spec +
-              "'; use fashion-mnist, fashion-mnist:DIR, mnist:DIR, cifar10:DIR or synthetic[:N[:CxHxW]]");
+              "'; use fashion-mnist, fashion-mnist:DIR, mnist:DIR, cifar10:DIR, synthetic[:N[:CxHxW]], "
+              "imagefolder:DIR, npy:X.npy,Y.npy or npz:FILE.npz");
+}
+
+}  // namespace
+
+ImageDataset LoadImageDataset(const std::string& spec, const std::string& split, const DataSourceOptions& options) {
+  OT_CHECK(split == "train" || split == "test", "unknown split '%s' (train or test)", split.c_str());
+  ImageDataset ds = LoadSpec(spec, split, options);
+  if (options.model_input) AdaptToModel(ds, *options.model_input, options);
+  return ds;
 }
 
 std::string ImageDataset::ImageShapeString() const {
@@ -150,6 +215,7 @@ std::string ImageDataset::ImageShapeString() const {
 }
 
 HostTensor ImageDataset::RawImages(const std::vector<int64_t>& indices) const {
+  OT_CHECK(!source, "data set %s makes its samples on demand; it has no raw image bytes", name.c_str());
   const int64_t n = static_cast<int64_t>(indices.size()), item = ImageBytes();
   HostTensor t(DType::kUInt8, {n, channels, height, width}, "input");
   uint8_t* out = t.Data<uint8_t>();
@@ -180,7 +246,15 @@ HostTensor ImageDataset::Normalize(const HostTensor& raw) const {
   return t;
 }
 
-HostTensor ImageDataset::Images(const std::vector<int64_t>& indices) const { return Normalize(RawImages(indices)); }
+HostTensor ImageDataset::Images(const std::vector<int64_t>& indices) const {
+  if (source) {
+    for (int64_t i : indices)
+      OT_CHECK(i >= 0 && i < count, "sample index %lld is outside the data set (%lld samples)", (long long)i,
+               (long long)count);
+    return source->Inputs(indices, nullptr, 0, 0);
+  }
+  return Normalize(RawImages(indices));
+}
 
 HostTensor ImageDataset::Labels(const std::vector<int64_t>& indices) const {
   HostTensor t(DType::kInt64, {static_cast<int64_t>(indices.size())}, "labels");

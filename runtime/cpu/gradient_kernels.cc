@@ -110,22 +110,29 @@ class SumToShapeKernel final : public OpKernel {
   }
 };
 
-// Swaps the last two axes (for MatMul gradients of any rank >= 2).
+// Swaps the last two axes (for MatMul gradients of any rank >= 2), as one oneDNN reorder
+// (vectorised, threaded) from [batch, r, c] into the same dims with transposed strides.
 class TransposeLastTwoKernel final : public OpKernel {
  public:
   explicit TransposeLastTwoKernel(const KernelInfo& info) : OpKernel(info) {}
   void Prepare(KernelContext& ctx) override {
-    ctx.SetOutput(0, DType::kFloat32, TransposeLastTwoShape(node_, ctx.Input(0)));
+    const Tensor& x = ctx.Input(0);
+    ctx.SetOutput(0, DType::kFloat32, TransposeLastTwoShape(node_, x));
+    const int64_t r = x.dim(-2), c = x.dim(-1), batch = r * c == 0 ? 0 : x.numel() / (r * c);
+    if (batch == 0) return;
+    const dnnl::memory::dims dims = {batch, r, c};
+    const dnnl::memory::desc src(dims, dnnl::memory::data_type::f32, dnnl::memory::dims{r * c, c, 1});
+    dst_ = dnnl::memory::desc(dims, dnnl::memory::data_type::f32, dnnl::memory::dims{r * c, 1, r});
+    transpose_ = Reorder(src, dst_);
   }
   void Compute(KernelContext& ctx) override {
-    const Tensor& x = ctx.Input(0);
-    const int64_t r = x.dim(-2), c = x.dim(-1), batch = r * c == 0 ? 0 : x.numel() / (r * c);
-    const float* src = x.data<float>();
-    float* dst = ctx.Output(0).data<float>();
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t i = 0; i < r; ++i)
-        for (int64_t j = 0; j < c; ++j) dst[b * r * c + j * r + i] = src[b * r * c + i * c + j];
+    if (ctx.Output(0).numel() == 0) return;
+    transpose_.Run(ctx.Input(0).raw(), ctx.Output(0).raw());
   }
+
+ private:
+  dnnl::memory::desc dst_;
+  Reorder transpose_;
 };
 
 // Shared by the two loss gradients: the per-position scale dY * w[label] / denominator,
@@ -352,42 +359,52 @@ class ConcatGradKernel final : public OpKernel {
   int64_t axis_ = 0;
 };
 
-// PadGrad(dY, X, pads) -> dX: dX[i] = dY[i + pad_begin] where that lies inside dY, else 0
-// (negative pads crop in the forward, so those positions of X got no gradient).
+// PadGrad(dY, X, pads) with the forward's `mode` -> dX: every element of dY is added to
+// the input element it was read from (none for constant padding; reflect and edge read
+// some input elements several times, so their gradients add up).
 class PadGradKernel final : public OpKernel {
  public:
   explicit PadGradKernel(const KernelInfo& info) : OpKernel(info) {}
   void Prepare(KernelContext& ctx) override {
-    begin_ = PadGradBeginPads(node_, ctx);
-    ctx.SetOutput(0, DType::kFloat32, ctx.Input(1).shape());
+    const std::vector<int64_t> begin = PadGradBeginPads(node_, ctx);
+    const std::string mode = node_.GetString("mode", "constant");
+    const Shape& xs = ctx.Input(1).shape();
+    const Shape& ys = ctx.Input(0).shape();
+    sources_.clear();
+    for (size_t d = 0; d < xs.size(); ++d) sources_.push_back(PadAxisSources(xs[d], begin[d], ys[d], mode));
+    ctx.SetOutput(0, DType::kFloat32, xs);
   }
   void Compute(KernelContext& ctx) override {
     const Tensor& dy = ctx.Input(0);
     Tensor& dx = ctx.Output(0);
-    const Shape& xs = dx.shape();
     const Shape& ys = dy.shape();
-    const std::vector<int64_t> ystr = RowMajorStrides(ys);
+    const std::vector<int64_t> xstr = RowMajorStrides(dx.shape());
     const float* g = dy.data<float>();
     float* out = dx.data<float>();
-    std::vector<int64_t> idx(xs.size(), 0);
-    for (int64_t i = 0; i < dx.numel(); ++i) {
-      int64_t src = 0;
+    std::memset(out, 0, dx.nbytes());
+    if (dx.rank() == 0) {
+      if (dy.numel() == 1) out[0] = g[0];
+      return;
+    }
+    std::vector<int64_t> idx(ys.size(), 0);
+    for (int64_t i = 0; i < dy.numel(); ++i) {
+      int64_t dst = 0;
       bool inside = true;
-      for (size_t d = 0; d < xs.size() && inside; ++d) {
-        const int64_t j = idx[d] + begin_[d];
-        inside = j >= 0 && j < ys[d];
-        src += j * ystr[d];
+      for (size_t d = 0; d < ys.size() && inside; ++d) {
+        const int64_t s = sources_[d][static_cast<size_t>(idx[d])];
+        inside = s >= 0;
+        dst += s * xstr[d];
       }
-      out[i] = inside ? g[src] : 0.f;
-      for (size_t d = xs.size(); d-- > 0;) {
-        if (++idx[d] < xs[d]) break;
+      if (inside) out[dst] += g[i];
+      for (size_t d = ys.size(); d-- > 0;) {
+        if (++idx[d] < ys[d]) break;
         idx[d] = 0;
       }
     }
   }
 
  private:
-  std::vector<int64_t> begin_;
+  std::vector<std::vector<int64_t>> sources_;
 };
 
 constexpr int64_t kAny = 1 << 30;
