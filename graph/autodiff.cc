@@ -410,6 +410,7 @@ TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& op
     }
     size_t first_new = emitted.size();
     GradientBuilder builder(n, m.OpsetFor(n.domain), go, need, gi, &emitted, &constants, &counter);
+    builder.SetGraph(&g);
     def->rule(builder);
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       if (!need[i]) continue;

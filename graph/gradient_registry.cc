@@ -45,6 +45,17 @@ std::string GradientBuilder::Emit(const std::string& op_type, std::vector<std::s
   return first;
 }
 
+int GradientBuilder::Rank(const std::string& value) const {
+  if (!graph_) return -1;
+  if (const HostTensor* t = graph_->FindInitializer(value)) return static_cast<int>(t->dims.size());
+  auto rank_of = [](const ValueInfo& v) { return v.has_shape ? static_cast<int>(v.dims.size()) : -1; };
+  if (const ValueInfo* v = graph_->FindInput(value)) return rank_of(*v);
+  for (const auto& o : graph_->outputs)
+    if (o.name == value) return rank_of(o);
+  auto it = graph_->value_info.find(value);
+  return it == graph_->value_info.end() ? -1 : rank_of(it->second);
+}
+
 std::string GradientBuilder::Constant(HostTensor value, const std::string& hint) {
   value.name = Temp(hint);
   std::string name = value.name;

@@ -46,6 +46,13 @@ class GradientBuilder {
   std::string ConstantInt64s(const std::vector<int64_t>& values, const std::string& hint);
   std::string ConstantFloat(float value, const std::string& hint);
 
+  // The forward graph, for rules whose emitted nodes depend on an input's rank (set by
+  // autodiff; without it Rank answers -1).
+  void SetGraph(const Graph* g) { graph_ = g; }
+  // Rank of a forward value where the graph knows it (graph inputs and outputs,
+  // initializers, inferred value_info); -1 when unknown.
+  int Rank(const std::string& value) const;
+
   // Attribute builders.
   static Attribute AttrInt(int64_t v);
   static Attribute AttrFloat(float v);
@@ -61,6 +68,7 @@ class GradientBuilder {
   std::vector<Node>* emitted_;
   std::vector<HostTensor>* constants_;
   int* counter_;
+  const Graph* graph_ = nullptr;
 };
 
 using GradientRule = std::function<void(GradientBuilder&)>;

@@ -83,19 +83,6 @@ void GemmGrad(B& b) {
   }
 }
 
-// Y = A @ B with numpy semantics for rank >= 2 (batch dims broadcast).
-void MatMulGrad(B& b) {
-  // Transposing the last two axes needs the rank; MatMulTransposeLast swaps them at run time.
-  if (b.NeedGI(0)) {
-    std::string bt = b.Emit("TransposeLastTwo", {b.I(1)}, {b.Temp("bt")}, kGradDomain);
-    WriteBroadcastGrad(b, b.Emit("MatMul", {b.GO(0), bt}, {b.Temp("ga")}), 0);
-  }
-  if (b.NeedGI(1)) {
-    std::string at = b.Emit("TransposeLastTwo", {b.I(0)}, {b.Temp("at")}, kGradDomain);
-    WriteBroadcastGrad(b, b.Emit("MatMul", {at, b.GO(0)}, {b.Temp("gb")}), 1);
-  }
-}
-
 void TransposeGrad(B& b) {
   std::vector<int64_t> perm = b.node().GetInts("perm");
   std::map<std::string, Attribute> attrs;
@@ -154,9 +141,10 @@ void ConvGrad(B& b) {
   b.Emit("ConvGrad", {b.GO(0), b.I(0), b.I(1)}, outs, kGradDomain, SameAttrs(b));
 }
 
-// MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool.
+// MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool. MaxPool's Indices output is
+// int64 and carries no gradient.
 void PoolGrad(B& b) {
-  OT_CHECK(!b.node().HasOutput(1), "%s: the gradient through MaxPool's Indices output is not supported",
+  OT_CHECK(!b.HasGO(1), "%s: the gradient through MaxPool's Indices output is not supported",
            b.node().Describe().c_str());
   b.Emit(b.node().op_type + "Grad", {b.GO(0), b.I(0)}, {b.GI(0)}, kGradDomain, SameAttrs(b));
 }
@@ -191,14 +179,15 @@ void ConcatGrad(B& b) {
   b.Emit("ConcatGrad", ins, outs, kGradDomain, {{"axis", B::AttrInt(b.node().GetInt("axis", 0))}});
 }
 
-// Pad (constant mode): dX is dY cropped back to the input's extent.
+// Pad (constant, reflect, edge): dY added back to the input elements it was read from.
 void PadGrad(B& b) {
   const Node& n = b.node();
   const std::string mode = n.GetString("mode", "constant");
-  OT_CHECK(mode == "constant", "%s: the gradient of Pad in mode '%s' is not supported (only constant)",
-           n.Describe().c_str(), mode.c_str());
+  OT_CHECK(mode == "constant" || mode == "reflect" || mode == "edge",
+           "%s: the gradient of Pad in mode '%s' is not supported (constant, reflect, edge)", n.Describe().c_str(),
+           mode.c_str());
   std::vector<std::string> ins = {b.GO(0), b.I(0)};
-  std::map<std::string, Attribute> attrs;
+  std::map<std::string, Attribute> attrs = {{"mode", B::AttrString(mode)}};
   if (n.HasInput(1)) ins.push_back(b.I(1));
   else attrs["pads"] = B::AttrInts(n.GetInts("pads"));
   b.Emit("PadGrad", ins, {b.GI(0)}, kGradDomain, attrs);
@@ -236,7 +225,6 @@ void RegisterStandardGradientRules(GradientRegistry& r) {
   Register(r, "Mul", 7, kAny, MulGrad);
   Register(r, "Div", 7, kAny, DivGrad);
   Register(r, "Gemm", 7, kAny, GemmGrad);
-  Register(r, "MatMul", 1, kAny, MatMulGrad);
   Register(r, "Transpose", 1, kAny, TransposeGrad);
   Register(r, "SoftmaxCrossEntropyLoss", 12, kAny, SoftmaxCrossEntropyLossGrad, {1, 2});
   Register(r, "NegativeLogLikelihoodLoss", 12, kAny, NegativeLogLikelihoodLossGrad, {1, 2});

@@ -1,6 +1,8 @@
-// Gradient rules, Normalisation, reductions and contractions: LayerNormalization, InstanceNormalization, the Reduce* family, ConvTranspose, Einsum.
+// Gradient rules, Normalisation, reductions and contractions: LayerNormalization,
+// InstanceNormalization, LpNormalization, the Reduce* family, ConvTranspose, MatMul, Einsum.
 #include "graph/gradient_rules_common.h"
 
+#include "graph/einsum_equation.h"
 #include "graph/error.h"
 
 namespace ot {
@@ -40,6 +42,141 @@ void ReduceValueGrad(B& b) {
   b.Emit("ReduceValueGrad", ins, {b.GI(0)}, kGradDomain, attrs);
 }
 
+// ConvTranspose(X, W[, B]): ConvTransposeGrad(dY, X, W) -> dX, dW, dB with the forward
+// node's attributes (oneDNN's deconvolution backward data and weights).
+void ConvTransposeGrad(B& b) {
+  const Node& n = b.node();
+  std::vector<std::string> outs = {b.NeedGI(0) ? b.GI(0) : "", b.NeedGI(1) ? b.GI(1) : "",
+                                   n.HasInput(2) && b.NeedGI(2) ? b.GI(2) : ""};
+  b.Emit("ConvTransposeGrad", {b.GO(0), b.I(0), b.I(1)}, outs, kGradDomain, n.attrs);
+}
+
+// InstanceNormalization(X, scale, B): InstanceNormalizationGrad(dY, X, scale) -> dX,
+// dScale, dBias, which recomputes the per-instance statistics from X.
+void InstanceNormalizationGrad(B& b) {
+  std::vector<std::string> outs = {b.NeedGI(0) ? b.GI(0) : "", b.NeedGI(1) ? b.GI(1) : "", b.NeedGI(2) ? b.GI(2) : ""};
+  b.Emit("InstanceNormalizationGrad", {b.GO(0), b.I(0), b.I(1)}, outs, kGradDomain,
+         {{"epsilon", B::AttrFloat(b.node().GetFloat("epsilon", 1e-5f))}});
+}
+
+// Unsqueeze of `x` at `axes`, in the form of the model's opset (axes as an input from
+// opset 13; negative axes, used where the rank is unknown, from opset 11).
+std::string Unsqueeze(B& b, const std::string& x, std::vector<int64_t> axes) {
+  for (int64_t a : axes)
+    OT_CHECK(a >= 0 || b.opset() >= 11, "%s: the gradient needs the rank of its inputs before opset 11",
+             b.node().Describe().c_str());
+  if (b.opset() >= 13) return b.Emit("Unsqueeze", {x, b.ConstantInt64s(axes, "axes")}, {b.Temp("unsqueezed")});
+  return b.Emit("Unsqueeze", {x}, {b.Temp("unsqueezed")}, "", {{"axes", B::AttrInts(std::move(axes))}});
+}
+
+// Y = A @ B with numpy semantics: batch dims broadcast (the gradients are summed back to
+// each operand's shape), a 1-D A is a row [1, K] and a 1-D B a column [K, 1] whose unit
+// axis Y drops. The 1-D forms need the operands' ranks; where the graph does not know a
+// rank it is taken to be >= 2.
+void MatMulGrad(B& b) {
+  const int ra = b.Rank(b.I(0)), rb = b.Rank(b.I(1));
+  auto t = [&](const std::string& x) { return b.Emit("TransposeLastTwo", {x}, {b.Temp("t")}, kGradDomain); };
+  auto mm = [&](const std::string& x, const std::string& y) { return b.Emit("MatMul", {x, y}, {b.Temp("mm")}); };
+  if (ra == 1 && rb == 1) {  // dot product: Y is a scalar
+    if (b.NeedGI(0)) b.Emit("Mul", {b.GO(0), b.I(1)}, {b.GI(0)});
+    if (b.NeedGI(1)) b.Emit("Mul", {b.GO(0), b.I(0)}, {b.GI(1)});
+    return;
+  }
+  if (ra == 1) {  // A [K], B [..., K, N], dY [..., N]
+    const std::string dy_row = Unsqueeze(b, b.GO(0), {rb >= 2 ? rb - 2 : -2});  // [..., 1, N]
+    if (b.NeedGI(0)) WriteBroadcastGrad(b, mm(dy_row, t(b.I(1))), 0);                // [..., 1, K] -> [K]
+    if (b.NeedGI(1)) WriteBroadcastGrad(b, mm(Unsqueeze(b, b.I(0), {1}), dy_row), 1);   // [K, 1] @ [..., 1, N]
+    return;
+  }
+  if (rb == 1) {  // A [..., M, K], B [K], dY [..., M]
+    if (b.NeedGI(0)) {
+      const std::string dy_col = Unsqueeze(b, b.GO(0), {ra >= 2 ? ra - 1 : -1});  // [..., M, 1]
+      WriteBroadcastGrad(b, mm(dy_col, Unsqueeze(b, b.I(1), {0})), 0);                  // @ [1, K]
+    }
+    if (b.NeedGI(1)) {
+      const std::string dy_row = Unsqueeze(b, b.GO(0), {ra >= 2 ? ra - 2 : -2});  // [..., 1, M]
+      WriteBroadcastGrad(b, mm(dy_row, b.I(0)), 1);                                     // [..., 1, K] -> [K]
+    }
+    return;
+  }
+  if (b.NeedGI(0)) WriteBroadcastGrad(b, mm(b.GO(0), t(b.I(1))), 0);
+  if (b.NeedGI(1)) WriteBroadcastGrad(b, mm(t(b.I(0)), b.GO(0)), 1);
+}
+
+// Einsum: the gradient of operand i is the Einsum of dY and the other operands whose
+// output is operand i's term: "O,T1,...->Ti". Labels of Ti found in no other term nor
+// the output (summed in the forward) are left out of that output and restored with
+// Unsqueeze and Expand; with an ellipsis the result is summed down to the operand's
+// shape (its ellipsis dims may have been broadcast). A label repeated within one term (a
+// diagonal) has no gradient here.
+void EinsumGrad(B& b) {
+  const Node& n = b.node();
+  const EinsumEquation eq = ParseEinsumEquation(n.GetString("equation", ""), n.Describe());
+  OT_CHECK(static_cast<int>(eq.inputs.size()) == n.NumInputs(), "%s: the equation '%s' has %zu terms for %d inputs",
+           n.Describe().c_str(), eq.ToString().c_str(), eq.inputs.size(), n.NumInputs());
+  for (int i = 0; i < n.NumInputs(); ++i) {
+    if (!b.NeedGI(i)) continue;
+    const EinsumTerm& ti = eq.inputs[static_cast<size_t>(i)];
+    std::string others = eq.output.letters;
+    bool others_ellipsis = eq.output.has_ellipsis;
+    std::vector<std::string> ins = {b.GO(0)};
+    std::string lhs = eq.output.ToString();
+    for (int j = 0; j < n.NumInputs(); ++j) {
+      if (j == i) continue;
+      const EinsumTerm& tj = eq.inputs[static_cast<size_t>(j)];
+      others += tj.letters;
+      others_ellipsis = others_ellipsis || tj.has_ellipsis;
+      ins.push_back(b.I(j));
+      lhs += "," + tj.ToString();
+    }
+    // The gradient's output term, and the axes (of Ti) it leaves out.
+    EinsumTerm out;
+    std::vector<int64_t> restore;
+    const size_t nl = ti.letters.size();
+    for (size_t p = 0; p < nl; ++p) {
+      const char c = ti.letters[p];
+      OT_CHECK(ti.letters.find(c, p + 1) == std::string::npos,
+               "%s: no gradient for Einsum '%s': label '%c' repeats within input %d (a diagonal)", n.Describe().c_str(),
+               eq.ToString().c_str(), c, i);
+      if (ti.has_ellipsis && p == ti.ellipsis_pos) out.ellipsis_pos = out.letters.size();
+      if (others.find(c) != std::string::npos) {
+        out.letters += c;
+      } else {
+        // Axes before the ellipsis count from the front, after it from the back.
+        const bool after = ti.has_ellipsis && p >= ti.ellipsis_pos;
+        restore.push_back(after ? static_cast<int64_t>(p) - static_cast<int64_t>(nl) : static_cast<int64_t>(p));
+      }
+    }
+    if (ti.has_ellipsis && ti.ellipsis_pos == nl) out.ellipsis_pos = out.letters.size();
+    out.has_ellipsis = ti.has_ellipsis && others_ellipsis;
+    const bool ellipsis_dropped = ti.has_ellipsis && !others_ellipsis;
+    if (ellipsis_dropped && ti.ellipsis_pos != 0) {
+      // Not leading: Expand cannot add its axes, so they are unsqueezed, which needs the rank.
+      const int rank = b.Rank(b.I(i));
+      OT_CHECK(rank >= 0, "%s: no gradient for Einsum '%s': input %d's '...' (not leading) is summed away and its "
+               "rank is unknown", n.Describe().c_str(), eq.ToString().c_str(), i);
+      for (int64_t e = 0; e < rank - static_cast<int64_t>(nl); ++e)
+        restore.push_back(static_cast<int64_t>(ti.ellipsis_pos) + e);
+    }
+    const std::string grad_eq = lhs + "->" + out.ToString();
+    const bool direct = restore.empty() && !ti.has_ellipsis;
+    std::string g = b.Emit("Einsum", ins, {direct ? b.GI(i) : b.Temp("einsum")}, "",
+                           {{"equation", B::AttrString(grad_eq)}});
+    if (direct) continue;
+    if (!restore.empty()) g = Unsqueeze(b, g, restore);
+    if (!restore.empty() || ellipsis_dropped) {
+      const std::string shape = b.Emit("Shape", {b.I(i)}, {b.Temp("shape")});
+      g = b.Emit("Expand", {g, shape}, {b.Temp("expanded")});
+    }
+    WriteBroadcastGrad(b, g, i);
+  }
+}
+
+// LpNormalization(X): LpNormalizationGrad(dY, X) with the forward attributes.
+void LpNormalizationGrad(B& b) {
+  b.Emit("LpNormalizationGrad", {b.GO(0), b.I(0)}, {b.GI(0)}, kGradDomain, b.node().attrs);
+}
+
 }  // namespace
 
 void RegisterNnGradientRules(GradientRegistry& r) {
@@ -47,6 +184,11 @@ void RegisterNnGradientRules(GradientRegistry& r) {
   for (const char* op : {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
                          "ReduceLogSumExp"})
     RegisterRule(r, op, 1, kAnyOpset, ReduceValueGrad, {1});
+  RegisterRule(r, "ConvTranspose", 1, kAnyOpset, ConvTransposeGrad);
+  RegisterRule(r, "MatMul", 1, kAnyOpset, MatMulGrad);
+  RegisterRule(r, "Einsum", 12, kAnyOpset, EinsumGrad);
+  RegisterRule(r, "LpNormalization", 1, kAnyOpset, LpNormalizationGrad);
+  RegisterRule(r, "InstanceNormalization", 1, kAnyOpset, InstanceNormalizationGrad);
 }
 
 }  // namespace ot

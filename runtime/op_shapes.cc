@@ -150,6 +150,14 @@ std::vector<int64_t> PrepareSplitOutputs(const Node& node, int opset, KernelCont
   const int64_t dim = x.dim(static_cast<int>(a));
   const int n = ctx.NumOutputs();
   std::vector<int64_t> sizes = opset >= 13 ? inputs.Read(ctx, 1) : node.GetInts("split");
+  if (sizes.empty() && opset >= 18) {  // num_outputs pieces of ceil(dim / n), the last smaller
+    if (!node.HasAttr("num_outputs")) Fail(node, "needs the split input or attribute 'num_outputs'");
+    if (node.GetInt("num_outputs", 0) != n)
+      Fail(node, "num_outputs " + std::to_string(node.GetInt("num_outputs", 0)) + " differs from the node's " +
+                     std::to_string(n) + " outputs");
+    const int64_t chunk = (dim + n - 1) / n;
+    for (int i = 0; i < n; ++i) sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - chunk * i)));
+  }
   if (sizes.empty()) {
     if (n == 0 || dim % n != 0)
       Fail(node, "dimension " + std::to_string(dim) + " cannot be split evenly into " + std::to_string(n) + " outputs");
@@ -257,6 +265,25 @@ std::vector<unsigned char> PadAttributeValue(const Node& node, DType t) {
 void CheckPadConstantValue(const Node& node, const Tensor* value, DType t) {
   if (value && value->numel() > 0 && value->dtype() != t)
     Fail(node, "constant_value has type " + DTypeName(value->dtype()) + ", data has " + DTypeName(t));
+}
+
+std::vector<int64_t> PadAxisSources(int64_t dim, int64_t begin, int64_t out_dim, const std::string& mode) {
+  std::vector<int64_t> src(static_cast<size_t>(out_dim));
+  for (int64_t o = 0; o < out_dim; ++o) {
+    int64_t i = o - begin;
+    if (i < 0 || i >= dim) {
+      if (mode == "constant") i = -1;
+      else if (mode == "edge") i = std::clamp<int64_t>(i, 0, dim - 1);
+      else if (dim == 1) i = 0;
+      else {  // reflect: period 2*(dim-1), mirrored about both ends
+        const int64_t period = 2 * (dim - 1);
+        i = ((i % period) + period) % period;
+        if (i >= dim) i = period - i;
+      }
+    }
+    src[static_cast<size_t>(o)] = i;
+  }
+  return src;
 }
 
 std::vector<int64_t> PadGradBeginPads(const Node& node, const KernelContext& ctx) {

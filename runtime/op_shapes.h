@@ -78,6 +78,9 @@ PadPlan PreparePad(const Node& node, int opset, const KernelContext& ctx, ShapeI
 std::vector<unsigned char> PadAttributeValue(const Node& node, DType t);
 // Opset 11+: throws when the constant_value input is given in another type than the data.
 void CheckPadConstantValue(const Node& node, const Tensor* value, DType t);
+// Pad along one axis: the input index each output index reads, -1 where constant padding
+// goes (reflect mirrors about both ends, edge repeats them).
+std::vector<int64_t> PadAxisSources(int64_t dim, int64_t begin, int64_t out_dim, const std::string& mode);
 // PadGrad(dY, X, pads): checks the inputs and returns the begin pads of every axis.
 std::vector<int64_t> PadGradBeginPads(const Node& node, const KernelContext& ctx);
 

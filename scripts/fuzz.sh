@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Fuzzes the input readers with libFuzzer (clang, ASan+UBSan): the model loader, the
-# TensorProto reader, the IDX and CIFAR-10 readers and the checkpoint reader.
+# TensorProto reader, the IDX and CIFAR-10 readers, the checkpoint reader, the NumPy reader
+# and the JPEG/PNG decoders' wrappers.
 #
-#   scripts/fuzz.sh [SECONDS] [model_loader|tensor_reader|idx_reader|cifar10_reader|checkpoint_reader ...]
+#   scripts/fuzz.sh [SECONDS] [model_loader|tensor_reader|idx_reader|cifar10_reader|checkpoint_reader|
+#                              npy_reader|image_decoder ...]
 #
 # Configures a separate build (build-fuzz, or $FUZZ_BUILD_DIR) with -DONNXTRAIN_FUZZ=ON,
 # writes the seeds (the text seeds of tests/fuzz/seeds encoded with protoc; small data
@@ -16,7 +18,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
 shift || true
 TARGETS=("$@")
-ALL_TARGETS=(model_loader tensor_reader idx_reader cifar10_reader checkpoint_reader)
+ALL_TARGETS=(model_loader tensor_reader idx_reader cifar10_reader checkpoint_reader npy_reader image_decoder)
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL_TARGETS[@]}")
 for target in "${TARGETS[@]}"; do
   [[ " ${ALL_TARGETS[*]} " == *" $target "* ]] ||

@@ -10,9 +10,9 @@ packages=(
   libprotobuf-dev protobuf-compiler libonnx-dev
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libgloo-dev libhiredis-dev redis-server
   libgtest-dev libgmock-dev libbenchmark-dev
-  zlib1g-dev
+  zlib1g-dev libjpeg62-turbo-dev libpng-dev libminizip-dev
   libonnx-testdata dataset-fashion-mnist
-  python3 python3-numpy python3-onnx python3-torch python3-torchvision libopenblas0-pthread
+  python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-pil libopenblas0-pthread
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -77,5 +77,10 @@ class ModelBuilder {
 void ExpectGradientsMatchFiniteDifferences(const TrainingGraph& tg, const std::map<std::string, Tensor>& feeds,
                                            float eps = 2e-3f, double tol = 2e-2);
 
+// Ends a model in loss = ReduceSum(y * w) over all axes, w a fixed random constant of y's
+// shape (so every element of y's gradient differs), and returns the training graph.
+TrainingGraph TrainWithWeightedSumLoss(ModelBuilder& b, const std::string& y, std::vector<int64_t> dims,
+                                       std::vector<std::string> freeze = {});
+
 }  // namespace testing
 }  // namespace ot

@@ -1,4 +1,7 @@
-// Finite-difference tests of the tensor gradient rules and their kernels.
+// Finite-difference tests of the tensor gradient rules and their kernels: gathers with
+// duplicate and negative indices, scatters, Slice in every form, Split at each opset,
+// Tile, Where, Expand, Pad, Trilu, CumSum, TopK, DepthToSpace/SpaceToDepth,
+// ReverseSequence and the opset-13 shape ops.
 #include <gtest/gtest.h>
 
 #include "graph/autodiff.h"
@@ -10,6 +13,488 @@ namespace {
 
 using testing::ExpectGradientsMatchFiniteDifferences;
 using testing::ModelBuilder;
+using testing::TrainWithWeightedSumLoss;
+
+HostTensor Int64s(const std::string& name, std::vector<int64_t> v, std::vector<int64_t> dims) {
+  return HostTensor::FromVector(v, std::move(dims), name);
+}
+HostTensor Bools(const std::string& name, std::vector<uint8_t> v, std::vector<int64_t> dims) {
+  HostTensor t(DType::kBool, std::move(dims), name);
+  for (size_t i = 0; i < v.size(); ++i) t.bytes[i] = v[i];
+  return t;
+}
+
+// Every rule below is checked on the gradients of all float parameters of the model.
+void Check(TrainingGraph tg, float eps = 1e-2f) {
+  ASSERT_FALSE(tg.grads.empty());
+  ExpectGradientsMatchFiniteDifferences(tg, {}, eps);
+}
+
+// --- Gathers ---------------------------------------------------------------------------
+
+// An embedding lookup: rows 0 and -1 (= 4) repeat, so their gradients must add up.
+TEST(GradTensor, GatherDuplicateAndNegativeIndices) {
+  ModelBuilder b;
+  b.Param("table", {5, 3}, -1.f, 1.f).Const(Int64s("ids", {0, 4, -1, 2, 0, 0, 3, -5}, {2, 4}));
+  b.Op("Gather", {"table", "ids"}, "y");
+  Check(TrainWithWeightedSumLoss(b, "y", {2, 4, 3}));
+}
+
+TEST(GradTensor, GatherEveryAxisAndScalarIndex) {
+  for (int64_t axis : {0, 1, 2, -1}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    ModelBuilder b;
+    b.Param("x", {3, 4, 5}, -1.f, 1.f).Const(Int64s("idx", {1, -1, 1}, {3}));
+    b.Op("Gather", {"x", "idx"}, "y").SetInt("axis", axis);
+    std::vector<int64_t> out = {3, 4, 5};
+    out[static_cast<size_t>(axis < 0 ? axis + 3 : axis)] = 3;
+    Check(TrainWithWeightedSumLoss(b, "y", out));
+  }
+  ModelBuilder b;  // scalar index drops the axis
+  b.Param("x", {3, 4}, -1.f, 1.f).Const(HostTensor::FromVector(std::vector<int64_t>{2}, {}, "idx"));
+  b.Op("Gather", {"x", "idx"}, "y").SetInt("axis", 1);
+  Check(TrainWithWeightedSumLoss(b, "y", {3}));
+}
+
+TEST(GradTensor, GatherElementsDuplicateIndices) {
+  for (int64_t axis : {0, 1, -1}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    ModelBuilder b;
+    // indices [2, 3] smaller than data [3, 4] on the other axis; duplicates along the axis.
+    b.Param("x", {3, 4}, -1.f, 1.f).Const(Int64s("idx", {0, 2, 2, 1, -1, 0}, {2, 3}));
+    b.Op("GatherElements", {"x", "idx"}, "y").SetInt("axis", axis);
+    Check(TrainWithWeightedSumLoss(b, "y", {2, 3}));
+  }
+}
+
+TEST(GradTensor, GatherNDBatchDimsAndPartialTuples) {
+  {  // k = 1 of rank-3 data: whole rows, with a duplicate.
+    ModelBuilder b;
+    b.Param("x", {3, 2, 4}, -1.f, 1.f).Const(Int64s("idx", {2, 0, 2}, {3, 1}));
+    b.Op("GatherND", {"x", "idx"}, "y");
+    Check(TrainWithWeightedSumLoss(b, "y", {3, 2, 4}));
+  }
+  {  // k = 2, tuples shaped [2, 2], negative index.
+    ModelBuilder b;
+    b.Param("x", {3, 2, 4}, -1.f, 1.f).Const(Int64s("idx", {0, 1, 2, 0, -1, 1, 0, 1}, {2, 2, 2}));
+    b.Op("GatherND", {"x", "idx"}, "y");
+    Check(TrainWithWeightedSumLoss(b, "y", {2, 2, 4}));
+  }
+  {  // batch_dims 1: one tuple list per batch entry.
+    ModelBuilder b;
+    b.Param("x", {2, 3, 4}, -1.f, 1.f).Const(Int64s("idx", {1, 2, 1, 1, 0, 3, 0, 3}, {2, 2, 2}));
+    b.Op("GatherND", {"x", "idx"}, "y").SetInt("batch_dims", 1);
+    Check(TrainWithWeightedSumLoss(b, "y", {2, 2}));
+  }
+}
+
+TEST(GradTensor, ScatterNDDataAndUpdates) {
+  ModelBuilder b;
+  b.Param("data", {4, 3}, -1.f, 1.f).Param("upd", {2, 3}, -1.f, 1.f).Const(Int64s("idx", {3, 1}, {2, 1}));
+  b.Op("ScatterND", {"data", "idx", "upd"}, "y");
+  Check(TrainWithWeightedSumLoss(b, "y", {4, 3}));
+}
+
+TEST(GradTensor, ScatterElementsDataAndUpdates) {
+  for (int64_t axis : {0, 1}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    ModelBuilder b;
+    // Unique target positions along each axis.
+    b.Param("data", {3, 4}, -1.f, 1.f).Param("upd", {2, 3}, -1.f, 1.f);
+    b.Const(Int64s("idx", axis == 0 ? std::vector<int64_t>{2, 0, 1, 0, 1, -1} : std::vector<int64_t>{3, 0, 1, 1, -1, 2},
+                   {2, 3}));
+    b.Op("ScatterElements", {"data", "idx", "upd"}, "y").SetInt("axis", axis);
+    Check(TrainWithWeightedSumLoss(b, "y", {3, 4}));
+  }
+}
+
+// --- Slice and Split -------------------------------------------------------------------
+
+struct SliceCase {
+  std::vector<int64_t> starts, ends, axes, steps;  // axes/steps empty: input omitted
+  std::vector<int64_t> out;
+};
+
+TEST(GradTensor, SliceOpset13StepsAxesClamping) {
+  const std::vector<SliceCase> cases = {
+      {{1}, {1000}, {1}, {}, {3, 4, 5}},                    // end clamped
+      {{-1, 0}, {-1000, 5}, {2, 1}, {-2, 2}, {3, 3, 3}},    // negative step, clamped end
+      {{0, 1, 1}, {2, 3, 1000}, {}, {}, {2, 2, 4}},         // axes omitted
+      {{2, -2}, {0, -5}, {0, -1}, {-1, -1}, {2, 5, 3}},     // negative axes and steps
+  };
+  for (const SliceCase& c : cases) {
+    SCOPED_TRACE("starts " + ShapeString(c.starts));
+    ModelBuilder b;
+    b.Param("x", {3, 5, 5}, -1.f, 1.f);
+    const auto n = static_cast<int64_t>(c.starts.size());
+    b.Const(Int64s("starts", c.starts, {n})).Const(Int64s("ends", c.ends, {n}));
+    std::vector<std::string> ins = {"x", "starts", "ends"};
+    if (!c.axes.empty()) {
+      b.Const(Int64s("axes", c.axes, {n}));
+      ins.push_back("axes");
+    }
+    if (!c.steps.empty()) {
+      if (c.axes.empty()) ins.push_back("");
+      b.Const(Int64s("steps", c.steps, {n}));
+      ins.push_back("steps");
+    }
+    b.Op("Slice", ins, "y");
+    Check(TrainWithWeightedSumLoss(b, "y", c.out));
+  }
+}
+
+TEST(GradTensor, SliceOpset9Attributes) {
+  ModelBuilder b;
+  b.Opset(9);
+  b.Param("x", {4, 5}, -1.f, 1.f);
+  Node& s = b.Op("Slice", {"x"}, "y");
+  s.SetInts("starts", {1, -4});
+  s.SetInts("ends", {1000, 4});
+  s.SetInts("axes", {0, 1});
+  Check(TrainWithWeightedSumLoss(b, "y", {3, 3}));
+}
+
+TEST(GradTensor, SplitEveryOpsetFormWithUnusedOutputs) {
+  struct Case {
+    int64_t opset;
+    std::vector<int64_t> split;  // empty: equal pieces (or num_outputs at 18)
+    int outputs;
+    std::vector<std::vector<int64_t>> dims;
+  };
+  const std::vector<Case> cases = {
+      {11, {2, 3}, 2, {{3, 2}, {3, 3}}},           // attribute
+      {11, {}, 5, {{3, 1}, {3, 1}, {3, 1}, {3, 1}, {3, 1}}},
+      {13, {1, 4}, 2, {{3, 1}, {3, 4}}},           // input
+      {13, {}, 5, {{3, 1}, {3, 1}, {3, 1}, {3, 1}, {3, 1}}},
+      {18, {}, 3, {{3, 2}, {3, 2}, {3, 1}}},       // num_outputs, uneven
+      {18, {3, 0, 2}, 3, {{3, 3}, {3, 0}, {3, 2}}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("opset " + std::to_string(c.opset) + " outputs " + std::to_string(c.outputs));
+    ModelBuilder b;
+    b.Opset(c.opset);
+    b.Param("x", {3, 5}, -1.f, 1.f);
+    std::vector<std::string> ins = {"x"};
+    if (c.opset >= 13 && !c.split.empty()) {
+      b.Const(Int64s("split", c.split, {static_cast<int64_t>(c.split.size())}));
+      ins.push_back("split");
+    }
+    Node& n = b.Op("Split", ins, "p0");
+    n.SetInt("axis", -1);
+    if (c.opset < 13 && !c.split.empty()) n.SetInts("split", c.split);
+    if (c.opset >= 18 && c.split.empty()) n.SetInt("num_outputs", c.outputs);
+    n.outputs.clear();
+    for (int i = 0; i < c.outputs; ++i) n.outputs.push_back("p" + std::to_string(i));
+    // Only the first and last pieces reach the loss; the others get zero gradients.
+    b.Op("Concat", {"p0", "p" + std::to_string(c.outputs - 1)}, "y").SetInt("axis", 1);
+    Check(TrainWithWeightedSumLoss(b, "y", {3, c.dims.front()[1] + c.dims.back()[1]}));
+  }
+}
+
+// --- Tile, Where, Expand, Pad ---------------------------------------------------------
+
+TEST(GradTensor, Tile) {
+  ModelBuilder b;
+  b.Param("x", {2, 1, 3}, -1.f, 1.f).Const(Int64s("reps", {2, 3, 1}, {3}));
+  b.Op("Tile", {"x", "reps"}, "y");
+  Check(TrainWithWeightedSumLoss(b, "y", {4, 3, 3}));
+}
+
+TEST(GradTensor, WhereBroadcastsAndStopsAtTheCondition) {
+  ModelBuilder b;
+  b.Param("x", {1, 4}, -1.f, 1.f).Param("y_in", {3, 4}, -1.f, 1.f);
+  b.Const(Bools("cond", {1, 0, 1}, {3, 1}));
+  b.Op("Where", {"cond", "x", "y_in"}, "y");
+  Check(TrainWithWeightedSumLoss(b, "y", {3, 4}));
+}
+
+TEST(GradTensor, ExpandAndPad) {
+  {
+    ModelBuilder b;
+    b.Param("x", {3, 1}, -1.f, 1.f).Const(Int64s("shape", {2, 1, 4}, {3}));
+    b.Op("Expand", {"x", "shape"}, "y");
+    Check(TrainWithWeightedSumLoss(b, "y", {2, 3, 4}));
+  }
+  {
+    ModelBuilder b;
+    b.Param("x", {2, 3}, -1.f, 1.f).Const(Int64s("pads", {1, -1, 0, 2}, {4}));
+    b.Op("Pad", {"x", "pads"}, "y");
+    Check(TrainWithWeightedSumLoss(b, "y", {3, 4}));
+  }
+}
+
+// Reflect and edge read border elements several times: their gradients add up.
+TEST(GradTensor, PadReflectAndEdge) {
+  for (const char* mode : {"reflect", "edge"}) {
+    SCOPED_TRACE(mode);
+    {
+      ModelBuilder b;
+      b.Param("x", {2, 3, 4}, -1.f, 1.f).Const(Int64s("pads", {0, 2, 3, 1, 1, -1}, {6}));
+      b.Op("Pad", {"x", "pads"}, "y").SetString("mode", mode);
+      Check(TrainWithWeightedSumLoss(b, "y", {3, 6, 6}));
+    }
+    {
+      ModelBuilder b;  // opset 2: pads as an attribute
+      b.Opset(9);
+      b.Param("x", {3, 4}, -1.f, 1.f);
+      Node& n = b.Op("Pad", {"x"}, "y");
+      n.SetString("mode", mode);
+      n.SetInts("pads", {2, 3, 1, 0});
+      Check(TrainWithWeightedSumLoss(b, "y", {6, 7}));
+    }
+  }
+}
+
+// --- Trilu, CumSum, TopK ---------------------------------------------------------------
+
+TEST(GradTensor, TriluUpperLowerOffsets) {
+  for (int64_t upper : {0, 1})
+    for (int64_t k : {-1, 0, 2}) {
+      SCOPED_TRACE("upper " + std::to_string(upper) + " k " + std::to_string(k));
+      ModelBuilder b;
+      b.Opset(14);
+      b.Param("x", {2, 3, 4}, -1.f, 1.f).Const(HostTensor::FromVector(std::vector<int64_t>{k}, {}, "k"));
+      b.Op("Trilu", {"x", "k"}, "y").SetInt("upper", upper);
+      Check(TrainWithWeightedSumLoss(b, "y", {2, 3, 4}));
+    }
+}
+
+TEST(GradTensor, CumSumExclusiveReverse) {
+  for (int64_t exclusive : {0, 1})
+    for (int64_t reverse : {0, 1})
+      for (int64_t axis : {0, -1}) {
+        SCOPED_TRACE("exclusive " + std::to_string(exclusive) + " reverse " + std::to_string(reverse));
+        ModelBuilder b;
+        b.Opset(14);
+        b.Param("x", {3, 4}, -1.f, 1.f).Const(HostTensor::FromVector(std::vector<int64_t>{axis}, {}, "axis"));
+        Node& n = b.Op("CumSum", {"x", "axis"}, "y");
+        n.SetInt("exclusive", exclusive);
+        n.SetInt("reverse", reverse);
+        Check(TrainWithWeightedSumLoss(b, "y", {3, 4}));
+      }
+}
+
+TEST(GradTensor, TopKLargestSmallestUnsorted) {
+  for (int64_t largest : {0, 1})
+    for (int64_t sorted : {0, 1}) {
+      SCOPED_TRACE("largest " + std::to_string(largest) + " sorted " + std::to_string(sorted));
+      ModelBuilder b;
+      b.Opset(11);
+      b.Param("x", {3, 5, 2}, -1.f, 1.f).Const(Int64s("k", {3}, {1}));
+      Node& n = b.Op("TopK", {"x", "k"}, "values");
+      n.outputs.push_back("indices");
+      n.SetInt("axis", 1);
+      n.SetInt("largest", largest);
+      n.SetInt("sorted", sorted);
+      Check(TrainWithWeightedSumLoss(b, "values", {3, 3, 2}), 2e-3f);
+    }
+}
+
+// --- Permutations ----------------------------------------------------------------------
+
+TEST(GradTensor, DepthToSpaceBothModesAndSpaceToDepth) {
+  for (const char* mode : {"DCR", "CRD"}) {
+    SCOPED_TRACE(mode);
+    ModelBuilder b;
+    b.Param("x", {1, 8, 2, 3}, -1.f, 1.f);
+    Node& n = b.Op("DepthToSpace", {"x"}, "y");
+    n.SetInt("blocksize", 2);
+    n.SetString("mode", mode);
+    Check(TrainWithWeightedSumLoss(b, "y", {1, 2, 4, 6}));
+  }
+  for (int64_t opset : {9, 13}) {  // before 11 DepthToSpace (the gradient) has no mode
+    ModelBuilder b;
+    b.Opset(opset);
+    b.Param("x", {2, 2, 4, 6}, -1.f, 1.f);
+    b.Op("SpaceToDepth", {"x"}, "y").SetInt("blocksize", 2);
+    TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", {2, 8, 2, 3});
+    for (const Node& n : tg.model.graph.nodes) {
+      if (n.op_type == "DepthToSpace") { EXPECT_EQ(n.HasAttr("mode"), opset >= 11); }
+    }
+    Check(tg);
+  }
+}
+
+TEST(GradTensor, ReverseSequenceBothLayouts) {
+  for (int64_t batch_axis : {0, 1}) {
+    SCOPED_TRACE("batch_axis " + std::to_string(batch_axis));
+    ModelBuilder b;
+    std::vector<int64_t> dims = batch_axis == 0 ? std::vector<int64_t>{3, 4, 2} : std::vector<int64_t>{4, 3, 2};
+    b.Param("x", dims, -1.f, 1.f).Const(Int64s("lens", {4, 1, 2}, {3}));
+    Node& n = b.Op("ReverseSequence", {"x", "lens"}, "y");
+    n.SetInt("batch_axis", batch_axis);
+    n.SetInt("time_axis", 1 - batch_axis);
+    Check(TrainWithWeightedSumLoss(b, "y", dims));
+  }
+}
+
+// --- Shape ops at opset 13 (axes as inputs) --------------------------------------------
+
+TEST(GradTensor, SqueezeUnsqueezeFlattenOpset13) {
+  ModelBuilder b;
+  b.Param("x", {3, 1, 4}, -1.f, 1.f).Const(Int64s("sq", {1}, {1})).Const(Int64s("unsq", {0, -1}, {2}));
+  b.Op("Squeeze", {"x", "sq"}, "a");
+  b.Op("Unsqueeze", {"a", "unsq"}, "c");
+  b.Op("Flatten", {"c"}, "y").SetInt("axis", 2);
+  Check(TrainWithWeightedSumLoss(b, "y", {3, 4}));
+}
+
+TEST(GradTensor, TransposeAndIdentity) {
+  ModelBuilder b;
+  b.Param("x", {2, 3, 4}, -1.f, 1.f);
+  b.Op("Transpose", {"x"}, "t").SetInts("perm", {2, 0, 1});
+  b.Op("Identity", {"t"}, "y");
+  Check(TrainWithWeightedSumLoss(b, "y", {4, 2, 3}));
+}
+
+// The int64 shape chain torch exports for x.view(x.size(0), -1): Shape, Gather, Unsqueeze,
+// Concat and Reshape run, and the gradient flows only through Reshape's data input.
+TEST(GradTensor, ShapeGatherConcatReshapeChain) {
+  ModelBuilder b;
+  b.Param("x", {2, 3, 4}, -1.f, 1.f);
+  b.Const(HostTensor::FromVector(std::vector<int64_t>{0}, {}, "zero")).Const(Int64s("axes0", {0}, {1}));
+  b.Const(Int64s("minus1", {-1}, {1}));
+  b.Op("Shape", {"x"}, "s");
+  b.Op("Gather", {"s", "zero"}, "n").SetInt("axis", 0);
+  b.Op("Unsqueeze", {"n", "axes0"}, "n1");
+  b.Op("Concat", {"n1", "minus1"}, "target").SetInt("axis", 0);
+  b.Op("Reshape", {"x", "target"}, "y");
+  Check(TrainWithWeightedSumLoss(b, "y", {2, 12}));
+}
+
+// --- Resize and Upsample ---------------------------------------------------------------
+
+HostTensor Floats(const std::string& name, std::vector<float> v) {
+  const auto n = static_cast<int64_t>(v.size());
+  return HostTensor::FromVector(v, {n}, name);
+}
+
+struct ResizeCase {
+  std::string mode, coord, nearest;
+  bool sizes;  // sizes input instead of scales
+};
+
+TEST(GradTensor, ResizeEveryModeScalesAndSizes) {
+  const std::vector<ResizeCase> cases = {
+      {"nearest", "asymmetric", "floor", false},           {"nearest", "half_pixel", "round_prefer_floor", false},
+      {"nearest", "align_corners", "round_prefer_ceil", true}, {"nearest", "tf_half_pixel_for_nn", "ceil", true},
+      {"linear", "half_pixel", "", false},                 {"linear", "align_corners", "", true},
+      {"linear", "asymmetric", "", false},                 {"linear", "pytorch_half_pixel", "", true},
+      {"cubic", "half_pixel", "", false},                  {"cubic", "align_corners", "", true},
+  };
+  for (const ResizeCase& c : cases) {
+    SCOPED_TRACE(c.mode + " " + c.coord + " " + c.nearest + (c.sizes ? " sizes" : " scales"));
+    ModelBuilder b;
+    b.Opset(c.coord == "tf_half_pixel_for_nn" ? 11 : 13);
+    // Up on H (3 -> 7 or x2.5), down on W (5 -> 3 or x0.6).
+    b.Param("x", {1, 2, 3, 5}, -1.f, 1.f).Const(Floats("roi", {}));
+    std::vector<int64_t> out = {1, 2, 7, 3};
+    if (c.sizes) {
+      b.Const(Floats("scales", {})).Const(Int64s("sizes", out, {4}));
+      b.Op("Resize", {"x", "roi", "scales", "sizes"}, "y");
+    } else {
+      b.Const(Floats("scales", {1.f, 1.f, 2.5f, 0.6f}));
+      b.Op("Resize", {"x", "roi", "scales"}, "y");
+    }
+    Node& n = b.model().graph.nodes.back();
+    n.SetString("mode", c.mode);
+    n.SetString("coordinate_transformation_mode", c.coord);
+    if (!c.nearest.empty()) n.SetString("nearest_mode", c.nearest);
+    if (c.mode == "cubic") n.SetInt("exclude_outside", c.sizes ? 1 : 0);
+    Check(TrainWithWeightedSumLoss(b, "y", out));
+  }
+}
+
+// tf_crop_and_resize: outputs outside the crop take extrapolation_value and pass nothing back.
+TEST(GradTensor, ResizeCropAndResizeExtrapolation) {
+  ModelBuilder b;
+  b.Param("x", {1, 1, 4, 4}, -1.f, 1.f).Const(Floats("roi", {0, 0, -0.2f, 0.3f, 1, 1, 0.8f, 1.4f}));
+  b.Const(Floats("scales", {})).Const(Int64s("sizes", {1, 1, 3, 5}, {4}));
+  Node& n = b.Op("Resize", {"x", "roi", "scales", "sizes"}, "y");
+  n.SetString("mode", "linear");
+  n.SetString("coordinate_transformation_mode", "tf_crop_and_resize");
+  n.SetFloat("extrapolation_value", 0.5f);
+  Check(TrainWithWeightedSumLoss(b, "y", {1, 1, 3, 5}));
+}
+
+TEST(GradTensor, UpsampleOpset9) {
+  for (const char* mode : {"nearest", "linear"}) {
+    SCOPED_TRACE(mode);
+    ModelBuilder b;
+    b.Opset(9);
+    b.Param("x", {1, 2, 2, 3}, -1.f, 1.f).Const(Floats("scales", {1.f, 1.f, 2.f, 1.5f}));
+    b.Op("Upsample", {"x", "scales"}, "y").SetString("mode", mode);
+    Check(TrainWithWeightedSumLoss(b, "y", {1, 2, 4, 4}));
+  }
+}
+
+// --- Bad input: one error naming the node, never a crash or a silent answer -------------
+
+std::string RunError(Model m, const std::map<std::string, Tensor>& feeds, const std::string& fetch) {
+  try {
+    Executor exec(m);
+    exec.Run(feeds, {fetch});
+    exec.Run(feeds, {fetch});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(GradTensor, BadInputErrorsNameTheNode) {
+  {
+    ModelBuilder b;
+    b.Param("x", {3, 2}, -1.f, 1.f).Const(Int64s("idx", {0, 3}, {2}));
+    b.Op("Gather", {"x", "idx"}, "y");
+    const std::string e = RunError(b.Build(), {}, "y");
+    EXPECT_NE(e.find("Gather_0"), std::string::npos) << e;
+    EXPECT_NE(e.find("index 3 is out of range"), std::string::npos) << e;
+  }
+  {
+    ModelBuilder b;
+    b.Param("x", {2, 3}, -1.f, 1.f).Const(Int64s("idx", {0, 1, 2}, {1, 3}));
+    b.Op("GatherND", {"x", "idx"}, "y");
+    const std::string e = RunError(b.Build(), {}, "y");
+    EXPECT_NE(e.find("GatherND_0"), std::string::npos) << e;
+    EXPECT_NE(e.find("exceeds data rank"), std::string::npos) << e;
+  }
+  {
+    ModelBuilder b;
+    b.Param("x", {1, 1, 2, 2}, -1.f, 1.f).Const(Floats("roi", {})).Const(Floats("scales", {1, 1, 2, 2}));
+    b.Op("Resize", {"x", "roi", "scales"}, "y").SetString("mode", "bicubic");
+    const std::string e = RunError(b.Build(), {}, "y");
+    EXPECT_NE(e.find("Resize_0"), std::string::npos) << e;
+    EXPECT_NE(e.find("mode must be nearest, linear or cubic"), std::string::npos) << e;
+  }
+  {  // NonZero's output size is planned once per input shapes: a changed count is an error.
+    ModelBuilder b;
+    b.Input("x", DType::kFloat32, {4});
+    b.Op("NonZero", {"x"}, "y");
+    Executor exec(b.Build());
+    auto feed = [](std::vector<float> v) { return std::map<std::string, Tensor>{{"x", Tensor::FromHost(HostTensor::FromVector(v, {4}))}}; };
+    HostTensor first = exec.Run(feed({0, 2, 0, 3}), {"y"})[0].ToHost();
+    EXPECT_EQ(first.AsInt64s(), (std::vector<int64_t>{1, 3}));
+    EXPECT_EQ(exec.Run(feed({5, 0, 0, 1}), {"y"})[0].ToHost().AsInt64s(), (std::vector<int64_t>{0, 3}));
+    try {
+      exec.Run(feed({1, 1, 1, 0}), {"y"});
+      ADD_FAILURE() << "a changed non-zero count was not reported";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("NonZero_0"), std::string::npos) << e.what();
+    }
+  }
+  {  // The gradient of ScatterND with a reduction is refused when the training graph is built.
+    ModelBuilder b;
+    b.Opset(16);
+    b.Param("data", {4, 3}, -1.f, 1.f).Param("upd", {2, 3}, -1.f, 1.f).Const(Int64s("idx", {3, 1}, {2, 1}));
+    b.Op("ScatterND", {"data", "idx", "upd"}, "y").SetString("reduction", "add");
+    try {
+      TrainWithWeightedSumLoss(b, "y", {4, 3});
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("reduction 'add' is not supported"), std::string::npos) << e.what();
+    }
+  }
+}
 
 }  // namespace
 }  // namespace ot

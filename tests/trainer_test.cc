@@ -159,9 +159,11 @@ TEST(Trainer, LearnsFashionMnist) {
 }
 
 TEST(Trainer, BadInputGivesClearErrors) {
-  // Fashion-MNIST's 1x28x28 images into a 3x32x32 model.
-  ReferenceModelOptions rgb;
-  Model wrong = BuildSimpleNN(rgb);
+  // Fashion-MNIST's 1x28x28 images into a 4x32x32 model (grey adapts to 1 or 3 channels only;
+  // a 3x32x32 model is fed by resizing and copying channels, see image_data_test.py).
+  ReferenceModelOptions rgba;
+  rgba.channels = 4;
+  Model wrong = BuildSimpleNN(rgba);
   TrainerOptions o = QuickRun(FreshDir("bad"));
   o.save_checkpoints = false;
   try {
@@ -169,8 +171,7 @@ TEST(Trainer, BadInputGivesClearErrors) {
     FAIL();
   } catch (const Error& e) {
     std::string msg = e.what();
-    EXPECT_NE(msg.find("1x28x28"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("32"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("4-channel"), std::string::npos) << msg;
   }
   // A checkpoint folder that cannot be created.
   o = QuickRun("/proc/onnx-train-cannot-write-here");

@@ -19,13 +19,18 @@
 #include <thread>
 
 #include "graph/error.h"
+#include "train/progress.h"
 
 namespace ot {
 
 namespace {
 
-volatile sig_atomic_t g_signal = 0;
-void OnSignal(int sig) { g_signal = sig; }
+volatile sig_atomic_t g_signal = 0;        // the first SIGINT/SIGTERM
+volatile sig_atomic_t g_signal_count = 0;  // how many arrived
+void OnSignal(int sig) {
+  if (g_signal == 0) g_signal = sig;
+  g_signal_count = g_signal_count + 1;
+}
 
 struct Worker {
   int rank = 0;
@@ -54,7 +59,23 @@ std::string NewRunDir(const std::string& root) {
   return dir;
 }
 
+bool g_bar_shown = false;  // a worker's progress bar is on the terminal's last line
+
+// Drops the terminal's erase-line sequence that a worker's bar writes.
+std::string WithoutEraseLine(std::string s) {
+  for (size_t p; (p = s.find("\033[K")) != std::string::npos;) s.erase(p, 3);
+  return s;
+}
+
+// A progress bar update (a segment ended by '\r'): redrawn in place on the last line.
+void EmitBar(const Worker& w, const std::string& bar) {
+  std::cout << "\r[rank " << w.rank << "] " << bar << "\033[K" << std::flush;
+  g_bar_shown = true;
+}
+
 void Emit(Worker& w, const std::string& line) {
+  if (g_bar_shown) std::cout << "\r\033[K";  // the line replaces the bar
+  g_bar_shown = false;
   std::cout << "[rank " << w.rank << "] " << line << "\n" << std::flush;
   w.last_lines.push_back(line);
   if (w.last_lines.size() > 10) w.last_lines.pop_front();
@@ -75,9 +96,23 @@ bool Pump(Worker& w) {
   w.partial.append(buf, static_cast<size_t>(n));
   size_t pos;
   while ((pos = w.partial.find_first_of("\n\r")) != std::string::npos) {
-    std::string line = w.partial.substr(0, pos);
+    const bool bar = w.partial[pos] == '\r';
+    std::string line = WithoutEraseLine(w.partial.substr(0, pos));
     w.partial.erase(0, pos + 1);
-    if (!line.empty()) Emit(w, line);
+    if (line.empty()) continue;
+    if (bar) {
+      EmitBar(w, line);
+    } else {
+      Emit(w, line);
+    }
+  }
+  // A bar that has been drawn but not yet ended by the next '\r': show it now.
+  if (w.partial.size() > 3 && w.partial.compare(w.partial.size() - 3, 3, "\033[K") == 0) {
+    const std::string bar = WithoutEraseLine(w.partial);
+    if (!bar.empty()) {
+      EmitBar(w, bar);
+      w.partial.clear();
+    }
   }
   return true;
 }
@@ -138,13 +173,15 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
            "WORLD_SIZE=" + std::to_string(o.world_size),
            "LOCAL_RANK=" + std::to_string(r)};
     if (o.threads_per_worker > 0) env.push_back("OMP_NUM_THREADS=" + std::to_string(o.threads_per_worker));
+    env.push_back(std::string(kEnvOutputPrefixed) + "=1");
+    if (::isatty(STDOUT_FILENO)) env.push_back(std::string(kEnvOutputIsTerminal) + "=1");
     env.push_back(std::string(kEnvHeartbeatFile) + "=" + run_dir + "/heartbeat." + std::to_string(r));
     Worker& w = workers[static_cast<size_t>(r)];
     w.rank = r;
     w.pid = Spawn(self, args, env, &w.out_fd);
   }
   int failed = -1;
-  bool stopping = false;
+  bool stopping = false, interrupted = false, killed = false;
   auto stop_deadline = std::chrono::steady_clock::time_point::max();
   auto signal_all = [&](int sig) {
     for (auto& w : workers)
@@ -196,12 +233,21 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
         }
       }
     }
-    if (g_signal && !stopping) {
-      *failure = std::string("interrupted by ") + strsignal(g_signal);
-      failed = failed < 0 ? 0 : failed;
+    if (g_signal && !interrupted) {
+      // Forwarded once: each worker finishes its step, rank 0 saves a snapshot and says
+      // how to continue. No kill deadline (saving may take a while); a second signal kills.
+      interrupted = true;
+      if (failed < 0) {
+        *failure = std::string("interrupted by ") + strsignal(g_signal);
+        failed = 0;
+      }
       stopping = true;
       signal_all(g_signal == SIGINT ? SIGINT : SIGTERM);
-      stop_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(o.grace_seconds * 1000));
+      stop_deadline = std::chrono::steady_clock::time_point::max();
+    }
+    if (g_signal_count >= 2 && !killed) {
+      killed = true;
+      signal_all(SIGKILL);
     }
     if (failed >= 0 && !stopping) {
       stopping = true;
@@ -216,7 +262,26 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
     for (auto& w : workers) all_done = all_done && w.exited && w.out_fd < 0;
     if (all_done) break;
   }
-  if (failed >= 0) {
+  bool with_tail = true;
+  if (interrupted) {
+    // Workers that stopped as asked (exit 130, or 0 when the run had just finished):
+    // rank 0 has said where it stopped and how to continue; nothing to add.
+    bool clean = !killed, before_start = !killed;
+    for (const auto& w : workers) {
+      clean = clean && WIFEXITED(w.status) && (WEXITSTATUS(w.status) == 130 || WEXITSTATUS(w.status) == 0);
+      before_start = before_start && WIFSIGNALED(w.status);  // ended by the signal itself: not yet training
+    }
+    if (clean) failure->clear();
+    if (killed) {
+      *failure = "interrupted again: workers stopped at once without saving (the last checkpoint or snapshot stays)";
+      with_tail = false;
+    }
+    if (before_start) {
+      *failure = std::string("interrupted by ") + strsignal(g_signal) + " before training began; nothing saved";
+      with_tail = false;
+    }
+  }
+  if (failed >= 0 && with_tail && !failure->empty()) {
     const Worker& w = workers[static_cast<size_t>(failed)];
     std::string tail;
     for (const auto& l : w.last_lines) tail += "\n    " + l;
@@ -243,7 +308,7 @@ int LaunchWorkers(const LaunchOptions& o) {
     const int failed = RunOnce(o, self, args, attempt, &failure);
     if (failed < 0) return 0;
     if (g_signal) {
-      std::cerr << "onnx-train: error: " << failure << "\n";
+      if (!failure.empty()) std::cerr << "onnx-train: error: " << failure << "\n";
       return 130;
     }
     if (attempt >= o.max_restarts) {

@@ -2,10 +2,13 @@
 // with the recipes' defaults, then the trainer or the evaluator.
 #include "tools/train_command.h"
 
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <thread>
 #include <iostream>
+#include <sstream>
 
 #include "graph/error.h"
 #include "graph/onnx_io.h"
@@ -15,6 +18,7 @@
 #include "tools/launcher.h"
 #include "train/evaluate.h"
 #include "train/image_dataset.h"
+#include "train/interrupt.h"
 #include "train/trainer.h"
 
 namespace ot {
@@ -24,7 +28,19 @@ const char* kTrainUsage =
     "\n"
     "data:\n"
     "  --data SPEC          fashion-mnist (default; Debian's dataset-fashion-mnist), fashion-mnist:DIR,\n"
-    "                       mnist:DIR, cifar10:DIR, synthetic[:N]\n"
+    "                       mnist:DIR, cifar10:DIR, synthetic[:N], imagefolder:DIR (ROOT/<class>/*.jpg|png;\n"
+    "                       DIR/train + DIR/val|test when present), npy:X.npy,Y.npy[,XTEST.npy,YTEST.npy],\n"
+    "                       npz:FILE.npz (arrays x, y[, x_test, y_test])\n"
+    "  --npz-keys X,Y[,XT,YT] array names in the .npz\n"
+    "  --val-fraction F     held-out share when the data has no test split (0.1)\n"
+    "  --data-workers N     threads decoding and transforming images (default: a quarter of --threads)\n"
+    "  --skip-bad-images    leave out (and list) image files that do not decode, instead of failing\n"
+    "transforms (torchvision's; without size flags images are resized to the model's input):\n"
+    "  --resize N           shorter side to N (bilinear, antialiased)   --center-crop N\n"
+    "  --random-resized-crop N  training crops of scale 0.08-1, ratio 3/4-4/3 resized to N x N\n"
+    "                       (evaluation: --resize N, --center-crop N)\n"
+    "  --hflip              random horizontal flips in training\n"
+    "  --mean a[,b,c] --std a[,b,c]  Normalize, on the [0, 1] scale (default: the data set's, or none)\n"
     "  --augment            random crop (4-pixel padding) and horizontal flip\n"
     "  --no-shuffle         keep the data set's order\n"
     "  --seed S             shuffling, augmentation and initial randomness (default 0)\n"
@@ -73,6 +89,24 @@ const char* kTrainUsage =
 
 namespace {
 
+// The data flags shared by train and eval.
+void ReadDataSourceFlags(const Args& args, DataSourceOptions* d) {
+  TransformOptions& t = d->transforms;
+  t.resize = args.GetInt("resize", 0);
+  t.center_crop = args.GetInt("center-crop", 0);
+  t.random_resized_crop = args.GetInt("random-resized-crop", 0);
+  OT_CHECK(t.resize >= 0 && t.center_crop >= 0 && t.random_resized_crop >= 0,
+           "--resize, --center-crop and --random-resized-crop take a positive size");
+  t.hflip = args.Has("hflip");
+  if (args.Has("mean")) t.mean = ParseFloatList(args.Get("mean"), "--mean");
+  if (args.Has("std")) t.stddev = ParseFloatList(args.Get("std"), "--std");
+  d->data_workers = static_cast<int>(args.GetInt("data-workers", 0));
+  OT_CHECK(d->data_workers >= 0, "--data-workers must be 1 or more (0: from the thread budget)");
+  d->val_fraction = args.GetDouble("val-fraction", d->val_fraction);
+  d->npz_keys = SplitList(args.Get("npz-keys"));
+  d->skip_bad_images = args.Has("skip-bad-images");
+}
+
 void ApplyRecipe(const std::string& name, TrainerOptions* o) {
   if (name == "simplenn") return;  // the defaults
   OT_CHECK(name == "resnet34", "unknown --recipe '%s'; choose simplenn or resnet34", name.c_str());
@@ -86,6 +120,29 @@ void ApplyRecipe(const std::string& name, TrainerOptions* o) {
   o->save_every = 3;
 }
 
+// The command line that continues this run: onnx-train and the user's arguments without
+// any --resume (the caller appends the one to continue from), quoted for a POSIX shell
+// where needed.
+std::string ContinueCommand(const std::vector<std::string>& argv) {
+  std::string out = "onnx-train";
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a.rfind("--resume", 0) == 0) {
+      if (a == "--resume" && i + 1 < argv.size() && argv[i + 1].rfind("--", 0) != 0) ++i;
+      continue;
+    }
+    bool plain = !a.empty();
+    for (char c : a) plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || std::strchr("-_./:=,+@%", c));
+    std::string quoted = "'";
+    for (char c : a) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += " " + (plain ? a : quoted + "'");
+  }
+  return out;
+}
+
+// Set by the launcher for its workers: the user's command, to continue an interrupted run.
+constexpr const char* kEnvContinueCommand = "ONNXTRAIN_CONTINUE_COMMAND";
+
 }  // namespace
 
 int CmdTrain(std::vector<std::string> argv) {
@@ -98,9 +155,10 @@ int CmdTrain(std::vector<std::string> argv) {
              "beta2", "epsilon", "lr-schedule", "lr-step", "lr-gamma", "freeze", "eval-every", "save-every",
              "checkpoint-dir", "resume", "metrics", "threads", "device", "max-steps", "world-size", "max-restarts",
              "grace-period", "snapshot-every", "keep", "backend", "timeout", "rdzv", "monitor-interval", "bucket-cap-mb",
-             "heartbeat-timeout", "bind-addr"},
+             "heartbeat-timeout", "bind-addr", "data-workers", "resize", "center-crop", "random-resized-crop", "mean",
+             "std", "val-fraction", "npz-keys"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
-             "cuda-graphs"});
+             "cuda-graphs", "hflip", "skip-bad-images"});
   if (args.Has("help")) {
     std::cout << kTrainUsage;
     return 0;
@@ -153,9 +211,16 @@ int CmdTrain(std::vector<std::string> argv) {
     OT_CHECK(!args.Get("bind-addr").empty(), "--bind-addr needs an address or host name");
     ::setenv("ONNXTRAIN_BIND_ADDR", args.Get("bind-addr").c_str(), 1);
   }
+  ReadDataSourceFlags(args, &o.data_source);
   o.snapshot_every = args.GetInt("snapshot-every", 0);
   o.keep_snapshots = static_cast<int>(args.GetInt("keep", 2));
   OT_CHECK(o.snapshot_every >= 0 && o.keep_snapshots >= 1, "--snapshot-every must be >= 0 and --keep >= 1");
+  if (const char* cmd = std::getenv(kEnvContinueCommand)) {
+    o.continue_command = cmd;
+  } else {
+    o.continue_command = ContinueCommand(argv);
+    ::setenv(kEnvContinueCommand, o.continue_command.c_str(), 1);  // for the launcher's workers
+  }
 
   // The launcher: several workers, or one that is restarted when it fails.
   const int world = static_cast<int>(args.GetInt("world-size", 1));
@@ -172,6 +237,9 @@ int CmdTrain(std::vector<std::string> argv) {
              "--monitor-interval must be positive and --heartbeat-timeout 0 or more");
     const int total = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
     lo.threads_per_worker = std::max(1, total / world);
+    if (o.threads > 0 && o.threads < world)
+      std::cout << "warning: --threads " << o.threads << " is fewer than --world-size " << world
+                << "; each worker uses 1 thread (" << world << " in all)\n";
     // --threads is the whole job's: each worker gets its share, not the total (N workers
     // of T OpenMP threads each on T cores spend most of their time spinning in barriers).
     std::vector<std::string> worker_args;
@@ -195,22 +263,33 @@ int CmdTrain(std::vector<std::string> argv) {
   Model model = LoadModel(args.positional()[0]);
   const char* rank_env = std::getenv(kEnvRank);
   const bool lead = rank_env == nullptr || std::atoi(rank_env) == 0;
-  if (lead) std::cout << "training " << args.positional()[0] << " on " << o.data << ": " << o.epochs << " epochs, batch "
-            << o.batch << ", " << args.Get("optimizer", "sgd") << " lr " << o.schedule.base_lr << " ("
-            << o.schedule.Describe() << ")";
-  if (lead && o.optimizer.momentum != 0.f) std::cout << ", momentum " << o.optimizer.momentum;
-  if (lead) std::cout << "\n";
+  const char* world_env = std::getenv(kEnvWorldSize);
+  const int64_t ranks = world_env ? std::max(1, std::atoi(world_env)) : 1;
+  const std::string batch = ranks > 1 ? StrFormat("%lld per rank (%lld global)", (long long)o.batch,
+                                                  (long long)(o.batch * ranks))
+                                      : std::to_string(o.batch);
+  std::ostringstream headline;  // printed by the trainer (rank 0) after what loading the data did
+  headline << "training " << args.positional()[0] << " on " << o.data << ": " << o.epochs << " epochs, batch " << batch
+           << ", " << args.Get("optimizer", "sgd") << " lr " << o.schedule.base_lr << " (" << o.schedule.Describe()
+           << ")";
+  if (o.optimizer.momentum != 0.f) headline << ", momentum " << o.optimizer.momentum;
+  o.headline = headline.str();
   TrainResult r = RunTraining(model, o);
-  if (!lead) return 0;
-  std::cout << StrFormat("done: %d epochs, %lld steps; test accuracy %.2f%%", r.epochs_run, (long long)r.global_step,
-                         100.0 * r.test_accuracy);
+  if (r.interrupted) return kInterruptedExitStatus;  // the trainer said where it stopped
+  if (!lead || r.already_complete) return 0;  // a finished run said so, with no figures to report
+  // The whole run's counts, also after a resume.
+  std::cout << StrFormat("done: %d epoch%s, %lld steps; test accuracy %.2f%%", r.epochs_done,
+                         r.epochs_done == 1 ? "" : "s", (long long)r.global_step, 100.0 * r.test_accuracy);
   if (!r.last_checkpoint.empty()) std::cout << "; model saved as " << r.last_checkpoint << ".onnx";
   std::cout << "\n";
   return 0;
 }
 
 int CmdEval(const std::vector<std::string>& argv) {
-  Args args(argv, {"data", "split", "batch", "threads", "device"}, {});
+  Args args(argv,
+            {"data", "split", "batch", "threads", "device", "data-workers", "resize", "center-crop",
+             "random-resized-crop", "mean", "std", "val-fraction", "npz-keys"},
+            {"skip-bad-images", "hflip"});
   OT_CHECK(args.positional().size() == 1, "eval needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   Model model = LoadModel(args.positional()[0]);
   OT_CHECK(model.graph.inputs.size() == 1, "eval needs a model with one input (images); this one has %zu",
@@ -220,7 +299,16 @@ int CmdEval(const std::vector<std::string>& argv) {
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
   Executor exec(model, opts);
   const std::string spec = args.Get("data", "fashion-mnist"), split = args.Get("split", "test");
-  ImageDataset data = LoadImageDataset(spec, split);
+  DataSourceOptions source;  // data of another shape is adapted to the model's input
+  ReadDataSourceFlags(args, &source);
+  source.model_input = &model.graph.inputs[0];
+  if (source.data_workers == 0) source.data_workers = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 4);
+  if (!model.graph.outputs.empty()) {
+    const ValueInfo& out = model.graph.outputs[0];
+    if (out.has_shape && out.dims.size() == 2 && out.dims[1].IsStatic()) source.model_classes = out.dims[1].value;
+  }
+  ImageDataset data = LoadImageDataset(spec, split, source);
+  for (const std::string& note : data.notes) std::cout << note << "\n";
   const std::string input = model.graph.inputs[0].name;
   Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return exec.Run({{input, x}})[0]; }, data,
                                   args.GetInt("batch", 256), opts.device);

@@ -14,10 +14,14 @@ Batch PrepareBatch(const ImageDataset& dataset, std::vector<int64_t> samples, co
   b.index = index;
   b.samples = std::move(samples);
   b.real_count = static_cast<int64_t>(b.samples.size());
+  b.labels = dataset.Labels(b.samples);  // checks the indices
+  if (dataset.source) {  // made on demand, augmented per sample
+    b.images = dataset.source->Inputs(b.samples, &augment, epoch, index);
+    return b;
+  }
   HostTensor raw = dataset.RawImages(b.samples);
   AugmentBatch(raw, augment, epoch, index);
   b.images = dataset.Normalize(raw);
-  b.labels = dataset.Labels(b.samples);
   return b;
 }
 

@@ -12,6 +12,9 @@
 #include "train/cifar10_reader.h"
 #include "train/data_random.h"
 #include "train/idx_reader.h"
+#include "train/image_folder.h"
+#include "train/image_source.h"
+#include "train/npy_dataset.h"
 
 namespace ot {
 
@@ -165,8 +168,9 @@ ImageDataset MakeSyntheticDataset(const SyntheticDataOptions& o) {
   return ds;
 }
 
-ImageDataset LoadImageDataset(const std::string& spec, const std::string& split, const DataSourceOptions& options) {
-  OT_CHECK(split == "train" || split == "test", "unknown split '%s' (train or test)", split.c_str());
+namespace {
+
+ImageDataset LoadSpec(const std::string& spec, const std::string& split, const DataSourceOptions& options) {
   std::string kind = spec, rest;
   auto colon = spec.find(':');
   if (colon != std::string::npos) {
@@ -187,8 +191,23 @@ ImageDataset LoadImageDataset(const std::string& spec, const std::string& split,
     return ReadCifar10(rest, split);
   }
   if (kind == "synthetic") return LoadSynthetic(spec, rest, split, options.synthetic);
+  if (kind == "imagefolder") {
+    OT_CHECK(!rest.empty(), "--data imagefolder needs a folder: imagefolder:DIR");
+    return LoadImageFolder(rest, split, options);
+  }
+  if (kind == "npy" || kind == "npz") return LoadNumpyDataset(kind, rest, split, options);
   throw Error("unknown data set '" + spec +
-              "'; use fashion-mnist, fashion-mnist:DIR, mnist:DIR, cifar10:DIR or synthetic[:N[:CxHxW]]");
+              "'; use fashion-mnist, fashion-mnist:DIR, mnist:DIR, cifar10:DIR, synthetic[:N[:CxHxW]], "
+              "imagefolder:DIR, npy:X.npy,Y.npy or npz:FILE.npz");
+}
+
+}  // namespace
+
+ImageDataset LoadImageDataset(const std::string& spec, const std::string& split, const DataSourceOptions& options) {
+  OT_CHECK(split == "train" || split == "test", "unknown split '%s' (train or test)", split.c_str());
+  ImageDataset ds = LoadSpec(spec, split, options);
+  if (options.model_input) AdaptToModel(ds, *options.model_input, options);
+  return ds;
 }
 
 std::string ImageDataset::ImageShapeString() const {
@@ -196,6 +215,7 @@ std::string ImageDataset::ImageShapeString() const {
 }
 
 HostTensor ImageDataset::RawImages(const std::vector<int64_t>& indices) const {
+  OT_CHECK(!source, "data set %s makes its samples on demand; it has no raw image bytes", name.c_str());
   const int64_t n = static_cast<int64_t>(indices.size()), item = ImageBytes();
   HostTensor t(DType::kUInt8, {n, channels, height, width}, "input");
   uint8_t* out = t.Data<uint8_t>();
@@ -226,7 +246,15 @@ HostTensor ImageDataset::Normalize(const HostTensor& raw) const {
   return t;
 }
 
-HostTensor ImageDataset::Images(const std::vector<int64_t>& indices) const { return Normalize(RawImages(indices)); }
+HostTensor ImageDataset::Images(const std::vector<int64_t>& indices) const {
+  if (source) {
+    for (int64_t i : indices)
+      OT_CHECK(i >= 0 && i < count, "sample index %lld is outside the data set (%lld samples)", (long long)i,
+               (long long)count);
+    return source->Inputs(indices, nullptr, 0, 0);
+  }
+  return Normalize(RawImages(indices));
+}
 
 HostTensor ImageDataset::Labels(const std::vector<int64_t>& indices) const {
   HostTensor t(DType::kInt64, {static_cast<int64_t>(indices.size())}, "labels");

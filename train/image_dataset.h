@@ -3,12 +3,32 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "graph/host_tensor.h"
+#include "graph/ir.h"
+#include "train/augment.h"
+#include "train/transforms.h"
 
 namespace ot {
+
+// Samples made on demand: image folders (decoded per batch), NumPy arrays (memory-mapped),
+// in-memory images adapted to the model's input. A data set with a source takes its
+// batches from it; its labels stay in ImageDataset::labels.
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+  // The shape of one sample ({3, 64, 64}, {12}) and the element type of a batch.
+  virtual std::vector<int64_t> SampleDims() const = 0;
+  virtual DType InputType() const = 0;
+  // The batch [n, SampleDims...] of data set samples `indices`. Training batches pass
+  // `augment` (null for evaluation): random choices come from (augment->seed, epoch,
+  // batch_index, place in the batch) only, so batches are the same on every run and resume.
+  virtual HostTensor Inputs(const std::vector<int64_t>& indices, const AugmentOptions* augment, int64_t epoch,
+                            int64_t batch_index) const = 0;
+};
 
 struct ImageDataset {
   std::string name;      // "fashion-mnist", "mnist", "cifar10", "synthetic"
@@ -18,6 +38,11 @@ struct ImageDataset {
   std::vector<uint8_t> pixels;   // count*C*H*W
   std::vector<int64_t> labels;   // count
   std::vector<float> mean, stddev;  // per channel, on the [0,1] scale
+  // Set for data sets whose samples are made on demand (see SampleSource); `pixels` is then
+  // empty and channels/height/width are the model-sized samples (0 for non-image arrays).
+  std::shared_ptr<const SampleSource> source;
+  std::vector<std::string> class_names;  // image folders: the sorted class folder names
+  std::vector<std::string> notes;        // what loading did (adaptation, skipped files), for the user
 
   int64_t ImageBytes() const { return channels * height * width; }
   // "1x28x28"
@@ -54,6 +79,17 @@ ImageDataset MakeSyntheticDataset(const SyntheticDataOptions& options);
 // the classes from the model, so that the data fits any model.
 struct DataSourceOptions {
   SyntheticDataOptions synthetic;
+  // The model's data input: when set, images of another size or channel count (and any
+  // transform flag) go through an ImagePipeline to its C x H x W, and NumPy arrays are
+  // converted to its element type.
+  const ValueInfo* model_input = nullptr;
+  int64_t model_classes = 0;  // the model's class count when static (labels are checked against it)
+  TransformOptions transforms;
+  int data_workers = 1;            // decode/transform threads per batch
+  double val_fraction = 0.1;       // held-out share when the data has no test split
+  uint64_t seed = 0;               // of the held-out share
+  std::vector<std::string> npz_keys;  // x, y[, x_test, y_test] names in an .npz
+  bool skip_bad_images = false;    // image folders: leave out undecodable files (listed in notes)
 };
 
 // Parses a data spec and loads a split ("train" or "test"). Specs:
@@ -63,6 +99,10 @@ struct DataSourceOptions {
 //   synthetic, synthetic:N, synthetic:N:CxHxW      N images with learnable class patterns
 //                                                  (default from options; the test split
 //                                                  has other samples of the same patterns)
+//   imagefolder:DIR                                torchvision ImageFolder tree (image_folder.h)
+//   npy:X.npy,Y.npy[,XTEST.npy,YTEST.npy]          NumPy arrays (npy_dataset.h)
+//   npz:FILE.npz                                   arrays x, y[, x_test, y_test] (or --npz-keys)
+// With options.model_input set, images are adapted to the model (AdaptToModel, image_source.h).
 // Throws ot::Error naming the missing or malformed file.
 ImageDataset LoadImageDataset(const std::string& spec, const std::string& split,
                               const DataSourceOptions& options = {});

@@ -19,6 +19,24 @@ void CheckImagesFitInput(const ValueInfo& input, const std::string& dataset_name
            images.c_str(), input.name.c_str(), input.ShapeString().c_str());
 }
 
+void CheckDataFitsInput(const ValueInfo& input, const ImageDataset& data) {
+  if (!data.source) return CheckImagesFitInput(input, data.name, data.channels, data.height, data.width);
+  const std::vector<int64_t> dims = data.source->SampleDims();
+  const DType type = data.source->InputType();
+  std::string sample = DTypeName(type) + " [";
+  for (size_t i = 0; i < dims.size(); ++i) sample += (i ? ", " : "") + std::to_string(dims[i]);
+  sample += "]";
+  OT_CHECK(input.dtype == DType::kUndefined || input.dtype == type,
+           "data set %s has samples of %s but the model's input '%s' is %s %s", data.name.c_str(), sample.c_str(),
+           input.name.c_str(), DTypeName(input.dtype).c_str(), input.ShapeString().c_str());
+  if (!input.has_shape) return;
+  bool fits = input.dims.size() == dims.size() + 1;
+  for (size_t i = 1; fits && i < input.dims.size(); ++i)
+    fits = !input.dims[i].IsStatic() || input.dims[i].value == dims[i - 1];
+  OT_CHECK(fits, "data set %s has samples of %s but the model's input '%s' expects %s", data.name.c_str(),
+           sample.c_str(), input.name.c_str(), input.ShapeString().c_str());
+}
+
 void CheckClassesFitOutput(const ValueInfo& scores, const std::string& dataset_name, int64_t classes) {
   if (!scores.has_shape) return;
   OT_CHECK(scores.dims.size() == 2, "the model's output '%s' should be class scores [batch, classes], it is %s",

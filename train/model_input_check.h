@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "train/image_dataset.h"
 
 namespace ot {
 
@@ -15,6 +16,10 @@ namespace ot {
 // input without a shape, or with symbolic C/H/W, accepts any size there.
 void CheckImagesFitInput(const ValueInfo& input, const std::string& dataset_name, int64_t channels,
                          int64_t height, int64_t width);
+
+// Throws ot::Error unless the data set's samples (images of data.channels x height x width,
+// or those a SampleSource makes) fit `input`, in shape and element type.
+void CheckDataFitsInput(const ValueInfo& input, const ImageDataset& data);
 
 // Throws ot::Error when `scores` ([batch, K] logits) has a static K below `classes`.
 void CheckClassesFitOutput(const ValueInfo& scores, const std::string& dataset_name, int64_t classes);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "graph/error.h"
@@ -21,7 +22,10 @@ std::string Clock(double seconds) {
 }  // namespace
 
 ProgressReporter::ProgressReporter(std::string tag, const std::string& metrics_path, bool quiet)
-    : tag_(std::move(tag)), tty_(::isatty(STDOUT_FILENO) != 0), quiet_(quiet) {
+    : tag_(std::move(tag)),
+      tty_(::isatty(STDOUT_FILENO) != 0 || std::getenv(kEnvOutputIsTerminal) != nullptr),
+      quiet_(quiet) {
+  if (!tag_.empty()) tag_ = "[" + tag_ + "] ";
   if (!metrics_path.empty()) {
     metrics_ = std::make_unique<std::ofstream>(metrics_path, std::ios::app);
     OT_CHECK(metrics_->good(), "cannot open the metrics file '%s' for writing", metrics_path.c_str());
@@ -47,7 +51,7 @@ void ProgressReporter::Step(int64_t step, int64_t global_step, double step_loss,
     WriteJson(StrFormat("{\"type\":\"step\",\"epoch\":%d,\"step\":%lld,\"global_step\":%lld,\"loss\":%.6g,\"lr\":%.6g,"
                         "\"img_per_s\":%.1f,\"time\":%.3f%s}",
                         epoch_, (long long)step, (long long)global_step, step_loss, lr_,
-                        elapsed > 0 ? images_ / elapsed : 0.0, Since(run_start_), extra_json.c_str()));
+                        elapsed > 0 ? static_cast<double>(images_ * world_size_) / elapsed : 0.0, Since(run_start_), extra_json.c_str()));
   if (quiet_) return;
   const bool last = step + 1 == steps_;
   const double since_print = Since(last_print_);
@@ -59,7 +63,7 @@ void ProgressReporter::Step(int64_t step, int64_t global_step, double step_loss,
 
 void ProgressReporter::Bar(int64_t step, double running_loss) {
   const double elapsed = Since(epoch_start_);
-  const double rate = elapsed > 0 ? images_ / elapsed : 0;
+  const double rate = elapsed > 0 ? static_cast<double>(images_ * world_size_) / elapsed : 0;  // the job's
   const double per_step = elapsed / static_cast<double>(step + 1);
   const double eta = per_step * static_cast<double>(steps_ - step - 1);
   if (tty_) {
@@ -68,19 +72,22 @@ void ProgressReporter::Bar(int64_t step, double running_loss) {
     std::string bar(static_cast<size_t>(filled), '=');
     if (filled < width) bar += '>';
     bar.resize(width, ' ');
-    std::printf("\r[%s] Epoch %d [%s] %lld/%lld | loss %.4f | %.0f img/s | ETA %s\033[K", tag_.c_str(), epoch_,
+    std::printf("\r%sEpoch %d [%s] %lld/%lld | loss %.4f | %.0f img/s | ETA %s\033[K", tag_.c_str(), epoch_,
                 bar.c_str(), (long long)(step + 1), (long long)steps_, running_loss, rate, Clock(eta).c_str());
     bar_shown_ = true;
   } else {
-    std::printf("[%s] Epoch %d step %lld/%lld | loss %.4f | %.0f img/s | ETA %s\n", tag_.c_str(), epoch_,
+    std::printf("%sEpoch %d step %lld/%lld | loss %.4f | %.0f img/s | ETA %s\n", tag_.c_str(), epoch_,
                 (long long)(step + 1), (long long)steps_, running_loss, rate, Clock(eta).c_str());
   }
   std::fflush(stdout);
 }
 
 void ProgressReporter::EndEpoch(const EpochSummary& s) {
-  std::string line = StrFormat("[%s] Epoch %d | Batchsize: %lld | Steps: %lld | LR: %.4f | Loss: %.4f | Acc: %.2f%%",
-                               tag_.c_str(), s.epoch, (long long)s.batch, (long long)s.steps, s.lr, s.loss,
+  const std::string batch = s.world_size > 1 ? StrFormat("%lld per rank (%lld global)", (long long)s.batch,
+                                                        (long long)s.batch * s.world_size)
+                                              : std::to_string(s.batch);
+  std::string line = StrFormat("%sEpoch %d | Batchsize: %s | Steps: %lld | LR: %.4f | Loss: %.4f | Acc: %.2f%%",
+                               tag_.c_str(), s.epoch, batch.c_str(), (long long)s.steps, s.lr, s.loss,
                                100.0 * s.accuracy);
   if (s.test_accuracy >= 0) line += StrFormat(" | Test acc: %.2f%%", 100.0 * s.test_accuracy);
   line += StrFormat(" | %.0f img/s | %.1f s", s.images_per_second, s.seconds);

@@ -12,25 +12,34 @@
 
 namespace ot {
 
+// Set by onnx-train's launcher for its workers: every output line gets a "[rank R] "
+// prefix there, so the reporter adds no tag of its own; and whether the launcher writes to
+// a terminal (its rank 0 then draws the progress bar, which the launcher relays).
+constexpr const char* kEnvOutputPrefixed = "ONNXTRAIN_OUTPUT_PREFIXED";
+constexpr const char* kEnvOutputIsTerminal = "ONNXTRAIN_OUTPUT_IS_TERMINAL";
+
 struct EpochSummary {
   int epoch = 0;
-  int64_t batch = 0;
+  int64_t batch = 0;       // per rank
+  int world_size = 1;      // ranks (the global batch is batch x world_size)
   int64_t steps = 0;
   double lr = 0;
   double loss = 0;      // mean over the epoch's samples
   double accuracy = 0;  // training accuracy over the epoch, in [0, 1]
-  double images_per_second = 0;
+  double images_per_second = 0;  // the whole job's
   double seconds = 0;
   double test_accuracy = -1;  // < 0 when not evaluated
 };
 
 class ProgressReporter {
  public:
-  // tag: "cpu0", "cuda0"; metrics_path: "" for none. Throws ot::Error if the metrics file
+  // tag: "cpu0", "cuda0", or "" for none; metrics_path: "" for none. Throws ot::Error if the metrics file
   // cannot be opened.
   ProgressReporter(std::string tag, const std::string& metrics_path, bool quiet);
   ~ProgressReporter();
 
+  // Data parallel: the bar's img/s counts every rank's images (this rank's times N).
+  void SetWorldSize(int world_size) { world_size_ = world_size; }
   void StartEpoch(int epoch, int64_t steps, double lr);
   // After each step: the running mean loss of the epoch so far and this step's figures.
   // extra_json: more fields for the metrics line (",\"step_ms\":12.5,..."), or empty.
@@ -53,6 +62,7 @@ class ProgressReporter {
   int64_t images_ = 0;
   std::chrono::steady_clock::time_point epoch_start_, last_print_, run_start_;
   bool bar_shown_ = false;
+  int world_size_ = 1;
 };
 
 }  // namespace ot

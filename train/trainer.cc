@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <chrono>
 #include <cstdlib>
@@ -12,15 +13,18 @@
 #include <random>
 #include <cmath>
 #include <sstream>
+#include <thread>
 
 #include "comm/rendezvous.h"
 #include "graph/error.h"
+#include "graph/file_util.h"
 #include "graph/onnx_io.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/gradient_reducer.h"
 #include "train/batch_loader.h"
 #include "train/image_dataset.h"
+#include "train/interrupt.h"
 #include "train/model_input_check.h"
 #include "train/progress.h"
 #include "train/sampler.h"
@@ -40,9 +44,16 @@ std::map<std::string, std::string> RunSettings(const TrainerOptions& o) {
           {"data", o.data}};
 }
 
+// The epoch so far, over all ranks: a mid-epoch snapshot keeps it, so that the epoch line
+// of a resumed run counts the whole epoch.
+struct EpochTally {
+  double loss_sum = 0;  // sum of per-sample losses
+  int64_t seen = 0, correct = 0;
+};
+
 // The training state file; `path` is an epoch checkpoint's .state or a snapshot.
 void SaveState(TrainingSession& session, const Model& forward, const TrainerOptions& o, int64_t epochs_done,
-               const SamplerState& sampler, const std::string& path) {
+               const SamplerState& sampler, const std::string& path, const EpochTally& tally = {}) {
   TrainingState state;
   state.epochs_done = epochs_done;
   state.global_step = session.steps_done();
@@ -51,6 +62,11 @@ void SaveState(TrainingSession& session, const Model& forward, const TrainerOpti
   state.scalars["sampler_epoch"] = std::to_string(sampler.epoch);
   state.scalars["sampler_position"] = std::to_string(sampler.position);
   state.scalars["executor_rng"] = session.RngState();
+  if (tally.seen > 0) {
+    state.scalars["epoch_loss_sum"] = StrFormat("%.17g", tally.loss_sum);
+    state.scalars["epoch_seen"] = std::to_string(tally.seen);
+    state.scalars["epoch_correct"] = std::to_string(tally.correct);
+  }
   for (const auto& [name, tensor] : session.StateTensors()) state.tensors.push_back(tensor->ToHost(name));
   WriteTrainingState(state, path);
 }
@@ -87,8 +103,10 @@ void MaybeInjectFault(int64_t global_step, int rank) {
   }
 }
 
-// Restores the session from a checkpoint; returns where the sampler stood.
-SamplerState Resume(TrainingSession& session, const Model& forward, const TrainerOptions& o, const std::string& path) {
+// Restores the session from a checkpoint; returns where the sampler stood and fills the
+// epoch's tally so far (zero at an epoch boundary).
+SamplerState Resume(TrainingSession& session, const Model& forward, const TrainerOptions& o, const std::string& path,
+                    EpochTally* tally) {
   TrainingState state = ReadTrainingState(path);
   const std::string fp = state.Scalar("model_fingerprint", path);
   OT_CHECK(fp == ModelFingerprint(forward),
@@ -115,8 +133,44 @@ SamplerState Resume(TrainingSession& session, const Model& forward, const Traine
   SamplerState sampler;
   sampler.epoch = state.Count("sampler_epoch", path);
   sampler.position = state.Count("sampler_position", path);
+  if (state.scalars.count("epoch_seen")) {
+    tally->loss_sum = std::strtod(state.Scalar("epoch_loss_sum", path).c_str(), nullptr);
+    tally->seen = state.Count("epoch_seen", path);
+    tally->correct = state.Count("epoch_correct", path);
+  }
   return sampler;
 }
+
+// The state file that --resume PATH names. A model (.onnx) is accepted when it is an epoch
+// checkpoint this program wrote (its .state lies beside it); any other model is explained.
+std::string ResumeStatePath(const std::string& path) {
+  const bool onnx = path.size() > 5 && path.compare(path.size() - 5, 5, ".onnx") == 0;
+  if (!onnx) return path;
+  const std::string state = path.substr(0, path.size() - 5) + ".state";
+  OT_CHECK(::access(state.c_str(), R_OK) == 0,
+           "--resume %s: that is a model, not a training state; --resume continues a run from the .state file "
+           "onnx-train wrote beside each checkpoint (or, alone, from the newest in --checkpoint-dir). To train "
+           "starting from this model's weights, give it as the model: onnx-train %s ...",
+           path.c_str(), path.c_str());
+  return state;
+}
+
+// Removes the checkpoint folder at the end of a run that created it and wrote nothing
+// there (a failed start), so that no empty trained_models/ is left behind.
+class CreatedDirCleanup {
+ public:
+  explicit CreatedDirCleanup(const std::string& dir) : dir_(dir) {
+    struct stat st {};
+    created_ = ::stat(dir.c_str(), &st) != 0;
+  }
+  ~CreatedDirCleanup() {
+    if (created_) ::rmdir(dir_.c_str());  // fails, as it should, unless the folder is empty
+  }
+
+ private:
+  std::string dir_;
+  bool created_ = false;
+};
 
 // Tells a launcher that this worker is alive: touches $ONNXTRAIN_HEARTBEAT_FILE at most
 // once a second.
@@ -134,27 +188,64 @@ void Heartbeat() {
   }
 }
 
+// The job's tally of the epoch so far: this rank's figures summed over the ranks, plus
+// what a resumed snapshot had counted (held by rank 0 only). Every rank must call it.
+// `prior_seen`, if given, receives the samples of the resumed snapshot.
+EpochTally JobTally(Communicator* comm, std::chrono::milliseconds timeout, const EpochTally& prior, double loss_sum,
+                    int64_t seen, int64_t correct, int64_t* prior_seen = nullptr) {
+  double sums[4] = {prior.loss_sum + loss_sum, static_cast<double>(prior.seen + seen),
+                    static_cast<double>(prior.correct + correct), static_cast<double>(prior.seen)};
+  if (comm) comm->AllReduce(CommBuffer::Of(sums, 4))->Wait(timeout);
+  if (prior_seen) *prior_seen = static_cast<int64_t>(sums[3]);
+  return EpochTally{sums[0], static_cast<int64_t>(sums[1]), static_cast<int64_t>(sums[2])};
+}
+
+// Whether the run should stop after this step: a signal reached this process or, in data
+// parallel, any rank (all ranks stop after the same step, so their states agree).
+bool StopRequested(Communicator* comm, std::chrono::milliseconds timeout) {
+  float flag = InterruptSignal() != 0 ? 1.f : 0.f;
+  if (comm) comm->AllReduce(CommBuffer::Of(&flag, 1))->Wait(timeout);
+  return flag > 0.f;
+}
+
+// The class names, one a line in label order, beside the checkpoints (image folders).
+void WriteClassNames(const std::vector<std::string>& names, const std::string& path) {
+  std::string text;
+  for (const std::string& n : names) text += n + "\n";
+  WriteFileAtomic(path, text);
+}
+
 }  // namespace
 
 TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
+  InterruptGuard interrupt_guard;  // from here on, Ctrl-C finishes a step and saves
   OT_CHECK(o.epochs >= 1, "--epochs must be at least 1");
   OT_CHECK(o.batch >= 1, "--batch must be at least 1");
   OT_CHECK(forward.graph.inputs.size() == 1, "the model has %zu inputs; training needs exactly one data input (images)",
            forward.graph.inputs.size());
   const ValueInfo& input = forward.graph.inputs[0];
-  DataSourceOptions source;
+  DataSourceOptions source = o.data_source;
+  source.model_input = &input;
+  source.seed = o.seed;
+  if (source.data_workers <= 0) {  // a quarter of the thread budget, 1 to 8
+    const int total = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+    source.data_workers = std::min(8, std::max(1, total / 4));
+  }
+  {
+    const ValueInfo& out = forward.graph.outputs.at(0);
+    if (out.has_shape && out.dims.size() == 2 && out.dims[1].IsStatic()) source.model_classes = out.dims[1].value;
+  }
   if (o.data.rfind("synthetic", 0) == 0) {  // synthetic data takes the model's shape
     std::vector<int64_t> chw = ImageShapeOfInput(input);
     source.synthetic.channels = chw[0];
     source.synthetic.height = chw[1];
     source.synthetic.width = chw[2];
     source.synthetic.seed = o.seed;
-    const ValueInfo& out = forward.graph.outputs.at(0);
-    if (out.has_shape && out.dims.size() == 2 && out.dims[1].IsStatic()) source.synthetic.classes = out.dims[1].value;
+    if (source.model_classes > 0) source.synthetic.classes = source.model_classes;
   }
   ImageDataset train = LoadImageDataset(o.data, "train", source);
   ImageDataset test = LoadImageDataset(o.data, "test", source);
-  CheckImagesFitInput(input, train.name, train.channels, train.height, train.width);
+  CheckDataFitsInput(input, train);
   CheckClassesFitOutput(forward.graph.outputs.at(0), train.name, train.classes);
 
   // Data parallel: the launcher's environment says which rank this is.
@@ -205,13 +296,24 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     reducer = std::make_unique<GradientReducer>(*comm, grads, bo);
   }
   const bool lead = rank == 0;
-  if (o.save_checkpoints && lead) PrepareCheckpointDir(o.checkpoint_dir);
-  const std::string tag = device.type == DeviceType::kCPU ? "cpu" + std::to_string(rank)
-                                                             : "cuda" + std::to_string(device.index);
+  std::unique_ptr<CreatedDirCleanup> dir_cleanup;
+  if (o.save_checkpoints && lead) {
+    dir_cleanup = std::make_unique<CreatedDirCleanup>(o.checkpoint_dir);
+    PrepareCheckpointDir(o.checkpoint_dir);
+  }
+  // Under onnx-train's launcher every line already starts with "[rank R] ": no second tag.
+  const std::string tag = std::getenv(kEnvOutputPrefixed) ? ""
+                          : device.type == DeviceType::kCPU ? "cpu" + std::to_string(rank)
+                                                            : "cuda" + std::to_string(device.index);
   ProgressReporter progress(tag, lead ? o.metrics_path : "", o.quiet || !lead);
+  progress.SetWorldSize(world);
   auto say = [&](const std::string& line) {
     if (lead) progress.Message(line);
   };
+  for (const std::string& note : train.notes) say(note);
+  for (const std::string& note : test.notes)
+    if (std::find(train.notes.begin(), train.notes.end(), note) == train.notes.end()) say(note);
+  if (!o.headline.empty()) say(o.headline);
 
   SamplerOptions so;
   so.dataset_size = train.count;
@@ -221,13 +323,30 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   so.rank = rank;
   so.world_size = world;
   DistributedSampler sampler(so);
+  EpochTally resumed_tally;  // the resumed epoch's figures before the snapshot (whole job)
+  TrainResult result;
   if (!o.resume.empty()) {
-    const std::string path = o.resume == "latest" ? FindLatestCheckpoint(o.checkpoint_dir) : o.resume;
+    const std::string path = o.resume == "latest" ? FindLatestCheckpoint(o.checkpoint_dir) : ResumeStatePath(o.resume);
     if (path.empty()) {
       say("no checkpoint in " + o.checkpoint_dir + " yet: starting from the beginning");
     } else {
-      sampler.Restore(Resume(session, forward, o, path));
-      say(StrFormat("resumed from %s: epoch %lld, %lld steps done", path.c_str(), (long long)sampler.State().epoch,
+      sampler.Restore(Resume(session, forward, o, path, &resumed_tally));
+      if (!lead) resumed_tally = EpochTally{};  // rank 0 adds the job's tally once
+      const int64_t done = sampler.State().epoch;
+      if (done >= o.epochs) {
+        // Nothing left to train: say so, and leave the result without a test accuracy.
+        const std::string model_path = path.substr(0, path.rfind(".state")) + ".onnx";
+        say(StrFormat("already complete (epoch %lld of %d): %s; nothing to train (raise --epochs to train further)",
+                      (long long)done, o.epochs,
+                      ::access(model_path.c_str(), R_OK) == 0 ? ("the trained model is " + model_path).c_str()
+                                                              : ("the state is " + path).c_str()));
+        result.already_complete = true;
+        result.epochs_done = static_cast<int>(done);
+        result.global_step = session.steps_done();
+        result.world_size = world;
+        return result;
+      }
+      say(StrFormat("resumed from %s: epoch %lld, %lld steps done", path.c_str(), (long long)done,
                     (long long)session.steps_done()));
     }
   }
@@ -238,15 +357,35 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
       works.push_back(comm->Broadcast(CommBuffer{tensor->raw(), static_cast<size_t>(tensor->numel()), tensor->dtype(),
                                                  tensor->device()}));
     for (auto& w : works) w->Wait(comm_timeout);
-    say(StrFormat("data parallel: %d ranks over %s, %zu gradient buckets", world, comm->backend(),
-                  reducer->NumBuckets()));
+    say(StrFormat("data parallel: %d ranks over %s, %zu gradient bucket%s; batch %lld per rank (%lld global)", world,
+                  comm->backend(), reducer->NumBuckets(), reducer->NumBuckets() == 1 ? "" : "s", (long long)o.batch,
+                  (long long)o.batch * world));
   }
   BatchLoaderOptions lo;
   lo.augment.random_crop = lo.augment.horizontal_flip = o.augment;
   lo.augment.seed = o.seed;
 
-  TrainResult result;
+  // An interrupted run says where it stopped, what it saved and how to go on.
+  auto report_interrupt = [&](int64_t epoch, int64_t step, const std::string& saved) {
+    result.interrupted = true;
+    result.global_step = session.steps_done();
+    result.world_size = world;
+    if (comm) comm->Barrier()->Wait(comm_timeout);  // the state is on disk before anyone exits
+    if (saved.empty()) {
+      say(StrFormat("interrupted at epoch %lld step %lld; nothing saved (--no-checkpoints)", (long long)epoch,
+                    (long long)step));
+    } else {
+      const std::string cmd = o.continue_command.empty() ? "onnx-train MODEL.onnx ..." : o.continue_command;
+      say(StrFormat("interrupted at epoch %lld step %lld; saved %s; continue with: %s --resume %s", (long long)epoch,
+                    (long long)step, saved.c_str(), cmd.c_str(), saved.c_str()));
+    }
+  };
   const int64_t full_steps = sampler.BatchesPerEpoch();
+  if (o.max_steps_per_epoch > full_steps)
+    say(StrFormat("warning: --max-steps %lld is more than an epoch's %lld steps (%lld samples, batch %lld%s); each "
+                  "epoch runs %lld",
+                  (long long)o.max_steps_per_epoch, (long long)full_steps, (long long)train.count,
+                  (long long)(o.batch * world), world > 1 ? " global" : "", (long long)full_steps));
   for (int64_t epoch = sampler.State().epoch; epoch < o.epochs; ++epoch) {
     const int64_t first = epoch == sampler.State().epoch ? sampler.State().position : 0;
     const int64_t last = o.max_steps_per_epoch > 0 ? std::min(full_steps, o.max_steps_per_epoch) : full_steps;
@@ -257,9 +396,12 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     lo.end_epoch = epoch + 1;
     BatchLoader loader(train, sampler, lo);
     double loss_sum = 0;
-    int64_t seen = 0, correct = 0;
+    int64_t seen = 0, correct = 0;  // this rank's samples in this session
+    EpochTally prior;               // the job's samples of this epoch before a resume
+    if (epoch == sampler.State().epoch) std::swap(prior, resumed_tally);
     SamplerState next{epoch + 1, 0};
     Batch batch;
+    bool stop = false;
     for (int64_t s = first; s < last && loader.Next(&batch); ++s) {
       const auto step_start = std::chrono::steady_clock::now();
       StepResult r = session.Step(Tensor::FromHost(batch.images, device), Tensor::FromHost(batch.labels, device),
@@ -285,48 +427,72 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
       correct += CountCorrect(r.logits, batch.labels);
       result.step_losses.push_back(r.loss);
       progress.Step(s, session.steps_done(), r.loss, loss_sum / static_cast<double>(seen), n, extra);
-      if (lead && o.save_checkpoints && o.snapshot_every > 0 && session.steps_done() % o.snapshot_every == 0 &&
+      if (o.save_checkpoints && o.snapshot_every > 0 && session.steps_done() % o.snapshot_every == 0 &&
           batch.next.position < full_steps) {
-        SaveState(session, forward, o, epoch, batch.next, SnapshotPath(o.checkpoint_dir, session.steps_done()));
-        PruneSnapshots(o.checkpoint_dir, o.keep_snapshots);
+        const EpochTally tally = JobTally(comm.get(), comm_timeout, prior, loss_sum, seen, correct);
+        if (lead) {
+          SaveState(session, forward, o, epoch, batch.next, SnapshotPath(o.checkpoint_dir, session.steps_done()), tally);
+          PruneSnapshots(o.checkpoint_dir, o.keep_snapshots);
+        }
       }
       MaybeInjectFault(session.steps_done(), rank);
       Heartbeat();
+      if (StopRequested(comm.get(), comm_timeout)) {
+        stop = true;
+        if (s + 1 < last) {  // mid-epoch: a recovery snapshot where the next step would start
+          std::string saved;
+          if (o.save_checkpoints) {
+            saved = SnapshotPath(o.checkpoint_dir, session.steps_done());
+            const EpochTally tally = JobTally(comm.get(), comm_timeout, prior, loss_sum, seen, correct);
+            if (lead) SaveState(session, forward, o, epoch, batch.next, saved, tally);
+          }
+          report_interrupt(epoch, s + 1, saved);
+          return result;
+        }
+        break;  // the epoch's last step: finish the epoch (its checkpoint) below
+      }
     }
     sampler.Restore(next);
-    if (comm) {  // the printed figures are the whole job's
-      double sums[3] = {loss_sum, static_cast<double>(seen), static_cast<double>(correct)};
-      comm->AllReduce(CommBuffer::Of(sums, 3))->Wait(comm_timeout);
-      loss_sum = sums[0];
-      seen = static_cast<int64_t>(sums[1]);
-      correct = static_cast<int64_t>(sums[2]);
-    }
+    // The printed figures are the whole job's, and the whole epoch's (a resumed epoch adds
+    // what its snapshot tallied); img/s counts only the images of this session.
+    int64_t prior_seen = 0;
+    const EpochTally job = JobTally(comm.get(), comm_timeout, prior, loss_sum, seen, correct, &prior_seen);
     EpochSummary summary;
     summary.epoch = static_cast<int>(epoch);
     summary.batch = o.batch;
-    summary.steps = last - first;
+    summary.world_size = world;
+    summary.steps = last;
     summary.lr = lr;
-    summary.loss = loss_sum / static_cast<double>(std::max<int64_t>(seen, 1));
-    summary.accuracy = static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1));
+    summary.loss = job.loss_sum / static_cast<double>(std::max<int64_t>(job.seen, 1));
+    summary.accuracy = static_cast<double>(job.correct) / static_cast<double>(std::max<int64_t>(job.seen, 1));
     summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    summary.images_per_second = summary.seconds > 0 ? static_cast<double>(seen) / summary.seconds : 0;
+    const int64_t session_images = job.seen - prior_seen;
+    summary.images_per_second = summary.seconds > 0 ? static_cast<double>(session_images) / summary.seconds : 0;
     const bool final_epoch = epoch + 1 == o.epochs;
-    if (lead && (final_epoch || (o.eval_every > 0 && (epoch + 1) % o.eval_every == 0))) {
+    if (lead && (final_epoch || (!stop && o.eval_every > 0 && (epoch + 1) % o.eval_every == 0))) {
       Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return session.Evaluate(x); }, test,
                                       std::max<int64_t>(o.batch, 256), device);
       summary.test_accuracy = acc.Fraction();
       result.test_accuracy = acc.Fraction();
     }
     if (lead) progress.EndEpoch(summary);
-    if (lead && o.save_checkpoints && (final_epoch || (o.save_every > 0 && (epoch + 1) % o.save_every == 0))) {
+    const bool interrupted = stop && !final_epoch;
+    if (lead && o.save_checkpoints &&
+        (final_epoch || interrupted || (o.save_every > 0 && (epoch + 1) % o.save_every == 0))) {
       const std::string stem = CheckpointStem(o.checkpoint_dir, epoch + 1);
       SaveCheckpoint(session, forward, o, epoch + 1, sampler.State(), stem);
+      if (!train.class_names.empty()) WriteClassNames(train.class_names, o.checkpoint_dir + "/classes.txt");
       result.last_checkpoint = stem;
-      say("[" + tag + "] saved checkpoint " + stem + ".onnx and .state");
+      say((tag.empty() ? "" : "[" + tag + "] ") + "saved checkpoint " + stem + ".onnx and .state");
+    }
+    result.epochs_run++;
+    result.epochs_done = static_cast<int>(epoch + 1);
+    result.last_epoch_loss = summary.loss;
+    if (interrupted) {
+      report_interrupt(epoch + 1, 0, o.save_checkpoints ? CheckpointStem(o.checkpoint_dir, epoch + 1) + ".state" : "");
+      return result;
     }
     if (comm) comm->Barrier()->Wait(comm_timeout);
-    result.epochs_run++;
-    result.last_epoch_loss = summary.loss;
   }
   result.global_step = session.steps_done();
   result.world_size = world;

@@ -9,6 +9,7 @@
 #include "graph/ir.h"
 #include "graph/optimizer_pass.h"
 #include "runtime/device.h"
+#include "train/image_dataset.h"
 #include "train/lr_schedule.h"
 
 namespace ot {
@@ -41,10 +42,19 @@ struct TrainerOptions {
   double comm_timeout_seconds = 300;  // a collective (or joining) taking longer is an error
   double bucket_cap_mb = 25;          // gradient allreduce bucket size (the first is 1 MiB), like DDP's
   bool lr_scale_world = false;        // multiply the learning rate by the world size
+  // The command that continues this run, without --resume (for the message an
+  // interrupted run prints); "" makes it "onnx-train MODEL.onnx ...".
+  std::string continue_command;
+  // Real data: transforms, decode threads (0: from the thread budget), held-out share,
+  // .npz names, bad images (model_input, model_classes and seed are set by the trainer).
+  DataSourceOptions data_source;
+  std::string headline;  // printed by rank 0 after what loading the data did (the first lines)
 };
 
 struct TrainResult {
-  int epochs_run = 0;
+  int epochs_run = 0;   // epochs trained by this call
+  int epochs_done = 0;  // epochs done in the whole run (a resumed run counts the earlier ones)
+  bool already_complete = false;  // resumed from a checkpoint of the last epoch: nothing trained
   int64_t global_step = 0;
   double last_epoch_loss = 0;
   double test_accuracy = -1;
@@ -52,10 +62,14 @@ struct TrainResult {
   std::string last_checkpoint;      // stem of the last checkpoint written ("" if none)
   int world_size = 1;
   double allreduce_wait_seconds = 0;  // time steps spent blocked on gradient allreduce
+  bool interrupted = false;           // stopped early by SIGINT/SIGTERM (state saved as it said)
 };
 
-// Trains `forward` as the options say. Throws ot::Error for bad input (data that does not
-// fit the model, an unwritable checkpoint folder, a checkpoint of another model, ...).
+// Trains `forward` as the options say. A SIGINT or SIGTERM during the run ends it after
+// the current step with a recovery snapshot (all ranks stop at the same step) and
+// `interrupted` set; a second one ends the process at once (see train/interrupt.h).
+// Throws ot::Error for bad input (data that does not fit the model, an unwritable
+// checkpoint folder, a checkpoint of another model, ...).
 TrainResult RunTraining(const Model& forward, const TrainerOptions& options);
 
 }  // namespace ot

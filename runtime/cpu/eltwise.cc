@@ -1,6 +1,6 @@
 // Unary activations on oneDNN's eltwise primitive: Relu, LeakyRelu, Sigmoid, Tanh (and
-// the other unary ops oneDNN provides directly). Element-wise, so any input layout
-// works; the output takes the input's.
+// the other unary ops oneDNN provides directly: Elu, Exp, Log, Sqrt, Abs, Softplus,
+// HardSwish, Mish). Element-wise, so any input layout works; the output takes the input's.
 #include "runtime/cpu/dnnl_layout.h"
 #include "runtime/kernel_registry.h"
 
@@ -31,6 +31,8 @@ class EltwiseKernel final : public OpKernel {
     else if (op == "Sqrt") alg = dnnl::algorithm::eltwise_sqrt;
     else if (op == "Abs") alg = dnnl::algorithm::eltwise_abs;
     else if (op == "Softplus") alg = dnnl::algorithm::eltwise_soft_relu;
+    else if (op == "HardSwish") alg = dnnl::algorithm::eltwise_hardswish;
+    else if (op == "Mish") alg = dnnl::algorithm::eltwise_mish;
     else Fail("no eltwise algorithm");
     if (x.numel() == 0) return;
     desc_ = DescOf(x);
@@ -60,6 +62,8 @@ OT_REGISTER_CPU_KERNEL("Log", 1, 1 << 30, EltwiseKernel);
 OT_REGISTER_CPU_KERNEL("Sqrt", 1, 1 << 30, EltwiseKernel);
 OT_REGISTER_CPU_KERNEL("Abs", 1, 1 << 30, EltwiseKernel);
 OT_REGISTER_CPU_KERNEL("Softplus", 1, 1 << 30, EltwiseKernel);
+OT_REGISTER_CPU_KERNEL("HardSwish", 14, 1 << 30, EltwiseKernel);
+OT_REGISTER_CPU_KERNEL("Mish", 18, 1 << 30, EltwiseKernel);
 
 }  // namespace
 }  // namespace cpu

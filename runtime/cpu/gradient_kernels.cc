@@ -352,42 +352,52 @@ class ConcatGradKernel final : public OpKernel {
   int64_t axis_ = 0;
 };
 
-// PadGrad(dY, X, pads) -> dX: dX[i] = dY[i + pad_begin] where that lies inside dY, else 0
-// (negative pads crop in the forward, so those positions of X got no gradient).
+// PadGrad(dY, X, pads) with the forward's `mode` -> dX: every element of dY is added to
+// the input element it was read from (none for constant padding; reflect and edge read
+// some input elements several times, so their gradients add up).
 class PadGradKernel final : public OpKernel {
  public:
   explicit PadGradKernel(const KernelInfo& info) : OpKernel(info) {}
   void Prepare(KernelContext& ctx) override {
-    begin_ = PadGradBeginPads(node_, ctx);
-    ctx.SetOutput(0, DType::kFloat32, ctx.Input(1).shape());
+    const std::vector<int64_t> begin = PadGradBeginPads(node_, ctx);
+    const std::string mode = node_.GetString("mode", "constant");
+    const Shape& xs = ctx.Input(1).shape();
+    const Shape& ys = ctx.Input(0).shape();
+    sources_.clear();
+    for (size_t d = 0; d < xs.size(); ++d) sources_.push_back(PadAxisSources(xs[d], begin[d], ys[d], mode));
+    ctx.SetOutput(0, DType::kFloat32, xs);
   }
   void Compute(KernelContext& ctx) override {
     const Tensor& dy = ctx.Input(0);
     Tensor& dx = ctx.Output(0);
-    const Shape& xs = dx.shape();
     const Shape& ys = dy.shape();
-    const std::vector<int64_t> ystr = RowMajorStrides(ys);
+    const std::vector<int64_t> xstr = RowMajorStrides(dx.shape());
     const float* g = dy.data<float>();
     float* out = dx.data<float>();
-    std::vector<int64_t> idx(xs.size(), 0);
-    for (int64_t i = 0; i < dx.numel(); ++i) {
-      int64_t src = 0;
+    std::memset(out, 0, dx.nbytes());
+    if (dx.rank() == 0) {
+      if (dy.numel() == 1) out[0] = g[0];
+      return;
+    }
+    std::vector<int64_t> idx(ys.size(), 0);
+    for (int64_t i = 0; i < dy.numel(); ++i) {
+      int64_t dst = 0;
       bool inside = true;
-      for (size_t d = 0; d < xs.size() && inside; ++d) {
-        const int64_t j = idx[d] + begin_[d];
-        inside = j >= 0 && j < ys[d];
-        src += j * ystr[d];
+      for (size_t d = 0; d < ys.size() && inside; ++d) {
+        const int64_t s = sources_[d][static_cast<size_t>(idx[d])];
+        inside = s >= 0;
+        dst += s * xstr[d];
       }
-      out[i] = inside ? g[src] : 0.f;
-      for (size_t d = xs.size(); d-- > 0;) {
-        if (++idx[d] < xs[d]) break;
+      if (inside) out[dst] += g[i];
+      for (size_t d = ys.size(); d-- > 0;) {
+        if (++idx[d] < ys[d]) break;
         idx[d] = 0;
       }
     }
   }
 
  private:
-  std::vector<int64_t> begin_;
+  std::vector<std::vector<int64_t>> sources_;
 };
 
 constexpr int64_t kAny = 1 << 30;

@@ -1,7 +1,8 @@
 // Pooling on oneDNN's (dilated) pooling primitive: MaxPool, AveragePool,
 // GlobalMaxPool, GlobalAveragePool over 1 to 3 spatial dimensions, and their gradients.
 // float32 data may come in any layout: Y takes the layout oneDNN picks for it, dX that
-// of X.
+// of X. MaxPool's optional Indices output (flat positions in X, row- or column-major by
+// storage_order) comes from a loop of our own on plain float32 data.
 #include <unordered_map>
 #include <vector>
 
@@ -51,17 +52,70 @@ dnnl::pooling_v2_forward::primitive_desc PoolForwardDesc(const PoolProblem& p, c
   return dnnl::pooling_v2_forward::primitive_desc(desc, Engine());
 }
 
+// Indices of MaxPool: for each output element the flat position in X (N x C x D1 x ...)
+// of the first maximum of its window (padding never counts); with storage_order 1 the
+// spatial part of the position is column-major.
+void MaxPoolIndices(const PoolWindow& w, const Shape& x_shape, bool column_major, const float* x, int64_t* indices) {
+  const Shape in = SpatialDims(x_shape), out = SpatialDims(w.output);
+  const size_t sr = in.size();
+  const int64_t planes = x_shape[0] * x_shape[1], in_n = NumElements(in), out_n = NumElements(out);
+  const int64_t taps = NumElements(w.attrs.kernel);
+  std::vector<int64_t> col_strides(sr, 1);  // column-major strides of the spatial dims
+  for (size_t d = 1; d < sr; ++d) col_strides[d] = col_strides[d - 1] * in[d - 1];
+#pragma omp parallel for schedule(static)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    std::vector<int64_t> o(sr), k(sr);
+    for (int64_t oi = 0; oi < out_n; ++oi) {
+      int64_t r = oi;
+      for (size_t d = sr; d-- > 0;) {
+        o[d] = r % out[d];
+        r /= out[d];
+      }
+      float best = 0;
+      int64_t best_at = -1, best_col = -1;
+      for (int64_t t = 0; t < taps; ++t) {
+        int64_t rt = t, at = 0, col = 0;
+        bool inside = true;
+        for (size_t d = sr; d-- > 0;) {
+          k[d] = rt % w.attrs.kernel[d];
+          rt /= w.attrs.kernel[d];
+        }
+        for (size_t d = 0; d < sr && inside; ++d) {
+          const int64_t pos = o[d] * w.attrs.strides[d] - w.geometry.pads_begin[d] + k[d] * w.attrs.dilations[d];
+          inside = pos >= 0 && pos < in[d];
+          at = at * in[d] + pos;
+          col += pos * col_strides[d];
+        }
+        if (!inside) continue;
+        const float v = x[plane * in_n + at];
+        if (best_at < 0 || v > best) {
+          best = v;
+          best_at = at;
+          best_col = col;
+        }
+      }
+      indices[plane * out_n + oi] = plane * in_n + (column_major ? best_col : best_at);
+    }
+  }
+}
+
 class PoolKernel final : public OpKernel {
  public:
   explicit PoolKernel(const KernelInfo& info) : OpKernel(info) {}
 
-  bool AcceptsLayouts(const KernelContext& ctx) const override { return ctx.Input(0).dtype() == DType::kFloat32; }
+  bool AcceptsLayouts(const KernelContext& ctx) const override {
+    return ctx.Input(0).dtype() == DType::kFloat32 && !ctx.HasOutput(1);
+  }
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
     const bool is_max = node_.op_type == "MaxPool" || node_.op_type == "GlobalMaxPool";
     CheckSupported(x, is_max, ctx);
     const PoolProblem p = DescribePool(node_.op_type, node_, x.shape());
+    if (ctx.HasOutput(1)) {
+      window_ = DescribePoolWindow(node_.op_type, node_, x.shape());
+      ctx.SetOutput(1, DType::kInt64, p.dst);
+    }
     if (x.numel() == 0 || NumElements(p.dst) == 0) {
       ctx.SetOutput(0, x.dtype(), p.dst);
       return;
@@ -82,6 +136,9 @@ class PoolKernel final : public OpKernel {
     Tensor& y = ctx.Output(0);
     if (x.numel() == 0 || y.numel() == 0) return;
     prim_.execute(Stream(), {{DNNL_ARG_SRC, Wrap(src_desc_, x)}, {DNNL_ARG_DST, Wrap(dst_desc_, y)}});
+    if (ctx.HasOutput(1))
+      MaxPoolIndices(window_, x.shape(), node_.GetInt("storage_order", 0) != 0, x.data<float>(),
+                     ctx.Output(1).data<int64_t>());
   }
 
  private:
@@ -91,12 +148,15 @@ class PoolKernel final : public OpKernel {
     if (!type_ok) Unsupported("data type " + DTypeName(t));
     if (x.rank() < 3) Fail("input " + x.Describe() + " must be N x C x D1 x ... (at least one spatial dimension)");
     if (x.rank() > 5) Unsupported(std::to_string(x.rank() - 2) + "D pooling (oneDNN has 1D to 3D)");
-    if (ctx.HasOutput(1)) Unsupported("the Indices output of MaxPool");
-    if (node_.GetInt("storage_order", 0) != 0) Unsupported("storage_order=1");
+    if (ctx.HasOutput(1) && (node_.op_type != "MaxPool" || t != DType::kFloat32))
+      Unsupported("the Indices output of " + node_.op_type + " on " + DTypeName(t) + " (MaxPool on float32 only)");
+    const int64_t order = node_.GetInt("storage_order", 0);
+    if (order != 0 && order != 1) Fail("storage_order must be 0 or 1, not " + std::to_string(order));
   }
 
   dnnl::memory::desc src_desc_, dst_desc_;
   dnnl::pooling_v2_forward prim_;
+  PoolWindow window_;  // for the Indices output
 };
 
 // <Pool>Grad(dY, X) -> dX in the gradient domain, with the forward node's attributes.

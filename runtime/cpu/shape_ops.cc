@@ -10,6 +10,7 @@
 #include <random>
 #include <type_traits>
 
+#include "graph/gradient_registry.h"
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/op_shapes.h"
@@ -505,6 +506,8 @@ OT_REGISTER_CPU_KERNEL("Constant", 1, kLatestOpset, ConstantKernel);
 OT_REGISTER_CPU_KERNEL("ConstantOfShape", 9, kLatestOpset, ConstantOfShapeKernel);
 OT_REGISTER_CPU_KERNEL("Cast", 6, kLatestOpset, CastKernel);
 OT_REGISTER_CPU_KERNEL("CastLike", 15, kLatestOpset, CastKernel);
+// Cast's gradient: dY back to the forward input's type, at any model opset.
+OT_REGISTER_KERNEL(kGradDomain, "CastLike", 1, kLatestOpset, DeviceType::kCPU, CastKernel);
 OT_REGISTER_CPU_KERNEL("Dropout", 7, kLatestOpset, DropoutKernel);
 
 }  // namespace

@@ -5,7 +5,10 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "graph/error.h"
 
 #include "runtime/cpu/kernel_util.h"
 
@@ -92,6 +95,26 @@ void BroadcastCopy(const A* a, const Shape& a_shape, Out* out, const Shape& out_
                   for (int64_t i = 0; i < n; ++i) out[off[1] + i * st[1]] = static_cast<Out>(a[off[0] + i * st[0]]);
                 });
 }
+
+template <size_t kSize> struct ElementBytes {
+  unsigned char b[kSize];
+};
+
+// Calls fn(ElementBytes<size>{}) for 1, 2, 4 and 8 byte elements; throws for other sizes.
+template <typename Fn> void DispatchBySize(size_t esize, Fn&& fn) {
+  switch (esize) {
+    case 1: fn(ElementBytes<1>{}); break;
+    case 2: fn(ElementBytes<2>{}); break;
+    case 4: fn(ElementBytes<4>{}); break;
+    case 8: fn(ElementBytes<8>{}); break;
+    default: throw Error("element size " + std::to_string(esize) + " has no copy routine");
+  }
+}
+
+// dst (dense, row-major over out_shape) = src viewed through src_strides from src_offset
+// (all in elements), for elements of `esize` bytes (transpose_concat.cc).
+void StridedCopy(const void* src, const std::vector<int64_t>& src_strides, int64_t src_offset, void* dst,
+                 const Shape& out_shape, size_t esize);
 
 }  // namespace cpu
 }  // namespace ot

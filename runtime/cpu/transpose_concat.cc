@@ -16,24 +16,6 @@
 
 namespace ot {
 namespace cpu {
-namespace {
-
-constexpr int64_t kLatestOpset = 1 << 30;
-
-template <size_t kSize> struct ElementBytes {
-  unsigned char b[kSize];
-};
-
-// Calls fn(ElementBytes<size>{}) for 1, 2, 4 and 8 byte elements, else fn_bytes(size).
-template <typename Fn> void DispatchBySize(size_t esize, Fn&& fn) {
-  switch (esize) {
-    case 1: fn(ElementBytes<1>{}); break;
-    case 2: fn(ElementBytes<2>{}); break;
-    case 4: fn(ElementBytes<4>{}); break;
-    case 8: fn(ElementBytes<8>{}); break;
-    default: throw Error("element size " + std::to_string(esize) + " has no copy routine");
-  }
-}
 
 // dst (dense, row-major over out_shape) = src viewed through src_strides from src_offset
 // (all in elements). Transpose, Slice, Tile and Expand are all this one copy.
@@ -55,6 +37,10 @@ void StridedCopy(const void* src, const std::vector<int64_t>& src_strides, int64
     });
   });
 }
+
+namespace {
+
+constexpr int64_t kLatestOpset = 1 << 30;
 
 // ---------------------------------------------------------------------------------------
 class TransposeKernel final : public OpKernel {
@@ -393,7 +379,7 @@ class PadKernel final : public OpKernel {
     const PadPlan plan = PreparePad(node_, opset_, ctx, shape_inputs_, x.shape());
     source_index_.assign(plan.out.size(), {});
     for (size_t d = 0; d < plan.out.size(); ++d)
-      source_index_[d] = AxisSources(x.shape()[d], plan.pads[d], plan.out[d], plan.mode);
+      source_index_[d] = PadAxisSources(x.shape()[d], plan.pads[d], plan.out[d], plan.mode);
     fill_ = FillValue(ctx, x.dtype());
     ctx.SetOutput(0, x.dtype(), plan.out);
   }
@@ -412,27 +398,6 @@ class PadKernel final : public OpKernel {
   }
 
  private:
-  // Input index for each output index along one axis; -1 where constant padding goes
-  // (PreparePad has ruled out padding an empty axis in the other modes).
-  static std::vector<int64_t> AxisSources(int64_t dim, int64_t begin, int64_t out_dim, const std::string& mode) {
-    std::vector<int64_t> src(static_cast<size_t>(out_dim));
-    for (int64_t o = 0; o < out_dim; ++o) {
-      int64_t i = o - begin;
-      if (i < 0 || i >= dim) {
-        if (mode == "constant") i = -1;
-        else if (mode == "edge") i = std::clamp<int64_t>(i, 0, dim - 1);
-        else if (dim == 1) i = 0;
-        else {  // reflect: period 2*(dim-1), mirrored about both ends
-          const int64_t period = 2 * (dim - 1);
-          i = ((i % period) + period) % period;
-          if (i >= dim) i = period - i;
-        }
-      }
-      src[static_cast<size_t>(o)] = i;
-    }
-    return src;
-  }
-
   // The bytes of the padding value in the data type.
   std::vector<unsigned char> FillValue(const KernelContext& ctx, DType t) const {
     if (opset_ < 11) return PadAttributeValue(node_, t);
@@ -480,7 +445,7 @@ class PadKernel final : public OpKernel {
 
 OT_REGISTER_CPU_KERNEL("Transpose", 1, kLatestOpset, TransposeKernel);
 OT_REGISTER_CPU_KERNEL("Concat", 1, kLatestOpset, ConcatKernel);
-OT_REGISTER_CPU_KERNEL("Split", 2, 17, SplitKernel);  // 18 adds num_outputs
+OT_REGISTER_CPU_KERNEL("Split", 2, kLatestOpset, SplitKernel);
 OT_REGISTER_CPU_KERNEL("Slice", 1, kLatestOpset, SliceKernel);
 OT_REGISTER_CPU_KERNEL("Gather", 1, kLatestOpset, GatherKernel);
 OT_REGISTER_CPU_KERNEL("GatherElements", 11, kLatestOpset, GatherElementsKernel);

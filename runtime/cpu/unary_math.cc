@@ -1,12 +1,13 @@
 // Elementwise unary math beyond the activations of eltwise.cc: Neg, Reciprocal, Ceil,
 // Floor, Round and Clip. float32 runs on oneDNN's eltwise primitive where it has the
 // function (linear, pow, round, clip_v2); other types and Ceil/Floor run a plain loop.
+// float32 Clip takes any layout (ReLU6 right after a blocked convolution or BatchNorm).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
 
-#include "runtime/cpu/dnnl_util.h"
+#include "runtime/cpu/dnnl_layout.h"
 #include "runtime/cpu/dtype_dispatch.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/op_shapes.h"
@@ -19,7 +20,10 @@ namespace {
 class DnnlEltwise {
  public:
   void Build(const Shape& shape, dnnl::algorithm alg, float alpha, float beta) {
-    desc_ = PlainDesc(shape, DType::kFloat32);
+    Build(PlainDesc(shape, DType::kFloat32), alg, alpha, beta);
+  }
+  void Build(const dnnl::memory::desc& desc, dnnl::algorithm alg, float alpha, float beta) {
+    desc_ = desc;
     auto pd = dnnl::eltwise_forward::primitive_desc(
         dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, alg, desc_, alpha, beta), Engine());
     prim_ = dnnl::eltwise_forward(pd);
@@ -94,11 +98,14 @@ class ClipKernel final : public OpKernel {
  public:
   explicit ClipKernel(const KernelInfo& info) : OpKernel(info) {}
 
+  // float32 runs on oneDNN in the input's layout (which keeps blocked padding zero).
+  bool AcceptsLayouts(const KernelContext& ctx) const override { return ctx.Input(0).dtype() == DType::kFloat32; }
+
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
     if (!TypeListHas(NumericTypes{}, x.dtype())) ThrowUnsupportedType(x.dtype(), node_);
     CheckClipBounds(node_, ctx);
-    ctx.SetOutput(0, x.dtype(), x.shape());
+    ctx.SetOutput(0, x.dtype(), x.shape(), x.layout());
     built_bounds_.reset();
   }
 
@@ -110,10 +117,7 @@ class ClipKernel final : public OpKernel {
       using T = typename decltype(tag)::type;
       T lo = Bound<T>(ctx, 1, "min", std::numeric_limits<T>::lowest());
       T hi = Bound<T>(ctx, 2, "max", std::numeric_limits<T>::max());
-      if constexpr (std::is_same_v<T, float>) {
-        // clip_v2 computes max(lo, min(x, hi)), which differs from ONNX when lo > hi.
-        if (lo <= hi) return RunDnnl(x, y, lo, hi);
-      }
+      if constexpr (std::is_same_v<T, float>) return RunDnnl(x, y, lo, hi);
       // When lo > hi every value becomes hi, as ONNX specifies.
       MapElements<T>(x, y, [lo, hi](T v) { return std::min(std::max(v, lo), hi); });
     });
@@ -128,9 +132,12 @@ class ClipKernel final : public OpKernel {
   }
 
   // Bounds may change from run to run; the primitive is rebuilt only when they do.
+  // clip_v2 computes max(lo, min(x, hi)), which differs from ONNX when lo > hi: then
+  // every value becomes hi, a linear function with slope 0.
   void RunDnnl(const Tensor& x, Tensor& y, float lo, float hi) {
     if (!built_bounds_ || *built_bounds_ != std::make_pair(lo, hi)) {
-      eltwise_.Build(x.shape(), dnnl::algorithm::eltwise_clip_v2, lo, hi);
+      if (lo <= hi) eltwise_.Build(DescOf(x), dnnl::algorithm::eltwise_clip_v2, lo, hi);
+      else eltwise_.Build(DescOf(x), dnnl::algorithm::eltwise_linear, 0.f, hi);
       built_bounds_ = std::make_pair(lo, hi);
     }
     eltwise_.Run(x, y);

@@ -163,3 +163,72 @@ ConvWindow DescribeConvWindow(const Node& node, const Tensor& x, const Tensor& w
 }
 
 }  // namespace ot
+
+namespace ot {
+
+ConvTransposeWindow DescribeConvTransposeWindow(const Node& node, const Tensor& x, const Tensor& w, const Tensor* b,
+                                                const std::string& rank_limit) {
+  auto fail = [&](const std::string& what) { throw Error(node.Describe() + ": " + what); };
+  const int rank = x.rank();
+  if (rank < 3) fail("input " + x.Describe() + " must be N x C x D1 x ... (at least one spatial dimension)");
+  if (rank > 5)
+    throw UnsupportedError("ConvTranspose: " + std::to_string(rank - 2) + "D transposed convolution (" + rank_limit + ")");
+  if (w.rank() != rank) fail("weight " + w.Describe() + " must have the input's rank " + std::to_string(rank));
+  ConvTransposeWindow c;
+  c.group = node.GetInt("group", 1);
+  c.in_channels = x.dim(1);
+  if (c.group < 1 || w.dim(0) != c.in_channels || c.in_channels % c.group != 0)
+    fail(StrFormat("input channels %lld, weight %s and group %lld do not match (weight must be C x M/group x k...)",
+                   static_cast<long long>(c.in_channels), w.Describe().c_str(), static_cast<long long>(c.group)));
+  c.out_channels = w.dim(1) * c.group;
+  if (b && b->shape() != Shape{c.out_channels})
+    fail("bias " + b->Describe() + " must have one value per output channel (" + std::to_string(c.out_channels) + ")");
+  c.kernel = SpatialDims(w.shape());
+  const size_t sr = c.kernel.size();
+  const WindowAttrs a = ReadWindowAttrs(node, sr, c.kernel);
+  c.strides = a.strides;
+  c.dilations = a.dilations;
+  const std::vector<int64_t> out_pad = ReadPerDim(node, "output_padding", sr, 0, 0);
+  for (size_t i = 0; i < sr; ++i)
+    if (out_pad[i] >= std::max(a.strides[i], a.dilations[i]))
+      fail(StrFormat("output_padding %s must be smaller than the stride or the dilation of its dimension",
+                     JoinInts(out_pad).c_str()));
+  std::vector<int64_t> out_shape = node.GetInts("output_shape", {});
+  if (out_shape.size() == sr + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);  // N, C given too
+  if (!out_shape.empty() && out_shape.size() != sr)
+    fail(StrFormat("attribute output_shape %s must have one value per spatial dimension (%zu)",
+                   JoinInts(out_shape).c_str(), sr));
+  const Shape in = SpatialDims(x.shape());
+  c.output = {x.dim(0), c.out_channels};
+  for (size_t i = 0; i < sr; ++i) {
+    // Size of the full (uncropped) result, output_padding included.
+    const int64_t full = (in[i] - 1) * a.strides[i] + WindowExtent(a.kernel[i], a.dilations[i]) + out_pad[i];
+    int64_t begin = 0, end = 0;
+    if (!out_shape.empty() || a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
+      const int64_t want = !out_shape.empty() ? out_shape[i] : in[i] * a.strides[i];
+      const int64_t total = full - want;
+      if (total < 0) {
+        end = total;
+      } else if (a.auto_pad == "SAME_UPPER") {
+        begin = total / 2;
+        end = total - begin;
+      } else {
+        end = total / 2;
+        begin = total - end;
+      }
+    } else if (a.auto_pad == "NOTSET") {
+      begin = a.pads_begin[i];
+      end = a.pads_end[i];
+    }
+    c.pads_begin.push_back(begin);
+    c.pads_end.push_back(end - out_pad[i]);
+    const int64_t size = full - begin - end;
+    if (size < 1)
+      fail(StrFormat("the padding crops spatial dimension %zu (full size %lld) to nothing", i,
+                     static_cast<long long>(full)));
+    c.output.push_back(size);
+  }
+  return c;
+}
+
+}  // namespace ot

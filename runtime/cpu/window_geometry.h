@@ -77,4 +77,23 @@ struct ConvWindow {
 ConvWindow DescribeConvWindow(const Node& node, const Tensor& x, const Tensor& w, const Tensor* b,
                               const std::string& rank_limit);
 
+// The windows of a ConvTranspose node on input X (N x C x D1 x ...), weight W (C x
+// M/group x k1 x ...) and optional bias B (M). Output size per spatial dimension:
+// (in - 1) * stride + output_padding + (k - 1) * dilation + 1 - pads_begin - pads_end, with
+// the pads from `pads`, auto_pad (SAME_*: output in * stride) or output_shape (total
+// padding split by the ONNX rule; a negative total is extra zero output at the end).
+struct ConvTransposeWindow {
+  int64_t group = 1;
+  int64_t in_channels = 0, out_channels = 0;
+  Shape kernel;  // W's spatial dims
+  std::vector<int64_t> strides, dilations;  // dilations in the ONNX convention (1: dense)
+  // Cropping of the full transposed convolution at each end; pads_end has output_padding
+  // taken off, so it can be negative (zero rows added at the end).
+  std::vector<int64_t> pads_begin, pads_end;
+  Shape output;  // N x M x output spatial dims
+};
+ConvTransposeWindow DescribeConvTransposeWindow(const Node& node, const Tensor& x, const Tensor& w, const Tensor* b,
+                                                const std::string& rank_limit);
+
 }  // namespace ot
+

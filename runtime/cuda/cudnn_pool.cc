@@ -3,8 +3,8 @@
 // geometry is WindowGeometry's, as on the CPU. cuDNN's pooling runs where it can describe
 // the windows (equal padding at both ends, no dilation); windows it cannot (uneven pads,
 // ceil_mode's partial last window, dilations) run on our own kernels
-// (cudnn_kernels.cu). MaxPool's Indices output and storage_order are unsupported, as on
-// the CPU.
+// (cudnn_kernels.cu). MaxPool's Indices output and storage_order are unsupported here
+// (the CPU kernel has them).
 #include <string>
 #include <vector>
 

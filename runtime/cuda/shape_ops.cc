@@ -403,6 +403,8 @@ class PadGradKernel final : public CudaKernel {
   using CudaKernel::CudaKernel;
 
   void Prepare(KernelContext& ctx) override {
+    const std::string mode = node_.GetString("mode", "constant");
+    if (mode != "constant") Unsupported("the gradient of Pad in mode '" + mode + "' (only constant on CUDA)");
     neg_begin_ = PadGradBeginPads(node_, ctx);
     for (int64_t& b : neg_begin_) b = -b;
     ctx.SetOutput(0, DType::kFloat32, ctx.Input(1).shape());

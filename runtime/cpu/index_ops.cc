@@ -1,0 +1,680 @@
+// CPU kernels of the indexing and generating ops: GatherND, ScatterND, ScatterElements
+// (and the older Scatter), Trilu, CumSum, TopK, NonZero, Compress, ReverseSequence,
+// DepthToSpace, SpaceToDepth (and DepthToSpaceGrad, the inverse permutation), OneHot,
+// EyeLike, Range and Unique. Plain loops: these move or pick elements, which no oneDNN primitive
+// does; element copies go by size (any fixed-size type), arithmetic by type.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "graph/gradient_registry.h"
+#include "runtime/cpu/dtype_dispatch.h"
+#include "runtime/cpu/kernel_util.h"
+#include "runtime/cpu/strided_loop.h"
+#include "runtime/index_shapes.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/op_shapes.h"
+
+namespace ot {
+namespace cpu {
+namespace {
+
+constexpr int64_t kLatestOpset = 1 << 30;
+
+int64_t IndexValue(const Tensor& indices, int64_t i) {
+  return indices.dtype() == DType::kInt64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
+}
+
+// ---------------------------------------------------------------------------------------
+class GatherNDKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& data = ctx.Input(0);
+    esize_ = CheckedElementSize(data, node_);
+    plan_ = PlanGatherND(node_, data.shape(), ctx.Input(1), opset_ >= 12 ? node_.GetInt("batch_dims", 0) : 0);
+    ctx.SetOutput(0, data.dtype(), plan_.out);
+  }
+  void Compute(KernelContext& ctx) override {
+    const Tensor& indices = ctx.Input(1);
+    const auto* in = static_cast<const unsigned char*>(ctx.Input(0).raw());
+    auto* out = static_cast<unsigned char*>(ctx.Output(0).raw());
+    const size_t bytes = static_cast<size_t>(plan_.slice) * esize_;
+    int64_t t = 0;
+    for (int64_t b = 0; b < plan_.batch; ++b)
+      for (int64_t j = 0; j < plan_.tuples; ++j, ++t, out += bytes) {
+        int64_t off = b * plan_.batch_stride;
+        for (int64_t q = 0; q < plan_.k; ++q)
+          off += CheckedIndex(IndexValue(indices, t * plan_.k + q), plan_.dims[static_cast<size_t>(q)], node_) *
+                 plan_.strides[static_cast<size_t>(q)];
+        std::memcpy(out, in + static_cast<size_t>(off) * esize_, bytes);
+      }
+  }
+
+ private:
+  size_t esize_ = 0;
+  GatherNDPlan plan_;
+};
+
+// dst = combine(dst, src) for a scatter reduction.
+template <typename T> void Combine(T* dst, T src, const std::string& red) {
+  if (red == "add") *dst = static_cast<T>(*dst + src);
+  else if (red == "mul") *dst = static_cast<T>(*dst * src);
+  else if (red == "max") *dst = std::max(*dst, src);
+  else if (red == "min") *dst = std::min(*dst, src);
+  else *dst = src;
+}
+
+// ScatterND(data, indices, updates): a copy of data with slices replaced (or combined).
+class ScatterNDKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& data = ctx.Input(0);
+    esize_ = CheckedElementSize(data, node_);
+    plan_ = PlanGatherND(node_, data.shape(), ctx.Input(1), 0);
+    const Tensor& updates = ctx.Input(2);
+    if (updates.shape() != plan_.out || updates.dtype() != data.dtype())
+      Fail("updates " + updates.Describe() + " must be " + DTypeName(data.dtype()) + " of shape " + ShapeString(plan_.out));
+    reduction_ = ScatterReduction(node_, opset_);
+    if (reduction_ != "none" && !TypeListHas(NumericTypes{}, data.dtype()))
+      Unsupported("reduction '" + reduction_ + "' on data type " + DTypeName(data.dtype()));
+    ctx.SetOutput(0, data.dtype(), data.shape());
+  }
+  void Compute(KernelContext& ctx) override {
+    const Tensor& indices = ctx.Input(1);
+    ctx.Output(0).CopyFrom(ctx.Input(0));
+    auto* out = static_cast<unsigned char*>(ctx.Output(0).raw());
+    const auto* upd = static_cast<const unsigned char*>(ctx.Input(2).raw());
+    const size_t bytes = static_cast<size_t>(plan_.slice) * esize_;
+    for (int64_t t = 0; t < plan_.tuples; ++t, upd += bytes) {
+      int64_t off = 0;
+      for (int64_t q = 0; q < plan_.k; ++q)
+        off += CheckedIndex(IndexValue(indices, t * plan_.k + q), plan_.dims[static_cast<size_t>(q)], node_) *
+               plan_.strides[static_cast<size_t>(q)];
+      unsigned char* dst = out + static_cast<size_t>(off) * esize_;
+      if (reduction_ == "none") {
+        std::memcpy(dst, upd, bytes);
+        continue;
+      }
+      DispatchType(NumericTypes{}, ctx.Input(0).dtype(), node_, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        T* d = reinterpret_cast<T*>(dst);
+        const T* s = reinterpret_cast<const T*>(upd);
+        for (int64_t i = 0; i < plan_.slice; ++i) Combine(d + i, s[i], reduction_);
+      });
+    }
+  }
+
+ private:
+  size_t esize_ = 0;
+  GatherNDPlan plan_;
+  std::string reduction_;
+};
+
+// ScatterElements(data, indices, updates) along `axis` (also Scatter, opsets 9-10).
+class ScatterElementsKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& data = ctx.Input(0);
+    esize_ = CheckedElementSize(data, node_);
+    axis_ = ScatterElementsAxis(node_, data, ctx.Input(1), ctx.Input(2));
+    reduction_ = ScatterReduction(node_, opset_);
+    if (reduction_ != "none" && !TypeListHas(NumericTypes{}, data.dtype()))
+      Unsupported("reduction '" + reduction_ + "' on data type " + DTypeName(data.dtype()));
+    ctx.SetOutput(0, data.dtype(), data.shape());
+  }
+  void Compute(KernelContext& ctx) override {
+    const Tensor& data = ctx.Input(0);
+    const Tensor& indices = ctx.Input(1);
+    ctx.Output(0).CopyFrom(data);
+    std::vector<int64_t> data_strides = RowMajorStrides(data.shape());
+    const int64_t axis_stride = data_strides[static_cast<size_t>(axis_)];
+    const int64_t dim = data.dim(static_cast<int>(axis_));
+    data_strides[static_cast<size_t>(axis_)] = 0;
+    const StrideSet<2> strides = {RowMajorStrides(indices.shape()), data_strides};
+    auto* out = static_cast<unsigned char*>(ctx.Output(0).raw());
+    const auto* upd = static_cast<const unsigned char*>(ctx.Input(2).raw());
+    auto each = [&](auto store) {
+      ForEachRow<2>(indices.shape(), strides, [&](const std::array<int64_t, 2>& at, int64_t len, const std::array<int64_t, 2>& step) {
+        for (int64_t i = 0; i < len; ++i) {
+          const int64_t pos = at[0] + i * step[0];
+          store(at[1] + i * step[1] + CheckedIndex(IndexValue(indices, pos), dim, node_) * axis_stride, pos);
+        }
+      });
+    };
+    if (reduction_ == "none") {
+      each([&](int64_t dst, int64_t src) { std::memcpy(out + dst * esize_, upd + src * esize_, esize_); });
+      return;
+    }
+    DispatchType(NumericTypes{}, data.dtype(), node_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      each([&](int64_t dst, int64_t src) { Combine(reinterpret_cast<T*>(out) + dst, reinterpret_cast<const T*>(upd)[src], reduction_); });
+    });
+  }
+
+ private:
+  size_t esize_ = 0;
+  int64_t axis_ = 0;
+  std::string reduction_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Trilu(X[, k]): keeps j - i >= k (upper) or j - i <= k (lower) of each matrix.
+class TriluKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    esize_ = CheckedElementSize(x, node_);
+    k_ = TriluOffset(node_, ctx, shape_inputs_);
+    ctx.SetOutput(0, x.dtype(), x.shape());
+  }
+  void Compute(KernelContext& ctx) override {
+    shape_inputs_.Check(ctx);
+    const Tensor& x = ctx.Input(0);
+    const int64_t rows = x.dim(-2), cols = x.dim(-1);
+    const int64_t mats = rows * cols == 0 ? 0 : x.numel() / (rows * cols);
+    const bool upper = node_.GetInt("upper", 1) != 0;
+    const auto* in = static_cast<const unsigned char*>(x.raw());
+    auto* out = static_cast<unsigned char*>(ctx.Output(0).raw());
+    std::memset(out, 0, ctx.Output(0).nbytes());
+    for (int64_t m = 0; m < mats; ++m)
+      for (int64_t i = 0; i < rows; ++i) {
+        // Columns kept in row i: [i + k, cols) for upper, [0, i + k] for lower.
+        const int64_t lo = upper ? std::clamp<int64_t>(i + k_, 0, cols) : 0;
+        const int64_t hi = upper ? cols : std::clamp<int64_t>(i + k_ + 1, 0, cols);
+        if (hi <= lo) continue;
+        const size_t at = static_cast<size_t>((m * rows + i) * cols + lo) * esize_;
+        std::memcpy(out + at, in + at, static_cast<size_t>(hi - lo) * esize_);
+      }
+  }
+
+ private:
+  size_t esize_ = 0;
+  int64_t k_ = 0;
+  ShapeInputValues shape_inputs_;
+};
+
+// CumSum(X, axis) with `exclusive` and `reverse`, accumulated in the element type.
+class CumSumKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    if (!TypeListHas(NumericTypes{}, x.dtype())) Unsupported("data type " + DTypeName(x.dtype()));
+    axis_ = CumSumAxis(node_, ctx, shape_inputs_);
+    ctx.SetOutput(0, x.dtype(), x.shape());
+  }
+  void Compute(KernelContext& ctx) override {
+    shape_inputs_.Check(ctx);
+    const Tensor& x = ctx.Input(0);
+    const Shape& s = x.shape();
+    const int64_t len = s[static_cast<size_t>(axis_)];
+    const int64_t outer = NumElements(Shape(s.begin(), s.begin() + axis_));
+    const int64_t inner = NumElements(Shape(s.begin() + axis_ + 1, s.end()));
+    const bool exclusive = node_.GetInt("exclusive", 0) != 0, reverse = node_.GetInt("reverse", 0) != 0;
+    DispatchType(NumericTypes{}, x.dtype(), node_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* in = x.data<T>();
+      T* out = ctx.Output(0).data<T>();
+      std::vector<T> acc(static_cast<size_t>(inner));
+      for (int64_t o = 0; o < outer; ++o) {
+        std::fill(acc.begin(), acc.end(), T(0));
+        for (int64_t step = 0; step < len; ++step) {
+          const int64_t k = reverse ? len - 1 - step : step;
+          const int64_t base = (o * len + k) * inner;
+          for (int64_t i = 0; i < inner; ++i) {
+            const T v = in[base + i];
+            if (exclusive) {
+              out[base + i] = acc[static_cast<size_t>(i)];
+              acc[static_cast<size_t>(i)] = static_cast<T>(acc[static_cast<size_t>(i)] + v);
+            } else {
+              acc[static_cast<size_t>(i)] = static_cast<T>(acc[static_cast<size_t>(i)] + v);
+              out[base + i] = acc[static_cast<size_t>(i)];
+            }
+          }
+        }
+      }
+    });
+  }
+
+ private:
+  int64_t axis_ = 0;
+  ShapeInputValues shape_inputs_;
+};
+
+// TopK(X[, K]) -> Values, Indices (int64). Ties go to the lower index; with sorted=0 the
+// k elements come in index order.
+class TopKKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    if (!TypeListHas(NumericTypes{}, x.dtype())) Unsupported("data type " + DTypeName(x.dtype()));
+    plan_ = PlanTopK(node_, opset_, ctx, shape_inputs_);
+    ctx.SetOutput(0, x.dtype(), plan_.out);
+    ctx.SetOutput(1, DType::kInt64, plan_.out);
+  }
+  void Compute(KernelContext& ctx) override {
+    shape_inputs_.Check(ctx);
+    const Tensor& x = ctx.Input(0);
+    const Shape& s = x.shape();
+    const int64_t len = s[static_cast<size_t>(plan_.axis)], k = plan_.k;
+    const int64_t outer = NumElements(Shape(s.begin(), s.begin() + plan_.axis));
+    const int64_t inner = NumElements(Shape(s.begin() + plan_.axis + 1, s.end()));
+    DispatchType(NumericTypes{}, x.dtype(), node_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* in = x.data<T>();
+      T* values = ctx.HasOutput(0) ? ctx.Output(0).template data<T>() : nullptr;
+      int64_t* idx = ctx.HasOutput(1) ? ctx.Output(1).template data<int64_t>() : nullptr;
+      std::vector<int64_t> order(static_cast<size_t>(len));
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          const T* row = in + o * len * inner + i;
+          std::iota(order.begin(), order.end(), 0);
+          auto before = [&](int64_t a, int64_t b) {
+            const T va = row[a * inner], vb = row[b * inner];
+            if (va != vb) return plan_.largest ? va > vb : va < vb;
+            return a < b;
+          };
+          std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+          if (!plan_.sorted) std::sort(order.begin(), order.begin() + k);
+          for (int64_t j = 0; j < k; ++j) {
+            const int64_t at = (o * k + j) * inner + i;
+            if (values) values[at] = row[order[static_cast<size_t>(j)] * inner];
+            if (idx) idx[at] = order[static_cast<size_t>(j)];
+          }
+        }
+    });
+  }
+
+ private:
+  TopKPlan plan_;
+  ShapeInputValues shape_inputs_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Ops whose output size depends on the data (NonZero, Compress): the positions are
+// found in Prepare, which sees the data; a later run of the same plan must find as many,
+// since plans (and output shapes) are made once per input shapes.
+std::vector<int64_t> NonZeroPositions(const Tensor& t, const Node& node) {
+  if (!TypeListHas(NumericOrBoolTypes{}, t.dtype()))
+    throw UnsupportedError(node.op_type + ": data type " + DTypeName(t.dtype()));
+  std::vector<int64_t> pos;
+  DispatchType(NumericOrBoolTypes{}, t.dtype(), node, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = t.data<T>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i)
+      if (p[i] != T(0)) pos.push_back(i);
+  });
+  return pos;
+}
+
+class NonZeroKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    count_ = static_cast<int64_t>(NonZeroPositions(x, node_).size());
+    ctx.SetOutput(0, DType::kInt64, {std::max<int64_t>(x.rank(), 1), count_});
+  }
+  void Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    const std::vector<int64_t> pos = NonZeroPositions(x, node_);
+    if (static_cast<int64_t>(pos.size()) != count_)
+      Fail("found " + std::to_string(pos.size()) + " non-zero elements where the plan made for these input shapes found " +
+           std::to_string(count_) + "; onnx-train fixes output shapes once per input shapes");
+    int64_t* out = ctx.Output(0).data<int64_t>();
+    const std::vector<int64_t> strides = RowMajorStrides(x.shape());
+    const int64_t rank = x.rank();
+    for (int64_t j = 0; j < count_; ++j) {
+      int64_t rest = pos[static_cast<size_t>(j)];
+      if (rank == 0) out[j] = 0;
+      for (int64_t d = 0; d < rank; ++d) {
+        out[d * count_ + j] = rest / strides[static_cast<size_t>(d)];
+        rest %= strides[static_cast<size_t>(d)];
+      }
+    }
+  }
+
+ private:
+  int64_t count_ = 0;
+};
+
+// Compress(X, condition[, axis]): the slices along axis (or elements of the flattened X)
+// whose condition is true.
+class CompressKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    esize_ = CheckedElementSize(x, node_);
+    has_axis_ = node_.HasAttr("axis");
+    if (has_axis_) axis_ = NormalizeAxis(node_.GetInt("axis", 0), x.rank(), node_);
+    keep_ = Kept(ctx);
+    Shape out = {static_cast<int64_t>(keep_.size())};
+    if (has_axis_) {
+      out = x.shape();
+      out[static_cast<size_t>(axis_)] = static_cast<int64_t>(keep_.size());
+    }
+    ctx.SetOutput(0, x.dtype(), out);
+  }
+  void Compute(KernelContext& ctx) override {
+    if (Kept(ctx) != keep_)
+      Fail("the condition changed between runs with the same input shapes; onnx-train fixes output shapes once per "
+           "input shapes");
+    const Tensor& x = ctx.Input(0);
+    const Shape flat = {x.numel()};
+    const AxisSplit xs = SplitAround(has_axis_ ? x.shape() : flat, has_axis_ ? axis_ : 0, esize_);
+    const int64_t dim = has_axis_ ? x.dim(static_cast<int>(axis_)) : x.numel();
+    const auto* in = static_cast<const unsigned char*>(x.raw());
+    auto* out = static_cast<unsigned char*>(ctx.Output(0).raw());
+    for (int64_t o = 0; o < xs.outer; ++o)
+      for (int64_t k : keep_) {
+        std::memcpy(out, in + (o * dim + k) * xs.inner_bytes, static_cast<size_t>(xs.inner_bytes));
+        out += xs.inner_bytes;
+      }
+  }
+
+ private:
+  std::vector<int64_t> Kept(const KernelContext& ctx) const {
+    const Tensor& cond = ctx.Input(1);
+    if (cond.dtype() != DType::kBool || cond.rank() != 1) Fail("condition must be a 1-D bool tensor");
+    const int64_t dim = has_axis_ ? ctx.Input(0).dim(static_cast<int>(axis_)) : ctx.Input(0).numel();
+    std::vector<int64_t> keep;
+    for (int64_t i = 0; i < std::min(dim, cond.numel()); ++i)
+      if (cond.data<uint8_t>()[i]) keep.push_back(i);
+    return keep;
+  }
+
+  size_t esize_ = 0;
+  bool has_axis_ = false;
+  int64_t axis_ = 0;
+  std::vector<int64_t> keep_;
+};
+
+// Unique(X) with optional `axis` and `sorted` -> Y, indices (first occurrence),
+// inverse_indices, counts. Without an axis X is flattened; with one, the slices along it
+// are compared whole (lexicographically when sorted).
+struct UniqueResult {
+  std::vector<int64_t> first;    // per unique value: its first position along the axis
+  std::vector<int64_t> inverse;  // per position: its unique value's number
+  std::vector<int64_t> counts;
+};
+
+UniqueResult FindUnique(const Tensor& x, bool has_axis, int64_t axis, bool sorted, const Node& node) {
+  const Shape flat = {x.numel()};
+  const Shape& s = has_axis ? x.shape() : flat;
+  const int64_t a = has_axis ? axis : 0;
+  const int64_t dim = s[static_cast<size_t>(a)];
+  const int64_t outer = NumElements(Shape(s.begin(), s.begin() + a));
+  const int64_t inner = NumElements(Shape(s.begin() + a + 1, s.end()));
+  UniqueResult r;
+  DispatchType(NumericOrBoolTypes{}, x.dtype(), node, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = x.data<T>();
+    // -1, 0, 1 comparing the slices at positions i and j along the axis.
+    auto compare = [&](int64_t i, int64_t j) {
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t k = 0; k < inner; ++k) {
+          const T u = p[(o * dim + i) * inner + k], v = p[(o * dim + j) * inner + k];
+          if (u < v) return -1;
+          if (v < u) return 1;
+        }
+      return 0;
+    };
+    std::vector<int64_t> order(static_cast<size_t>(dim));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) { return compare(i, j) < 0; });
+    std::vector<int64_t> group(static_cast<size_t>(dim));  // sorted group of each position
+    std::vector<int64_t> group_first;
+    for (size_t n = 0; n < order.size(); ++n) {
+      if (n == 0 || compare(order[n - 1], order[n]) != 0) group_first.push_back(order[n]);  // stable: lowest index
+      group[static_cast<size_t>(order[n])] = static_cast<int64_t>(group_first.size()) - 1;
+    }
+    const size_t groups = group_first.size();
+    std::vector<int64_t> rank(groups);  // output number of each group
+    std::vector<int64_t> by_output(groups);
+    std::iota(by_output.begin(), by_output.end(), 0);
+    if (!sorted)
+      std::sort(by_output.begin(), by_output.end(), [&](int64_t g, int64_t h) { return group_first[static_cast<size_t>(g)] < group_first[static_cast<size_t>(h)]; });
+    for (size_t n = 0; n < groups; ++n) rank[static_cast<size_t>(by_output[n])] = static_cast<int64_t>(n);
+    r.first.resize(groups);
+    r.counts.assign(groups, 0);
+    for (size_t g = 0; g < groups; ++g) r.first[static_cast<size_t>(rank[g])] = group_first[g];
+    for (int64_t i = 0; i < dim; ++i) {
+      const int64_t out = rank[static_cast<size_t>(group[static_cast<size_t>(i)])];
+      r.inverse.push_back(out);
+      ++r.counts[static_cast<size_t>(out)];
+    }
+  });
+  return r;
+}
+
+class UniqueKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    if (!TypeListHas(NumericOrBoolTypes{}, x.dtype())) Unsupported("data type " + DTypeName(x.dtype()));
+    has_axis_ = node_.HasAttr("axis");
+    if (has_axis_) axis_ = NormalizeAxis(node_.GetInt("axis", 0), x.rank(), node_);
+    result_ = FindUnique(x, has_axis_, axis_, node_.GetInt("sorted", 1) != 0, node_);
+    const auto n = static_cast<int64_t>(result_.first.size());
+    Shape y = {n};
+    if (has_axis_) {
+      y = x.shape();
+      y[static_cast<size_t>(axis_)] = n;
+    }
+    ctx.SetOutput(0, x.dtype(), y);
+    ctx.SetOutput(1, DType::kInt64, {n});
+    ctx.SetOutput(2, DType::kInt64, {static_cast<int64_t>(result_.inverse.size())});
+    ctx.SetOutput(3, DType::kInt64, {n});
+  }
+  void Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    UniqueResult r = FindUnique(x, has_axis_, axis_, node_.GetInt("sorted", 1) != 0, node_);
+    if (r.first.size() != result_.first.size())
+      Fail("found " + std::to_string(r.first.size()) + " unique values where the plan made for these input shapes found " +
+           std::to_string(result_.first.size()) + "; onnx-train fixes output shapes once per input shapes");
+    const size_t esize = DTypeSize(x.dtype());
+    const Shape flat = {x.numel()};
+    const AxisSplit xs = SplitAround(has_axis_ ? x.shape() : flat, has_axis_ ? axis_ : 0, esize);
+    const int64_t dim = has_axis_ ? x.dim(static_cast<int>(axis_)) : x.numel();
+    if (ctx.HasOutput(0)) {
+      const auto* in = static_cast<const unsigned char*>(x.raw());
+      auto* out = static_cast<unsigned char*>(ctx.Output(0).raw());
+      for (int64_t o = 0; o < xs.outer; ++o)
+        for (int64_t k : r.first) {
+          std::memcpy(out, in + (o * dim + k) * xs.inner_bytes, static_cast<size_t>(xs.inner_bytes));
+          out += xs.inner_bytes;
+        }
+    }
+    const std::vector<int64_t>* lists[] = {nullptr, &r.first, &r.inverse, &r.counts};
+    for (int i = 1; i < 4; ++i)
+      if (ctx.HasOutput(i)) std::copy(lists[i]->begin(), lists[i]->end(), ctx.Output(i).data<int64_t>());
+  }
+
+ private:
+  bool has_axis_ = false;
+  int64_t axis_ = 0;
+  UniqueResult result_;
+};
+
+// ReverseSequence(X, sequence_lens): the first lens[b] steps of each batch entry reversed.
+class ReverseSequenceKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    esize_ = CheckedElementSize(x, node_);
+    PlanReverseSequence(node_, x, ctx.Input(1));
+    ctx.SetOutput(0, x.dtype(), x.shape());
+  }
+  void Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    const ReverseSequencePlan p = PlanReverseSequence(node_, x, ctx.Input(1));
+    const int64_t batch = x.dim(static_cast<int>(p.batch_axis)), time = x.dim(static_cast<int>(p.time_axis));
+    const int64_t inner = x.numel() / std::max<int64_t>(batch * time, 1);
+    const size_t bytes = static_cast<size_t>(inner) * esize_;
+    const auto* in = static_cast<const unsigned char*>(x.raw());
+    auto* out = static_cast<unsigned char*>(ctx.Output(0).raw());
+    auto offset = [&](int64_t b, int64_t t) { return static_cast<size_t>(p.batch_axis == 0 ? b * time + t : t * batch + b) * bytes; };
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t len = p.lens[static_cast<size_t>(b)];
+      for (int64_t t = 0; t < time; ++t) std::memcpy(out + offset(b, t), in + offset(b, t < len ? len - 1 - t : t), bytes);
+    }
+  }
+
+ private:
+  size_t esize_ = 0;
+};
+
+// DepthToSpace, SpaceToDepth and DepthToSpaceGrad: one strided copy.
+class BlockPermutationKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    esize_ = CheckedElementSize(x, node_);
+    plan_ = PlanBlockPermutation(node_, x.shape());
+    ctx.SetOutput(0, x.dtype(), plan_.out);
+  }
+  void Compute(KernelContext& ctx) override {
+    StridedCopy(ctx.Input(0).raw(), plan_.strides, 0, ctx.Output(0).raw(), plan_.walk, esize_);
+  }
+
+ private:
+  size_t esize_ = 0;
+  BlockPermutation plan_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Reads element i of a numeric tensor as double.
+double NumberAt(const Tensor& t, int64_t i, const Node& node) {
+  double v = 0;
+  DispatchType(NumericTypes{}, t.dtype(), node, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    v = static_cast<double>(t.data<T>()[i]);
+  });
+  return v;
+}
+
+// OneHot(indices, depth, values[off, on]) with `axis`; negative indices count from depth,
+// others out of range give an all-off row.
+class OneHotKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& depth = ctx.Input(1);
+    if (depth.numel() != 1) Fail("depth must hold one value");
+    depth_ = static_cast<int64_t>(NumberAt(depth, 0, node_));
+    const Tensor& values = ctx.Input(2);
+    if (values.numel() != 2) Fail("values must hold [off, on]");
+    if (!TypeListHas(NumericTypes{}, ctx.Input(0).dtype())) Unsupported("indices type " + DTypeName(ctx.Input(0).dtype()));
+    esize_ = CheckedElementSize(values, node_);
+    ctx.SetOutput(0, values.dtype(), OneHotOutputShape(node_, ctx.Input(0), depth_, &axis_));
+  }
+  void Compute(KernelContext& ctx) override {
+    const Tensor& indices = ctx.Input(0);
+    if (static_cast<int64_t>(NumberAt(ctx.Input(1), 0, node_)) != depth_) Fail("depth changed between runs");
+    const Shape& is = indices.shape();
+    const int64_t outer = NumElements(Shape(is.begin(), is.begin() + axis_));
+    const int64_t inner = NumElements(Shape(is.begin() + axis_, is.end()));
+    const auto* vals = static_cast<const unsigned char*>(ctx.Input(2).raw());
+    auto* out = static_cast<unsigned char*>(ctx.Output(0).raw());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t d = 0; d < depth_; ++d)
+        for (int64_t i = 0; i < inner; ++i) {
+          int64_t v = static_cast<int64_t>(NumberAt(indices, o * inner + i, node_));
+          if (v < 0) v += depth_;
+          std::memcpy(out, vals + (v == d ? esize_ : 0), esize_);
+          out += esize_;
+        }
+  }
+
+ private:
+  int64_t depth_ = 0, axis_ = 0;
+  size_t esize_ = 0;
+};
+
+// EyeLike(X) with `k` and `dtype`: ones on the k-th diagonal.
+class EyeLikeKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const DType t = EyeLikeType(node_, ctx.Input(0));
+    if (!TypeListHas(NumericOrBoolTypes{}, t)) Unsupported("data type " + DTypeName(t));
+    ctx.SetOutput(0, t, ctx.Input(0).shape());
+  }
+  void Compute(KernelContext& ctx) override {
+    Tensor& y = ctx.Output(0);
+    std::memset(y.raw(), 0, y.nbytes());
+    const int64_t rows = y.dim(0), cols = y.dim(1), k = node_.GetInt("k", 0);
+    DispatchType(NumericOrBoolTypes{}, y.dtype(), node_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* p = y.data<T>();
+      for (int64_t i = 0; i < rows; ++i)
+        if (i + k >= 0 && i + k < cols) p[i * cols + i + k] = T(1);
+    });
+  }
+};
+
+// Range(start, limit, delta): scalars of one type; start + i * delta for i < count.
+class RangeKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const DType t = ctx.Input(0).dtype();
+    for (int i = 0; i < 3; ++i) {
+      if (ctx.Input(i).numel() != 1) Fail("input " + std::to_string(i) + " must be a scalar");
+      if (ctx.Input(i).dtype() != t) Fail("start, limit and delta must have one type");
+    }
+    if (t != DType::kFloat32 && t != DType::kFloat64 && t != DType::kInt16 && t != DType::kInt32 && t != DType::kInt64)
+      Unsupported("data type " + DTypeName(t));
+    values_ = Values(ctx);
+    ctx.SetOutput(0, t, {RangeCount(node_, values_[0], values_[1], values_[2])});
+  }
+  void Compute(KernelContext& ctx) override {
+    if (Values(ctx) != values_) Fail("start, limit or delta changed between runs; onnx-train fixes output shapes once");
+    Tensor& y = ctx.Output(0);
+    DispatchType(NumericTypes{}, y.dtype(), node_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T start = ctx.Input(0).data<T>()[0], delta = ctx.Input(2).data<T>()[0];
+      T* p = y.data<T>();
+      for (int64_t i = 0; i < y.numel(); ++i) p[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+    });
+  }
+
+ private:
+  std::array<double, 3> Values(const KernelContext& ctx) const {
+    return {NumberAt(ctx.Input(0), 0, node_), NumberAt(ctx.Input(1), 0, node_), NumberAt(ctx.Input(2), 0, node_)};
+  }
+  std::array<double, 3> values_{};
+};
+
+OT_REGISTER_CPU_KERNEL("GatherND", 11, kLatestOpset, GatherNDKernel);
+OT_REGISTER_CPU_KERNEL("ScatterND", 11, kLatestOpset, ScatterNDKernel);
+OT_REGISTER_CPU_KERNEL("ScatterElements", 11, kLatestOpset, ScatterElementsKernel);
+OT_REGISTER_CPU_KERNEL("Scatter", 9, 10, ScatterElementsKernel);
+OT_REGISTER_CPU_KERNEL("Trilu", 14, kLatestOpset, TriluKernel);
+OT_REGISTER_CPU_KERNEL("CumSum", 11, kLatestOpset, CumSumKernel);
+OT_REGISTER_CPU_KERNEL("TopK", 1, kLatestOpset, TopKKernel);
+OT_REGISTER_CPU_KERNEL("NonZero", 9, kLatestOpset, NonZeroKernel);
+OT_REGISTER_CPU_KERNEL("Compress", 9, kLatestOpset, CompressKernel);
+OT_REGISTER_CPU_KERNEL("ReverseSequence", 10, kLatestOpset, ReverseSequenceKernel);
+OT_REGISTER_CPU_KERNEL("DepthToSpace", 1, kLatestOpset, BlockPermutationKernel);
+OT_REGISTER_CPU_KERNEL("SpaceToDepth", 1, kLatestOpset, BlockPermutationKernel);
+OT_REGISTER_KERNEL(kGradDomain, "DepthToSpaceGrad", 1, kLatestOpset, DeviceType::kCPU, BlockPermutationKernel);
+OT_REGISTER_CPU_KERNEL("OneHot", 9, kLatestOpset, OneHotKernel);
+OT_REGISTER_CPU_KERNEL("EyeLike", 9, kLatestOpset, EyeLikeKernel);
+OT_REGISTER_CPU_KERNEL("Range", 11, kLatestOpset, RangeKernel);
+OT_REGISTER_CPU_KERNEL("Unique", 11, kLatestOpset, UniqueKernel);
+
+}  // namespace
+}  // namespace cpu
+}  // namespace ot

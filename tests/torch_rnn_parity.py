@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""PyTorch autograd parity of `onnx-train grad` on recurrent classifiers (LSTM, GRU, RNN).
+
+Each case is a small classifier around torch.nn.LSTM / GRU / RNN (1 or 2 layers, uni- or
+bidirectional, batch_first or not, with or without a learned initial state h0 (and c0)
+expanded over the batch), whose logits read every output of the recurrent layer: the last
+step of Y, the last layer's Y_h (and Y_c). It is exported with torch.onnx.export in
+training mode at opsets 13 and 17 (torch lays the gates out for ONNX with Slice, Concat
+and Unsqueeze on the weights, picks the last step with Gather and joins directions with
+Transpose and Reshape), and `onnx-train grad` computes the mean cross-entropy loss and
+every parameter gradient. PyTorch autograd computes the same in float64 (the oracle) and
+in float32; each of our float32 gradients must lie within max(1e-4, 3x PyTorch float32's
+own distance from float64), relative by norm per tensor. Prints the worst figures.
+
+Run by CTest (target torch_rnn_parity); by hand:
+    /usr/bin/python3 tests/torch_rnn_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/rp
+"""
+import argparse
+import copy
+import os
+import re
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_grad_parity import run_grad  # noqa: E402  (same folder; exits if torch is missing)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+FEATURES, HIDDEN, CLASSES, SEQ = 5, 7, 4, 6
+SKIP = 77  # CTest SKIP_RETURN_CODE
+
+
+class RecurrentClassifier(torch.nn.Module):
+    def __init__(self, kind, layers, bidirectional, batch_first, learned_h0):
+        super().__init__()
+        self.kind, self.batch_first = kind, batch_first
+        self.rnn = getattr(torch.nn, kind)(FEATURES, HIDDEN, num_layers=layers, bidirectional=bidirectional,
+                                           batch_first=batch_first)
+        dirs = 2 if bidirectional else 1
+        states = dirs * layers
+        self.h0 = torch.nn.Parameter(0.5 * torch.randn(states, 1, HIDDEN)) if learned_h0 else None
+        self.c0 = torch.nn.Parameter(0.5 * torch.randn(states, 1, HIDDEN)) if learned_h0 and kind == "LSTM" else None
+        width = HIDDEN * dirs + HIDDEN * (2 if kind == "LSTM" else 1)
+        self.fc = torch.nn.Linear(width, CLASSES)
+
+    def forward(self, x):
+        batch = x.shape[0] if self.batch_first else x.shape[1]
+        if self.h0 is not None:
+            h = self.h0.expand(-1, batch, -1)
+            state = (h, self.c0.expand(-1, batch, -1)) if self.kind == "LSTM" else h
+            y, final = self.rnn(x, state)
+        else:
+            y, final = self.rnn(x)
+        last = y[:, -1] if self.batch_first else y[-1]
+        feats = [last] + ([final[0][-1], final[1][-1]] if self.kind == "LSTM" else [final[-1]])
+        return self.fc(torch.cat(feats, dim=1))
+
+
+def export(module, x, path, opset):
+    axis = 0 if module.batch_first else 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(copy.deepcopy(module), torch.from_numpy(x), path, input_names=["input"],
+                          output_names=["logits"], dynamic_axes={"input": {axis: "batch"}, "logits": {0: "batch"}},
+                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False, opset_version=opset)
+
+
+def torch_grads(module, x, y, dtype):
+    m = copy.deepcopy(module).to(dtype)
+    m.train()
+    m.zero_grad()
+    loss = F.cross_entropy(m(torch.from_numpy(x).to(dtype)), torch.from_numpy(y))
+    loss.backward()
+    return float(loss), {n: p.grad.double().numpy() for n, p in m.named_parameters()}
+
+
+def check(args, case, seed):
+    kind, layers, bidirectional, batch_first, learned_h0, batch, opset = case
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    module = RecurrentClassifier(kind, layers, bidirectional, batch_first, learned_h0)
+    tag = (f"{kind}_l{layers}{'_bi' if bidirectional else ''}{'_bf' if batch_first else ''}"
+           f"{'_h0' if learned_h0 else ''}_b{batch}_opset{opset}")
+    shape = (batch, SEQ, FEATURES) if batch_first else (SEQ, batch, FEATURES)
+    x = rng.standard_normal(shape).astype(np.float32)
+    y = rng.integers(0, CLASSES, size=batch).astype(np.int64)
+    path = os.path.join(args.workdir, tag + ".onnx")
+    export(module, x, path, opset)
+    ref_loss, ref = torch_grads(module, x, y, torch.float64)
+    _, ref32 = torch_grads(module, x, y, torch.float32)
+    ours = run_grad(args.onnx_train, path, x, y, args.workdir, tag)
+    failures = []
+    loss = float(ours.pop("loss"))
+    loss_err = abs(loss - ref_loss) / abs(ref_loss)
+    if loss_err > 1e-5:
+        failures.append(f"loss {loss} vs torch {ref_loss}")
+    missing = sorted(set(ref) - set(ours))
+    if missing:
+        failures.append("no gradient for " + ", ".join(missing[:5]))
+    worst, worst_name, worst_t32 = 0.0, "", 0.0
+    for name, g in ref.items():
+        if name not in ours:
+            continue
+        a = ours[name].astype(np.float64)
+        if a.shape != g.shape:
+            failures.append(f"{name}: shape {a.shape} vs torch {g.shape}")
+            continue
+        scale = max(np.linalg.norm(g), 1e-3)
+        err = float(np.linalg.norm(a - g) / scale)
+        t32 = float(np.linalg.norm(ref32[name] - g) / scale)
+        if err > worst:
+            worst, worst_name = err, name
+        worst_t32 = max(worst_t32, t32)
+        if err > max(1e-4, 3 * t32):
+            failures.append(f"{name}: {err:.2e} from float64 by norm (torch float32: {t32:.2e})")
+    print(f"  {tag:<32} loss rel err {loss_err:.1e}  {len(ref)} grads: worst by norm {worst:.2e} ({worst_name}), "
+          f"torch float32 worst {worst_t32:.2e}  {'ok' if not failures else 'FAILED'}", flush=True)
+    for f in failures[:8]:
+        print("    " + f)
+    return not failures
+
+
+# (kind, layers, bidirectional, batch_first, learned h0, batch, opset)
+CASES = [
+    ("LSTM", 1, False, False, False, 3, 13), ("LSTM", 1, False, False, False, 3, 17),
+    ("LSTM", 2, True, True, True, 4, 13), ("LSTM", 2, True, True, True, 4, 17),
+    ("LSTM", 1, True, False, True, 1, 17), ("LSTM", 2, False, True, False, 2, 13),
+    ("GRU", 1, False, True, False, 3, 13), ("GRU", 1, False, True, False, 3, 17),
+    ("GRU", 2, True, False, True, 4, 13), ("GRU", 2, True, False, True, 4, 17),
+    ("GRU", 1, True, True, True, 1, 13),
+    ("RNN", 1, False, False, True, 3, 13), ("RNN", 2, True, True, False, 4, 17),
+    ("RNN", 2, True, False, True, 2, 13),
+]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--onnx-train", required=True)
+    p.add_argument("--workdir", required=True)
+    args = p.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    torch.set_num_threads(2)
+    start = time.time()
+    passed = failed = waiting = 0
+    for i, case in enumerate(CASES):
+        try:
+            ok = check(args, case, seed=200 + i)
+        except RuntimeError as e:
+            print(f"  {case}: onnx-train failed: {e}")
+            ok = False
+            # The exports need the tensor family's Slice and Gather rules (issue 13, helper
+            # "tensor"); until they are in the build, say so and skip rather than fail.
+            if "no gradient rule" in str(e) and not re.search(r"(LSTM|GRU|RNN|Transpose|Reshape|Concat|Unsqueeze)"
+                                                               r" \(opset", str(e)):
+                waiting += 1
+        passed += ok
+        failed += not ok
+    print(f"torch_rnn_parity: {passed} passed, {failed} failed in {time.time() - start:.1f} s")
+    if failed and waiting == failed:
+        print("torch_rnn_parity: skipped: every failure is a missing Slice/Gather gradient rule (tensor family)")
+        return SKIP
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+// NumPy data sets: array checks against the model's input, conversion, labels.
+#include "train/npy_dataset.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "graph/error.h"
+#include "train/image_folder.h"
+#include "train/npy_reader.h"
+
+namespace ot {
+
+namespace {
+
+template <typename T>
+int64_t IntAt(const uint8_t* p, int64_t i) {
+  T v;
+  std::memcpy(&v, p + static_cast<size_t>(i) * sizeof(T), sizeof(T));
+  return static_cast<int64_t>(v);
+}
+
+// Element i of an integer array as int64; false for non-integer dtypes.
+bool IntegerAt(const NpyArray& a, int64_t i, int64_t* out) {
+  const uint8_t* p = a.data();
+  switch (a.dtype()) {
+    case DType::kInt64: *out = IntAt<int64_t>(p, i); return true;
+    case DType::kInt32: *out = IntAt<int32_t>(p, i); return true;
+    case DType::kInt16: *out = IntAt<int16_t>(p, i); return true;
+    case DType::kInt8: *out = IntAt<int8_t>(p, i); return true;
+    case DType::kUInt8: *out = IntAt<uint8_t>(p, i); return true;
+    case DType::kUInt16: *out = IntAt<uint16_t>(p, i); return true;
+    case DType::kUInt32: *out = IntAt<uint32_t>(p, i); return true;
+    case DType::kUInt64: *out = IntAt<int64_t>(p, i); return *out >= 0;
+    default: return false;
+  }
+}
+
+bool IsIntegerType(DType t) {
+  switch (t) {
+    case DType::kInt64: case DType::kInt32: case DType::kInt16: case DType::kInt8:
+    case DType::kUInt8: case DType::kUInt16: case DType::kUInt32: case DType::kUInt64: return true;
+    default: return false;
+  }
+}
+
+class NumpySource : public SampleSource {
+ public:
+  NumpySource(NpyArray x, std::vector<int64_t> rows, DType out, std::vector<float> mean, std::vector<float> stddev)
+      : x_(std::move(x)), rows_(std::move(rows)), out_(out), mean_(std::move(mean)), stddev_(std::move(stddev)) {
+    dims_.assign(x_.shape().begin() + 1, x_.shape().end());
+    row_ = 1;
+    for (int64_t d : dims_) row_ *= d;
+  }
+  std::vector<int64_t> SampleDims() const override { return dims_; }
+  DType InputType() const override { return out_; }
+  HostTensor Inputs(const std::vector<int64_t>& indices, const AugmentOptions*, int64_t, int64_t) const override {
+    std::vector<int64_t> dims = dims_;
+    dims.insert(dims.begin(), static_cast<int64_t>(indices.size()));
+    HostTensor t(out_, dims, "input");
+    const size_t in_size = DTypeSize(x_.dtype());
+    for (size_t i = 0; i < indices.size(); ++i) {
+      OT_CHECK(indices[i] >= 0 && indices[i] < static_cast<int64_t>(rows_.size()),
+               "sample index %lld is outside the data set (%zu samples)", (long long)indices[i], rows_.size());
+      const int64_t r = rows_[static_cast<size_t>(indices[i])];
+      const uint8_t* src = x_.data() + static_cast<size_t>(r * row_) * in_size;
+      if (out_ == x_.dtype()) {
+        std::memcpy(t.bytes.data() + i * static_cast<size_t>(row_) * in_size, src, static_cast<size_t>(row_) * in_size);
+      } else if (out_ == DType::kFloat32) {
+        float* d = t.Data<float>() + i * static_cast<size_t>(row_);
+        ConvertToFloat(src, d);
+      } else {
+        for (int64_t k = 0; k < row_; ++k) {
+          int64_t v = 0;
+          IntegerAt(x_, r * row_ + k, &v);
+          if (out_ == DType::kInt64) t.Data<int64_t>()[i * static_cast<size_t>(row_) + static_cast<size_t>(k)] = v;
+          else t.Data<int32_t>()[i * static_cast<size_t>(row_) + static_cast<size_t>(k)] = static_cast<int32_t>(v);
+        }
+      }
+    }
+    return t;
+  }
+
+ private:
+  void ConvertToFloat(const uint8_t* src, float* d) const {
+    if (x_.dtype() == DType::kFloat64) {
+      for (int64_t k = 0; k < row_; ++k) {
+        double v;
+        std::memcpy(&v, src + k * 8, 8);
+        d[k] = static_cast<float>(v);
+      }
+      return;
+    }
+    // uint8 images: ToTensor's x / 255, then Normalize over the first sample dimension
+    // (channels) when --mean/--std are given.
+    const int64_t channels = dims_.size() >= 3 ? dims_[0] : 1, plane = row_ / std::max<int64_t>(channels, 1);
+    for (int64_t c = 0; c < channels; ++c) {
+      const float m = mean_.empty() ? 0.f : mean_[static_cast<size_t>(c) % mean_.size()];
+      const float s = stddev_.empty() ? 1.f : stddev_[static_cast<size_t>(c) % stddev_.size()];
+      for (int64_t p = 0; p < plane; ++p) d[c * plane + p] = (src[c * plane + p] / 255.f - m) / s;
+    }
+  }
+
+  NpyArray x_;
+  std::vector<int64_t> rows_;
+  DType out_;
+  std::vector<float> mean_, stddev_;
+  std::vector<int64_t> dims_;
+  int64_t row_ = 1;
+};
+
+std::string ShapeOf(const std::vector<int64_t>& s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + (s.size() == 1 ? ",)" : ")");
+}
+
+// The element type the model's input gets from x, or an error naming both.
+DType InputTypeFor(const NpyArray& x, const ValueInfo& input) {
+  const DType want = input.dtype == DType::kUndefined ? DType::kFloat32 : input.dtype;
+  const DType have = x.dtype();
+  const std::string msg = "'" + x.source() + "' holds " + DTypeName(have) + " values but the model's input '" +
+                          input.name + "' takes " + DTypeName(want);
+  if (want == DType::kFloat32) {
+    OT_CHECK(have == DType::kFloat32 || have == DType::kFloat64 || have == DType::kUInt8,
+             "%s; save x as float32 (images, features) or uint8 (images, scaled to [0, 1])", msg.c_str());
+    return want;
+  }
+  if (want == DType::kInt64 || want == DType::kInt32) {
+    OT_CHECK(IsIntegerType(have), "%s; token ids must be an integer array (numpy int64)", msg.c_str());
+    return want;
+  }
+  throw Error(msg + "; NumPy data feeds float32, int64 or int32 model inputs");
+}
+
+}  // namespace
+
+ImageDataset LoadNumpyDataset(const std::string& kind, const std::string& rest, const std::string& split,
+                              const DataSourceOptions& options) {
+  OT_CHECK(options.model_input, "--data %s:%s needs the model's input", kind.c_str(), rest.c_str());
+  const ValueInfo& input = *options.model_input;
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t comma = rest.find(',', start);
+    parts.push_back(rest.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  NpyArray x, y;
+  bool have_test = false;
+  std::string what;
+  if (kind == "npy") {
+    OT_CHECK((parts.size() == 2 || parts.size() == 4) && !parts[0].empty() && !parts[1].empty(),
+             "--data npy needs X.npy,Y.npy (and optionally XTEST.npy,YTEST.npy), got 'npy:%s'", rest.c_str());
+    have_test = parts.size() == 4;
+    const bool use_test = have_test && split == "test";
+    x = NpyArray::Open(parts[use_test ? 2 : 0]);
+    y = NpyArray::Open(parts[use_test ? 3 : 1]);
+    what = "npy:" + rest;
+  } else {
+    OT_CHECK(parts.size() == 1 && !parts[0].empty(), "--data npz needs one FILE.npz, got 'npz:%s'", rest.c_str());
+    const std::string& file = parts[0];
+    std::vector<std::string> keys = options.npz_keys;
+    if (keys.empty()) {
+      keys = {"x", "y"};
+      const std::vector<std::string> have = NpyArray::NpzKeys(file);
+      if (std::count(have.begin(), have.end(), "x_test") && std::count(have.begin(), have.end(), "y_test")) {
+        keys.push_back("x_test");
+        keys.push_back("y_test");
+      }
+    }
+    OT_CHECK(keys.size() == 2 || keys.size() == 4, "--npz-keys takes X,Y or X,Y,XTEST,YTEST");
+    have_test = keys.size() == 4;
+    const bool use_test = have_test && split == "test";
+    x = NpyArray::OpenNpz(file, keys[use_test ? 2 : 0]);
+    y = NpyArray::OpenNpz(file, keys[use_test ? 3 : 1]);
+    what = "npz:" + file;
+  }
+  // Shapes: x [N, ...] against the model's input, y [N].
+  OT_CHECK(!x.shape().empty() && x.shape()[0] > 0, "'%s' should be [N, ...] with N > 0 samples, it is %s",
+           x.source().c_str(), ShapeOf(x.shape()).c_str());
+  OT_CHECK(y.shape().size() == 1 && y.shape()[0] == x.shape()[0],
+           "'%s' should hold one label per sample of '%s' (shape (%lld,)), it is %s", y.source().c_str(),
+           x.source().c_str(), (long long)x.shape()[0], ShapeOf(y.shape()).c_str());
+  const DType out = InputTypeFor(x, input);
+  if (input.has_shape) {
+    bool fits = input.dims.size() == x.shape().size();
+    for (size_t i = 1; fits && i < input.dims.size(); ++i)
+      fits = !input.dims[i].IsStatic() || input.dims[i].value == x.shape()[i];
+    OT_CHECK(fits, "'%s' is %s but the model's input '%s' is %s; each sample must have the input's shape after the "
+             "batch dimension",
+             x.source().c_str(), ShapeOf(x.shape()).c_str(), input.name.c_str(), input.ShapeString().c_str());
+  }
+  const int64_t n = x.shape()[0];
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  int64_t max_label = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v = 0;
+    OT_CHECK(IntegerAt(y, i, &v), "'%s' holds %s labels; labels must be integers (numpy int64)", y.source().c_str(),
+             DTypeName(y.dtype()).c_str());
+    OT_CHECK(v >= 0 && (options.model_classes <= 0 || v < options.model_classes),
+             "'%s': label %lld at index %lld is outside [0, %lld)", y.source().c_str(), (long long)v, (long long)i,
+             (long long)(options.model_classes > 0 ? options.model_classes : v + 1));
+    labels[static_cast<size_t>(i)] = v;
+    max_label = std::max(max_label, v);
+  }
+  std::vector<int64_t> rows;
+  if (have_test) {
+    for (int64_t i = 0; i < n; ++i) rows.push_back(i);
+  } else {
+    auto split_rows = HoldOut(n, options.val_fraction, options.seed, what);
+    rows = split == "train" ? split_rows.first : split_rows.second;
+  }
+  ImageDataset ds;
+  ds.name = what;
+  ds.count = static_cast<int64_t>(rows.size());
+  ds.classes = options.model_classes > 0 ? options.model_classes : max_label + 1;
+  for (int64_t r : rows) ds.labels.push_back(labels[static_cast<size_t>(r)]);
+  if (x.shape().size() == 4) {
+    ds.channels = x.shape()[1];
+    ds.height = x.shape()[2];
+    ds.width = x.shape()[3];
+  }
+  if (split == "train")
+    ds.notes.push_back(StrFormat("%s: %lld samples of %s %s%s", what.c_str(), (long long)ds.count,
+                                 DTypeName(x.dtype()).c_str(), ShapeOf(std::vector<int64_t>(x.shape().begin() + 1,
+                                                                                       x.shape().end())).c_str(),
+                                 out != x.dtype() ? (" converted to " + DTypeName(out)).c_str() : ""));
+  ds.source = std::make_shared<NumpySource>(x, rows, out, options.transforms.mean, options.transforms.stddev);
+  return ds;
+}
+
+}  // namespace ot
