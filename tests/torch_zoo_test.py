@@ -8,8 +8,8 @@ statistics away from 1/0/0/1), dropout and stochastic depth at 0, a dynamic batc
 loss is the mean cross-entropy of the logits against int64 labels. PyTorch autograd gives
 every parameter gradient in float64 (the oracle) and in float32; each of our float32
 gradients must lie within max(1e-4, 3x PyTorch float32's own distance) of float64, relative
-by norm per tensor, with a floor of 1e-3 on the denominator for gradients that are zero in
-exact arithmetic (a conv bias before BatchNorm). The loss must match float64 within 1e-4.
+by norm per tensor, with a floor on the denominator for gradients that are zero in exact
+arithmetic (a conv bias before BatchNorm): 1e-3 of the median gradient norm, at least 1e-3. The loss must match float64 within 1e-4.
 `onnx-train export` of each model must write a training graph that onnx.checker accepts.
 
 Small configurations keep the whole test near a few minutes on 2 cores. AlexNet and VGG end
@@ -52,16 +52,10 @@ VOCAB, SEQ = 50, 12
 # Models that fail today for a reason owned elsewhere: name -> what they wait for. Run and
 # reported, not counted.
 KNOWN_FAILURES = {
-    "wide_resnet": "BatchNorm backward far from float64 at batch 4 (issue 13 item 4; helper bn)",
-    "shufflenet_v2": "Slice gradient (helper tensor)",
-    "mobilenet_v2": "Clip gradient (helper elem)",
-    "mobilenet_v3": "HardSigmoid, HardSwish gradients (helper elem)",
-    "convnext": "Erf, Pow gradients (helper elem)",
-    "vit": "Erf, Pow (elem); Gather, Slice (tensor)",
-    "swin": "Erf, Pow (elem); Gather, Slice (tensor)",
-    "transformer": "Pow (elem); Gather, Slice (tensor)",
-    "lstm": "LSTM (helper rnn); Gather, Slice (tensor)",
-    "gru": "GRU (helper rnn); Gather, Slice (tensor)",
+    "wide_resnet": "gradients 1e-2 from float64 where PyTorch float32 is 5e-5, from the stem on: the BatchNorm "
+                   "backward bug of issue 13 item 4 (helper bn)",
+    "inception_v3": "gradients 7x PyTorch float32's distance from Mixed_6b back (3e-3 vs 4.4e-4): suspected "
+                    "the same BatchNorm backward bug (item 4, helper bn); not yet isolated",
 }
 
 
@@ -113,7 +107,7 @@ def densenet():
 
 def googlenet():
     m = torchvision.models.GoogLeNet(num_classes=CLASSES, aux_logits=False, transform_input=False,
-                                     init_weights=True, dropout=0.0)
+                                     init_weights=False, dropout=0.0)
     return m, (3, 32, 32)
 
 
@@ -311,6 +305,14 @@ def run_export(binary, model_path, workdir, tag):
         os.remove(out)
 
 
+def zero_floor(ref):
+    """The denominator's floor for gradients that are zero in exact arithmetic (the bias of a
+    conv or BatchNorm whose output feeds a BatchNorm, which cancels any shift): float32 noise
+    there is relative to the gradients flowing through, so the floor is 1e-3 of the median
+    gradient norm (at least 1e-3); MNASNet's are O(100), its zero biases 1e-15."""
+    return max(1e-3, 1e-3 * float(np.median([np.linalg.norm(g) for g in ref.values()])))
+
+
 def compare(ours, ref_loss, ref, ref32):
     """(worst distance, its tensor, worst torch f32 distance, failure lines)."""
     failures = []
@@ -321,7 +323,9 @@ def compare(ours, ref_loss, ref, ref32):
     missing = sorted(set(ref) - set(ours))
     if missing:
         failures.append(f"no gradient for {len(missing)} parameters, e.g. " + ", ".join(missing[:4]))
+    floor = zero_floor(ref)
     worst, worst_name, worst_t32 = 0.0, "", 0.0
+    above = []
     for name, g in ref.items():
         if name not in ours:
             continue
@@ -329,14 +333,19 @@ def compare(ours, ref_loss, ref, ref32):
         if a.shape != g.shape:
             failures.append(f"{name}: shape {a.shape} vs torch {g.shape}")
             continue
-        scale = max(float(np.linalg.norm(g)), 1e-3)
+        scale = max(float(np.linalg.norm(g)), floor)
         err = float(np.linalg.norm(a - g) / scale)
         t32 = float(np.linalg.norm(ref32[name] - g) / scale)
         worst_t32 = max(worst_t32, t32)
         if err > worst:
             worst, worst_name = err, name
         if err > max(1e-4, 3 * t32):
-            failures.append(f"{name}: {err:.2e} from float64 by norm (torch float32: {t32:.2e})")
+            above.append(f"{name}: {err:.2e} from float64 by norm (torch float32: {t32:.2e})")
+    if above:
+        # Parameters come in model order: the last one above the limit is nearest the loss,
+        # where a wrong gradient first enters the backward pass.
+        failures.append(f"{len(above)} of {len(ref)} gradients above the limit; nearest the loss: {above[-1]}")
+        failures.extend(above)
     return worst, worst_name, worst_t32, failures
 
 
@@ -358,7 +367,8 @@ def check_model(args, name, opsets, seed):
         y = rng.integers(0, CLASSES, size=batch).astype(np.int64)
         ref_loss, ref = torch_grads(module, x, y, torch.float64)
         _, ref32 = torch_grads(module, x, y, torch.float32)
-        t32 = max(float(np.linalg.norm(ref32[k] - g) / max(float(np.linalg.norm(g)), 1e-3)) for k, g in ref.items())
+        floor = zero_floor(ref)
+        t32 = max(float(np.linalg.norm(ref32[k] - g) / max(float(np.linalg.norm(g)), floor)) for k, g in ref.items())
         if best is None or t32 < best[0]:
             best = (t32, x, y, ref_loss, ref, ref32)
         if t32 < 1e-3:
@@ -410,8 +420,8 @@ def main():
     rows = []
     print(f"{'model':<14} {'opset':>5} {'ours worst':>11} {'torch f32':>10} {'limit':>9}  {'result':<8} seconds",
           flush=True)
-    for i, name in enumerate(names):
-        for row in check_model(args, name, opsets, seed=1300 + i):
+    for name in names:
+        for row in check_model(args, name, opsets, seed=1300 + list(ZOO).index(name)):
             ok = not row["failures"]
             known = name in KNOWN_FAILURES
             row["result"] = ("pass" if not known else "XPASS") if ok else ("known" if known else "FAIL")
