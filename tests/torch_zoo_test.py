@@ -56,6 +56,12 @@ KNOWN_FAILURES = {
                    "backward bug of issue 13 item 4 (helper bn)",
     "inception_v3": "gradients 7x PyTorch float32's distance from Mixed_6b back (3e-3 vs 4.4e-4): suspected "
                     "the same BatchNorm backward bug (item 4, helper bn); not yet isolated",
+    "mobilenet_v2": "139 of 158 gradients 5e-3..0.13 from float64 where PyTorch float32 is 1e-5..1e-3, from the "
+                    "last BatchNorm (features.18.1.bias 5.8e-3 vs 1.1e-5) back: BatchNorm backward (item 4, bn) or "
+                    "Clip (ReLU6) at its bounds (elem); not yet isolated",
+    "mnasnet": "the loss itself 4.4e-4 from float64 (forward), classifier.1.weight 1.0e-3 vs 3.5e-4, earlier "
+               "layers 3e-2 vs 6e-4: a forward error in Conv/BatchNorm(training)/ReLU/Add/ReduceMean/Gemm at "
+               "1x1 maps, batch 4; not yet isolated",
 }
 
 
