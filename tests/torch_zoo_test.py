@@ -9,7 +9,8 @@ loss is the mean cross-entropy of the logits against int64 labels. PyTorch autog
 every parameter gradient in float64 (the oracle) and in float32; each of our float32
 gradients must lie within max(1e-4, 3x PyTorch float32's own distance) of float64, relative
 by norm per tensor, with a floor on the denominator for gradients that are zero in exact
-arithmetic (a conv bias before BatchNorm): 1e-3 of the median gradient norm, at least 1e-3. The loss must match float64 within 1e-4.
+arithmetic (a conv bias before BatchNorm): 1e-3 of the median gradient norm, at least 1e-3.
+The loss is held to the same max(1e-4, 3x PyTorch float32's distance).
 `onnx-train export` of each model must write a training graph that onnx.checker accepts.
 
 Small configurations keep the whole test near a few minutes on 2 cores. AlexNet and VGG end
@@ -59,9 +60,10 @@ KNOWN_FAILURES = {
     "mobilenet_v2": "139 of 158 gradients 5e-3..0.13 from float64 where PyTorch float32 is 1e-5..1e-3, from the "
                     "last BatchNorm (features.18.1.bias 5.8e-3 vs 1.1e-5) back: BatchNorm backward (item 4, bn) or "
                     "Clip (ReLU6) at its bounds (elem); not yet isolated",
-    "mnasnet": "the loss itself 4.4e-4 from float64 (forward), classifier.1.weight 1.0e-3 vs 3.5e-4, earlier "
-               "layers 3e-2 vs 6e-4: a forward error in Conv/BatchNorm(training)/ReLU/Add/ReduceMean/Gemm at "
-               "1x1 maps, batch 4; not yet isolated",
+    "mnasnet": "140 of 158 gradients up to 50x PyTorch float32's distance (layers.1.weight 4.6e-2 vs 6.5e-4; "
+               "classifier.1.weight 1.0e-3 vs 3.5e-4); the loss 4.4e-4 off where PyTorch float32 is 2.4e-4 "
+               "(large logits): float32 accuracy of Conv/BatchNorm(training)/ReLU at 1x1 maps, batch 4 "
+               "(bn?); not yet isolated",
 }
 
 
@@ -319,13 +321,15 @@ def zero_floor(ref):
     return max(1e-3, 1e-3 * float(np.median([np.linalg.norm(g) for g in ref.values()])))
 
 
-def compare(ours, ref_loss, ref, ref32):
+def compare(ours, ref_loss, loss32, ref, ref32):
     """(worst distance, its tensor, worst torch f32 distance, failure lines)."""
     failures = []
     loss = float(ours.pop("loss"))
     loss_err = abs(loss - ref_loss) / max(abs(ref_loss), 1e-3)
-    if loss_err > 1e-4:
-        failures.append(f"loss {loss:.6g} vs torch float64 {ref_loss:.6g} ({loss_err:.1e})")
+    loss_t32 = abs(loss32 - ref_loss) / max(abs(ref_loss), 1e-3)
+    if loss_err > max(1e-4, 3 * loss_t32):
+        failures.append(f"loss {loss:.6g} vs torch float64 {ref_loss:.6g} ({loss_err:.1e}; torch float32 "
+                        f"{loss_t32:.1e})")
     missing = sorted(set(ref) - set(ours))
     if missing:
         failures.append(f"no gradient for {len(missing)} parameters, e.g. " + ", ".join(missing[:4]))
@@ -372,14 +376,14 @@ def check_model(args, name, opsets, seed):
         x = make_input(name, shape, batch, rng)
         y = rng.integers(0, CLASSES, size=batch).astype(np.int64)
         ref_loss, ref = torch_grads(module, x, y, torch.float64)
-        _, ref32 = torch_grads(module, x, y, torch.float32)
+        loss32, ref32 = torch_grads(module, x, y, torch.float32)
         floor = zero_floor(ref)
         t32 = max(float(np.linalg.norm(ref32[k] - g) / max(float(np.linalg.norm(g)), floor)) for k, g in ref.items())
         if best is None or t32 < best[0]:
-            best = (t32, x, y, ref_loss, ref, ref32)
+            best = (t32, x, y, ref_loss, loss32, ref, ref32)
         if t32 < 1e-3:
             break
-    _, x, y, ref_loss, ref, ref32 = best
+    _, x, y, ref_loss, loss32, ref, ref32 = best
     rows = []
     for opset in opsets:
         tag = f"{name}_opset{opset}"
@@ -394,7 +398,7 @@ def check_model(args, name, opsets, seed):
             continue
         try:
             ours = run_grad(args.onnx_train, path, x, y, args.workdir, tag)
-            row["worst"], row["where"], row["t32"], row["failures"] = compare(ours, ref_loss, ref, ref32)
+            row["worst"], row["where"], row["t32"], row["failures"] = compare(ours, ref_loss, loss32, ref, ref32)
         except RuntimeError as e:
             row["failures"].append(str(e))
         try:
