@@ -11,7 +11,9 @@ in ImageFolder layout. Pipelines (both sides):
 Ours runs `data_pipeline_tool bench` (tests/data_pipeline_tool.cc) with --data-workers 2
 (decode and transform of a batch's samples on 2 threads); torchvision iterates a
 DataLoader(batch_size=64, num_workers=2). Each side makes one untimed pass first (page cache,
-worker start), then the timed passes.
+worker start), then the timed passes. Besides img/s (wall clock) the table gives CPU
+milliseconds per image (user + system, all threads and worker processes), which a busy
+machine distorts less than wall-clock rates.
 
     /usr/bin/python3 benchmarks/data_pipeline.py --tool build/tests/data_pipeline_tool [--count 2000]
 """
@@ -52,15 +54,27 @@ def torchvision_rate(root, size, train, passes, workers, batch):
     tf = T.Compose(([T.RandomResizedCrop(size), T.RandomHorizontalFlip()] if train
                     else [T.Resize(size * 8 // 7), T.CenterCrop(size)]) + norm)
     ds = torchvision.datasets.ImageFolder(root, transform=tf)
+    for _ in torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers):  # warm-up pass
+        pass
+    c0 = cpu_seconds()
     loader = torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers, shuffle=False,
                                          persistent_workers=True)
-    for _ in loader:  # warm-up pass
-        pass
     n, t0 = 0, time.perf_counter()
     for _ in range(passes):
         for x, _ in loader:
             n += x.shape[0]
-    return n / (time.perf_counter() - t0)
+    rate = n / (time.perf_counter() - t0)
+    del loader  # joins the workers, so that their CPU time is counted
+    import gc
+    gc.collect()
+    return rate, 1e3 * (cpu_seconds() - c0) / n
+
+
+def cpu_seconds():
+    """User + system time of this process and of its finished children."""
+    import resource
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
 def our_rate(tool, root, size, train, passes, workers, batch):
@@ -70,8 +84,10 @@ def our_rate(tool, root, size, train, passes, workers, batch):
            "--data-workers", str(workers), "--mean", ",".join(map(str, MEAN)), "--std", ",".join(map(str, STD)),
            "--val-fraction", "0.01"] + flags
     subprocess.run(cmd + ["--epochs", "1"], check=True, capture_output=True)  # warm-up pass
+    c0 = cpu_seconds()
     out = subprocess.run(cmd + ["--epochs", str(passes)], check=True, capture_output=True, text=True).stdout
-    return float(re.search(r"images_per_second ([0-9.]+)", out).group(1))
+    n = int(re.search(r"images ([0-9]+)", out).group(1))
+    return float(re.search(r"images_per_second ([0-9.]+)", out).group(1)), 1e3 * (cpu_seconds() - c0) / n
 
 
 def main():
@@ -84,15 +100,16 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--sizes", default="64,224")
     args = ap.parse_args()
-    print(f"{'size':>5} {'pipeline':>8} {'ours img/s':>11} {'torchvision img/s':>18} {'ratio':>6}")
+    print(f"{'size':>5} {'pipeline':>8} {'ours img/s':>11} {'torchvision img/s':>18} {'ratio':>6}   "
+          f"{'ours CPU ms/img':>15} {'torchvision CPU ms/img':>22} {'ratio':>6}")
     for size in map(int, args.sizes.split(",")):
         root = os.path.join(args.workdir, f"fmnist_jpeg_{size}_{args.count}")
         make_folder(root, size, args.count)
         for train in (True, False):
-            ours = our_rate(args.tool, root, size, train, args.passes, args.workers, args.batch)
-            tv = torchvision_rate(root, size, train, args.passes, args.workers, args.batch)
-            print(f"{size:>5} {'train' if train else 'eval':>8} {ours:>11.0f} {tv:>18.0f} {ours / tv:>6.2f}",
-                  flush=True)
+            ours, ours_cpu = our_rate(args.tool, root, size, train, args.passes, args.workers, args.batch)
+            tv, tv_cpu = torchvision_rate(root, size, train, args.passes, args.workers, args.batch)
+            print(f"{size:>5} {'train' if train else 'eval':>8} {ours:>11.0f} {tv:>18.0f} {ours / tv:>6.2f}   "
+                  f"{ours_cpu:>15.3f} {tv_cpu:>22.3f} {tv_cpu / ours_cpu:>6.2f}", flush=True)
     print(f"(ours: {args.workers} data workers; torchvision: DataLoader num_workers={args.workers}; "
           f"batch {args.batch}; {args.count} JPEGs; {os.cpu_count()} CPUs; "
           f"load average {os.getloadavg()[0]:.1f})")

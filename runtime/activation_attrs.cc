@@ -55,10 +55,10 @@ std::pair<float, float> ReadClipBounds(const Node& node, const KernelContext& ct
     if (node.HasAttr(attr[k])) {
       bound[k] = node.GetFloat(attr[k], bound[k]);
     } else if (const Tensor* t = ctx.OptionalInput(first_input + k)) {
-      if (t->dtype() != DType::kFloat32 || t->numel() != 1)
-        throw Error(node.Describe() + ": Clip's " + attr[k] + " must be a float32 scalar, got " + DTypeName(t->dtype()) +
+      if ((t->dtype() != DType::kFloat32 && t->dtype() != DType::kFloat64) || t->numel() != 1)
+        throw Error(node.Describe() + ": Clip's " + attr[k] + " must be a float scalar, got " + DTypeName(t->dtype()) +
                     " " + ShapeString(t->shape()));
-      bound[k] = *t->data<float>();
+      bound[k] = t->dtype() == DType::kFloat32 ? *t->data<float>() : static_cast<float>(*t->data<double>());
     }
   }
   return {bound[0], bound[1]};

@@ -19,8 +19,9 @@ bool ParseUnaryFn(const std::string& op_type, UnaryFn* fn);
 // The op's attributes (ONNX defaults where absent). Clip's bounds are not attributes from
 // opset 11 on: read them with ReadClipBounds.
 UnaryParams ReadUnaryParams(const Node& node, UnaryFn fn);
-// Clip's float bounds: the attributes 'min'/'max' when present, else the optional scalar
-// inputs `first_input` and `first_input + 1`; -inf/+inf where neither is given.
+// Clip's bounds as float: the attributes 'min'/'max' when present, else the optional
+// float32 or float64 scalar inputs `first_input` and `first_input + 1`; -inf/+inf where
+// neither is given.
 std::pair<float, float> ReadClipBounds(const Node& node, const KernelContext& ctx, int first_input);
 
 // PRelu(X, slope): the slope's shape aligned for numpy broadcasting to X (unidirectional:

@@ -213,9 +213,6 @@ DType EyeLikeType(const Node& node, const Tensor& x) {
   return node.HasAttr("dtype") ? static_cast<DType>(node.GetInt("dtype", 1)) : x.dtype();
 }
 
-}  // namespace ot
-
-namespace ot {
 namespace {
 
 std::vector<double> FloatValues(const Tensor* t, const Node& node) {
@@ -314,6 +311,13 @@ ResizePlan PlanResize(const Node& node, const std::string& op, int64_t opset, co
   if (coord == "tf_crop_and_resize" && in.roi.size() != 2 * rank)
     Fail(node, "tf_crop_and_resize needs roi with " + std::to_string(2 * rank) + " entries");
 
+  p.spatial_half_pixel_linear = (mode == "linear" || mode == "bilinear") && rank >= 3 && rank <= 5 &&
+                                p.out[0] == x[0] && p.out[1] == x[1] &&
+                                (coord == "half_pixel" || coord == "pytorch_half_pixel");
+  for (size_t d = 2; d < rank && p.spatial_half_pixel_linear; ++d)
+    p.spatial_half_pixel_linear = x[d] > 0 && p.out[d] > (coord == "pytorch_half_pixel" ? 1 : 0) &&
+                                  scales[d] * static_cast<double>(x[d]) == static_cast<double>(p.out[d]);
+
   const int taps = mode == "cubic" ? 4 : mode == "nearest" ? 1 : 2;
   for (size_t d = 0; d < rank; ++d) {
     ResizeAxis ax;
@@ -374,6 +378,21 @@ ResizePlan PlanResize(const Node& node, const std::string& op, int64_t opset, co
     p.axes.push_back(std::move(ax));
   }
   return p;
+}
+
+Shape GridSampleOutputShape(const Node& node, const Tensor& x, const Tensor& grid) {
+  if (x.rank() != 4) Fail(node, "X must be 4-D [N, C, H, W], got " + ShapeString(x.shape()));
+  if (grid.rank() != 4 || grid.dim(0) != x.dim(0) || grid.dim(3) != 2)
+    Fail(node, "grid must be [N, H_out, W_out, 2] with N = " + std::to_string(x.dim(0)) + ", got " +
+                   ShapeString(grid.shape()));
+  if (grid.dtype() != x.dtype()) Fail(node, "grid and X differ in type");
+  const std::string mode = node.GetString("mode", "bilinear");
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
+    Fail(node, "mode must be bilinear, nearest or bicubic, not '" + mode + "'");
+  const std::string pad = node.GetString("padding_mode", "zeros");
+  if (pad != "zeros" && pad != "border" && pad != "reflection")
+    Fail(node, "padding_mode must be zeros, border or reflection, not '" + pad + "'");
+  return {x.dim(0), x.dim(1), grid.dim(1), grid.dim(2)};
 }
 
 }  // namespace ot

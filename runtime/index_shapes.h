@@ -85,9 +85,6 @@ int64_t RangeCount(const Node& node, double start, double limit, double delta);
 // EyeLike: the output type (attribute dtype or the input's).
 DType EyeLikeType(const Node& node, const Tensor& x);
 
-}  // namespace ot
-
-namespace ot {
 
 // Resize (opset 10: X, scales; 11+: X, roi, scales, sizes) and Upsample (X, scales; the
 // attribute before opset 9), and ResizeGrad, which carries the forward's inputs at the
@@ -107,6 +104,10 @@ struct ResizePlan {
   std::vector<ResizeAxis> axes;
   bool any_outside = false;
   float extrapolation_value = 0.f;
+  // Linear with half-pixel coordinates (pytorch_half_pixel where every output axis is
+  // longer than 1) on a rank 3-5 tensor, resizing only axes 2+ and each at scale exactly
+  // out/in: the case library resampling primitives compute (oneDNN's resampling_linear).
+  bool spatial_half_pixel_linear = false;
 };
 // The float values of roi/scales (inputs `roi_input` and `scales_input`, -1 when the op
 // has none) and the sizes input; `op`/`opset` are the forward op's.
@@ -117,5 +118,10 @@ struct ResizeInputs {
 };
 ResizeInputs ReadResizeInputs(const Node& node, const std::string& op, int64_t opset, const KernelContext& ctx);
 ResizePlan PlanResize(const Node& node, const std::string& op, int64_t opset, const Shape& x, const ResizeInputs& in);
+
+// GridSample(X [N, C, H, W], grid [N, Ho, Wo, 2]) (opset 16): checks the inputs and the
+// attributes (mode bilinear/nearest/bicubic, padding_mode zeros/border/reflection);
+// returns the output shape [N, C, Ho, Wo].
+Shape GridSampleOutputShape(const Node& node, const Tensor& x, const Tensor& grid);
 
 }  // namespace ot

@@ -41,7 +41,12 @@ const ActivationInfo kActivations[] = {
 
 // The activations of every direction; alpha and beta lists are consumed in order by the
 // functions that take them.
-std::vector<RnnActivation> ReadActivations(const Node& node, RnnCell cell, int per_dir, int64_t dirs) {
+// "LSTM (opset 14) node 'name': " for errors about what this build does not support.
+std::string UnsupportedPrefix(const Node& node, RnnCell cell, int64_t opset) {
+  return std::string(CellName(cell)) + " (opset " + std::to_string(opset) + ") node '" + node.name + "': ";
+}
+
+std::vector<RnnActivation> ReadActivations(const Node& node, RnnCell cell, int64_t opset, int per_dir, int64_t dirs) {
   std::vector<std::string> names;
   auto it = node.attrs.find("activations");
   if (it != node.attrs.end()) names = it->second.strings;
@@ -69,7 +74,9 @@ std::vector<RnnActivation> ReadActivations(const Node& node, RnnCell cell, int p
     for (const ActivationInfo& a : kActivations)
       if (lower == a.name) info = &a;
     if (!info)
-      throw UnsupportedError(std::string(CellName(cell)) + ": activation '" + name + "' (node '" + node.name + "')");
+      throw UnsupportedError(UnsupportedPrefix(node, cell, opset) + "activation '" + name +
+                             "' is not supported (Sigmoid, Tanh, Relu, LeakyRelu, ThresholdedRelu, ScaledTanh, "
+                             "HardSigmoid, Elu, Softsign, Softplus, Affine are)");
     RnnActivation a{info->kind, info->alpha, info->beta};
     if (info->uses_alpha && ai < alphas.size()) a.alpha = alphas[ai++];
     if (info->uses_beta && bi < betas.size()) a.beta = betas[bi++];
@@ -84,7 +91,7 @@ bool Present(const KernelContext& ctx, int i) { return ctx.OptionalInput(i) != n
 
 int RnnNumForwardInputs(RnnCell cell) { return cell == RnnCell::kLSTM ? 8 : 6; }
 
-RnnSpec PlanRnn(const Node& node, RnnCell cell, const KernelContext& ctx) {
+RnnSpec PlanRnn(const Node& node, RnnCell cell, int64_t opset, const KernelContext& ctx) {
   RnnSpec s;
   s.cell = cell;
   s.gates = cell == RnnCell::kLSTM ? 4 : cell == RnnCell::kGRU ? 3 : 1;
@@ -101,14 +108,14 @@ RnnSpec PlanRnn(const Node& node, RnnCell cell, const KernelContext& ctx) {
   s.layout = node.GetInt("layout", 0);
   if (s.layout != 0 && s.layout != 1) throw Error(where + "layout " + std::to_string(s.layout) + " is not 0 or 1");
   if (cell == RnnCell::kLSTM && node.GetInt("input_forget", 0) != 0)
-    throw UnsupportedError(std::string("LSTM: input_forget=1 (node '") + node.name + "')");
+    throw UnsupportedError(UnsupportedPrefix(node, cell, opset) + "input_forget=1 is not supported (only 0)");
   if (node.HasAttr("clip")) {
     s.has_clip = true;
     s.clip = node.GetFloat("clip", 0.f);
     if (!(s.clip > 0.f)) throw Error(where + "clip must be positive");
   }
   s.linear_before_reset = cell == RnnCell::kGRU && node.GetInt("linear_before_reset", 0) != 0;
-  s.acts = ReadActivations(node, cell, s.acts_per_dir, s.dirs);
+  s.acts = ReadActivations(node, cell, opset, s.acts_per_dir, s.dirs);
 
   const int n_in = RnnNumForwardInputs(cell);
   const Tensor& x = ctx.Input(0);
@@ -118,8 +125,8 @@ RnnSpec PlanRnn(const Node& node, RnnCell cell, const KernelContext& ctx) {
     const Tensor* t = ctx.OptionalInput(i);
     if (!t || i == 4) continue;
     if (t->dtype() != DType::kFloat32)
-      throw UnsupportedError(std::string(CellName(cell)) + ": data type " + DTypeName(t->dtype()) + " of input " +
-                             std::to_string(i) + " (float32 only; node '" + node.name + "')");
+      throw UnsupportedError(UnsupportedPrefix(node, cell, opset) + "data type " + DTypeName(t->dtype()) +
+                             " of input " + std::to_string(i) + " is not supported (float32 only)");
   }
   if (x.rank() != 3) throw Error(where + "X must have rank 3, got " + x.Describe());
   s.seq = x.dim(s.layout == 0 ? 0 : 1);

@@ -68,7 +68,7 @@ int RnnNumForwardInputs(RnnCell cell);
 
 // Reads the node's attributes and checks the forward inputs held by ctx; throws ot::Error
 // (shapes) or ot::UnsupportedError (types, input_forget, unknown activations).
-RnnSpec PlanRnn(const Node& node, RnnCell cell, const KernelContext& ctx);
+RnnSpec PlanRnn(const Node& node, RnnCell cell, int64_t opset, const KernelContext& ctx);
 
 // The length of each batch entry's sequence: sequence_lens (int32 or int64) checked to lie
 // in [0, seq], or seq for every entry when the input is absent.

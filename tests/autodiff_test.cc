@@ -282,14 +282,14 @@ TEST(Autodiff, FrozenParametersGetNoGradient) {
 
 TEST(Autodiff, ErrorsNameWhatIsWrong) {
   Model m = MixedNet();
-  m.graph.nodes[1].op_type = "LpNormalization";  // no rule
+  m.graph.nodes[1].op_type = "MeanVarianceNormalization";  // no rule
   m.graph.nodes[9].op_type = "Hardmax";
   try {
     BuildTrainingGraph(m);
     FAIL();
   } catch (const Error& e) {
     std::string msg = e.what();
-    EXPECT_NE(msg.find("LpNormalization"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("MeanVarianceNormalization"), std::string::npos) << msg;
     EXPECT_NE(msg.find("Hardmax"), std::string::npos) << msg;
   }
   AutodiffOptions o;
@@ -322,9 +322,9 @@ TEST(Autodiff, MissingRulesAreGroupedByOpType) {
   b.Input("x", DType::kFloat32, {2, 4});
   b.Param("w", {4, 3}, -1.f, 1.f);
   b.Op("MatMul", {"x", "w"}, "h");
-  b.Op("LpNormalization", {"h"}, "a1");
-  b.Op("LpNormalization", {"a1"}, "a2");
-  b.Op("LpNormalization", {"a2"}, "a3");
+  b.Op("MeanVarianceNormalization", {"h"}, "a1");
+  b.Op("MeanVarianceNormalization", {"a1"}, "a2");
+  b.Op("MeanVarianceNormalization", {"a2"}, "a3");
   b.Op("Hardmax", {"a3"}, "logits");
   b.Output("logits", {2, 3});
   try {
@@ -333,7 +333,8 @@ TEST(Autodiff, MissingRulesAreGroupedByOpType) {
   } catch (const Error& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("no gradient rule for 4 node(s)"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("LpNormalization (opset 13): 3 nodes, e.g. 'LpNormalization_1', 'LpNormalization_2'"),
+    EXPECT_NE(msg.find("MeanVarianceNormalization (opset 13): 3 nodes, e.g. 'MeanVarianceNormalization_1', "
+                       "'MeanVarianceNormalization_2'"),
               std::string::npos)
         << msg;
     EXPECT_NE(msg.find("Hardmax (opset 13): 1 node, e.g. 'Hardmax_4'"), std::string::npos) << msg;

@@ -12,6 +12,7 @@ import argparse
 import hashlib
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -27,6 +28,15 @@ def final_state_digest(ckpt_dir, epochs):
     path = os.path.join(ckpt_dir, "epoch_%04d.onnx" % epochs)
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
+
+
+SNAPSHOT_EVERY = 50
+TOTAL_STEPS = 240  # 2 epochs x --max-steps 120
+
+
+def resumed_steps(stdout):
+    """Step counts of the snapshots that restarted workers resumed from, in order."""
+    return [int(n) for n in re.findall(r"resumed from \S+: epoch \d+, (\d+) steps done", stdout)]
 
 
 def train(args, workdir, extra, env_extra=None, world=None):
@@ -60,13 +70,25 @@ def main():
     want = final_state_digest(ref_ckpt, 2)
 
     rng = random.Random(2026)
-    kills = sorted(rng.sample(range(10, 230), 2))
+    # Both kills fall after the first snapshot and in different snapshot intervals, so each
+    # restart must resume from a snapshot at a step > 0.
+    while True:
+        kills = sorted(rng.sample(range(SNAPSHOT_EVERY + 5, TOTAL_STEPS - 5), 2))
+        if kills[0] // SNAPSHOT_EVERY != kills[1] // SNAPSHOT_EVERY and all(k % SNAPSHOT_EVERY for k in kills):
+            break
     victim = rng.randrange(3)
     r, ck = train(args, os.path.join(args.workdir, "chaos"), ["--max-restarts", "3"],
                   {"ONNXTRAIN_FAULT_KILL_AT_STEPS": ",".join(map(str, kills)), "ONNXTRAIN_FAULT_RANK": str(victim)})
     restarts = r.stdout.count("restarting all")
     check(f"rank {victim} SIGKILLed at steps {kills}: run finishes", r.returncode == 0, r.stderr[-300:])
     check(f"  two restarts observed", restarts == 2, f"({restarts})")
+    want_resume = [k // SNAPSHOT_EVERY * SNAPSHOT_EVERY for k in kills]
+    got_resume = resumed_steps(r.stdout)
+    check(f"  each restart resumed from the latest snapshot (steps {want_resume})", got_resume == want_resume,
+          f"(resumed from {got_resume})")
+    computed = kills[0] + (kills[1] - want_resume[0]) + (TOTAL_STEPS - want_resume[1])
+    check(f"  steps computed in all ({computed}) fewer than twice the run's ({2 * TOTAL_STEPS})",
+          got_resume == want_resume and computed < 2 * TOTAL_STEPS)
     check("  final weights bitwise equal to the uninterrupted run",
           r.returncode == 0 and final_state_digest(ck, 2) == want)
 
@@ -78,8 +100,9 @@ def main():
     # A hung worker (stopped, no heartbeat) is taken as failed and the workers restart.
     r, ck = train(args, os.path.join(args.workdir, "hang"), ["--max-restarts", "2", "--heartbeat-timeout", "3"],
                   {"ONNXTRAIN_FAULT_KILL_AT_STEPS": "30", "ONNXTRAIN_FAULT_RANK": "1", "ONNXTRAIN_FAULT_MODE": "hang"})
-    check("hung worker detected by its heartbeat, workers restarted, same final weights",
-          r.returncode == 0 and "restarting all" in r.stdout and final_state_digest(ck, 2) == want,
+    check("hung worker detected by its heartbeat, workers restarted from step 0 (no snapshot yet), same final weights",
+          r.returncode == 0 and "restarting all" in r.stdout and "no checkpoint in" in r.stdout and
+          final_state_digest(ck, 2) == want,
           (r.stdout + r.stderr)[-200:] if r.returncode else "")
 
     # Kill the launcher itself mid-run, then rerun the same command with --resume.
@@ -93,6 +116,9 @@ def main():
     os.killpg(proc.pid, signal.SIGKILL)  # the launcher and its worker
     proc.wait()
     r = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=600)
+    got_resume = resumed_steps(r.stdout)
+    check("launcher killed, rerun with --resume: resumed from a snapshot at step > 0",
+          len(got_resume) == 1 and got_resume[0] > 0, f"(resumed from {got_resume})")
     check("launcher killed, rerun with --resume: same final weights",
           r.returncode == 0 and final_state_digest(ckpt, 2) == want, r.stderr[-300:])
     print(f"chaos_test: {passed} passed, {failed} failed")

@@ -12,6 +12,17 @@
 - dp_output: --world-size 2 prints one prefix per line, "Batchsize: B per rank (2B global)",
   "1 gradient bucket", a warning for a capped --max-steps, and rank 0's progress bar on a
   terminal (a pseudo-terminal here).
+- eval: a model with fewer classes than the data set is an error (exit 1), synthetic data
+  takes the model's input shape, --per-class prints one line per class (names from
+  classes.txt beside the model; Fashion-MNIST's test split has 1000 samples a class).
+- exports: models exported by PyTorch in the test. A default export whose Reshape holds the
+  batch (x.view(x.size(0), -1)) fails at start with "the model was exported with batch fixed
+  at 2; export with dynamic_axes=... or use --batch 2" and trains with --batch 2; one with
+  torch.flatten is rebound to any batch (the checkpoint's batch is symbolic). An eval-mode
+  export (BatchNorm folded into convolutions, BatchNorm1d in inference form with statistics
+  shared with its scale and bias) is trained in training form: `grad`'s loss and fc.weight
+  gradient equal PyTorch's train() mode in float64 (within max(1e-4, 3x float32's own
+  distance)); with --frozen-bn they equal eval() mode, and the running statistics stay fixed.
 
 Run by CTest (target first_hour_test); by hand:
     /usr/bin/python3 tests/first_hour_test.py --onnx-train build/tools/onnx-train --workdir /tmp/fh [--only NAME]
@@ -187,7 +198,163 @@ def case_dp_output(args, check):
     check("dp_output: no bar from rank 1", "[rank 1] Epoch" not in out, "")
 
 
-CASES = {"interrupt": case_interrupt, "resume": case_resume, "dp_output": case_dp_output}
+def case_eval(args, check):
+    run(args, ["make-model", "simplenn", "-o", "five.onnx", "--classes", "5", "--seed", "1"])
+    r = run(args, ["eval", "five.onnx"])
+    check("eval: 5-class model on 10-class data is an error, exit 1",
+          r.returncode == 1 and "has 10 classes but the model's output" in r.stderr and "scores only 5" in r.stderr,
+          f"rc {r.returncode}; {r.stdout[-200:]} {r.stderr[-300:]}")
+    check("eval: ... and prints no accuracy", "accuracy" not in r.stdout, r.stdout)
+    run(args, ["make-model", "resnet34", "-o", "rgb16.onnx", "--input", "3x16x16", "--classes", "7"])
+    r = run(args, ["eval", "rgb16.onnx", "--data", "synthetic:40"])
+    check("eval: synthetic data takes the model's input shape (3x16x16)",
+          r.returncode == 0 and re.search(r"accuracy: [\d.]+% \(\d+ of 40\)", r.stdout), r.stdout + r.stderr)
+    model = "simplenn.onnx"
+    run(args, ["make-model", "simplenn", "-o", model, "--seed", "4"])
+    os.makedirs(os.path.join(args.workdir, "evalpc"), exist_ok=True)
+    tr = run(args, [model, "--epochs", "1", "--max-steps", "100", "--batch", "64", "--threads", "2", "--quiet",
+                    "--checkpoint-dir", "evalpc", "--lr", "0.05"])
+    check("eval: training a model to evaluate", tr.returncode == 0, tr.stderr[-300:])
+    names = ["top", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "boot"]
+    with open(os.path.join(args.workdir, "evalpc", "classes.txt"), "w") as f:
+        f.write("\n".join(names) + "\n")
+    r = run(args, ["eval", os.path.join("evalpc", "epoch_0001.onnx"), "--per-class"])
+    m = re.search(r"test accuracy: [\d.]+% \((\d+) of (\d+)\)", r.stdout)
+    rows = re.findall(r"^(\d+) (\S+) +([\d.]+)% +(\d+) / (\d+)$", r.stdout, re.M)
+    check("eval --per-class: exit 0, one row per class", r.returncode == 0 and m and len(rows) == 10,
+          r.stdout + r.stderr)
+    if m and len(rows) == 10:
+        check("eval --per-class: names from classes.txt", [row[1] for row in rows] == names, str(rows))
+        check("eval --per-class: 1000 test samples per class", all(int(row[4]) == 1000 for row in rows), str(rows))
+        check("eval --per-class: rows add up to the overall count",
+              sum(int(row[3]) for row in rows) == int(m.group(1)), f"{rows} vs {m.group(0)}")
+        check("eval --per-class: percentages match the counts",
+              all(abs(float(row[2]) - 100.0 * int(row[3]) / int(row[4])) < 0.006 for row in rows), str(rows))
+
+
+EXPORT_SCRIPT = r"""
+import sys, torch, torch.nn as nn
+torch.manual_seed(3)
+class CNN(nn.Module):
+    def __init__(self, view):
+        super().__init__()
+        self.view = view
+        self.c1 = nn.Conv2d(1, 4, 3, stride=2, padding=1); self.b1 = nn.BatchNorm2d(4)
+        self.c2 = nn.Conv2d(4, 8, 3, stride=2, padding=1); self.b2 = nn.BatchNorm2d(8)
+        self.b3 = nn.BatchNorm1d(8 * 7 * 7); self.fc = nn.Linear(8 * 7 * 7, 10)
+    def forward(self, x):
+        x = torch.relu(self.b1(self.c1(x)))
+        x = torch.relu(self.b2(self.c2(x)))
+        x = x.view(x.size(0), -1) if self.view else torch.flatten(x, 1)
+        return self.fc(self.b3(x))
+out = sys.argv[1]
+m = CNN(view=False)
+torch.save(m.state_dict(), out + "/cnn.pt")
+m.eval()
+x = torch.randn(2, 1, 28, 28)
+# As a new user exports: defaults (eval mode, constant folding, fixed batch 2).
+torch.onnx.export(m, x, out + "/eval_flatten.onnx", input_names=["input"], output_names=["logits"])
+v = CNN(view=True); v.load_state_dict(m.state_dict()); v.eval()
+torch.onnx.export(v, x, out + "/eval_view.onnx", input_names=["input"], output_names=["logits"])
+"""
+
+
+def case_exports(args, check):
+    import numpy as np
+    import onnx
+    import onnx.numpy_helper
+    import torch
+    w = args.workdir
+    r = subprocess.run([sys.executable, "-c", EXPORT_SCRIPT, w], capture_output=True, text=True, timeout=300)
+    if not check("exports: PyTorch export", r.returncode == 0, r.stderr[-600:]):
+        return
+    quick = ["--data", "synthetic:16", "--epochs", "1", "--threads", "1", "--quiet", "--lr", "0.05"]
+    # A Reshape holds the batch: an error at start, naming the fix; --batch 2 trains.
+    shutil.rmtree(os.path.join(w, "fixed_ckpt"), ignore_errors=True)
+    r = run(args, ["eval_view.onnx", "--checkpoint-dir", "fixed_ckpt"] + quick)
+    want = ("the model was exported with batch fixed at 2; export with dynamic_axes={'input': {0: 'N'}} "
+            "or use --batch 2")
+    check("exports: baked batch fails at start with the fix, exit 1", r.returncode == 1 and want in r.stderr,
+          f"rc {r.returncode}; {r.stderr[-400:]}")
+    check("exports: ... before training (no epoch line, no checkpoint folder)",
+          "Epoch" not in r.stdout and not os.path.exists(os.path.join(w, "fixed_ckpt")), r.stdout[-300:])
+    r = run(args, ["eval_view.onnx", "--batch", "2", "--checkpoint-dir", "fixed_ckpt", "--max-steps", "3"] + quick)
+    check("exports: baked batch trains and tests with --batch 2",
+          r.returncode == 0 and re.search(r"done: 1 epoch, 3 steps; test accuracy [\d.]+%", r.stdout),
+          r.stdout[-400:] + r.stderr[-400:])
+    # torch.flatten: the batch is rebound; BatchNorm comes back in training form.
+    shutil.rmtree(os.path.join(w, "flat_ckpt"), ignore_errors=True)
+    r = run(args, ["eval_flatten.onnx", "--batch", "8", "--checkpoint-dir", "flat_ckpt", "--max-steps", "2"] + quick)
+    check("exports: fixed batch rebound, trains with --batch 8", r.returncode == 0, r.stdout[-400:] + r.stderr[-400:])
+    check("exports: says the batch is now symbolic",
+          "the model was exported with batch fixed at 2; running it with any batch" in r.stdout, r.stdout[:600])
+    check("exports: says BatchNorm was restored / trained in training form",
+          "PyTorch folded 2 BatchNorm layers into the convolutions" in r.stdout
+          and "1 BatchNormalization node came in inference form" in r.stdout and "--frozen-bn" in r.stdout,
+          r.stdout[:800])
+    ckpt = os.path.join(w, "flat_ckpt", "epoch_0001.onnx")
+    if check("exports: checkpoint written", os.path.exists(ckpt)):
+        m = onnx.load(ckpt)
+        check("exports: checkpoint's batch dimension is symbolic",
+              m.graph.input[0].type.tensor_type.shape.dim[0].dim_param != "", str(m.graph.input[0]))
+        check("exports: checkpoint has 3 BatchNormalization nodes",
+              sum(n.op_type == "BatchNormalization" for n in m.graph.node) == 3,
+              str([n.op_type for n in m.graph.node]))
+        inits = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
+        check("exports: b3's running mean is its own state and was updated",
+              "b3.running_mean" in inits and np.abs(inits["b3.running_mean"]).max() > 0, str(sorted(inits)))
+    # grad against PyTorch float64: train() mode by default, eval() mode with --frozen-bn.
+    sd = torch.load(os.path.join(w, "cnn.pt"))
+    ns = {}
+    exec(EXPORT_SCRIPT.split("out = sys.argv[1]")[0], ns)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((8, 1, 28, 28)).astype(np.float32)
+    y = rng.integers(0, 10, 8).astype(np.int64)
+    onnx.save_tensor(onnx.numpy_helper.from_array(x, "input"), os.path.join(w, "x.pb"))
+    onnx.save_tensor(onnx.numpy_helper.from_array(y, "labels"), os.path.join(w, "y.pb"))
+
+    def torch_loss_grad(dtype, train):
+        m = ns["CNN"](view=False)
+        m.load_state_dict(sd)
+        m = m.to(dtype).train(train)
+        loss = torch.nn.functional.cross_entropy(m(torch.from_numpy(x).to(dtype)), torch.from_numpy(y))
+        loss.backward()
+        return loss.item(), m.fc.weight.grad.double().numpy()
+
+    for frozen in (False, True):
+        tag = "--frozen-bn" if frozen else "default"
+        out_dir = os.path.join(w, "grad_frozen" if frozen else "grad")
+        r = run(args, ["grad", "eval_flatten.onnx", "--input", "input=x.pb", "--input", "labels=y.pb", "-o", out_dir,
+                       "--threads", "1"] + (["--frozen-bn"] if frozen else []))
+        if not check(f"exports: grad ({tag})", r.returncode == 0, r.stderr[-400:]):
+            continue
+        loss = float(onnx.numpy_helper.to_array(onnx.load_tensor(os.path.join(out_dir, "loss.pb"))))
+        gw = onnx.numpy_helper.to_array(onnx.load_tensor(os.path.join(out_dir, "fc.weight.pb"))).astype(np.float64)
+        l64, g64 = torch_loss_grad(torch.float64, train=not frozen)
+        l32, g32 = torch_loss_grad(torch.float32, train=not frozen)
+        tol = max(1e-4, 3 * abs(l32 - l64))
+        check(f"exports: grad ({tag}) loss = PyTorch {'eval' if frozen else 'train'}() mode",
+              abs(loss - l64) <= tol, f"ours {loss} torch64 {l64} tol {tol}")
+        err = np.abs(gw - g64).max() / max(np.abs(g64).max(), 1e-12)
+        err32 = np.abs(g32 - g64).max() / max(np.abs(g64).max(), 1e-12)
+        check(f"exports: grad ({tag}) fc.weight gradient = PyTorch's", err <= max(1e-4, 3 * err32),
+              f"relative error {err:.2e}, PyTorch float32's {err32:.2e}")
+    shutil.rmtree(os.path.join(w, "frozen_ckpt"), ignore_errors=True)
+    r = run(args, ["eval_flatten.onnx", "--batch", "8", "--checkpoint-dir", "frozen_ckpt", "--max-steps", "2",
+                   "--frozen-bn"] + quick)
+    check("exports: --frozen-bn trains and says so", r.returncode == 0 and
+          "--frozen-bn: 1 BatchNormalization node normalises with its running statistics" in r.stdout,
+          r.stdout[-400:] + r.stderr[-400:])
+    ckpt = os.path.join(w, "frozen_ckpt", "epoch_0001.onnx")
+    if os.path.exists(ckpt):
+        inits = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(ckpt).graph.initializer}
+        check("exports: --frozen-bn keeps the running statistics, trains the scale",
+              np.array_equal(inits.get("b3.running_mean"), sd["b3.running_mean"].numpy())
+              and np.array_equal(inits.get("b3.running_var"), sd["b3.running_var"].numpy())
+              and not np.array_equal(inits.get("b3.weight"), sd["b3.weight"].numpy()), "")
+
+
+CASES = {"interrupt": case_interrupt, "resume": case_resume, "dp_output": case_dp_output, "eval": case_eval, "exports": case_exports}
 
 
 def main():

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 
 #include "graph/autodiff.h"
+#include "runtime/activation_math.h"
 #include "runtime/executor.h"
 #include "tests/grad_check.h"
 
@@ -171,12 +173,13 @@ TEST(GradElementwise, PiecewiseConstantOpsHaveZeroGradient) {
   }
 }
 
-// Cast float32 -> float64 -> float32, and float32 -> float32.
+// Cast float32 -> float64 -> float32 around a float64 Sin, and float32 -> float32.
 TEST(GradElementwise, CastBetweenFloatTypes) {
   ModelBuilder b;
   b.Param("x", {3, 5}, -1.f, 1.f);
   b.Op("Cast", {"x"}, "d").SetInt("to", static_cast<int64_t>(DType::kFloat64));
-  b.Op("Cast", {"d"}, "f").SetInt("to", static_cast<int64_t>(DType::kFloat32));
+  b.Op("Sin", {"d"}, "sd");
+  b.Op("Cast", {"sd"}, "f").SetInt("to", static_cast<int64_t>(DType::kFloat32));
   b.Op("Cast", {"f"}, "g").SetInt("to", static_cast<int64_t>(DType::kFloat32));
   b.Op("Mul", {"g", "g"}, "y");
   ExpectGradientsMatchFiniteDifferences(EndInWeightedSum(b, "y", {3, 5}), {}, 1e-3f);
@@ -392,6 +395,70 @@ TEST(GradElementwise, ActivationsOnBlockedLayoutsAfterConv) {
             << (k == 0 ? "y" : k == 1 ? "dw" : "dx") << "[" << i << "]";
     }
   }
+}
+
+// Bad input fails with one error naming the node: a PRelu slope that does not broadcast
+// to X, Celu with alpha 0, an opset-6 channel slope of the wrong length.
+TEST(GradElementwise, BadInputsNameTheNode) {
+  auto error_of = [](ModelBuilder& b, std::vector<int64_t> out) -> std::string {
+    try {
+      TrainingGraph tg = EndInWeightedSum(b, "y", out);
+      Executor exec(tg.model);
+      exec.Run({}, {tg.loss, tg.grads[0]});
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  {
+    ModelBuilder b;
+    b.Param("x", {2, 3, 5}, -1.f, 1.f).Param("slope", {4}, 0.1f, 0.2f);
+    b.Op("PRelu", {"x", "slope"}, "y");
+    const std::string msg = error_of(b, {2, 3, 5});
+    EXPECT_NE(msg.find("PRelu_0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("does not broadcast"), std::string::npos) << msg;
+  }
+  {
+    ModelBuilder b;
+    b.Opset(6);
+    b.Param("x", {2, 3, 5}, -1.f, 1.f).Param("slope", {2}, 0.1f, 0.2f);
+    b.Op("PRelu", {"x", "slope"}, "y");
+    const std::string msg = error_of(b, {2, 3, 5});
+    EXPECT_NE(msg.find("PRelu_0"), std::string::npos) << msg;
+  }
+  {
+    ModelBuilder b;
+    b.Opset(12);
+    b.Param("x", {3}, -1.f, 1.f);
+    b.Op("Celu", {"x"}, "y").SetFloat("alpha", 0.f);
+    const std::string msg = error_of(b, {3});
+    EXPECT_NE(msg.find("Celu_0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("alpha"), std::string::npos) << msg;
+  }
+}
+
+// The vectorisable float32 erf and exp behind Erf and its gradient, against the C
+// library in double over [-6, 6] (erf) and e^x's whole normal range.
+TEST(GradElementwise, FastErfAndExpAccuracy) {
+  const UnaryParams p;
+  double erf_err = 0, grad_err = 0, exp_err = 0;
+  for (float x = -6.f; x <= 6.f; x += 1.f / 4096) {
+    erf_err = std::max(erf_err, std::fabs(UnaryForward<UnaryFn::kErf>(x, p) - std::erf(static_cast<double>(x))));
+    const double d = 1.1283791670955126 * std::exp(-static_cast<double>(x) * x);
+    if (d > 1e-30) grad_err = std::max(grad_err, std::fabs(UnaryDerivative<UnaryFn::kErf>(x, p) - d) / d);
+  }
+  for (float x = -87.f; x <= 88.f; x += 1.f / 512) {
+    const double e = std::exp(static_cast<double>(x));
+    exp_err = std::max(exp_err, std::fabs(unary_detail::FastExp(x) - e) / e);
+  }
+  std::cout << "erf max abs error " << erf_err << ", erf' max rel error " << grad_err << ", exp max rel error " << exp_err
+            << "\n";
+  EXPECT_LT(erf_err, 4e-7);
+  EXPECT_LT(grad_err, 3e-6);  // float32 x*x alone is 6e-8 relative, times x^2 <= 36
+  EXPECT_LT(exp_err, 2e-7);
+  EXPECT_EQ(unary_detail::FastExp(-100.f), 0.f);
+  EXPECT_EQ(UnaryForward<UnaryFn::kErf>(-INFINITY, p), -1.f);
+  EXPECT_TRUE(std::isnan(UnaryForward<UnaryFn::kErf>(NAN, p)));
 }
 
 }  // namespace

@@ -725,5 +725,68 @@ TEST(GradNn, MalformedEinsumAndConvTransposeFailWithTheNodeNamed) {
   EXPECT_NE(err.find("weight must be C x M/group x k"), std::string::npos) << err;
 }
 
+
+// --- MaxUnpool ------------------------------------------------------------------------------
+
+// MaxPool with Indices, then MaxUnpool: overlapping windows (kernel 3, stride 1) put one
+// value at one position several times, which must count once in the gradient.
+TEST(GradNn, MaxUnpoolAfterMaxPoolMatchesFiniteDifferences) {
+  struct Case {
+    std::vector<int64_t> kernel, strides;
+    std::vector<int64_t> output_shape;  // empty: the default
+    std::vector<int64_t> y;
+  };
+  for (const Case& c : {Case{{2, 2}, {2, 2}, {}, {1, 2, 4, 6}}, Case{{3, 3}, {1, 1}, {}, {1, 2, 4, 6}},
+                        Case{{2, 2}, {2, 2}, {1, 2, 5, 7}, {1, 2, 5, 7}}}) {
+    SCOPED_TRACE("kernel " + ShapeString(c.kernel) + " output_shape " + ShapeString(c.output_shape));
+    ModelBuilder b;
+    b.Opset(11);
+    b.Param("x", {1, 2, 4, 6}, 0.f, 1.f);
+    float* xv = b.model().graph.initializers.back().Data<float>();
+    std::vector<int> perm(48);
+    for (int i = 0; i < 48; ++i) perm[static_cast<size_t>(i)] = i;
+    std::shuffle(perm.begin(), perm.end(), b.rng());
+    for (int i = 0; i < 48; ++i) xv[i] = static_cast<float>(perm[static_cast<size_t>(i)]) / 24.f;
+    Node& pool = b.Op("MaxPool", {"x"}, "pooled");
+    pool.outputs = {"pooled", "indices"};
+    pool.SetInts("kernel_shape", c.kernel);
+    pool.SetInts("strides", c.strides);
+    std::vector<std::string> ins = {"pooled", "indices"};
+    if (!c.output_shape.empty()) {
+      b.Const(HostTensor::FromVector<int64_t>(c.output_shape, {4}, "output_shape"));
+      ins.push_back("output_shape");
+    }
+    Node& un = b.Op("MaxUnpool", ins, "y");
+    un.SetInts("kernel_shape", c.kernel);
+    un.SetInts("strides", c.strides);
+    TrainingGraph tg = WithWeightedSumLoss(b, "y", c.y);
+    ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-3f);
+  }
+}
+
+
+// Only some of the gradient kernels' outputs requested: frozen weights (dX only) or a
+// frozen input (dW and dB only).
+TEST(GradNn, ConvTransposeAndInstanceNormWithFrozenInputsMatchFiniteDifferences) {
+  for (const std::vector<std::string>& freeze :
+       {std::vector<std::string>{"w", "b"}, std::vector<std::string>{"x"}, std::vector<std::string>{"x", "b"}}) {
+    SCOPED_TRACE("frozen " + std::to_string(freeze.size()) + ": " + freeze[0]);
+    ModelBuilder b;
+    b.Param("x", {1, 2, 3, 3}, -1.f, 1.f).Param("w", {2, 3, 2, 2}, -1.f, 1.f).Param("b", {3}, -1.f, 1.f);
+    Node& n = b.Op("ConvTranspose", {"x", "w", "b"}, "y");
+    n.SetInts("strides", {2, 2});
+    TrainingGraph tg = WithWeightedSumLoss(b, "y", {1, 3, 6, 6}, freeze);
+    ASSERT_EQ(tg.params.size(), 3 - freeze.size());
+    ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+
+    ModelBuilder bi;
+    bi.Opset(9);
+    bi.Param("x", {2, 3, 4}, -1.f, 1.f).Param("w", {3}, 0.5f, 1.5f).Param("b", {3}, -0.5f, 0.5f);
+    bi.Op("InstanceNormalization", {"x", "w", "b"}, "y");
+    TrainingGraph ti = WithWeightedSumLoss(bi, "y", {2, 3, 4}, freeze);
+    ExpectGradientsMatchFiniteDifferences(ti, {}, 1e-2f);
+  }
+}
+
 }  // namespace
 }  // namespace ot

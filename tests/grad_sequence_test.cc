@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,12 +33,14 @@ struct RnnCase {
   std::vector<float> alpha, beta;
   std::vector<int> consumed = {0, 1, 2};  // outputs that reach the loss (Y, Y_h, Y_c)
   int layers = 1;                      // 2: a second node of the same kind fed by the first's Y
+  bool no_y = false;                   // the node does not produce Y (its gradient op then
+                                       // recomputes the forward step by step)
 
   int64_t Dirs() const { return direction == "bidirectional" ? 2 : 1; }
   int64_t Gates() const { return op == "LSTM" ? 4 : op == "GRU" ? 3 : 1; }
   int NumOutputs() const { return op == "LSTM" ? 3 : 2; }
   std::string Name() const {
-    std::string s = op + " " + direction + " layout " + std::to_string(layout) + " seq " + std::to_string(seq) +
+    std::string s = op + (no_y ? " (no Y)" : "") + " " + direction + " layout " + std::to_string(layout) + " seq " + std::to_string(seq) +
                     " batch " + std::to_string(batch) + " input " + std::to_string(input) + " hidden " +
                     std::to_string(hidden) + (bias ? " B" : "") + (init_h ? " h0" : "") + (init_c ? " c0" : "") +
                     (peephole ? " P" : "") + (lens.empty() ? "" : " lens") + " lbr " + std::to_string(lbr) +
@@ -96,6 +99,7 @@ std::vector<std::string> AddRecurrentLayer(ModelBuilder& b, const RnnCase& c, in
   Node& n = b.Op(c.op, ins, p + "Y");
   n.outputs = {p + "Y", p + "Y_h"};
   if (c.op == "LSTM") n.outputs.push_back(p + "Y_c");
+  if (c.no_y) n.outputs[0] = "";
   n.SetInt("hidden_size", c.hidden);
   n.SetString("direction", c.direction);
   if (c.layout != 0) n.SetInt("layout", c.layout);
@@ -222,6 +226,25 @@ TEST(GradSequence, SubsetsOfOutputs) {
       c.init_h = true;
       c.init_c = true;
       c.lbr = 1;
+      c.no_y = consumed[0] == 1;
+      CheckCase(c);
+    }
+}
+
+// Without Y the gradient ops recompute the forward step by step: every cell and direction.
+TEST(GradSequence, WithoutYOutput) {
+  for (const char* op : {"LSTM", "GRU", "RNN"})
+    for (int64_t lbr : {0, 1}) {
+      if (std::string(op) != "GRU" && lbr == 0) continue;
+      RnnCase c(op);
+      c.direction = "bidirectional";
+      c.consumed = {1, 2};
+      c.no_y = true;
+      c.lbr = lbr;
+      c.init_h = c.init_c = true;
+      c.peephole = c.op == "LSTM";
+      c.seq = 4;
+      c.lens = {4, 1, 3};
       CheckCase(c);
     }
 }
@@ -420,6 +443,58 @@ TEST(GradSequence, ClipTakesEffect) {
   }
 }
 
+// Each activation by value: one RNN step with W = I, R = 0 and no bias gives Y = f(X).
+// The expected values are ONNX's definitions written out here.
+TEST(GradSequence, ActivationValues) {
+  struct Act {
+    std::string name;
+    std::vector<float> alpha, beta;
+    std::function<double(double)> f;
+  };
+  const std::vector<Act> acts = {
+      {"Sigmoid", {}, {}, [](double v) { return 1 / (1 + std::exp(-v)); }},
+      {"Tanh", {}, {}, [](double v) { return std::tanh(v); }},
+      {"Relu", {}, {}, [](double v) { return std::max(v, 0.0); }},
+      {"LeakyRelu", {0.3f}, {}, [](double v) { return v < 0 ? 0.3 * v : v; }},
+      {"LeakyRelu", {}, {}, [](double v) { return v < 0 ? 0.01 * v : v; }},
+      {"ThresholdedRelu", {0.4f}, {}, [](double v) { return v > 0.4 ? v : 0.0; }},
+      {"ScaledTanh", {1.5f}, {0.7f}, [](double v) { return 1.5 * std::tanh(0.7 * v); }},
+      {"HardSigmoid", {0.3f}, {0.4f}, [](double v) { return std::min(1.0, std::max(0.0, 0.3 * v + 0.4)); }},
+      {"HardSigmoid", {}, {}, [](double v) { return std::min(1.0, std::max(0.0, 0.2 * v + 0.5)); }},
+      {"Elu", {0.6f}, {}, [](double v) { return v < 0 ? 0.6 * (std::exp(v) - 1) : v; }},
+      {"Softsign", {}, {}, [](double v) { return v / (1 + std::fabs(v)); }},
+      {"Softplus", {}, {}, [](double v) { return std::log(1 + std::exp(v)); }},
+      {"Affine", {2.f}, {-0.5f}, [](double v) { return 2 * v - 0.5; }},
+  };
+  const int64_t n = 8;
+  HostTensor x = Random({1, 1, n}, 11, -3.f, 3.f);
+  HostTensor w(DType::kFloat32, {1, n, n}), r(DType::kFloat32, {1, n, n});
+  for (int64_t i = 0; i < n * n; ++i) {
+    w.Data<float>()[i] = i % (n + 1) == 0 ? 1.f : 0.f;
+    r.Data<float>()[i] = 0.f;
+  }
+  w.name = "W";
+  r.name = "R";
+  for (const Act& a : acts) {
+    SCOPED_TRACE(a.name);
+    ModelBuilder b;
+    b.Opset(14);
+    b.Input("X", DType::kFloat32, {1, 1, n});
+    b.Const(w).Const(r);
+    Node& node = b.Op("RNN", {"X", "W", "R"}, "Y");
+    node.SetInt("hidden_size", n);
+    Attribute names;
+    names.kind = Attribute::Kind::kStrings;
+    names.strings = {a.name};
+    node.attrs["activations"] = names;
+    if (!a.alpha.empty()) node.attrs["activation_alpha"] = Floats(a.alpha);
+    if (!a.beta.empty()) node.attrs["activation_beta"] = Floats(a.beta);
+    Executor exec(b.Build());
+    HostTensor y = exec.Run({{"X", Tensor::FromHost(x)}}, {"Y"})[0].ToHost();
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y.Data<float>()[i], a.f(x.Data<float>()[i]), 1e-5) << i;
+  }
+}
+
 // Bad input: one error line naming the node and what to fix.
 TEST(GradSequence, BadInputErrors) {
   auto error_of = [](const std::string& op, std::vector<int64_t> wdims, const std::string& attr, int64_t value) {
@@ -445,7 +520,7 @@ TEST(GradSequence, BadInputErrors) {
   EXPECT_NE(e.find("rnn_node"), std::string::npos) << e;
   EXPECT_NE(e.find("W must be [1, 8, 3]"), std::string::npos) << e;
   e = error_of("LSTM", {1, 8, 3}, "input_forget", 1);
-  EXPECT_NE(e.find("input_forget"), std::string::npos) << e;
+  EXPECT_NE(e.find("LSTM (opset 14) node 'rnn_node': input_forget=1 is not supported"), std::string::npos) << e;
   e = error_of("GRU", {1, 6, 3}, "layout", 2);
   EXPECT_NE(e.find("layout 2"), std::string::npos) << e;
 }

@@ -40,6 +40,32 @@ TEST(GradTensor, GatherDuplicateAndNegativeIndices) {
   Check(TrainWithWeightedSumLoss(b, "y", {2, 4, 3}));
 }
 
+// int32 indices take the same paths as int64 (GatherGrad, GatherElementsGrad, GatherNDGrad).
+HostTensor Int32s(const std::string& name, std::vector<int32_t> v, std::vector<int64_t> dims) {
+  return HostTensor::FromVector(v, std::move(dims), name);
+}
+
+TEST(GradTensor, Int32Indices) {
+  {
+    ModelBuilder b;
+    b.Param("x", {3, 2}, -1.f, 1.f).Const(Int32s("idx", {2, -1, 2, 0}, {4}));
+    b.Op("Gather", {"x", "idx"}, "y");
+    Check(TrainWithWeightedSumLoss(b, "y", {4, 2}));
+  }
+  {
+    ModelBuilder b;
+    b.Param("x", {3, 4}, -1.f, 1.f).Const(Int32s("idx", {1, -1, 0, -2}, {1, 4}));
+    b.Op("GatherElements", {"x", "idx"}, "y").SetInt("axis", 1);
+    Check(TrainWithWeightedSumLoss(b, "y", {1, 4}));
+  }
+  {
+    ModelBuilder b;
+    b.Param("x", {3, 2}, -1.f, 1.f).Const(Int32s("idx", {2, -1, 2, 0}, {4, 1}));
+    b.Op("GatherND", {"x", "idx"}, "y");
+    Check(TrainWithWeightedSumLoss(b, "y", {4, 2}));
+  }
+}
+
 TEST(GradTensor, GatherEveryAxisAndScalarIndex) {
   for (int64_t axis : {0, 1, 2, -1}) {
     SCOPED_TRACE("axis " + std::to_string(axis));
@@ -308,9 +334,10 @@ TEST(GradTensor, DepthToSpaceBothModesAndSpaceToDepth) {
     b.Param("x", {2, 2, 4, 6}, -1.f, 1.f);
     b.Op("SpaceToDepth", {"x"}, "y").SetInt("blocksize", 2);
     TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", {2, 8, 2, 3});
-    for (const Node& n : tg.model.graph.nodes) {
-      if (n.op_type == "DepthToSpace") { EXPECT_EQ(n.HasAttr("mode"), opset >= 11); }
-    }
+    for (const Node& n : tg.model.graph.nodes)
+      if (n.op_type == "DepthToSpace") {
+        EXPECT_EQ(n.HasAttr("mode"), opset >= 11);
+      }
     Check(tg);
   }
 }
@@ -405,6 +432,26 @@ TEST(GradTensor, ResizeEveryModeScalesAndSizes) {
   }
 }
 
+// Linear half-pixel at scales that are exactly out/in (torch's bilinear upsampling): the
+// kernels take oneDNN's resampling primitives here, rank 4 and rank 5.
+TEST(GradTensor, ResizeLinearHalfPixelExactScales) {
+  for (int rank : {4, 5}) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    ModelBuilder b;
+    std::vector<int64_t> in = {2, 2, 3, 6}, out = {2, 2, 6, 3};
+    std::vector<float> scales = {1.f, 1.f, 2.f, 0.5f};
+    if (rank == 5) {
+      in.push_back(2);
+      out.push_back(4);
+      scales.push_back(2.f);
+    }
+    b.Param("x", in, -1.f, 1.f).Const(Floats("roi", {})).Const(Floats("scales", scales));
+    Node& n = b.Op("Resize", {"x", "roi", "scales"}, "y");
+    n.SetString("mode", "linear");
+    Check(TrainWithWeightedSumLoss(b, "y", out));
+  }
+}
+
 // tf_crop_and_resize: outputs outside the crop take extrapolation_value and pass nothing back.
 TEST(GradTensor, ResizeCropAndResizeExtrapolation) {
   ModelBuilder b;
@@ -415,6 +462,29 @@ TEST(GradTensor, ResizeCropAndResizeExtrapolation) {
   n.SetString("coordinate_transformation_mode", "tf_crop_and_resize");
   n.SetFloat("extrapolation_value", 0.5f);
   Check(TrainWithWeightedSumLoss(b, "y", {1, 1, 3, 5}));
+}
+
+// Opset 10 Resize (X, scales) and opset 7 Upsample (scales attribute): asymmetric, floor.
+TEST(GradTensor, ResizeOpset10AndUpsampleOpset7) {
+  for (const char* mode : {"nearest", "linear"}) {
+    SCOPED_TRACE(mode);
+    {
+      ModelBuilder b;
+      b.Opset(10);
+      b.Param("x", {1, 1, 3, 4}, -1.f, 1.f).Const(Floats("scales", {1.f, 1.f, 1.5f, 0.75f}));
+      b.Op("Resize", {"x", "scales"}, "y").SetString("mode", mode);
+      Check(TrainWithWeightedSumLoss(b, "y", {1, 1, 4, 3}));
+    }
+    {
+      ModelBuilder b;
+      b.Opset(7);
+      b.Param("x", {1, 2, 2, 3}, -1.f, 1.f);
+      Node& n = b.Op("Upsample", {"x"}, "y");
+      n.SetString("mode", mode);
+      n.SetFloats("scales", {1.f, 1.f, 2.f, 2.f});
+      Check(TrainWithWeightedSumLoss(b, "y", {1, 2, 4, 6}));
+    }
+  }
 }
 
 TEST(GradTensor, UpsampleOpset9) {

@@ -156,6 +156,16 @@ def main():
     want_idx = torch.stack([T.functional.to_tensor(T.Resize((40, 40))(im.convert("RGB"))) for im in grey]).numpy()
     diff = np.abs(idx_ours[:24] - want_idx).max()
     check(diff <= 1e-2, "fashion-mnist IDX into a 3x40x40 model equals torchvision's Resize", f"(max {diff:.2e})")
+    # uint8 arrays of images: [N, H, W] grey and [N, H, W, C] colour, resized like image files.
+    np.save("grey_u8.npy", x)
+    np.save("rgb_u8.npy", np.stack([colour(a) for a in x]))
+    np.save("u8_labels.npy", y.astype(np.int64))
+    for arr, mode in (("grey_u8", "L"), ("rgb_u8", "RGB")):
+        ours, _ = dump(f"npy:{arr}.npy,u8_labels.npy,{arr}.npy,u8_labels.npy", "3x40x40", split="test")
+        src = grey if mode == "L" else rgb
+        want = torch.stack([T.functional.to_tensor(T.Resize((40, 40))(im.convert("RGB"))) for im in src]).numpy()
+        diff = np.abs(ours - want).max() if ours.shape == want.shape else float("inf")
+        check(diff <= 1e-2, f"uint8 npy {arr} into a 3x40x40 model equals torchvision's Resize", f"(max {diff:.2e})")
     # Training batches: RandomResizedCrop + flip stay in range and are the same on every run.
     a, _ = dump("imagefolder:odd", "3x24x24", "--random-resized-crop", "24", "--hflip", "--train-batch", "3,5",
                 "--seed", "7", "--count", "8")
@@ -218,6 +228,33 @@ def main():
     msg = r.stdout + r.stderr
     check(r.returncode == 0 and "skipped 1 bad image" in msg and os.path.basename(t) in msg,
           "--skip-bad-images lists the truncated PNG and trains", "" if r.returncode == 0 else msg[-400:])
+    r = train("imagefolder:notimg", "--skip-bad-images")
+    msg = r.stdout + r.stderr
+    check(r.returncode == 0 and "skipped 1 bad image" in msg and os.path.basename(n) in msg,
+          "--skip-bad-images also skips a non-image named .png", "" if r.returncode == 0 else msg[-400:])
+    # dump-batch --model: the batch a 3x40x40 model gets from a grey folder, as a TensorProto.
+    import onnx
+    import onnx.numpy_helper
+    subprocess.run([args.onnx_train, "make-model", "simplenn", "-o", "rgb40.onnx", "--input", "3x40x40"], check=True,
+                   capture_output=True)
+    r = subprocess.run([args.onnx_train, "dump-batch", "--data", "imagefolder:png_l", "--split", "train", "--count",
+                        "24", "--model", "rgb40.onnx", "-o", "dumped"], capture_output=True, text=True)
+    ok = r.returncode == 0
+    if ok:
+        got = onnx.numpy_helper.to_array(onnx.load_tensor("dumped/input.pb"))
+        want = torch.stack([T.functional.to_tensor(T.Resize((40, 40))(Image.open(p).convert("RGB")))
+                            for p in paths["png_l"]]).numpy()
+        diff = np.abs(got - want).max() if got.shape == want.shape else float("inf")
+        ok = diff <= 1e-2
+    check(ok, "dump-batch --model writes the batch the model gets (grey folder -> 3x40x40)",
+          (r.stdout + r.stderr)[-300:] if not ok else "")
+    # More class folders than the model has outputs.
+    subprocess.run([args.onnx_train, "make-model", "simplenn", "-o", "five.onnx", "--input", "1x28x28", "--classes",
+                    "5"], check=True, capture_output=True)
+    r = subprocess.run([args.onnx_train, "five.onnx", "--data", "imagefolder:png_l", "--epochs", "1",
+                        "--no-checkpoints"], capture_output=True, text=True)
+    check(r.returncode != 0 and "10 classes" in r.stderr and "scores only 5" in r.stderr,
+          "a folder of 10 classes into a 5-class model is refused", r.stderr[-300:])
     # A 4-channel model cannot take images.
     subprocess.run([args.onnx_train, "make-model", "simplenn", "-o", "rgba.onnx", "--input", "4x28x28"], check=True,
                    capture_output=True)
@@ -245,6 +282,15 @@ def main():
     check(r.returncode == 0 and "converted to float" in r.stdout, "float64 npz with --npz-keys trains as float32",
           (r.stdout + r.stderr)[-300:])
     expect_error("npz without the keys", "npz:f.npz", ["f.npz", "has no array 'x'", "images"])
+
+    # eval on an image folder: the model's size and the class folders' labels.
+    r = subprocess.run([args.onnx_train, "simple.onnx", "--data", "imagefolder:png_l", "--epochs", "1", "--batch", "4",
+                        "--checkpoint-dir", "ck", "--quiet"], capture_output=True, text=True)
+    e = subprocess.run([args.onnx_train, "eval", "ck/epoch_0001.onnx", "--data", "imagefolder:png_rgb"],
+                       capture_output=True, text=True)
+    check(r.returncode == 0 and e.returncode == 0 and " of 1)" in e.stdout and "3 -> 1 channels" in e.stdout,
+          "eval on an RGB image folder with a grey model: converts and scores the val split",
+          "" if e.returncode == 0 else (e.stdout + e.stderr)[-300:])
 
     print(f"{check.count - len(check.failures)} of {check.count} checks passed")
     if check.failures:

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """PyTorch float64 parity of the nn-family gradients on torch-exported models.
 
-Small classifiers built around one op family each: nn.InstanceNorm2d(affine=True),
+Small classifiers built around one op family each: nn.InstanceNorm{1,2,3}d(affine=True),
 nn.GroupNorm (exported before opset 18 as Reshape -> InstanceNormalization(ones, zeros)
 -> Reshape -> Mul -> Add), nn.ConvTranspose2d (stride, padding, output_padding, groups,
-dilation, no bias), torch.einsum forms ('bhid,bhjd->bhij', 'bij,bjk->bik', 'i,j->ij',
+dilation, no bias), nn.ConvTranspose1d and 3d, torch.einsum forms ('bhid,bhjd->bhij', 'bij,bjk->bik', 'i,j->ij',
 'ij->ji', 'ij->i', an ellipsis form) and torch.matmul with 1-D and broadcast batched
 operands ([T] x [B,T,E], [B,H,T,D] x [D,E], [B,T,E] x [E]), each exported by
 torch.onnx.export in training mode at opsets 13 and 17. `onnx-train grad` gives the mean
@@ -25,7 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_parity import export  # noqa: E402  (exits if torch is missing)
+from torch_parity import export, write_tensor  # noqa: E402  (exits if torch is missing)
 from torch_grad_parity import run_grad, torch_grads  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -73,6 +73,28 @@ class ConvTransposeNet(nn.Module):
 
     def forward(self, x):
         return self.fc(torch.flatten(torch.tanh(self.up(torch.tanh(self.conv(x)))), 1))
+
+
+class NdNet(nn.Module):
+    """Conv{1,3}d -> InstanceNorm or ConvTranspose of the same rank -> Linear."""
+
+    def __init__(self, classes, dims, spatial, kind, **kw):
+        super().__init__()
+        conv = {1: nn.Conv1d, 3: nn.Conv3d}[dims]
+        self.conv = conv(2, 4, 3, padding=1)
+        if kind == "instancenorm":
+            self.body = {1: nn.InstanceNorm1d, 3: nn.InstanceNorm3d}[dims](4, affine=True)
+            with torch.no_grad():
+                self.body.weight.uniform_(0.5, 1.5)
+                self.body.bias.uniform_(-0.5, 0.5)
+        else:
+            self.body = {1: nn.ConvTranspose1d, 3: nn.ConvTranspose3d}[dims](4, 4, 3, **kw)
+        with torch.no_grad():
+            out = self.body(self.conv(torch.zeros((1, 2) + spatial)))
+        self.fc = nn.Linear(out.numel(), classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(torch.tanh(self.body(torch.tanh(self.conv(x)))), 1))
 
 
 class EinsumNet(nn.Module):
@@ -123,6 +145,11 @@ def cases():
         ("convtranspose2d_pad_s23_op12", lambda k: ConvTransposeNet(k, stride=(2, 3), padding=1,
                                                                     output_padding=(1, 2)), (3, 6, 5)),
         ("convtranspose2d_g2_dil2_nobias", lambda k: ConvTransposeNet(k, groups=2, dilation=2, bias=False), (3, 6, 5)),
+        ("instancenorm1d_affine", lambda k: NdNet(k, 1, (7,), "instancenorm"), (2, 7)),
+        ("instancenorm3d_affine", lambda k: NdNet(k, 3, (3, 4, 3), "instancenorm"), (2, 3, 4, 3)),
+        ("convtranspose1d_s2_op1", lambda k: NdNet(k, 1, (7,), "convtranspose", stride=2, output_padding=1), (2, 7)),
+        ("convtranspose3d_g2_s2_pad", lambda k: NdNet(k, 3, (3, 4, 3), "convtranspose", stride=(2, 1, 2), padding=1,
+                                                      groups=2), (2, 3, 4, 3)),
         ("einsum_forms", lambda k: EinsumNet(k), (2, 3, 4)),
         ("matmul_1d_and_batched", lambda k: MatMulNet(k), (4, 6)),
     ]
@@ -137,9 +164,12 @@ def check(args, name, make, shape, opset, seed, classes=5, batch=3):
     export(module, shape, path, training=True, opset=opset)
     x = rng.standard_normal((batch,) + shape).astype(np.float32)
     y = rng.integers(0, classes, size=batch).astype(np.int64)
-    ref_loss, ref = torch_grads(module, x, y, torch.float64)
-    _, ref32 = torch_grads(module, x, y, torch.float32)
-    ours = run_grad(args.onnx_train, path, x, y, args.workdir, tag)
+    ref_loss, ref = torch_grads(module, x, y, torch.float64)[:2]  # (no ReLU in these models)
+    ref32 = torch_grads(module, x, y, torch.float32)[1]
+    xp, yp = os.path.join(args.workdir, tag + "_x.pb"), os.path.join(args.workdir, tag + "_y.pb")
+    write_tensor(x, "input", xp)
+    write_tensor(y, "labels", yp)
+    ours = run_grad(args.onnx_train, path, xp, yp, args.workdir, tag)
     failures = []
     loss = float(ours.pop("loss"))
     loss_err = abs(loss - ref_loss) / abs(ref_loss)

@@ -4,7 +4,8 @@
 Small modules that route trainable values through indexing, shape and data-movement ops
 (embedding with repeated token ids, slicing with steps and negative indices, chunk/split,
 torch.where, repeat/expand, tril/triu, cumsum, topk, gather/scatter, pixel_shuffle and
-pixel_unshuffle, F.interpolate nearest/bilinear/bicubic, ShuffleNetV2's channel shuffle and a
+pixel_unshuffle, F.interpolate nearest/bilinear/bicubic, F.pad reflect/replicate, flip, roll,
+an indexed assignment, GridSample's forward in every mode, ShuffleNetV2's channel shuffle and a
 ViT's class-token plumbing, these two with a dynamic batch axis so that torch exports their
 sizes as int64 Shape/Gather/Concat chains) are exported by torch.onnx.export
 in training mode at two opsets each, and `onnx-train grad` computes the mean cross-entropy
@@ -136,6 +137,24 @@ class Interpolate(Image):
                           F.interpolate(h, size=(9, 9), mode="bicubic", align_corners=False).flatten(1)], 1)
 
 
+class PadFlipRollPut(Image):
+    """F.pad reflect/replicate (Pad reflect/edge), flip (negative-step Slice), roll (Slice +
+    Concat) and an indexed assignment of a parameter row (ScatterND)."""
+
+    def __init__(self):
+        super().__init__(4 * 7 * 9 * 2 + 4 * 6 * 6 * 3)
+        self.row = nn.Parameter(torch.randn(BATCH, 4, 6))
+
+    def body(self, h):
+        a = F.pad(h, (1, 2, 0, 1), mode="reflect")
+        b = F.pad(h, (2, 1, 1, 0), mode="replicate")
+        c = torch.flip(h, dims=[3])
+        d = torch.roll(h, shifts=2, dims=2)
+        e = h.clone()
+        e[:, :, 1] = self.row * 2
+        return torch.cat([a.flatten(1), b.flatten(1), c.flatten(1), d.flatten(1), e.flatten(1)], 1)
+
+
 class ChannelShuffle(Image):
     """ShuffleNetV2's channel split and shuffle: with a dynamic batch axis torch exports
     the sizes as Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains."""
@@ -168,10 +187,37 @@ class TokensWithClass(Image):
         return torch.cat([t[:, 0], t[:, 1:].mean(1)], 1)
 
 
+class GridSampleAllModes(nn.Module):
+    """GridSample (opset 16) on the input in every mode x padding_mode x align_corners, on a
+    fixed grid reaching outside [-1, 1]; the trained layers after it see the sampled values,
+    so the loss and their gradients check the forward kernel."""
+    input_kind = ("image", (BATCH, 4, 6, 6), None)
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(5)
+        # A plain attribute, not a buffer: the trace inlines it as a Constant node, so it is
+        # not an initializer that onnx-train would train.
+        self.grid = torch.rand(BATCH, 5, 7, 2, generator=g) * 2.6 - 1.3
+        self.combos = [(m, p, a) for m in ("bilinear", "nearest", "bicubic")
+                       for p in ("zeros", "border", "reflection") for a in (False, True)]
+        self.conv = nn.Conv2d(4 * len(self.combos), 3, 1)
+        self.fc = nn.Linear(3 * 5 * 7, CLASSES)
+
+    def to(self, dtype):  # the grid follows the module's type (torch_grads runs in float64)
+        self.grid = self.grid.to(dtype)
+        return super().to(dtype)
+
+    def forward(self, x):
+        s = [F.grid_sample(x, self.grid, mode=m, padding_mode=p, align_corners=a) for m, p, a in self.combos]
+        return self.fc(torch.flatten(self.conv(torch.cat(s, 1)), 1))
+
+
 # (module, opsets): two opsets each; Trilu needs opset 14.
 CASES = [(Embedding, (13, 17)), (Indexing, (13, 17)), (ChunkSplit, (13, 17)), (WhereRepeat, (13, 17)),
          (TrilCumsum, (14, 17)), (TopKGather, (13, 17)), (PixelShuffle, (13, 17)), (Interpolate, (13, 17)),
-         (ChannelShuffle, (11, 13)), (TokensWithClass, (13, 17))]
+         (PadFlipRollPut, (13, 17)), (ChannelShuffle, (11, 13)), (TokensWithClass, (13, 17)),
+         (GridSampleAllModes, (16, 17))]
 
 
 def make_input(kind, rng):

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <thread>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -16,9 +17,12 @@
 #include "tools/args.h"
 #include "tools/cli_util.h"
 #include "tools/launcher.h"
+#include "train/data_for_model.h"
 #include "train/evaluate.h"
+#include "train/exported_model.h"
 #include "train/image_dataset.h"
 #include "train/interrupt.h"
+#include "train/model_input_check.h"
 #include "train/trainer.h"
 
 namespace ot {
@@ -28,7 +32,8 @@ const char* kTrainUsage =
     "\n"
     "data:\n"
     "  --data SPEC          fashion-mnist (default; Debian's dataset-fashion-mnist), fashion-mnist:DIR,\n"
-    "                       mnist:DIR, cifar10:DIR, synthetic[:N], imagefolder:DIR (ROOT/<class>/*.jpg|png;\n"
+    "                       mnist:DIR, cifar10:DIR, synthetic[:N[:CxHxW]] (the model's input shape if not given),\n"
+    "                       imagefolder:DIR (ROOT/<class>/*.jpg|png;\n"
     "                       DIR/train + DIR/val|test when present), npy:X.npy,Y.npy[,XTEST.npy,YTEST.npy],\n"
     "                       npz:FILE.npz (arrays x, y[, x_test, y_test])\n"
     "  --npz-keys X,Y[,XT,YT] array names in the .npz\n"
@@ -54,6 +59,8 @@ const char* kTrainUsage =
     "  --beta1 B1 --beta2 B2 --epsilon E   Adam's (0.9, 0.999, 1e-8)\n"
     "  --lr-schedule constant|step|cosine (constant)   --lr-step N (5)   --lr-gamma G (0.1)\n"
     "  --freeze A,B         initializers that stay fixed\n"
+    "  --frozen-bn          BatchNormalization normalises with its running statistics, which stay fixed\n"
+    "                       (default: training form, and layers PyTorch folded in eval mode restored)\n"
     "evaluation and checkpoints:\n"
     "  --eval-every N       test accuracy every N epochs (always at the end)\n"
     "  --save-every N       checkpoint every N epochs (always at the end)\n"
@@ -158,7 +165,7 @@ int CmdTrain(std::vector<std::string> argv) {
              "heartbeat-timeout", "bind-addr", "data-workers", "resize", "center-crop", "random-resized-crop", "mean",
              "std", "val-fraction", "npz-keys"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
-             "cuda-graphs", "hflip", "skip-bad-images"});
+             "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn"});
   if (args.Has("help")) {
     std::cout << kTrainUsage;
     return 0;
@@ -260,20 +267,30 @@ int CmdTrain(std::vector<std::string> argv) {
     if (const char* t = std::getenv("OMP_NUM_THREADS")) o.threads = std::atoi(t);
   }
 
-  Model model = LoadModel(args.positional()[0]);
   const char* rank_env = std::getenv(kEnvRank);
   const bool lead = rank_env == nullptr || std::atoi(rank_env) == 0;
+  // Exports from PyTorch: a fixed batch rebound (or checked against --batch, before any
+  // training), BatchNormalization in training form or frozen.
+  ExportedModelOptions eo;
+  eo.frozen_bn = args.Has("frozen-bn");
+  eo.batch = o.batch;
+  PreparedModel prepared = PrepareExportedModel(LoadModel(args.positional()[0]), eo);
+  const Model& model = prepared.model;
+  o.freeze.insert(o.freeze.end(), prepared.freeze.begin(), prepared.freeze.end());
+  o.fixed_batch = prepared.fixed_batch;
   const char* world_env = std::getenv(kEnvWorldSize);
   const int64_t ranks = world_env ? std::max(1, std::atoi(world_env)) : 1;
   const std::string batch = ranks > 1 ? StrFormat("%lld per rank (%lld global)", (long long)o.batch,
                                                   (long long)(o.batch * ranks))
                                       : std::to_string(o.batch);
   std::ostringstream headline;  // printed by the trainer (rank 0) after what loading the data did
-  headline << "training " << args.positional()[0] << " on " << o.data << ": " << o.epochs << " epochs, batch " << batch
+  headline << "training " << args.positional()[0] << " on " << o.data << ": " << o.epochs << (o.epochs == 1 ? " epoch" : " epochs")
+           << ", batch " << batch
            << ", " << args.Get("optimizer", "sgd") << " lr " << o.schedule.base_lr << " (" << o.schedule.Describe()
            << ")";
   if (o.optimizer.momentum != 0.f) headline << ", momentum " << o.optimizer.momentum;
   o.headline = headline.str();
+  for (const auto& note : prepared.notes) o.headline += "\n" + note;
   TrainResult r = RunTraining(model, o);
   if (r.interrupted) return kInterruptedExitStatus;  // the trainer said where it stopped
   if (!lead || r.already_complete) return 0;  // a finished run said so, with no figures to report
@@ -285,35 +302,68 @@ int CmdTrain(std::vector<std::string> argv) {
   return 0;
 }
 
+namespace {
+
+// Class names for `eval --per-class`: classes.txt beside the model (one name a line, in
+// label order, as onnx-train writes for image folders), else the data set's class folders,
+// else Fashion-MNIST's own names for that data set, else none.
+std::vector<std::string> ClassNames(const std::string& model_path, const ImageDataset& data) {
+  const size_t slash = model_path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : model_path.substr(0, slash);
+  std::ifstream in(dir + "/classes.txt");
+  std::vector<std::string> names;
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    names.push_back(line);
+  }
+  if (!names.empty()) return names;
+  if (!data.class_names.empty()) return data.class_names;  // an image folder's class folders
+  if (data.name.rfind("fashion-mnist", 0) == 0)
+    return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+  return {};
+}
+
+}  // namespace
+
 int CmdEval(const std::vector<std::string>& argv) {
   Args args(argv,
-            {"data", "split", "batch", "threads", "device", "data-workers", "resize", "center-crop",
+            {"data", "split", "batch", "threads", "device", "seed", "data-workers", "resize", "center-crop",
              "random-resized-crop", "mean", "std", "val-fraction", "npz-keys"},
-            {"skip-bad-images", "hflip"});
+            {"skip-bad-images", "hflip", "per-class"});
   OT_CHECK(args.positional().size() == 1, "eval needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
-  Model model = LoadModel(args.positional()[0]);
+  ExportedModelOptions eo;
+  eo.training = false;
+  const PreparedModel prepared = PrepareExportedModel(LoadModel(args.positional()[0]), eo);
+  const Model& model = prepared.model;
   OT_CHECK(model.graph.inputs.size() == 1, "eval needs a model with one input (images); this one has %zu",
            model.graph.inputs.size());
   ExecutorOptions opts;
   opts.device = Device::Parse(args.Get("device", "cpu"));
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
-  Executor exec(model, opts);
   const std::string spec = args.Get("data", "fashion-mnist"), split = args.Get("split", "test");
-  DataSourceOptions source;  // data of another shape is adapted to the model's input
-  ReadDataSourceFlags(args, &source);
-  source.model_input = &model.graph.inputs[0];
+  OT_CHECK(split == "test" || split == "train", "--split takes test or train, not '%s'", split.c_str());
+  // The same data fitting and checks as train: data of another shape is adapted to the
+  // model's input, synthetic data takes its shape, and a model that cannot score this data
+  // set's classes is an error, not a low accuracy.
+  DataSourceOptions flags;
+  ReadDataSourceFlags(args, &flags);
+  DataSourceOptions source = DataSourceForModel(model, spec, static_cast<uint64_t>(args.GetInt("seed", 0)), flags);
   if (source.data_workers == 0) source.data_workers = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 4);
-  if (!model.graph.outputs.empty()) {
-    const ValueInfo& out = model.graph.outputs[0];
-    if (out.has_shape && out.dims.size() == 2 && out.dims[1].IsStatic()) source.model_classes = out.dims[1].value;
-  }
   ImageDataset data = LoadImageDataset(spec, split, source);
+  CheckDataFitsInput(model.graph.inputs[0], data);
+  OT_CHECK(!model.graph.outputs.empty(), "the model has no outputs");
+  CheckClassesFitOutput(model.graph.outputs[0], data.name, data.classes);
+  Executor exec(model, opts);
+  for (const auto& note : prepared.notes) std::cout << note << "\n";
   for (const std::string& note : data.notes) std::cout << note << "\n";
   const std::string input = model.graph.inputs[0].name;
-  Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return exec.Run({{input, x}})[0]; }, data,
-                                  args.GetInt("batch", 256), opts.device);
+  const int64_t batch = prepared.fixed_batch > 0 ? prepared.fixed_batch : args.GetInt("batch", 256);
+  OT_CHECK(batch >= 1, "--batch must be at least 1");
+  Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return exec.Run({{input, x}})[0]; }, data, batch, opts.device,
+                                  prepared.fixed_batch > 0);
   std::cout << StrFormat("%s %s accuracy: %.2f%% (%lld of %lld)\n", spec.c_str(), split.c_str(), 100.0 * acc.Fraction(),
                          (long long)acc.correct, (long long)acc.total);
+  if (args.Has("per-class")) std::cout << PerClassTable(acc, ClassNames(args.positional()[0], data));
   return 0;
 }
 

@@ -13,10 +13,22 @@
 #include "runtime/executor.h"
 #include "tools/args.h"
 #include "tools/cli_util.h"
+#include "train/exported_model.h"
 
 namespace ot {
 
 namespace {
+
+// The model as train would train it (a fixed batch rebound, BatchNormalization in training
+// form or, with --frozen-bn, frozen); prints the notes.
+Model LoadForTraining(const Args& args, std::vector<std::string>* freeze) {
+  ExportedModelOptions eo;
+  eo.frozen_bn = args.Has("frozen-bn");
+  PreparedModel p = PrepareExportedModel(LoadModel(args.positional()[0]), eo);
+  for (const auto& note : p.notes) std::cout << note << "\n";
+  freeze->insert(freeze->end(), p.freeze.begin(), p.freeze.end());
+  return std::move(p.model);
+}
 
 AutodiffOptions ReadAutodiffOptions(const Args& args) {
   AutodiffOptions o;
@@ -29,10 +41,12 @@ AutodiffOptions ReadAutodiffOptions(const Args& args) {
 }  // namespace
 
 int CmdGrad(const std::vector<std::string>& argv) {
-  Args args(argv, {"input", "o", "device", "threads", "freeze", "loss-output", "logits-output", "seed"}, {});
+  Args args(argv, {"input", "o", "device", "threads", "freeze", "loss-output", "logits-output", "seed"}, {"frozen-bn"});
   OT_CHECK(args.positional().size() == 1, "grad needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "grad needs -o DIR (where the loss and gradients are written)");
-  TrainingGraph tg = BuildTrainingGraph(LoadModel(args.positional()[0]), ReadAutodiffOptions(args));
+  AutodiffOptions ao = ReadAutodiffOptions(args);
+  Model forward = LoadForTraining(args, &ao.freeze);
+  TrainingGraph tg = BuildTrainingGraph(forward, ao);
   ExecutorOptions opts;
   opts.device = Device::Parse(args.Get("device", "cpu"));
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
@@ -59,10 +73,12 @@ int CmdExport(const std::vector<std::string>& argv) {
   Args args(argv,
             {"o", "freeze", "loss-output", "logits-output", "optimizer", "momentum", "weight-decay", "beta1", "beta2",
              "epsilon"},
-            {"nesterov", "no-optimizer"});
+            {"nesterov", "no-optimizer", "frozen-bn"});
   OT_CHECK(args.positional().size() == 1, "export needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "export needs -o TRAINING.onnx");
-  TrainingGraph tg = BuildTrainingGraph(LoadModel(args.positional()[0]), ReadAutodiffOptions(args));
+  AutodiffOptions ao = ReadAutodiffOptions(args);
+  Model forward = LoadForTraining(args, &ao.freeze);
+  TrainingGraph tg = BuildTrainingGraph(forward, ao);
   if (!args.Has("no-optimizer")) {
     OptimizerConfig c;
     c.kind = ParseOptimizerKind(args.Get("optimizer", "sgd"));

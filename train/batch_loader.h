@@ -24,13 +24,16 @@ struct Batch {
   int64_t index = 0;             // the batch's place in its epoch, from 0
   std::vector<int64_t> samples;  // data set indices
   int64_t real_count = 0;        // leading samples that are not sampler padding (for metrics)
-  HostTensor images;             // float32 [n, C, H, W], augmented and normalised
+  HostTensor images;             // float32 [n, C, H, W], augmented and normalised (or what a
+                                 // SampleSource makes: e.g. int64 token ids [n, L])
   HostTensor labels;             // int64 [n]
   SamplerState next;             // the sampler's state after this batch: a checkpoint taken
                                  // after training on it resumes from here
 };
 
 // Images and labels of the given samples; augmentation is seeded by (seed, epoch, index).
+// Data sets with a SampleSource (image folders, NumPy arrays, adapted images) make the batch
+// there: decoded and transformed on the source's worker pool, augmented per sample.
 Batch PrepareBatch(const ImageDataset& dataset, std::vector<int64_t> samples, const AugmentOptions& augment,
                    int64_t epoch, int64_t index);
 

@@ -6,6 +6,8 @@
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include <jpeglib.h>
 #include <jerror.h>
@@ -110,9 +112,10 @@ void DecodePng(const uint8_t* data, size_t size, const std::string& name, Decode
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &reader, PngError, PngWarning);
   OT_CHECK(png, "cannot decode '%s': out of memory", name.c_str());
   png_infop info = png_create_info_struct(png);
-  std::vector<png_bytep>* rows = nullptr;
+  // The row pointers live on the heap, owned from before setjmp: a local changed after
+  // setjmp has no defined value after the jump (the fuzzer found the leak this caused).
+  const std::unique_ptr<std::vector<png_bytep>> rows(new std::vector<png_bytep>());
   if (setjmp(png_jmpbuf(png))) {
-    delete rows;
     png_destroy_read_struct(&png, &info, nullptr);
     throw Error("'" + name + "' is not a readable PNG: " + reader.message);
   }
@@ -132,10 +135,9 @@ void DecodePng(const uint8_t* data, size_t size, const std::string& name, Decode
   if (png_get_rowbytes(png, info) != static_cast<size_t>(out->width * out->channels))
     png_error(png, "unexpected row layout");
   out->pixels.resize(static_cast<size_t>(out->height * out->width * out->channels));
-  rows = new std::vector<png_bytep>(height);
+  rows->resize(height);
   for (png_uint_32 y = 0; y < height; ++y) (*rows)[y] = out->Row(y);
   png_read_image(png, rows->data());
-  delete rows;
   png_destroy_read_struct(&png, &info, nullptr);
 }
 

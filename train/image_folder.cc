@@ -113,7 +113,9 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> HoldOut(int64_t count, dou
 }
 
 ImageDataset LoadImageFolder(const std::string& dir, const std::string& split, const DataSourceOptions& options) {
-  OT_CHECK(options.model_input, "imagefolder:%s needs the model's input shape to size its images", dir.c_str());
+  OT_CHECK(options.model_input,
+           "imagefolder:%s needs the model's input shape to size its images (train and eval take it from the model)",
+           dir.c_str());
   const std::vector<int64_t> chw = ImageShapeOfInput(*options.model_input);
   // The folders of the two splits; a held-out share when there is no test folder.
   std::string train_dir = dir, test_dir;
@@ -151,7 +153,12 @@ ImageDataset LoadImageFolder(const std::string& dir, const std::string& split, c
       for (int64_t i = 0; i < static_cast<int64_t>(index.files.size()); ++i) rows.push_back(i);
     }
   }
-  for (int64_t r : rows) CheckSignature(index.files[static_cast<size_t>(r)]);
+  {  // signatures of all files, on the worker threads (the first bad file in order is named)
+    WorkerPool pool(std::max(1, options.data_workers));
+    pool.ParallelFor(static_cast<int64_t>(rows.size()), [&](int64_t i) {
+      if (!options.skip_bad_images) CheckSignature(index.files[static_cast<size_t>(rows[static_cast<size_t>(i)])]);
+    });
+  }
 
   ImageDataset ds;
   ds.name = "imagefolder:" + dir;
@@ -192,10 +199,23 @@ ImageDataset LoadImageFolder(const std::string& dir, const std::string& split, c
   ds.width = chw[2];
   ds.mean = pipeline.mean();
   ds.stddev = pipeline.stddev();
-  if (split == "train")
-    ds.notes.push_back(StrFormat("%s: %lld images of %lld classes, fed to the model's %lldx%lldx%lld input", where.c_str(),
-                                 (long long)ds.count, (long long)ds.classes, (long long)chw[0], (long long)chw[1],
-                                 (long long)chw[2]));
+  {
+    // What the pipeline does, told by the first image (the others may differ in size).
+    std::string what;
+    if (!rows.empty()) {
+      try {
+        const DecodedImage first = DecodeImageFile(index.files[static_cast<size_t>(rows[0])]);
+        what = pipeline.Describe(first.channels, first.height, first.width);
+        if (!what.empty()) what = " (first image " + std::to_string(first.channels) + "x" +
+                                  std::to_string(first.height) + "x" + std::to_string(first.width) + ": " + what + ")";
+      } catch (const Error&) {
+        // Reported when the batch with it is made.
+      }
+    }
+    ds.notes.push_back(StrFormat("%s: %lld images of %lld classes, fed to the model's %lldx%lldx%lld input%s",
+                                 where.c_str(), (long long)rows.size(), (long long)ds.classes, (long long)chw[0],
+                                 (long long)chw[1], (long long)chw[2], what.c_str()));
+  }
   auto files = std::make_shared<std::vector<std::string>>();
   for (int64_t r : rows) files->push_back(index.files[static_cast<size_t>(r)]);
   auto load = [files](int64_t i) {

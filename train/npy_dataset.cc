@@ -6,6 +6,8 @@
 
 #include "graph/error.h"
 #include "train/image_folder.h"
+#include "train/image_source.h"
+#include "train/model_input_check.h"
 #include "train/npy_reader.h"
 
 namespace ot {
@@ -108,6 +110,25 @@ class NumpySource : public SampleSource {
   int64_t row_ = 1;
 };
 
+// Another source seen through a row map: sample i of the data set is row rows[i].
+class RowMappedSource : public SampleSource {
+ public:
+  RowMappedSource(std::shared_ptr<SampleSource> inner, std::vector<int64_t> rows)
+      : inner_(std::move(inner)), rows_(std::move(rows)) {}
+  std::vector<int64_t> SampleDims() const override { return inner_->SampleDims(); }
+  DType InputType() const override { return inner_->InputType(); }
+  HostTensor Inputs(const std::vector<int64_t>& indices, const AugmentOptions* augment, int64_t epoch,
+                    int64_t batch_index) const override {
+    std::vector<int64_t> mapped;
+    for (int64_t i : indices) mapped.push_back(rows_.at(static_cast<size_t>(i)));
+    return inner_->Inputs(mapped, augment, epoch, batch_index);
+  }
+
+ private:
+  std::shared_ptr<SampleSource> inner_;
+  std::vector<int64_t> rows_;
+};
+
 std::string ShapeOf(const std::vector<int64_t>& s) {
   std::string out = "(";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
@@ -182,7 +203,50 @@ ImageDataset LoadNumpyDataset(const std::string& kind, const std::string& rest, 
            "'%s' should hold one label per sample of '%s' (shape (%lld,)), it is %s", y.source().c_str(),
            x.source().c_str(), (long long)x.shape()[0], ShapeOf(y.shape()).c_str());
   const DType out = InputTypeFor(x, input);
-  if (input.has_shape) {
+  // uint8 images ([N, H, W], [N, C, H, W] or [N, H, W, C]) of another size or channel count
+  // than the model's image input go through the image pipeline, as image files do.
+  const bool image_input = input.has_shape && input.dims.size() == 4 && input.dims[1].IsStatic() &&
+                           input.dims[2].IsStatic() && input.dims[3].IsStatic();
+  std::shared_ptr<SampleSource> adapted;
+  std::string adapted_note;
+  if (x.dtype() == DType::kUInt8 && out == DType::kFloat32 && image_input &&
+      (x.shape().size() == 3 || x.shape().size() == 4)) {
+    const std::vector<int64_t>& s = x.shape();
+    const std::vector<int64_t> chw = ImageShapeOfInput(input);
+    int64_t c = 1, h = s[1], w = s.size() == 3 ? s[2] : 0;
+    bool nhwc = false;
+    if (s.size() == 4) {
+      // Channels first (PyTorch's layout) or last (NumPy/PIL's): the one with at most 4
+      // channels; when both could be, the one matching the model, else channels first.
+      const bool first = s[1] <= 4, last = s[3] <= 4;
+      OT_CHECK(first || last, "'%s' is %s: not images as [N, C, H, W] or [N, H, W, C] with 1 to 4 channels",
+               x.source().c_str(), ShapeOf(s).c_str());
+      nhwc = last && (!first || (s[3] == chw[0] && s[1] != chw[0]));
+      if (nhwc) c = s[3], h = s[1], w = s[2];
+      else c = s[1], h = s[2], w = s[3];
+    }
+    if (c != chw[0] || h != chw[1] || w != chw[2] || nhwc || options.transforms.AnyGeometry()) {
+      ImagePipeline pipeline(options.transforms, chw[0], chw[1], chw[2], {}, {});
+      adapted_note = pipeline.Describe(c, h, w);
+      auto load = [x, c, h, w, nhwc](int64_t r) {
+        DecodedImage img;
+        img.height = h;
+        img.width = w;
+        img.channels = c;
+        img.pixels.resize(static_cast<size_t>(c * h * w));
+        const uint8_t* src = x.data() + r * c * h * w;
+        if (nhwc) std::copy_n(src, c * h * w, img.pixels.data());
+        else
+          for (int64_t ch = 0; ch < c; ++ch)
+            for (int64_t p = 0; p < h * w; ++p) img.pixels[static_cast<size_t>(p * c + ch)] = src[ch * h * w + p];
+        return img;
+      };
+      const std::string source = x.source();
+      adapted = std::make_shared<ImageSource>(load, [source](int64_t r) { return source + " row " + std::to_string(r); },
+                                              std::move(pipeline), std::max(1, options.data_workers));
+    }
+  }
+  if (input.has_shape && !adapted) {
     bool fits = input.dims.size() == x.shape().size();
     for (size_t i = 1; fits && i < input.dims.size(); ++i)
       fits = !input.dims[i].IsStatic() || input.dims[i].value == x.shape()[i];
@@ -224,7 +288,18 @@ ImageDataset LoadNumpyDataset(const std::string& kind, const std::string& rest, 
     ds.notes.push_back(StrFormat("%s: %lld samples of %s %s%s", what.c_str(), (long long)ds.count,
                                  DTypeName(x.dtype()).c_str(), ShapeOf(std::vector<int64_t>(x.shape().begin() + 1,
                                                                                        x.shape().end())).c_str(),
-                                 out != x.dtype() ? (" converted to " + DTypeName(out)).c_str() : ""));
+                                 adapted ? (" fed to the model's " + input.ShapeString() +
+                                            (adapted_note.empty() ? "" : " input (" + adapted_note + ")")).c_str()
+                                 : out != x.dtype() ? (" converted to " + DTypeName(out)).c_str() : ""));
+  if (adapted) {
+    // The source reads array rows; the data set's indices go through `rows` first.
+    const std::vector<int64_t> dims = ImageShapeOfInput(input);
+    ds.channels = dims[0];
+    ds.height = dims[1];
+    ds.width = dims[2];
+    ds.source = std::make_shared<RowMappedSource>(adapted, rows);
+    return ds;
+  }
   ds.source = std::make_shared<NumpySource>(x, rows, out, options.transforms.mean, options.transforms.stddev);
   return ds;
 }

@@ -38,6 +38,8 @@ class DistributedSampler {
   // Of those, the ones that are not padding (padding comes last in each rank's order).
   int64_t RealSamplesPerRank() const;
   int64_t BatchesPerEpoch() const;
+  // Batches of exactly batch_size samples in an epoch (the last partial one left out).
+  int64_t FullBatchesPerEpoch() const { return samples_per_rank_ / options_.batch_size; }
 
   // This rank's samples of an epoch, in order.
   std::vector<int64_t> EpochOrder(int64_t epoch) const;

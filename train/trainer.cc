@@ -20,6 +20,7 @@
 #include "graph/file_util.h"
 #include "graph/onnx_io.h"
 #include "train/checkpoint.h"
+#include "train/data_for_model.h"
 #include "train/evaluate.h"
 #include "train/gradient_reducer.h"
 #include "train/batch_loader.h"
@@ -37,11 +38,24 @@ namespace {
 // The settings that decide the data order and the update rule: a resumed run must use
 // the same ones to continue exactly.
 std::map<std::string, std::string> RunSettings(const TrainerOptions& o) {
-  return {{"batch", std::to_string(o.batch)},
-          {"seed", std::to_string(o.seed)},
-          {"shuffle", o.shuffle ? "1" : "0"},
-          {"augment", o.augment ? "1" : "0"},
-          {"data", o.data}};
+  std::map<std::string, std::string> s = {{"batch", std::to_string(o.batch)},
+                                          {"seed", std::to_string(o.seed)},
+                                          {"shuffle", o.shuffle ? "1" : "0"},
+                                          {"augment", o.augment ? "1" : "0"},
+                                          {"data", o.data}};
+  // Transforms and the held-out share change the batches; recorded only when used, so that
+  // checkpoints of runs without them still resume.
+  const DataSourceOptions& d = o.data_source;
+  const TransformOptions& t = d.transforms;
+  if (t.Any()) {
+    std::string text = StrFormat("resize=%lld,center_crop=%lld,random_resized_crop=%lld,hflip=%d", (long long)t.resize,
+                                 (long long)t.center_crop, (long long)t.random_resized_crop, t.hflip ? 1 : 0);
+    for (float m : t.mean) text += StrFormat(",mean=%g", m);
+    for (float v : t.stddev) text += StrFormat(",std=%g", v);
+    s["transforms"] = text;
+  }
+  if (d.val_fraction != DataSourceOptions().val_fraction) s["val_fraction"] = StrFormat("%g", d.val_fraction);
+  return s;
 }
 
 // The epoch so far, over all ranks: a mid-epoch snapshot keeps it, so that the epoch line
@@ -113,12 +127,20 @@ SamplerState Resume(TrainingSession& session, const Model& forward, const Traine
            "checkpoint '%s' was made from another model (fingerprint %s, this model %s); resume it with the model it "
            "was trained from",
            path.c_str(), fp.c_str(), ModelFingerprint(forward).c_str());
-  for (const auto& [key, value] : RunSettings(o)) {
+  const std::map<std::string, std::string> settings = RunSettings(o);
+  for (const auto& [key, value] : settings) {
     const std::string& saved = state.Scalar(key, path);
     OT_CHECK(saved == value,
              "checkpoint '%s' was made with %s=%s but this run has %s=%s; resume with the same setting to continue "
              "the same run",
              path.c_str(), key.c_str(), saved.c_str(), key.c_str(), value.c_str());
+  }
+  for (const char* key : {"transforms", "val_fraction"}) {  // recorded only when used
+    auto it = state.scalars.find(key);
+    OT_CHECK(it == state.scalars.end() || settings.count(key),
+             "checkpoint '%s' was made with %s=%s but this run has none; resume with the same data flags to continue "
+             "the same run",
+             path.c_str(), key, it->second.c_str());
   }
   for (const auto& [name, tensor] : session.StateTensors()) {
     const HostTensor* saved = state.FindTensor(name);
@@ -224,24 +246,10 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   OT_CHECK(forward.graph.inputs.size() == 1, "the model has %zu inputs; training needs exactly one data input (images)",
            forward.graph.inputs.size());
   const ValueInfo& input = forward.graph.inputs[0];
-  DataSourceOptions source = o.data_source;
-  source.model_input = &input;
-  source.seed = o.seed;
+  DataSourceOptions source = DataSourceForModel(forward, o.data, o.seed, o.data_source);
   if (source.data_workers <= 0) {  // a quarter of the thread budget, 1 to 8
     const int total = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
     source.data_workers = std::min(8, std::max(1, total / 4));
-  }
-  {
-    const ValueInfo& out = forward.graph.outputs.at(0);
-    if (out.has_shape && out.dims.size() == 2 && out.dims[1].IsStatic()) source.model_classes = out.dims[1].value;
-  }
-  if (o.data.rfind("synthetic", 0) == 0) {  // synthetic data takes the model's shape
-    std::vector<int64_t> chw = ImageShapeOfInput(input);
-    source.synthetic.channels = chw[0];
-    source.synthetic.height = chw[1];
-    source.synthetic.width = chw[2];
-    source.synthetic.seed = o.seed;
-    if (source.model_classes > 0) source.synthetic.classes = source.model_classes;
   }
   ImageDataset train = LoadImageDataset(o.data, "train", source);
   ImageDataset test = LoadImageDataset(o.data, "test", source);
@@ -380,7 +388,8 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
                     (long long)step, saved.c_str(), cmd.c_str(), saved.c_str()));
     }
   };
-  const int64_t full_steps = sampler.BatchesPerEpoch();
+  // A fixed-batch model runs full batches only.
+  const int64_t full_steps = o.fixed_batch > 0 ? sampler.FullBatchesPerEpoch() : sampler.BatchesPerEpoch();
   if (o.max_steps_per_epoch > full_steps)
     say(StrFormat("warning: --max-steps %lld is more than an epoch's %lld steps (%lld samples, batch %lld%s); each "
                   "epoch runs %lld",
@@ -471,7 +480,8 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     const bool final_epoch = epoch + 1 == o.epochs;
     if (lead && (final_epoch || (!stop && o.eval_every > 0 && (epoch + 1) % o.eval_every == 0))) {
       Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return session.Evaluate(x); }, test,
-                                      std::max<int64_t>(o.batch, 256), device);
+                                      o.fixed_batch > 0 ? o.fixed_batch : std::max<int64_t>(o.batch, 256), device,
+                                      o.fixed_batch > 0);
       summary.test_accuracy = acc.Fraction();
       result.test_accuracy = acc.Fraction();
     }

@@ -45,6 +45,9 @@ struct TrainerOptions {
   // The command that continues this run, without --resume (for the message an
   // interrupted run prints); "" makes it "onnx-train MODEL.onnx ...".
   std::string continue_command;
+  // > 0: the model only runs batches of exactly this size (a fixed-batch export): epochs
+  // leave out a last partial batch, evaluation pads its last batch.
+  int64_t fixed_batch = 0;
   // Real data: transforms, decode threads (0: from the thread budget), held-out share,
   // .npz names, bad images (model_input, model_classes and seed are set by the trainer).
   DataSourceOptions data_source;

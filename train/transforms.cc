@@ -64,10 +64,27 @@ Taps BilinearTaps(int64_t in_size, int64_t out_size) {
   return t;
 }
 
+// PIL's clip8: 255 from 256 * 2^22 up, 0 at or below 0, else v >> 22; written as a clamp
+// of the shifted value so that loops over it vectorise.
 inline uint8_t Clip8(int32_t v) {
-  if (v >= (1 << kPrecisionBits) * 256) return 255;
-  if (v <= 0) return 0;
-  return static_cast<uint8_t>(v >> kPrecisionBits);
+  const int32_t s = v >> kPrecisionBits;
+  return static_cast<uint8_t>(s < 0 ? 0 : (s > 255 ? 255 : s));
+}
+
+// One row of the horizontal pass; C channels known at compile time (1..4) so that the
+// tap loop keeps the channel sums in registers.
+template <int C>
+void ResampleRow(const uint8_t* src, uint8_t* dst, int64_t out_w, const Taps& t) {
+  for (int64_t xx = 0; xx < out_w; ++xx) {
+    const int32_t* k = &t.k[static_cast<size_t>(xx * t.max_taps)];
+    const uint8_t* s = src + t.first[static_cast<size_t>(xx)] * C;
+    const int64_t n = t.count[static_cast<size_t>(xx)];
+    int32_t acc[C];
+    for (int ch = 0; ch < C; ++ch) acc[ch] = 1 << (kPrecisionBits - 1);
+    for (int64_t x = 0; x < n; ++x)
+      for (int ch = 0; ch < C; ++ch) acc[ch] += static_cast<int32_t>(s[x * C + ch]) * k[x];
+    for (int ch = 0; ch < C; ++ch) dst[xx * C + ch] = Clip8(acc[ch]);
+  }
 }
 
 DecodedImage ResampleHorizontal(const DecodedImage& in, int64_t out_w) {
@@ -77,19 +94,12 @@ DecodedImage ResampleHorizontal(const DecodedImage& in, int64_t out_w) {
   out.width = out_w;
   out.channels = in.channels;
   out.pixels.resize(static_cast<size_t>(out.height * out.width * out.channels));
-  const int64_t c = in.channels;
   for (int64_t y = 0; y < in.height; ++y) {
-    const uint8_t* src = in.Row(y);
-    uint8_t* dst = out.Row(y);
-    for (int64_t xx = 0; xx < out_w; ++xx) {
-      const int32_t* k = &t.k[static_cast<size_t>(xx * t.max_taps)];
-      const uint8_t* s = src + t.first[static_cast<size_t>(xx)] * c;
-      const int64_t n = t.count[static_cast<size_t>(xx)];
-      for (int64_t ch = 0; ch < c; ++ch) {
-        int32_t acc = 1 << (kPrecisionBits - 1);
-        for (int64_t x = 0; x < n; ++x) acc += static_cast<int32_t>(s[x * c + ch]) * k[x];
-        dst[xx * c + ch] = Clip8(acc);
-      }
+    switch (in.channels) {
+      case 1: ResampleRow<1>(in.Row(y), out.Row(y), out_w, t); break;
+      case 2: ResampleRow<2>(in.Row(y), out.Row(y), out_w, t); break;
+      case 3: ResampleRow<3>(in.Row(y), out.Row(y), out_w, t); break;
+      default: ResampleRow<4>(in.Row(y), out.Row(y), out_w, t); break;
     }
   }
   return out;
@@ -103,18 +113,19 @@ DecodedImage ResampleVertical(const DecodedImage& in, int64_t out_h) {
   out.channels = in.channels;
   const int64_t row = in.width * in.channels;
   out.pixels.resize(static_cast<size_t>(out_h * row));
-  std::vector<int32_t> acc(static_cast<size_t>(row));
+  std::vector<int32_t> acc_buffer(static_cast<size_t>(row));
+  int32_t* __restrict acc = acc_buffer.data();
   for (int64_t yy = 0; yy < out_h; ++yy) {
-    std::fill(acc.begin(), acc.end(), 1 << (kPrecisionBits - 1));
+    for (int64_t i = 0; i < row; ++i) acc[i] = 1 << (kPrecisionBits - 1);
     const int32_t* k = &t.k[static_cast<size_t>(yy * t.max_taps)];
     const int64_t first = t.first[static_cast<size_t>(yy)], n = t.count[static_cast<size_t>(yy)];
     for (int64_t y = 0; y < n; ++y) {
-      const uint8_t* src = in.Row(first + y);
+      const uint8_t* __restrict src = in.Row(first + y);
       const int32_t ky = k[y];
-      for (int64_t i = 0; i < row; ++i) acc[static_cast<size_t>(i)] += static_cast<int32_t>(src[i]) * ky;
+      for (int64_t i = 0; i < row; ++i) acc[i] += static_cast<int32_t>(src[i]) * ky;
     }
-    uint8_t* dst = out.Row(yy);
-    for (int64_t i = 0; i < row; ++i) dst[i] = Clip8(acc[static_cast<size_t>(i)]);
+    uint8_t* __restrict dst = out.Row(yy);
+    for (int64_t i = 0; i < row; ++i) dst[i] = Clip8(acc[i]);
   }
   return out;
 }
@@ -333,12 +344,24 @@ void ImagePipeline::Apply(const DecodedImage& src, const AugmentOptions* augment
                           const std::string& name) const {
   const DecodedImage img = Geometry(src, augment, rng, name);
   const int64_t plane = height_ * width_, c = channels_;
+  float scale[3], shift[3];
   for (int64_t ch = 0; ch < c; ++ch) {
-    const float scale = 1.f / (255.f * stddev_[static_cast<size_t>(ch)]);
-    const float shift = mean_[static_cast<size_t>(ch)] / stddev_[static_cast<size_t>(ch)];
-    const uint8_t* s = img.pixels.data() + ch;
-    float* d = out + ch * plane;
-    for (int64_t p = 0; p < plane; ++p) d[p] = static_cast<float>(s[p * c]) * scale - shift;
+    scale[ch] = 1.f / (255.f * stddev_[static_cast<size_t>(ch)]);
+    shift[ch] = mean_[static_cast<size_t>(ch)] / stddev_[static_cast<size_t>(ch)];
+  }
+  const uint8_t* s = img.pixels.data();
+  if (c == 1) {
+    for (int64_t p = 0; p < plane; ++p) out[p] = static_cast<float>(s[p]) * scale[0] - shift[0];
+    return;
+  }
+  // HWC -> CHW in one sweep over the pixels.
+  float* r = out;
+  float* g = out + plane;
+  float* b = out + 2 * plane;
+  for (int64_t p = 0; p < plane; ++p) {
+    r[p] = static_cast<float>(s[3 * p]) * scale[0] - shift[0];
+    g[p] = static_cast<float>(s[3 * p + 1]) * scale[1] - shift[1];
+    b[p] = static_cast<float>(s[3 * p + 2]) * scale[2] - shift[2];
   }
 }
 

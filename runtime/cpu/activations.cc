@@ -1,5 +1,5 @@
 // Forward kernels of the unary activations and functions oneDNN has no eltwise algorithm
-// for (Erf, trigonometry and the hyperbolic functions, Sign, HardSigmoid, Softsign, Selu,
+// for (Erf, trigonometry and the hyperbolic functions, Sign, Softsign, Selu,
 // Celu, ThresholdedRelu, Shrink), as loops over runtime/activation_math.h, and PRelu
 // (slope broadcast to X). A function that keeps 0 at 0 runs on any layout (blocked
 // padding stays zero), the others on plain data.
@@ -8,6 +8,7 @@
 #include "runtime/activation_attrs.h"
 #include "runtime/cpu/dtype_dispatch.h"
 #include "runtime/cpu/strided_loop.h"
+#include "runtime/cpu/vector_loops.h"
 #include "runtime/kernel_registry.h"
 
 namespace ot {
@@ -19,9 +20,12 @@ constexpr int64_t kParallelElements = 1 << 15;
 
 // out[i] = f(in[i]) for i in [0, n).
 template <UnaryFn F, typename T>
-void UnaryLoop(const T* in, T* out, int64_t n, const UnaryParams& p) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
+OT_VECTOR_CLONES void UnaryRange(const T* in, T* out, int64_t n, UnaryParams p) {
   for (int64_t i = 0; i < n; ++i) out[i] = UnaryForward<F>(in[i], p);
+}
+template <UnaryFn F, typename T>
+void UnaryLoop(const T* in, T* out, int64_t n, const UnaryParams& p) {
+  ForEachChunk(n, kParallelElements, [&](int64_t b, int64_t e) { UnaryRange<F, T>(in + b, out + b, e - b, p); });
 }
 
 // f(0) == 0 for these parameters: padding of blocked layouts stays zero.
@@ -112,7 +116,6 @@ OT_REGISTER_CPU_KERNEL("Asinh", 9, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("Acosh", 9, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("Atanh", 9, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("Sign", 9, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("HardSigmoid", 1, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("Softsign", 1, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("Selu", 1, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("Celu", 12, kLatest, UnaryLoopKernel);

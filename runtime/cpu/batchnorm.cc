@@ -5,7 +5,7 @@
 //   inference: Y, normalised with the running mean and variance inputs.
 //   training (opset 14+: training_mode=1; opsets 7-13: any output past Y requested;
 //   opsets 1-6: is_test=0): Y normalised with the batch's own mean and population
-//   variance, and
+//   variance (computed in double, channel_statistics.h, and given to oneDNN), and
 //     1 running_mean = input_mean * momentum + batch_mean * (1 - momentum)
 //     2 running_var  = input_var  * momentum + batch_var  * (1 - momentum)
 //     3 saved_mean   = batch_mean
@@ -18,6 +18,7 @@
 
 #include "graph/gradient_registry.h"
 
+#include "runtime/cpu/channel_statistics.h"
 #include "runtime/cpu/dnnl_layout.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/norm_checks.h"
@@ -27,22 +28,26 @@ namespace cpu {
 namespace {
 
 // oneDNN batch normalization with per-channel scale and shift over data whose channels
-// are dim 1. With batch statistics it computes mean and variance (written to the
-// caller's buffers); otherwise it reads them.
+// are dim 1, normalising with given mean and variance: the running statistics, or the
+// batch's own that Statistics computes first (in double: channel_statistics.h).
 class BatchNormPrimitive {
  public:
-  void Build(const dnnl::memory::desc& data_desc, int64_t channels, float epsilon, bool batch_statistics) {
+  void Build(const dnnl::memory::desc& data_desc, int64_t channels, float epsilon) {
     data_desc_ = data_desc;
     channel_desc_ = PlainDesc(Shape{channels}, DType::kFloat32);
-    auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
-    if (!batch_statistics) flags = flags | dnnl::normalization_flags::use_global_stats;
-    const auto prop = batch_statistics ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+    const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift |
+                       dnnl::normalization_flags::use_global_stats;
     try {
-      dnnl::batch_normalization_forward::desc desc(prop, data_desc_, epsilon, flags);
+      dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, data_desc_, epsilon, flags);
       prim_ = dnnl::batch_normalization_forward(dnnl::batch_normalization_forward::primitive_desc(desc, Engine()));
     } catch (const dnnl::error& e) {
       throw UnsupportedError(std::string("oneDNN has no batch normalization for this configuration: ") + e.what());
     }
+  }
+
+  // The batch's per-channel mean and population variance of src.
+  void Statistics(const void* src, float* mean, float* variance) const {
+    ChannelStatistics(data_desc_, static_cast<const float*>(src), mean, variance);
   }
 
   void Run(void* src, void* dst, void* scale, void* shift, void* mean, void* variance) const {
@@ -96,7 +101,7 @@ class BatchNormKernel final : public OpKernel {
     }
     batch_mean_.assign(static_cast<size_t>(channels), 0.f);
     batch_var_.assign(static_cast<size_t>(channels), 0.f);
-    prim_.Build(NormalizationDesc(x), channels, node_.GetFloat("epsilon", 1e-5f), training_);
+    prim_.Build(NormalizationDesc(x), channels, node_.GetFloat("epsilon", 1e-5f));
   }
 
   void Compute(KernelContext& ctx) override {
@@ -110,6 +115,7 @@ class BatchNormKernel final : public OpKernel {
     }
     float* mean = ctx.HasOutput(3) ? ctx.Output(3).data<float>() : batch_mean_.data();
     float* var = ctx.HasOutput(4) ? ctx.Output(4).data<float>() : batch_var_.data();
+    prim_.Statistics(x.raw(), mean, var);
     prim_.Run(x.raw(), ctx.Output(0).raw(), scale, shift, mean, var);
     // Element-wise, so an output may share its buffer with the running-stat input.
     UpdateRunningStat(ctx, 1, ctx.Input(3).data<float>(), mean);
@@ -206,7 +212,7 @@ class InstanceNormKernel final : public OpKernel {
     const int64_t instances = x.dim(0) * channels;
     for (auto* v : {&scale_, &shift_, &mean_, &var_}) v->assign(static_cast<size_t>(instances), 0.f);
     prim_.Build(PlainDesc(Shape{1, instances, x.numel() / instances}, DType::kFloat32), instances,
-                node_.GetFloat("epsilon", 1e-5f), true);
+                node_.GetFloat("epsilon", 1e-5f));
   }
 
   void Compute(KernelContext& ctx) override {
@@ -219,6 +225,7 @@ class InstanceNormKernel final : public OpKernel {
       scale_[i] = scale[i % channels];
       shift_[i] = bias[i % channels];
     }
+    prim_.Statistics(x.raw(), mean_.data(), var_.data());
     prim_.Run(x.raw(), ctx.Output(0).raw(), scale_.data(), shift_.data(), mean_.data(), var_.data());
   }
 

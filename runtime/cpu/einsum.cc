@@ -8,6 +8,7 @@
 // copying each side into that order and summing out the labels only it has; the last
 // result is permuted (and summed) into the output.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -44,7 +45,47 @@ struct Gather {
   std::vector<int64_t> out_sizes, out_src_strides;  // per output axis
   std::vector<int64_t> sum_sizes, sum_strides;       // per summed axis
   int64_t out_count = 1, sum_count = 1;
+  bool identity = false;  // the source is already dense in this order: read it in place
+  // float32: the source read in place as [batch, rows, cols] with these strides (each
+  // group's labels merge into one axis, one of rows/cols has stride 1), so oneDNN's
+  // matmul takes a transposed operand without a copy.
+  bool strided = false;
+  dnnl::memory::dims strides3;
 };
+
+// Whether `g`'s output axes, cut into three groups of `counts` labels, read the source
+// as a 3-D strided array [batch, rows, cols] with a unit stride in rows or cols.
+void PlanStrided(Gather& g, const std::array<size_t, 3>& counts) {
+  if (g.sum_count != 1) return;
+  const int64_t rows = [&] {
+    int64_t p = 1;
+    for (size_t d = counts[0]; d < counts[0] + counts[1]; ++d) p *= g.out_sizes[d];
+    return p;
+  }();
+  const int64_t cols = g.out_count / std::max<int64_t>(1, [&] {
+    int64_t p = 1;
+    for (size_t d = 0; d < counts[0] + counts[1]; ++d) p *= g.out_sizes[d];
+    return p;
+  }());
+  dnnl::memory::dims strides = {rows * cols, cols, 1};  // any value serves a group of size 1
+  size_t first = 0;
+  for (size_t grp = 0; grp < 3; ++grp) {
+    const size_t end = first + counts[grp];
+    int64_t expect = -1;  // stride the next (outer) label must have to merge
+    for (size_t d = end; d-- > first;) {
+      if (g.out_sizes[d] == 1) continue;
+      const int64_t st = g.out_src_strides[d];
+      if (st == 0) return;  // broadcast: needs a copy
+      if (expect < 0) strides[grp] = st;
+      else if (st != expect) return;
+      expect = st * g.out_sizes[d];
+    }
+    first = end;
+  }
+  if (strides[1] != 1 && strides[2] != 1 && rows > 1 && cols > 1) return;
+  g.strided = true;
+  g.strides3 = strides;
+}
 
 Gather PlanGather(const View& v, const std::vector<int>& order, const std::map<int, int64_t>& size) {
   Gather g;
@@ -61,6 +102,12 @@ Gather PlanGather(const View& v, const std::vector<int>& order, const std::map<i
     g.sum_sizes.push_back(v.sizes[a]);
     g.sum_strides.push_back(v.strides[a]);
     g.sum_count *= v.sizes[a];
+  }
+  int64_t dense = 1;
+  g.identity = g.sum_count == 1;
+  for (size_t d = g.out_sizes.size(); d-- > 0;) {
+    if (g.out_sizes[d] != 1 && g.out_src_strides[d] != dense) g.identity = false;
+    dense *= g.out_sizes[d];
   }
   return g;
 }
@@ -93,6 +140,7 @@ struct Contraction {
   int64_t batch = 1, m = 1, k = 1, n = 1;
   int result = -1;      // intermediate buffer id, or -1: the node's output
   dnnl::matmul prim;    // float32
+  dnnl::memory::desc a_desc, b_desc;  // float32: dense, or the source's own strides
 };
 
 template <typename T>
@@ -245,15 +293,31 @@ class EinsumKernel final : public OpKernel {
       if (dtype_ == DType::kFloat32) {
         using dt = dnnl::memory::data_type;
         using tag = dnnl::memory::format_tag;
-        dnnl::memory::desc ad({c.batch, c.m, c.k}, dt::f32, tag::abc), bd({c.batch, c.k, c.n}, dt::f32, tag::abc),
-            yd({c.batch, c.m, c.n}, dt::f32, tag::abc);
-        c.prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ad, bd, yd), Engine()));
+        PlanStrided(c.a, {batch.size(), m.size(), k.size()});
+        PlanStrided(c.b, {batch.size(), k.size(), n.size()});
+        auto desc = [&](const Gather& g, const dnnl::memory::dims& dims) {
+          return g.strided ? dnnl::memory::desc(dims, dt::f32, g.strides3) : dnnl::memory::desc(dims, dt::f32, tag::abc);
+        };
+        c.a_desc = desc(c.a, {c.batch, c.m, c.k});
+        c.b_desc = desc(c.b, {c.batch, c.k, c.n});
+        const dnnl::memory::desc yd({c.batch, c.m, c.n}, dt::f32, tag::abc);
+        auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(c.a_desc, c.b_desc, yd), Engine());
+        if (std::string(pd.impl_info_str()).find("ref") != std::string::npos && (c.a.strided || c.b.strided)) {
+          // No fast kernel for these strides: copy into dense order instead.
+          c.a.strided = c.b.strided = false;
+          c.a_desc = desc(c.a, {c.batch, c.m, c.k});
+          c.b_desc = desc(c.b, {c.batch, c.k, c.n});
+          pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(c.a_desc, c.b_desc, yd), Engine());
+        }
+        c.prim = dnnl::matmul(pd);
       }
-      a_scratch_ = std::max(a_scratch_, static_cast<size_t>(c.a.out_count));
-      b_scratch_ = std::max(b_scratch_, static_cast<size_t>(c.b.out_count));
+      if (!c.a.identity && !c.a.strided) a_scratch_ = std::max(a_scratch_, static_cast<size_t>(c.a.out_count));
+      if (!c.b.identity && !c.b.strided) b_scratch_ = std::max(b_scratch_, static_cast<size_t>(c.b.out_count));
       steps_.push_back(std::move(c));
       cur = res;
     }
+    scratch_a_.resize(a_scratch_ * DTypeSize(dtype_));
+    scratch_b_.resize(b_scratch_ * DTypeSize(dtype_));
     final_needed_ = ops.size() == 1 || steps_.back().result != -1;
     if (final_needed_) final_ = PlanGather(cur, out_labels_, size);
   }
@@ -284,21 +348,28 @@ class EinsumKernel final : public OpKernel {
       std::fill(out, out + y.numel(), T(0));
       return;
     }
-    std::vector<T> a(a_scratch_), b(b_scratch_);
+    T* a = reinterpret_cast<T*>(scratch_a_.data());
+    T* b = reinterpret_cast<T*>(scratch_b_.data());
     for (Contraction& c : steps_) {
-      RunGather(c.a, Source<T>(ctx, c.a.src.source), a.data());
-      RunGather(c.b, Source<T>(ctx, c.b.src.source), b.data());
+      // Operands already in [batch, m, k] / [batch, k, n] order are read in place.
+      const T* src_a = Source<T>(ctx, c.a.src.source);
+      const T* src_b = Source<T>(ctx, c.b.src.source);
+      const bool a_in_place = c.a.identity || c.a.strided, b_in_place = c.b.identity || c.b.strided;
+      if (!a_in_place) RunGather(c.a, src_a, a);
+      if (!b_in_place) RunGather(c.b, src_b, b);
+      T* pa = a_in_place ? const_cast<T*>(src_a) : a;
+      T* pb = b_in_place ? const_cast<T*>(src_b) : b;
       T* res = c.result < 0 ? out : reinterpret_cast<T*>(buffers_[static_cast<size_t>(c.result)].data());
       if constexpr (std::is_same_v<T, float>) {
         using dt = dnnl::memory::data_type;
         using tag = dnnl::memory::format_tag;
-        dnnl::memory am({{c.batch, c.m, c.k}, dt::f32, tag::abc}, Engine(), a.data());
-        dnnl::memory bm({{c.batch, c.k, c.n}, dt::f32, tag::abc}, Engine(), b.data());
+        dnnl::memory am(c.a_desc, Engine(), pa);
+        dnnl::memory bm(c.b_desc, Engine(), pb);
         dnnl::memory ym({{c.batch, c.m, c.n}, dt::f32, tag::abc}, Engine(), res);
         c.prim.execute(Stream(), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, ym}});
         Stream().wait();
       } else {
-        BatchedProduct(c, a.data(), b.data(), res);
+        BatchedProduct(c, pa, pb, res);
       }
     }
     if (final_needed_) RunGather(final_, Source<T>(ctx, final_.src.source), out);
@@ -311,7 +382,8 @@ class EinsumKernel final : public OpKernel {
   std::vector<Contraction> steps_;
   Gather final_;
   std::vector<std::vector<unsigned char>> buffers_;  // intermediates
-  size_t a_scratch_ = 0, b_scratch_ = 0;
+  size_t a_scratch_ = 0, b_scratch_ = 0;  // elements
+  std::vector<unsigned char> scratch_a_, scratch_b_;  // the two gathered operands
 };
 
 OT_REGISTER_CPU_KERNEL("Einsum", 12, 1 << 30, EinsumKernel);

@@ -14,6 +14,7 @@
 #include "runtime/activation_attrs.h"
 #include "runtime/cpu/dnnl_layout.h"
 #include "runtime/cpu/strided_loop.h"
+#include "runtime/cpu/vector_loops.h"
 #include "runtime/kernel_registry.h"
 
 namespace ot {
@@ -22,10 +23,14 @@ namespace {
 
 constexpr int64_t kParallelElements = 1 << 15;
 
-template <UnaryFn F>
-void UnaryGradLoop(const float* dy, const float* x, float* dx, int64_t n, const UnaryParams& p) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
+template <UnaryFn F, typename T>
+OT_VECTOR_CLONES void UnaryGradRange(const T* dy, const T* x, T* dx, int64_t n, UnaryParams p) {
   for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * UnaryDerivative<F>(x[i], p);
+}
+template <UnaryFn F, typename T>
+void UnaryGradLoop(const T* dy, const T* x, T* dx, int64_t n, const UnaryParams& p) {
+  ForEachChunk(n, kParallelElements,
+               [&](int64_t b, int64_t e) { UnaryGradRange<F, T>(dy + b, x + b, dx + b, e - b, p); });
 }
 
 void RequireFloat32(const Node& node, const Tensor& t, const char* what) {
@@ -48,25 +53,31 @@ class ActivationGradKernel final : public OpKernel {
     return finite && ctx.Input(1).dtype() == DType::kFloat32;
   }
 
+  // float32 in any layout, float64 plain (a model's float64 stretch between two Casts).
   void Prepare(KernelContext& ctx) override {
     const Tensor& dy = ctx.Input(0);
     const Tensor& x = ctx.Input(1);
-    RequireFloat32(node_, dy, "gradient");
-    RequireFloat32(node_, x, "input");
+    if (x.dtype() != DType::kFloat64) RequireFloat32(node_, x, "input");
+    if (dy.dtype() != x.dtype()) Fail("gradient of type " + DTypeName(dy.dtype()) + " for X of type " + DTypeName(x.dtype()));
     if (dy.shape() != x.shape()) Fail("gradient shape " + ShapeString(dy.shape()) + " differs from X's " + ShapeString(x.shape()));
-    ctx.SetOutput(0, DType::kFloat32, x.shape(), x.layout());
-    dy_ = Reorder(DescOf(dy), DescOf(x));
+    ctx.SetOutput(0, x.dtype(), x.shape(), x.layout());
+    if (x.dtype() == DType::kFloat32) dy_ = Reorder(DescOf(dy), DescOf(x));
   }
 
   void Compute(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(1);
     UnaryParams p = params_;
     if (fn_ == UnaryFn::kClip) std::tie(p.alpha, p.beta) = ReadClipBounds(node_, ctx, 2);
-    const float* dy = ctx.Input(0).data<float>();
-    if (dy_.needed()) dy = static_cast<const float*>(dy_.Apply(ctx.Input(0).raw(), 0).get_data_handle());
-    const int64_t n = static_cast<int64_t>(x.nbytes() / sizeof(float));
-    float* dx = ctx.Output(0).data<float>();
-    DispatchUnaryFn(fn_, [&](auto f) { UnaryGradLoop<decltype(f)::value>(dy, x.data<float>(), dx, n, p); });
+    const void* dy = ctx.Input(0).raw();
+    if (dy_.needed()) dy = dy_.Apply(ctx.Input(0).raw(), 0).get_data_handle();
+    const int64_t n = static_cast<int64_t>(x.nbytes() / DTypeSize(x.dtype()));
+    DispatchUnaryFn(fn_, [&](auto f) {
+      constexpr UnaryFn F = decltype(f)::value;
+      if (x.dtype() == DType::kFloat64)
+        UnaryGradLoop<F>(static_cast<const double*>(dy), x.data<double>(), ctx.Output(0).data<double>(), n, p);
+      else
+        UnaryGradLoop<F>(static_cast<const float*>(dy), x.data<float>(), ctx.Output(0).data<float>(), n, p);
+    });
   }
 
  private:

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "graph/gradient_registry.h"
+#include "runtime/cpu/index_util.h"
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/cpu/strided_loop.h"
 #include "runtime/index_shapes.h"
@@ -16,10 +17,6 @@
 namespace ot {
 namespace cpu {
 namespace {
-
-int64_t IndexValue(const Tensor& indices, int64_t i) {
-  return indices.dtype() == DType::kInt64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
-}
 
 // GatherGrad(dY, data_shape, indices) with `axis`.
 class GatherGradKernel final : public OpKernel {
@@ -41,7 +38,7 @@ class GatherGradKernel final : public OpKernel {
     for (int64_t o = 0; o < ds.outer; ++o) {
       float* block = dx + o * dim * inner;
       for (int64_t k = 0; k < n; ++k, dy += inner) {
-        float* row = block + CheckedIndex(IndexValue(indices, k), dim, node_) * inner;
+        float* row = block + CheckedIndex(IndexAt(indices, k), dim, node_) * inner;
         for (int64_t i = 0; i < inner; ++i) row[i] += dy[i];
       }
     }
@@ -76,7 +73,7 @@ class GatherElementsGradKernel final : public OpKernel {
     ForEachRow<2>(indices.shape(), strides, [&](const std::array<int64_t, 2>& at, int64_t len, const std::array<int64_t, 2>& step) {
       for (int64_t i = 0; i < len; ++i) {
         const int64_t pos = at[0] + i * step[0];
-        dx[at[1] + i * step[1] + CheckedIndex(IndexValue(indices, pos), dim, node_) * axis_stride] += dy[pos];
+        dx[at[1] + i * step[1] + CheckedIndex(IndexAt(indices, pos), dim, node_) * axis_stride] += dy[pos];
       }
     });
   }
@@ -109,10 +106,7 @@ class GatherNDGradKernel final : public OpKernel {
     int64_t t = 0;
     for (int64_t b = 0; b < plan_.batch; ++b)
       for (int64_t j = 0; j < plan_.tuples; ++j, ++t, dy += plan_.slice) {
-        int64_t off = b * plan_.batch_stride;
-        for (int64_t q = 0; q < plan_.k; ++q)
-          off += CheckedIndex(IndexValue(indices, t * plan_.k + q), plan_.dims[static_cast<size_t>(q)], node_) *
-                 plan_.strides[static_cast<size_t>(q)];
+        const int64_t off = GatherNDOffset(plan_, indices, b, t, node_);
         for (int64_t i = 0; i < plan_.slice; ++i) dx[off + i] += dy[i];
       }
   }

@@ -1,6 +1,9 @@
-// LayerNormalization (opset 17) and its gradient LayerNormalizationGrad (org.onnxtrain),
-// as row loops over X seen as [outer, inner] around `axis` (the normalised axes are
-// axis..rank-1). Statistics are accumulated in double; stash_type 1 (float) only.
+// LayerNormalization (opset 17) and its gradient LayerNormalizationGrad (org.onnxtrain)
+// over X seen as [outer, inner] around `axis` (the normalised axes are axis..rank-1);
+// stash_type 1 (float) only. Where Scale (and B) cover the whole normalised tail (the
+// usual [D] of a transformer), both run on oneDNN's layer_normalization primitives (the
+// gradient with row statistics computed here in double from X); otherwise, as row loops
+// with statistics accumulated in double.
 //
 //   LayerNormalization(X, Scale[, B]) -> Y[, Mean, InvStdDev]
 //     Mean and InvStdDev have X's shape with the normalised axes set to 1.
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "graph/gradient_registry.h"
+#include "runtime/cpu/dnnl_util.h"
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/kernel_registry.h"
 
@@ -76,8 +80,8 @@ LayerNormGeometry PlanLayerNorm(const Node& node, const KernelContext& ctx, int 
   return g;
 }
 
-// Row mean and 1/sqrt(var + eps) of one row of `inner` values.
-void RowStats(const float* x, int64_t inner, float eps, float* mean, float* inv_std) {
+// Mean and population variance of one row of `inner` values, in double.
+void RowMeanVar(const float* x, int64_t inner, double* mean, double* var) {
   double sum = 0;
   for (int64_t j = 0; j < inner; ++j) sum += x[j];
   const double mu = inner ? sum / static_cast<double>(inner) : 0.0;
@@ -86,10 +90,38 @@ void RowStats(const float* x, int64_t inner, float eps, float* mean, float* inv_
     const double d = x[j] - mu;
     sq += d * d;
   }
-  const double var = inner ? sq / static_cast<double>(inner) : 0.0;
+  *mean = mu;
+  *var = inner ? sq / static_cast<double>(inner) : 0.0;
+}
+
+// Row mean and 1/sqrt(var + eps) of one row of `inner` values.
+void RowStats(const float* x, int64_t inner, float eps, float* mean, float* inv_std) {
+  double mu = 0, var = 0;
+  RowMeanVar(x, inner, &mu, &var);
   *mean = static_cast<float>(mu);
   *inv_std = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
 }
+
+// Whether a Scale or B broadcast over the tail is one value per tail element, in order
+// (oneDNN's layer normalization takes exactly that).
+bool DenseOverTail(const std::vector<int64_t>& offsets) {
+  for (size_t j = 0; j < offsets.size(); ++j)
+    if (offsets[j] != static_cast<int64_t>(j)) return false;
+  return true;
+}
+
+// oneDNN layer normalization over [outer, inner] rows with per-element scale and shift.
+struct LayerNormPrimitives {
+  static dnnl::memory::desc Rows(int64_t outer, int64_t inner) { return PlainDesc(Shape{outer, inner}, DType::kFloat32); }
+  static dnnl::memory::desc Vec(int64_t n) { return PlainDesc(Shape{n}, DType::kFloat32); }
+  static dnnl::normalization_flags Flags() {
+    return dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  }
+  static dnnl::layer_normalization_forward::primitive_desc Forward(int64_t outer, int64_t inner, float eps) {
+    dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_training, Rows(outer, inner), eps, Flags());
+    return dnnl::layer_normalization_forward::primitive_desc(d, Engine());
+  }
+};
 
 class LayerNormKernel final : public OpKernel {
  public:
@@ -105,9 +137,22 @@ class LayerNormKernel final : public OpKernel {
     if (bias) IndexTail(g_.tail, g_.bias_strides, &bias_off_);
     scale_.resize(static_cast<size_t>(g_.inner));
     bias_.assign(static_cast<size_t>(g_.inner), 0.f);
+    dense_scale_ = DenseOverTail(scale_off_);
+    dense_bias_ = bias && DenseOverTail(bias_off_);
+    use_dnnl_ = dense_scale_ && (!bias || dense_bias_) && g_.outer > 0 && g_.inner > 0;
+    if (use_dnnl_) {
+      try {
+        prim_ = dnnl::layer_normalization_forward(LayerNormPrimitives::Forward(g_.outer, g_.inner, node_.GetFloat("epsilon", 1e-5f)));
+      } catch (const dnnl::error&) {
+        use_dnnl_ = false;
+      }
+    }
+    mean_.resize(use_dnnl_ ? static_cast<size_t>(g_.outer) : 0);
+    var_.resize(use_dnnl_ ? static_cast<size_t>(g_.outer) : 0);
   }
 
   void Compute(KernelContext& ctx) override {
+    if (use_dnnl_) return ComputeOnDnnl(ctx);
     const float* x = ctx.Input(0).data<float>();
     const float* sc = ctx.Input(1).data<float>();
     const Tensor* b = ctx.OptionalInput(2);
@@ -135,9 +180,30 @@ class LayerNormKernel final : public OpKernel {
   }
 
  private:
+  // Y, the row means and variances by oneDNN; InvStdDev = 1 / sqrt(variance + epsilon).
+  void ComputeOnDnnl(KernelContext& ctx) {
+    const int64_t outer = g_.outer, inner = g_.inner;
+    const Tensor* b = ctx.OptionalInput(2);
+    float* mean = ctx.HasOutput(1) ? ctx.Output(1).data<float>() : mean_.data();
+    const auto rows = LayerNormPrimitives::Rows(outer, inner);
+    const auto vec = LayerNormPrimitives::Vec(inner), stat = LayerNormPrimitives::Vec(outer);
+    prim_.execute(Stream(), {{DNNL_ARG_SRC, dnnl::memory(rows, Engine(), ctx.Input(0).raw())},
+                             {DNNL_ARG_DST, dnnl::memory(rows, Engine(), ctx.Output(0).raw())},
+                             {DNNL_ARG_SCALE, dnnl::memory(vec, Engine(), ctx.Input(1).raw())},
+                             {DNNL_ARG_SHIFT, dnnl::memory(vec, Engine(), b ? b->raw() : bias_.data())},
+                             {DNNL_ARG_MEAN, dnnl::memory(stat, Engine(), mean)},
+                             {DNNL_ARG_VARIANCE, dnnl::memory(stat, Engine(), var_.data())}});
+    if (!ctx.HasOutput(2)) return;
+    float* inv = ctx.Output(2).data<float>();
+    const double eps = node_.GetFloat("epsilon", 1e-5f);
+    for (int64_t r = 0; r < outer; ++r) inv[r] = static_cast<float>(1.0 / std::sqrt(var_[static_cast<size_t>(r)] + eps));
+  }
+
   LayerNormGeometry g_;
   std::vector<int64_t> scale_off_, bias_off_;
-  std::vector<float> scale_, bias_;
+  std::vector<float> scale_, bias_, mean_, var_;
+  bool dense_scale_ = false, dense_bias_ = false, use_dnnl_ = false;
+  dnnl::layer_normalization_forward prim_;
 };
 
 // dX = inv_std * (g - mean(g) - xhat * mean(g * xhat)) with g = dY * scale, per row;
@@ -158,9 +224,24 @@ class LayerNormGradKernel final : public OpKernel {
     scale_.resize(static_cast<size_t>(g_.inner));
     mean_.resize(static_cast<size_t>(g_.outer));
     inv_.resize(static_cast<size_t>(g_.outer));
+    use_dnnl_ = DenseOverTail(scale_off_) && g_.outer > 0 && g_.inner > 0;
+    if (use_dnnl_) {
+      try {
+        const float eps = node_.GetFloat("epsilon", 1e-5f);
+        const auto rows = LayerNormPrimitives::Rows(g_.outer, g_.inner);
+        dnnl::layer_normalization_backward::desc d(dnnl::prop_kind::backward, rows, rows, eps, LayerNormPrimitives::Flags());
+        prim_ = dnnl::layer_normalization_backward(dnnl::layer_normalization_backward::primitive_desc(
+            d, Engine(), LayerNormPrimitives::Forward(g_.outer, g_.inner, eps)));
+      } catch (const dnnl::error&) {
+        use_dnnl_ = false;
+      }
+    }
+    var_.resize(use_dnnl_ ? static_cast<size_t>(g_.outer) : 0);
+    scratch_.resize(use_dnnl_ ? static_cast<size_t>(g_.inner) * 2 + static_cast<size_t>(ctx.HasOutput(0) ? 0 : g_.outer * g_.inner) : 0);
   }
 
   void Compute(KernelContext& ctx) override {
+    if (use_dnnl_) return ComputeOnDnnl(ctx);
     const float* dy = ctx.Input(0).data<float>();
     const float* x = ctx.Input(1).data<float>();
     const float* sc = ctx.Input(2).data<float>();
@@ -208,9 +289,41 @@ class LayerNormGradKernel final : public OpKernel {
   }
 
  private:
+  // Row mean and variance in double from X, then oneDNN's backward (dX, dScale, dBias).
+  void ComputeOnDnnl(KernelContext& ctx) {
+    const int64_t outer = g_.outer, inner = g_.inner;
+    const float* x = ctx.Input(1).data<float>();
+    float* mean = mean_.data();
+    float* var = var_.data();
+#pragma omp parallel for if (outer * inner > 32768)
+    for (int64_t r = 0; r < outer; ++r) {
+      double mu = 0, v = 0;
+      RowMeanVar(x + r * inner, inner, &mu, &v);
+      mean[r] = static_cast<float>(mu);
+      var[r] = static_cast<float>(v);
+    }
+    const auto rows = LayerNormPrimitives::Rows(outer, inner);
+    const auto vec = LayerNormPrimitives::Vec(inner), stat = LayerNormPrimitives::Vec(outer);
+    float* scratch = scratch_.data();
+    void* dx = ctx.HasOutput(0) ? ctx.Output(0).raw() : scratch + 2 * inner;
+    void* dscale = ctx.HasOutput(1) ? ctx.Output(1).raw() : scratch;
+    void* dshift = ctx.HasOutput(2) ? ctx.Output(2).raw() : scratch + inner;
+    prim_.execute(Stream(), {{DNNL_ARG_SRC, dnnl::memory(rows, Engine(), ctx.Input(1).raw())},
+                             {DNNL_ARG_DIFF_DST, dnnl::memory(rows, Engine(), ctx.Input(0).raw())},
+                             {DNNL_ARG_SCALE, dnnl::memory(vec, Engine(), ctx.Input(2).raw())},
+                             {DNNL_ARG_SHIFT, dnnl::memory(vec, Engine(), scratch)},  // oneDNN 2.6 wants it, unread
+                             {DNNL_ARG_MEAN, dnnl::memory(stat, Engine(), mean)},
+                             {DNNL_ARG_VARIANCE, dnnl::memory(stat, Engine(), var)},
+                             {DNNL_ARG_DIFF_SRC, dnnl::memory(rows, Engine(), dx)},
+                             {DNNL_ARG_DIFF_SCALE, dnnl::memory(vec, Engine(), dscale)},
+                             {DNNL_ARG_DIFF_SHIFT, dnnl::memory(vec, Engine(), dshift)}});
+  }
+
   LayerNormGeometry g_;
   std::vector<int64_t> scale_off_;
-  std::vector<float> scale_, mean_, inv_;
+  std::vector<float> scale_, mean_, inv_, var_, scratch_;
+  bool use_dnnl_ = false;
+  dnnl::layer_normalization_backward prim_;
 };
 
 OT_REGISTER_CPU_KERNEL("LayerNormalization", 17, 1 << 30, LayerNormKernel);

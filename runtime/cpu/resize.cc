@@ -2,11 +2,14 @@
 // gives, per axis, the input taps and weights of each output index; the forward applies
 // the axes one after another (nearest, linear and cubic are separable), the gradient
 // applies the transposed steps in reverse order, scatter-adding dY with the same weights.
-// oneDNN's resampling covers only some of ONNX's coordinate modes, so one loop serves all.
+// Linear resizing with half-pixel coordinates at scale out/in (bilinear upsampling as torch
+// exports it) runs on oneDNN's resampling primitives instead, forward and backward;
+// oneDNN has no other ONNX coordinate mode.
 #include <algorithm>
 #include <cstring>
 
 #include "graph/gradient_registry.h"
+#include "runtime/cpu/dnnl_util.h"
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/index_shapes.h"
 #include "runtime/kernel_registry.h"
@@ -103,10 +106,26 @@ class ResizeBase : public OpKernel {
     *inner = NumElements(Shape(s.begin() + static_cast<long>(d) + 1, s.end()));
   }
 
+  // The oneDNN forward primitive descriptor when the plan is one it computes.
+  bool PrepareDnnl() {
+    use_dnnl_ = plan_.spatial_half_pixel_linear && NumElements(plan_.out) > 0 && NumElements(x_shape_) > 0;
+    if (!use_dnnl_) return false;
+    x_desc_ = PlainDesc(x_shape_, DType::kFloat32);
+    y_desc_ = PlainDesc(plan_.out, DType::kFloat32);
+    fwd_pd_ = dnnl::resampling_forward::primitive_desc(
+        dnnl::resampling_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::resampling_linear, x_desc_,
+                                       y_desc_),
+        Engine());
+    return true;
+  }
+
   ResizeInputs inputs_;
   ResizePlan plan_;
   Shape x_shape_;
   std::vector<float> a_, b_;
+  bool use_dnnl_ = false;
+  dnnl::memory::desc x_desc_, y_desc_;
+  dnnl::resampling_forward::primitive_desc fwd_pd_;
 };
 
 class ResizeKernel final : public ResizeBase {
@@ -117,11 +136,17 @@ class ResizeKernel final : public ResizeBase {
     if (x.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(x.dtype()));
     Plan(ctx, node_.op_type, opset_, x.shape());
     ctx.SetOutput(0, DType::kFloat32, plan_.out);
+    if (PrepareDnnl()) prim_ = dnnl::resampling_forward(fwd_pd_);
   }
   void Compute(KernelContext& ctx) override {
     CheckInputs(ctx, node_.op_type, opset_);
     Tensor& y = ctx.Output(0);
     if (y.numel() == 0) return;
+    if (use_dnnl_) {
+      prim_.execute(Stream(), {{DNNL_ARG_SRC, Wrap(x_desc_, ctx.Input(0))}, {DNNL_ARG_DST, Wrap(y_desc_, y)}});
+      Stream().wait();
+      return;
+    }
     const float* cur = ctx.Input(0).data<float>();
     std::vector<float>* bufs[2] = {&a_, &b_};
     int which = 0;
@@ -140,6 +165,9 @@ class ResizeKernel final : public ResizeBase {
     std::memcpy(out, cur, y.nbytes());
     if (plan_.any_outside) ForEachOutside(plan_, [&](int64_t k) { out[k] = plan_.extrapolation_value; });
   }
+
+ private:
+  dnnl::resampling_forward prim_;
 };
 
 // ResizeGrad(dY, forward input 1, 2, 3, X shape) with the forward's attributes and
@@ -157,12 +185,20 @@ class ResizeGradKernel final : public ResizeBase {
     if (plan_.out != dy.shape())
       Fail("gradient shape " + ShapeString(dy.shape()) + " differs from the resize's output " + ShapeString(plan_.out));
     ctx.SetOutput(0, DType::kFloat32, x);
+    if (PrepareDnnl())
+      prim_ = dnnl::resampling_backward(dnnl::resampling_backward::primitive_desc(
+          dnnl::resampling_backward::desc(dnnl::algorithm::resampling_linear, x_desc_, y_desc_), Engine(), fwd_pd_));
   }
   void Compute(KernelContext& ctx) override {
     CheckInputs(ctx, op_, fwd_opset_);
     Tensor& dx = ctx.Output(0);
     if (dx.numel() == 0) return;
     const Tensor& dy = ctx.Input(0);
+    if (use_dnnl_) {
+      prim_.execute(Stream(), {{DNNL_ARG_DIFF_DST, Wrap(y_desc_, dy)}, {DNNL_ARG_DIFF_SRC, Wrap(x_desc_, dx)}});
+      Stream().wait();
+      return;
+    }
     std::vector<float> masked;
     const float* cur = dy.data<float>();
     if (plan_.any_outside) {  // outputs set to extrapolation_value read no input
@@ -189,6 +225,7 @@ class ResizeGradKernel final : public ResizeBase {
  private:
   std::string op_;
   int64_t fwd_opset_ = 13;
+  dnnl::resampling_backward prim_;
 };
 
 constexpr int64_t kLatestOpset = 1 << 30;

@@ -11,10 +11,12 @@
 //
 //   LSTM(X, W, R[, B, sequence_lens, initial_h, initial_c, P]) -> Y, Y_h, Y_c
 //   GRU / RNN(X, W, R[, B, sequence_lens, initial_h]) -> Y, Y_h
-//   LSTMGrad(the 8 LSTM inputs, dY, dY_h, dY_c) -> dX, dW, dR, dB, dinitial_h, dinitial_c, dP
-//   GRUGrad / RNNGrad(the 6 inputs, dY, dY_h) -> dX, dW, dR, dB, dinitial_h
-// Absent gradients of outputs are zeros. The gradient ops recompute the forward, saving
-// each step's gate pre-activations and states, then walk the steps backwards.
+//   LSTMGrad(the 8 LSTM inputs, dY, dY_h, dY_c[, Y]) -> dX, dW, dR, dB, dinitial_h, dinitial_c, dP
+//   GRUGrad / RNNGrad(the 6 inputs, dY, dY_h[, Y]) -> dX, dW, dR, dB, dinitial_h
+// Absent gradients of outputs are zeros. The gradient ops recompute the forward's gate
+// pre-activations and states (with the forward's Y given, every step's h_prev is known and
+// the recurrent GEMMs run over all steps at once; only LSTM's cell state is walked step by
+// step, element-wise), then walk the steps backwards.
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "graph/gradient_registry.h"
+#include "runtime/activation_math.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/rnn_shapes.h"
 
@@ -52,6 +55,21 @@ void MapClipped(const float* x, float* y, int64_t n, float clip, F f) {
   for (int64_t j = 0; j < n; ++j) y[j] = f(std::min(std::max(x[j], -clip), clip));
 }
 
+// The activations the unary ops share (HardSigmoid, Elu, Softsign, Softplus,
+// ThresholdedRelu) come from runtime/activation_math.h.
+UnaryParams Params(const RnnActivation& a) {
+  UnaryParams p;
+  p.alpha = a.alpha;
+  p.beta = a.beta;
+  return p;
+}
+
+template <UnaryFn F>
+void MapUnary(const RnnActivation& a, float clip, const float* x, float* y, int64_t n) {
+  const UnaryParams p = Params(a);
+  MapClipped(x, y, n, clip, [&p](float v) { return UnaryForward<F>(v, p); });
+}
+
 void Activate(const RnnActivation& a, float clip, const float* x, float* y, int64_t n) {
   const float al = a.alpha, be = a.beta;
   switch (a.kind) {
@@ -60,17 +78,13 @@ void Activate(const RnnActivation& a, float clip, const float* x, float* y, int6
     case RnnActivationKind::kRelu: return MapClipped(x, y, n, clip, [](float v) { return v > 0.f ? v : 0.f; });
     case RnnActivationKind::kLeakyRelu:
       return MapClipped(x, y, n, clip, [al](float v) { return v >= 0.f ? v : al * v; });
-    case RnnActivationKind::kThresholdedRelu:
-      return MapClipped(x, y, n, clip, [al](float v) { return v > al ? v : 0.f; });
+    case RnnActivationKind::kThresholdedRelu: return MapUnary<UnaryFn::kThresholdedRelu>(a, clip, x, y, n);
     case RnnActivationKind::kScaledTanh:
       return MapClipped(x, y, n, clip, [al, be](float v) { return al * std::tanh(be * v); });
-    case RnnActivationKind::kHardSigmoid:
-      return MapClipped(x, y, n, clip, [al, be](float v) { return std::min(1.f, std::max(0.f, al * v + be)); });
-    case RnnActivationKind::kElu:
-      return MapClipped(x, y, n, clip, [al](float v) { return v >= 0.f ? v : al * (std::exp(v) - 1.f); });
-    case RnnActivationKind::kSoftsign: return MapClipped(x, y, n, clip, [](float v) { return v / (1.f + std::fabs(v)); });
-    case RnnActivationKind::kSoftplus:
-      return MapClipped(x, y, n, clip, [](float v) { return v > 20.f ? v : std::log1p(std::exp(v)); });
+    case RnnActivationKind::kHardSigmoid: return MapUnary<UnaryFn::kHardSigmoid>(a, clip, x, y, n);
+    case RnnActivationKind::kElu: return MapUnary<UnaryFn::kElu>(a, clip, x, y, n);
+    case RnnActivationKind::kSoftsign: return MapUnary<UnaryFn::kSoftsign>(a, clip, x, y, n);
+    case RnnActivationKind::kSoftplus: return MapUnary<UnaryFn::kSoftplus>(a, clip, x, y, n);
     case RnnActivationKind::kAffine: return MapClipped(x, y, n, clip, [al, be](float v) { return al * v + be; });
   }
 }
@@ -79,6 +93,12 @@ void Activate(const RnnActivation& a, float clip, const float* x, float* y, int6
 template <typename F>
 void MapGrad(const float* x, const float* dy, float* dx, int64_t n, float clip, F fp) {
   for (int64_t j = 0; j < n; ++j) dx[j] = std::fabs(x[j]) > clip ? 0.f : dy[j] * fp(x[j]);
+}
+
+template <UnaryFn F>
+void MapUnaryGrad(const RnnActivation& a, float clip, const float* x, const float* dy, float* dx, int64_t n) {
+  const UnaryParams p = Params(a);
+  MapGrad(x, dy, dx, n, clip, [&p](float v) { return UnaryDerivative<F>(v, p); });
 }
 
 void ActivateGrad(const RnnActivation& a, float clip, const float* x, const float* dy, float* dx, int64_t n) {
@@ -97,26 +117,16 @@ void ActivateGrad(const RnnActivation& a, float clip, const float* x, const floa
     case RnnActivationKind::kRelu: return MapGrad(x, dy, dx, n, clip, [](float v) { return v > 0.f ? 1.f : 0.f; });
     case RnnActivationKind::kLeakyRelu:
       return MapGrad(x, dy, dx, n, clip, [al](float v) { return v >= 0.f ? 1.f : al; });
-    case RnnActivationKind::kThresholdedRelu:
-      return MapGrad(x, dy, dx, n, clip, [al](float v) { return v > al ? 1.f : 0.f; });
+    case RnnActivationKind::kThresholdedRelu: return MapUnaryGrad<UnaryFn::kThresholdedRelu>(a, clip, x, dy, dx, n);
     case RnnActivationKind::kScaledTanh:
       return MapGrad(x, dy, dx, n, clip, [al, be](float v) {
         const float t = std::tanh(be * v);
         return al * be * (1.f - t * t);
       });
-    case RnnActivationKind::kHardSigmoid:
-      return MapGrad(x, dy, dx, n, clip, [al, be](float v) {
-        const float u = al * v + be;
-        return u > 0.f && u < 1.f ? al : 0.f;
-      });
-    case RnnActivationKind::kElu:
-      return MapGrad(x, dy, dx, n, clip, [al](float v) { return v >= 0.f ? 1.f : al * std::exp(v); });
-    case RnnActivationKind::kSoftsign:
-      return MapGrad(x, dy, dx, n, clip, [](float v) {
-        const float d = 1.f + std::fabs(v);
-        return 1.f / (d * d);
-      });
-    case RnnActivationKind::kSoftplus: return MapGrad(x, dy, dx, n, clip, Sigmoid);
+    case RnnActivationKind::kHardSigmoid: return MapUnaryGrad<UnaryFn::kHardSigmoid>(a, clip, x, dy, dx, n);
+    case RnnActivationKind::kElu: return MapUnaryGrad<UnaryFn::kElu>(a, clip, x, dy, dx, n);
+    case RnnActivationKind::kSoftsign: return MapUnaryGrad<UnaryFn::kSoftsign>(a, clip, x, dy, dx, n);
+    case RnnActivationKind::kSoftplus: return MapUnaryGrad<UnaryFn::kSoftplus>(a, clip, x, dy, dx, n);
     case RnnActivationKind::kAffine: return MapGrad(x, dy, dx, n, clip, [al](float) { return al; });
   }
 }
@@ -172,8 +182,12 @@ class RnnRunner {
     rowbuf_.resize(static_cast<size_t>(6 * s_.hidden));
   }
 
-  // y, y_h, y_c may be null; saved (one per direction) may be null.
-  void Forward(const RnnInputs& in, float* y, float* y_h, float* y_c, std::vector<RnnSaved>* saved) {
+  // y, y_h, y_c may be null; saved (one per direction) may be null. known_y: the node's Y
+  // from an earlier run of the same forward (the gradient ops get it), which gives every
+  // step's h_prev at once, so the recurrent GEMMs run over all steps together instead of
+  // one per step (requires saved).
+  void Forward(const RnnInputs& in, float* y, float* y_h, float* y_c, std::vector<RnnSaved>* saved,
+               const float* known_y = nullptr) {
     if (y) std::fill(y, y + NumElements(s_.y), 0.f);
     const int64_t rows = s_.seq * s_.batch;
     for (int64_t d = 0; d < s_.dirs; ++d) {
@@ -189,7 +203,7 @@ class RnnRunner {
         }
         if (s_.cell == RnnCell::kGRU) sv->extra.assign(rh, 0.f);
       }
-      ForwardDirection(in, d, y, y_h, y_c, sv);
+      ForwardDirection(in, d, y, y_h, y_c, sv, known_y);
     }
   }
 
@@ -211,7 +225,46 @@ class RnnRunner {
     return s_.Backward(d) ? lens_[static_cast<size_t>(b)] - 1 - s : s;
   }
 
-  void ForwardDirection(const RnnInputs& in, int64_t d, float* y, float* y_h, float* y_c, RnnSaved* sv) {
+  // Fills sv->hprev from Y (or initial_h at each entry's first step), then
+  // hr_all_ = h_prev R^T over all rows (the z and r gates only for GRU without
+  // linear_before_reset, whose h gate gets (r * h_prev) Rh^T in hrh_all_).
+  void RecurrentTermsFromY(const RnnInputs& in, int64_t d, const float* known_y, RnnSaved* sv) {
+    const int64_t H = s_.hidden, GH = s_.gates * H, Bn = s_.batch, rows = s_.seq * Bn;
+    const float* r = in.r + d * GH * H;
+    const bool gru = s_.cell == RnnCell::kGRU, lbr = s_.linear_before_reset;
+    for (int64_t s = 0; s < max_len_; ++s)
+      for (int64_t b = 0; b < Bn; ++b) {
+        if (!Active(s, b)) continue;
+        const int64_t t = Step(d, s, b);
+        const float* src = s == 0 ? (in.init_h ? in.init_h + s_.StateOffset(d, b) : nullptr)
+                                  : known_y + s_.YOffset(s_.Backward(d) ? t + 1 : t - 1, d, b);
+        float* dst = sv->hprev.data() + s_.Row(t, b) * H;
+        if (src) std::copy(src, src + H, dst);
+        else std::fill(dst, dst + H, 0.f);
+      }
+    hr_all_.resize(static_cast<size_t>(rows * GH));
+    const int64_t n_rec = gru && !lbr ? 2 * H : GH;
+    Gemm('N', 'T', rows, n_rec, H, sv->hprev.data(), H, r, H, 0.f, hr_all_.data(), GH);
+    if (!gru || lbr) return;
+    // r for every row, then (r * h_prev) Rh^T in one GEMM.
+    const float clip = Clip();
+    std::vector<float>& rh = sv->extra;
+    float* rg = rowbuf_.data();
+    for (int64_t row = 0; row < rows; ++row) {
+      float* a = rowbuf_.data() + H;
+      const float* xw = xw_.data() + row * GH;
+      const float* hr = hr_all_.data() + row * GH;
+      for (int64_t j = 0; j < H; ++j) a[j] = xw[H + j] + bsum_[static_cast<size_t>(H + j)] + hr[H + j];
+      Activate(Act(d, 0), clip, a, rg, H);
+      const float* hp = sv->hprev.data() + row * H;
+      for (int64_t j = 0; j < H; ++j) rh[static_cast<size_t>(row * H + j)] = rg[j] * hp[j];
+    }
+    hrh_all_.resize(static_cast<size_t>(rows * H));
+    Gemm('N', 'T', rows, H, H, rh.data(), H, r + 2 * H * H, H, 0.f, hrh_all_.data(), H);
+  }
+
+  void ForwardDirection(const RnnInputs& in, int64_t d, float* y, float* y_h, float* y_c, RnnSaved* sv,
+                        const float* known_y) {
     const int64_t H = s_.hidden, G = s_.gates, GH = G * H, Bn = s_.batch, rows = s_.seq * Bn;
     const float* w = in.w + d * GH * s_.input;
     const float* r = in.r + d * GH * H;
@@ -231,6 +284,7 @@ class RnnRunner {
         c_[k] = in.init_c ? in.init_c[s_.StateOffset(d, b) + j] : 0.f;
       }
     const int64_t n_rec = gru && !lbr ? 2 * H : GH;  // gates whose recurrent GEMM uses h_prev
+    if (known_y) RecurrentTermsFromY(in, d, known_y, sv);
     float* gi = rowbuf_.data();
     float* gf = gi + H;
     float* gc = gf + H;
@@ -238,18 +292,18 @@ class RnnRunner {
     float* hc = go + H;
     float* gh = hc + H;
     for (int64_t s = 0; s < max_len_; ++s) {
-      Gemm('N', 'T', Bn, n_rec, H, h_.data(), H, r, H, 0.f, hr_.data(), GH);
+      if (!known_y) Gemm('N', 'T', Bn, n_rec, H, h_.data(), H, r, H, 0.f, hr_.data(), GH);
       for (int64_t b = 0; b < Bn; ++b) {
         if (!Active(s, b)) continue;
         const int64_t t = Step(d, s, b), row = s_.Row(t, b);
         float* a = sv ? sv->pre.data() + row * GH : pre_.data() + b * GH;
         const float* xw = xw_.data() + row * GH;
-        const float* hr = hr_.data() + b * GH;
+        const float* hr = known_y ? hr_all_.data() + row * GH : hr_.data() + b * GH;
         // GRU's h gate takes its recurrent term below (r * (h_prev Rh^T + Rbh) or (r * h_prev) Rh^T).
         const int64_t n_direct = gru ? 2 * H : GH;
         for (int64_t j = 0; j < GH; ++j) a[j] = xw[j] + bsum_[static_cast<size_t>(j)] + (j < n_direct ? hr[j] : 0.f);
         float* hp = h_.data() + b * H;
-        if (sv) std::copy(hp, hp + H, sv->hprev.data() + row * H);
+        if (sv && !known_y) std::copy(hp, hp + H, sv->hprev.data() + row * H);
         if (s_.cell == RnnCell::kLSTM) {
           float* cp = c_.data() + b * H;
           if (sv) std::copy(cp, cp + H, sv->cprev.data() + row * H);
@@ -283,7 +337,7 @@ class RnnRunner {
             for (int64_t j = 0; j < H; ++j) hp[j] = (1.f - z[j]) * gh[j] + z[j] * hp[j];
           } else {
             for (int64_t j = 0; j < H; ++j) rh_[static_cast<size_t>(b * H + j)] = rg[j] * hp[j];
-            if (sv) std::copy(rh_.data() + b * H, rh_.data() + (b + 1) * H, sv->extra.data() + row * H);
+            if (sv && !known_y) std::copy(rh_.data() + b * H, rh_.data() + (b + 1) * H, sv->extra.data() + row * H);
           }
         } else {
           Activate(Act(d, 0), clip, a, hp, H);
@@ -292,15 +346,17 @@ class RnnRunner {
       }
       if (gru && !lbr) {
         // h gate: a_h = XWh + Wbh + (r * h_prev) Rh^T + Rbh, after every entry's r is known.
-        for (int64_t b = 0; b < Bn; ++b)
-          if (!Active(s, b)) std::fill(rh_.data() + b * H, rh_.data() + (b + 1) * H, 0.f);
-        Gemm('N', 'T', Bn, H, H, rh_.data(), H, r + 2 * H * H, H, 0.f, hrh_.data(), H);
+        if (!known_y) {
+          for (int64_t b = 0; b < Bn; ++b)
+            if (!Active(s, b)) std::fill(rh_.data() + b * H, rh_.data() + (b + 1) * H, 0.f);
+          Gemm('N', 'T', Bn, H, H, rh_.data(), H, r + 2 * H * H, H, 0.f, hrh_.data(), H);
+        }
         for (int64_t b = 0; b < Bn; ++b) {
           if (!Active(s, b)) continue;
           const int64_t t = Step(d, s, b), row = s_.Row(t, b);
           float* a = sv ? sv->pre.data() + row * GH : pre_.data() + b * GH;
-          for (int64_t j = 0; j < H; ++j)
-            a[2 * H + j] += hrh_[static_cast<size_t>(b * H + j)] + (rb ? rb[2 * H + j] : 0.f);
+          const float* hrh = known_y ? hrh_all_.data() + row * H : hrh_.data() + b * H;
+          for (int64_t j = 0; j < H; ++j) a[2 * H + j] += hrh[j] + (rb ? rb[2 * H + j] : 0.f);
           Activate(Act(d, 1), clip, a + 2 * H, gh, H);
           float* hp = h_.data() + b * H;
           const float* z = zt_.data() + b * H;
@@ -484,7 +540,7 @@ class RnnRunner {
   RnnSpec s_;
   std::vector<int64_t> lens_;
   int64_t max_len_ = 0;
-  std::vector<float> xw_, hr_, pre_, h_, c_, t1_, t2_, t3_, t4_, t5_, zt_, rt_, rh_, hrh_, bsum_, rowbuf_, dax_, dah_,
+  std::vector<float> xw_, hr_, hr_all_, hrh_all_, pre_, h_, c_, t1_, t2_, t3_, t4_, t5_, zt_, rt_, rh_, hrh_, bsum_, rowbuf_, dax_, dah_,
       dg_;
 };
 
@@ -494,7 +550,7 @@ class RnnKernel final : public OpKernel {
   explicit RnnKernel(const KernelInfo& info) : OpKernel(info) {}
 
   void Prepare(KernelContext& ctx) override {
-    spec_ = PlanRnn(node_, kCell, ctx);
+    spec_ = PlanRnn(node_, kCell, opset_, ctx);
     ctx.SetOutput(0, DType::kFloat32, spec_.y);
     ctx.SetOutput(1, DType::kFloat32, spec_.y_h);
     if (kCell == RnnCell::kLSTM) ctx.SetOutput(2, DType::kFloat32, spec_.y_h);
@@ -517,14 +573,14 @@ class RnnGradKernel final : public OpKernel {
   explicit RnnGradKernel(const KernelInfo& info) : OpKernel(info) {}
 
   void Prepare(KernelContext& ctx) override {
-    spec_ = PlanRnn(node_, kCell, ctx);
+    spec_ = PlanRnn(node_, kCell, opset_, ctx);
     const int n = RnnNumForwardInputs(kCell);
     const int n_out = kCell == RnnCell::kLSTM ? 3 : 2;
-    for (int i = 0; i < n_out; ++i) {
+    for (int i = 0; i <= n_out; ++i) {  // dY, dY_h[, dY_c], then the forward's Y
       const Tensor* g = ctx.OptionalInput(n + i);
-      const Shape& want = i == 0 ? spec_.y : spec_.y_h;
+      const Shape& want = i == 0 || i == n_out ? spec_.y : spec_.y_h;
       if (g && (g->dtype() != DType::kFloat32 || g->shape() != want))
-        Fail("gradient of output " + std::to_string(i) + " " + g->Describe() + " is not float" + ShapeString(want));
+        Fail("input " + std::to_string(n + i) + " " + g->Describe() + " is not float" + ShapeString(want));
     }
     for (int i = 0; i < 3; ++i) ctx.SetOutput(i, DType::kFloat32, ctx.Input(i).shape());
     ctx.SetOutput(3, DType::kFloat32, {spec_.dirs, 2 * spec_.gates * spec_.hidden});
@@ -539,8 +595,10 @@ class RnnGradKernel final : public OpKernel {
   void Compute(KernelContext& ctx) override {
     runner_.Plan(spec_, ReadSequenceLens(node_, spec_, ctx));
     const RnnInputs in = ReadInputs(ctx, kCell);
-    runner_.Forward(in, nullptr, nullptr, nullptr, &saved_);
     const int n = RnnNumForwardInputs(kCell);
+    const int n_out = kCell == RnnCell::kLSTM ? 3 : 2;
+    const Tensor* y = ctx.OptionalInput(n + n_out);
+    runner_.Forward(in, nullptr, nullptr, nullptr, &saved_, y ? y->data<float>() : nullptr);
     auto grad_in = [&](int i) { return ctx.OptionalInput(n + i) ? ctx.OptionalInput(n + i)->data<float>() : nullptr; };
     auto out = [&](int i) { return ctx.HasOutput(i) ? ctx.Output(i).data<float>() : nullptr; };
     RnnRunner::Grads g;

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "runtime/cpu/dnnl_util.h"
+#include "runtime/cpu/index_util.h"
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/cpu/strided_loop.h"
 #include "runtime/kernel_registry.h"
@@ -204,11 +205,6 @@ class SliceKernel final : public OpKernel {
 };
 
 // ---------------------------------------------------------------------------------------
-// Index tensors (int32 or int64) read one value at a time.
-int64_t IndexAt(const Tensor& indices, int64_t i) {
-  return indices.dtype() == DType::kInt64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
-}
-
 class GatherKernel final : public OpKernel {
  public:
   using OpKernel::OpKernel;

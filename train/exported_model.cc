@@ -1,0 +1,75 @@
+// Making exported models ready to train (see exported_model.h).
+#include "train/exported_model.h"
+
+#include "graph/batch_dim.h"
+#include "graph/batch_norm_form.h"
+#include "graph/error.h"
+#include "runtime/executor.h"
+
+namespace ot {
+
+namespace {
+
+// Whether `model` (leading dimension made symbolic) runs a batch of `batch` samples and
+// answers with `batch` rows: a node holding the old batch as a constant fails or answers
+// with the old number.
+bool RunsWithBatch(const Model& model, int64_t batch) {
+  const ValueInfo& in = model.graph.inputs[0];
+  std::vector<int64_t> dims = {batch};
+  for (size_t d = 1; d < in.dims.size(); ++d) {
+    if (!in.dims[d].IsStatic()) return true;  // cannot make a probe; trust the symbolic batch
+    dims.push_back(in.dims[d].value);
+  }
+  const DType dtype = in.dtype == DType::kUndefined ? DType::kFloat32 : in.dtype;
+  try {
+    Executor exec(model);
+    std::vector<Tensor> out = exec.Run({{in.name, Tensor::FromHost(HostTensor(dtype, dims))}});
+    return !out.empty() && !out[0].shape().empty() && out[0].shape()[0] == batch;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+PreparedModel PrepareExportedModel(const Model& model, const ExportedModelOptions& o) {
+  PreparedModel p;
+  p.model = model;
+  const int64_t fixed = FixedBatchSize(model);
+  if (fixed > 0 && model.graph.inputs.size() == 1) {
+    const std::string input = model.graph.inputs[0].name;
+    std::vector<std::string> holders = NodesHoldingBatch(model, fixed);
+    Model rebound;
+    bool ok = false;
+    if (holders.empty()) {
+      rebound = WithSymbolicBatch(model, fixed);
+      ok = RunsWithBatch(rebound, fixed + 1);
+    }
+    if (ok) {
+      p.model = std::move(rebound);
+      p.notes.push_back(StrFormat("the model was exported with batch fixed at %lld; running it with any batch (its "
+                                  "batch dimension is now symbolic)",
+                                  (long long)fixed));
+    } else {
+      const std::string why = holders.empty() ? std::string("it does not run with another batch")
+                                              : holders[0] + " holds the batch as a constant";
+      OT_CHECK(o.batch == 0 || o.batch == fixed,
+               "the model was exported with batch fixed at %lld; export with dynamic_axes={'%s': {0: 'N'}} or use "
+               "--batch %lld (%s)",
+               (long long)fixed, input.c_str(), (long long)fixed, why.c_str());
+      p.fixed_batch = fixed;
+      p.notes.push_back(StrFormat("the model was exported with batch fixed at %lld (%s): every batch, evaluation "
+                                  "included, has %lld samples",
+                                  (long long)fixed, why.c_str(), (long long)fixed));
+    }
+  }
+  if (o.training) {
+    BatchNormFormReport r = o.frozen_bn ? FreezeBatchNorm(p.model) : UseTrainingFormBatchNorm(p.model);
+    p.freeze = r.frozen_statistics;
+    const std::string line = r.Describe();
+    if (!line.empty()) p.notes.push_back(line);
+  }
+  return p;
+}
+
+}  // namespace ot
