@@ -8,8 +8,8 @@ statistics away from 1/0/0/1), dropout and stochastic depth at 0, a dynamic batc
 loss is the mean cross-entropy of the logits against int64 labels. PyTorch autograd gives
 every parameter gradient in float64 (the oracle) and in float32; each of our float32
 gradients must lie within max(1e-4, 3x PyTorch float32's own distance) of float64, relative
-by norm per tensor, with a floor on the denominator for gradients that are zero in exact
-arithmetic (a conv bias before BatchNorm): 1e-3 of the median gradient norm, at least 1e-3.
+by norm per tensor; gradients that are zero in exact arithmetic (a conv bias before
+BatchNorm) are measured against the median gradient norm instead of their own.
 The loss is held to the same max(1e-4, 3x PyTorch float32's distance).
 `onnx-train export` of each model must write a training graph that onnx.checker accepts.
 
@@ -53,17 +53,12 @@ VOCAB, SEQ = 50, 12
 # Models that fail today for a reason owned elsewhere: name -> what they wait for. Run and
 # reported, not counted.
 KNOWN_FAILURES = {
-    "wide_resnet": "gradients 1e-2 from float64 where PyTorch float32 is 5e-5, from the stem on: the BatchNorm "
-                   "backward bug of issue 13 item 4 (helper bn)",
-    "inception_v3": "gradients 7x PyTorch float32's distance from Mixed_6b back (3e-3 vs 4.4e-4): suspected "
-                    "the same BatchNorm backward bug (item 4, helper bn); not yet isolated",
-    "mobilenet_v2": "139 of 158 gradients 5e-3..0.13 from float64 where PyTorch float32 is 1e-5..1e-3, from the "
-                    "last BatchNorm (features.18.1.bias 5.8e-3 vs 1.1e-5) back: BatchNorm backward (item 4, bn) or "
-                    "Clip (ReLU6) at its bounds (elem); not yet isolated",
-    "mnasnet": "140 of 158 gradients up to 50x PyTorch float32's distance (layers.1.weight 4.6e-2 vs 6.5e-4; "
-               "classifier.1.weight 1.0e-3 vs 3.5e-4); the loss 4.4e-4 off where PyTorch float32 is 2.4e-4 "
-               "(large logits): float32 accuracy of Conv/BatchNorm(training)/ReLU at 1x1 maps, batch 4 "
-               "(bn?); not yet isolated",
+    "inception_v3": "130 of 284 gradients above the limit, from Mixed_6c back (Mixed_6c.branch7x7dbl_4.bn.bias "
+                    "3.4e-2 where PyTorch float32 is 4.5e-4); not reproduced by 1x7/7x1 conv + BatchNorm alone; "
+                    "not yet isolated (ZOO-FAILURES.txt)",
+    "mobilenet_v2": "139 of 158 gradients above the limit from the last BatchNorm back (features.18.1.bias 2.8e-2 "
+                    "where PyTorch float32 is 6e-6); not Clip (ReLU in place of ReLU6 fails alike), not the last "
+                    "BatchNorm alone; not yet isolated (ZOO-FAILURES.txt)",
 }
 
 
@@ -313,12 +308,15 @@ def run_export(binary, model_path, workdir, tag):
         os.remove(out)
 
 
-def zero_floor(ref):
-    """The denominator's floor for gradients that are zero in exact arithmetic (the bias of a
-    conv or BatchNorm whose output feeds a BatchNorm, which cancels any shift): float32 noise
-    there is relative to the gradients flowing through, so the floor is 1e-3 of the median
-    gradient norm (at least 1e-3); MNASNet's are O(100), its zero biases 1e-15."""
-    return max(1e-3, 1e-3 * float(np.median([np.linalg.norm(g) for g in ref.values()])))
+def denominators(ref):
+    """Per tensor, what its distance is relative to: its own norm, except for gradients that
+    are zero in exact arithmetic (the bias of a conv or BatchNorm whose output feeds a
+    BatchNorm, which cancels any shift; float64 leaves them at 1e-15 of the others). Their
+    float32 values are rounding noise of the gradients flowing through, on PyTorch's side as
+    on ours, so they are measured against the median gradient norm (at least 1e-3)."""
+    median = float(np.median([np.linalg.norm(g) for g in ref.values()]))
+    norms = {k: float(np.linalg.norm(g)) for k, g in ref.items()}
+    return {k: (n if n > 1e-6 * median else max(median, 1e-3)) for k, n in norms.items()}
 
 
 def compare(ours, ref_loss, loss32, ref, ref32):
@@ -333,7 +331,7 @@ def compare(ours, ref_loss, loss32, ref, ref32):
     missing = sorted(set(ref) - set(ours))
     if missing:
         failures.append(f"no gradient for {len(missing)} parameters, e.g. " + ", ".join(missing[:4]))
-    floor = zero_floor(ref)
+    denominator = denominators(ref)
     worst, worst_name, worst_t32 = 0.0, "", 0.0
     above = []
     for name, g in ref.items():
@@ -343,7 +341,7 @@ def compare(ours, ref_loss, loss32, ref, ref32):
         if a.shape != g.shape:
             failures.append(f"{name}: shape {a.shape} vs torch {g.shape}")
             continue
-        scale = max(float(np.linalg.norm(g)), floor)
+        scale = denominator[name]
         err = float(np.linalg.norm(a - g) / scale)
         t32 = float(np.linalg.norm(ref32[name] - g) / scale)
         worst_t32 = max(worst_t32, t32)
@@ -377,8 +375,8 @@ def check_model(args, name, opsets, seed):
         y = rng.integers(0, CLASSES, size=batch).astype(np.int64)
         ref_loss, ref = torch_grads(module, x, y, torch.float64)
         loss32, ref32 = torch_grads(module, x, y, torch.float32)
-        floor = zero_floor(ref)
-        t32 = max(float(np.linalg.norm(ref32[k] - g) / max(float(np.linalg.norm(g)), floor)) for k, g in ref.items())
+        denominator = denominators(ref)
+        t32 = max(float(np.linalg.norm(ref32[k] - g)) / denominator[k] for k, g in ref.items())
         if best is None or t32 < best[0]:
             best = (t32, x, y, ref_loss, loss32, ref, ref32)
         if t32 < 1e-3:
