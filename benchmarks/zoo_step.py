@@ -33,7 +33,11 @@ def build(name):
     if name == "mobilenet_v2":
         return torchvision.models.mobilenet_v2(num_classes=10, dropout=0.0), (3, 64, 64)
     if name == "efficientnet_b0":
-        return torchvision.models.efficientnet_b0(num_classes=10, dropout=0.0, stochastic_depth_prob=0.0), (3, 64, 64)
+        # efficientnet_b0 fixes its classifier dropout (0.2; passing dropout= is a TypeError in
+        # torchvision 0.14), so it is set to 0 here like everywhere else.
+        m = torchvision.models.efficientnet_b0(num_classes=10, stochastic_depth_prob=0.0)
+        m.classifier[0].p = 0.0
+        return m, (3, 64, 64)
     if name == "vit":
         return torchvision.models.VisionTransformer(image_size=32, patch_size=4, num_layers=6, num_heads=3,
                                                     hidden_dim=192, mlp_dim=768, num_classes=10), (3, 32, 32)
@@ -105,11 +109,15 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             out = subprocess.run([sys.executable, __file__, "--torch-case", name, "--threads", str(args.threads),
-                                  "--steps", str(args.steps)], capture_output=True, text=True, check=True)
+                                  "--steps", str(args.steps)], capture_output=True, text=True)
+            if out.returncode != 0:
+                raise SystemExit(f"zoo_step: PyTorch case {name} failed: {out.stderr.strip()[-400:]}")
             ref = json.loads(out.stdout.strip().splitlines()[-1])
             path = os.path.join(tmp, name + ".onnx")
-            subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {HERE!r}); import zoo_step; "
-                            f"zoo_step.export({name!r}, {path!r})"], check=True, capture_output=True)
+            out = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {HERE!r}); import zoo_step; "
+                                  f"zoo_step.export({name!r}, {path!r})"], capture_output=True, text=True)
+            if out.returncode != 0:
+                raise SystemExit(f"zoo_step: exporting {name} failed: {out.stderr.strip()[-400:]}")
             os.environ.update(ONNXTRAIN_BENCH_ONNX=path, ONNXTRAIN_BENCH_BATCH=str(BATCH),
                               ONNXTRAIN_BENCH_VOCAB=str(VOCAB))
             try:

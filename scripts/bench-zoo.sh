@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Issue 13's acceptance benchmarks for the model zoo, onnx-train beside PyTorch in the same run:
+#  1. training-step time and peak RSS at batch 32 (benchmarks/zoo_step.py): MobileNetV2 and
+#     EfficientNet-B0 at 3x64x64, a ViT (patch 4, 32x32, 6 layers, width 192) and a token
+#     transformer encoder; ratios ours/PyTorch (at most 1.0 is the goal);
+#  2. with --train: one epoch of `onnx-train MODEL --data synthetic` on every image model of
+#     the zoo, loss falling, the checkpoint run by `onnx-train eval` (benchmarks/zoo_train.py).
+#   scripts/bench-zoo.sh [--train] [THREADS] [MODELS]
+#   e.g. scripts/bench-zoo.sh 2 mobilenet_v2,vit
+set -euo pipefail
+cd "$(dirname "$0")/.."
+train=0
+if [ "${1:-}" = "--train" ]; then train=1; shift; fi
+threads=${1:-2}
+models=${2:-mobilenet_v2,efficientnet_b0,vit,transformer}
+BUILD=${BUILD_DIR:-build}
+cmake --build "$BUILD" -j "${JOBS:-2}" --target train_step_bench onnx-train >/dev/null
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+/usr/bin/python3 benchmarks/zoo_step.py --build "$BUILD" --threads "$threads" --models "$models"
+if [ "$train" = 1 ]; then
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  /usr/bin/python3 benchmarks/zoo_train.py --onnx-train "$BUILD/tools/onnx-train" --workdir "$work" --threads "$threads"
+fi
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
