@@ -232,6 +232,29 @@ def main():
     msg = r.stdout + r.stderr
     check(r.returncode == 0 and "skipped 1 bad image" in msg and os.path.basename(n) in msg,
           "--skip-bad-images also skips a non-image named .png", "" if r.returncode == 0 else msg[-400:])
+    # dump-batch --model: the batch a 3x40x40 model gets from a grey folder, as a TensorProto.
+    import onnx
+    import onnx.numpy_helper
+    subprocess.run([args.onnx_train, "make-model", "simplenn", "-o", "rgb40.onnx", "--input", "3x40x40"], check=True,
+                   capture_output=True)
+    r = subprocess.run([args.onnx_train, "dump-batch", "--data", "imagefolder:png_l", "--split", "train", "--count",
+                        "24", "--model", "rgb40.onnx", "-o", "dumped"], capture_output=True, text=True)
+    ok = r.returncode == 0
+    if ok:
+        got = onnx.numpy_helper.to_array(onnx.load_tensor("dumped/input.pb"))
+        want = torch.stack([T.functional.to_tensor(T.Resize((40, 40))(Image.open(p).convert("RGB")))
+                            for p in paths["png_l"]]).numpy()
+        diff = np.abs(got - want).max() if got.shape == want.shape else float("inf")
+        ok = diff <= 1e-2
+    check(ok, "dump-batch --model writes the batch the model gets (grey folder -> 3x40x40)",
+          (r.stdout + r.stderr)[-300:] if not ok else "")
+    # More class folders than the model has outputs.
+    subprocess.run([args.onnx_train, "make-model", "simplenn", "-o", "five.onnx", "--input", "1x28x28", "--classes",
+                    "5"], check=True, capture_output=True)
+    r = subprocess.run([args.onnx_train, "five.onnx", "--data", "imagefolder:png_l", "--epochs", "1",
+                        "--no-checkpoints"], capture_output=True, text=True)
+    check(r.returncode != 0 and "10 classes" in r.stderr and "scores only 5" in r.stderr,
+          "a folder of 10 classes into a 5-class model is refused", r.stderr[-300:])
     # A 4-channel model cannot take images.
     subprocess.run([args.onnx_train, "make-model", "simplenn", "-o", "rgba.onnx", "--input", "4x28x28"], check=True,
                    capture_output=True)

@@ -101,6 +101,13 @@ def read_dir(out):
 
 
 def run_grad(binary, model_path, xp, yp, workdir, tag):
+    """`onnx-train grad` of one batch: xp, yp are TensorProto files, or arrays to write as them."""
+    if not isinstance(xp, str):
+        xp, x = os.path.join(workdir, tag + "_x.pb"), xp
+        write_tensor(x, "input", xp)
+    if not isinstance(yp, str):
+        yp, y = os.path.join(workdir, tag + "_y.pb"), yp
+        write_tensor(y, "labels", yp)
     out = os.path.join(workdir, tag + "_grads")
     run_tool(binary, ["grad", model_path, "--input", "input=" + xp, "--input", "labels=" + yp, "-o", out])
     return read_dir(out)

@@ -38,8 +38,9 @@ const char* kUsage =
     "      run the forward pass; writes each graph output as DIR/<output>.pb (binary TensorProto)\n"
     "  make-model resnet34|simplenn -o FILE [--input CxHxW] [--classes K] [--seed S]\n"
     "      write a reference model as ONNX\n"
-    "  dump-batch [--data fashion-mnist|mnist:DIR] [--split test|train] [--count N] [--offset K] -o DIR\n"
-    "      write a normalised batch as DIR/input.pb (float [N,C,H,W]) and DIR/labels.pb (int64 [N])\n"
+    "  dump-batch [--data SPEC] [--split test|train] [--count N] [--offset K] [--model MODEL.onnx] -o DIR\n"
+    "      write a normalised batch as DIR/input.pb (float [N,C,H,W]) and DIR/labels.pb (int64 [N]);\n"
+    "      with --model, as that model's input takes it (needed for imagefolder, npy and npz data)\n"
     "  grad MODEL.onnx --input NAME=FILE.pb ... --input labels=FILE.pb -o DIR [--freeze A,B] [--frozen-bn]\n"
     "      one forward+backward step in training mode; writes DIR/loss.pb and one file per parameter\n"
     "      gradient, each TensorProto named after the parameter's initializer\n"
@@ -112,10 +113,22 @@ int CmdMakeModel(const std::vector<std::string>& argv) {
 }
 
 int CmdDumpBatch(const std::vector<std::string>& argv) {
-  Args args(argv, {"data", "split", "count", "offset", "o"}, {});
+  Args args(argv, {"data", "split", "count", "offset", "o", "model"}, {});
   OT_CHECK(args.positional().empty(), "dump-batch takes no positional arguments");
   OT_CHECK(args.Has("o"), "dump-batch needs -o DIR");
-  ImageDataset ds = LoadImageDataset(args.Get("data", "fashion-mnist"), args.Get("split", "test"));
+  // --model: the batch as that model's input takes it (image folders, NumPy arrays, images
+  // adapted to its size and channels).
+  DataSourceOptions source;
+  Model model;
+  if (args.Has("model")) {
+    model = LoadModel(args.Get("model"));
+    OT_CHECK(model.graph.inputs.size() == 1, "dump-batch --model needs a model with one input");
+    source.model_input = &model.graph.inputs[0];
+    const ValueInfo& out = model.graph.outputs.at(0);
+    if (out.has_shape && out.dims.size() == 2 && out.dims[1].IsStatic()) source.model_classes = out.dims[1].value;
+  }
+  ImageDataset ds = LoadImageDataset(args.Get("data", "fashion-mnist"), args.Get("split", "test"), source);
+  for (const std::string& note : ds.notes) std::cout << note << "\n";
   int64_t count = args.GetInt("count", 8), offset = args.GetInt("offset", 0);
   OT_CHECK(count > 0 && offset >= 0 && offset + count <= ds.count, "--offset %lld --count %lld is outside the %lld samples",
            (long long)offset, (long long)count, (long long)ds.count);

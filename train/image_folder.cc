@@ -113,7 +113,9 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> HoldOut(int64_t count, dou
 }
 
 ImageDataset LoadImageFolder(const std::string& dir, const std::string& split, const DataSourceOptions& options) {
-  OT_CHECK(options.model_input, "imagefolder:%s needs the model's input shape to size its images", dir.c_str());
+  OT_CHECK(options.model_input,
+           "imagefolder:%s needs the model's input shape to size its images (train and eval take it from the model)",
+           dir.c_str());
   const std::vector<int64_t> chw = ImageShapeOfInput(*options.model_input);
   // The folders of the two splits; a held-out share when there is no test folder.
   std::string train_dir = dir, test_dir;
