@@ -5,8 +5,9 @@ one epoch (Adam, lr 3e-4, batch 32) on synthetic data (class patterns learnable 
 train/image_dataset.h), and the inference ONNX it writes is run by `onnx-train eval`.
 
 A model passes when training exits 0, the mean loss of the last quarter of the steps is
-below 0.9x that of the first quarter, and eval of the written checkpoint exits 0 with an
-accuracy line. Prints a table: model, steps, first/last-quarter loss, train accuracy, eval
+below that of the first quarter, and eval of the written checkpoint exits 0 with an
+accuracy of at least twice chance (ViT's zero-initialised head keeps its loss near ln 10
+for an epoch while its accuracy reaches 88%, so the loss alone is a weak sign). Prints a table: model, steps, first/last-quarter loss, train accuracy, eval
 accuracy, seconds.
 
     /usr/bin/python3 benchmarks/zoo_train.py --onnx-train build/tools/onnx-train --workdir /tmp/zt \
@@ -61,7 +62,7 @@ def train_one(args, name):
     q = max(1, len(losses) // 4)
     row.update(steps=len(losses), first=float(np.mean(losses[:q])), last=float(np.mean(losses[-q:])),
                train_acc=epoch.get("acc", float("nan")))
-    if not row["last"] < 0.9 * row["first"]:
+    if not row["last"] < row["first"]:
         row["error"] = f"loss did not fall: first quarter {row['first']:.3f}, last quarter {row['last']:.3f}"
     onnx_files = sorted(f for f in os.listdir(ckpt) if f.endswith(".onnx"))
     if not onnx_files:
@@ -75,6 +76,8 @@ def train_one(args, name):
         row["error"] = row.get("error", "") + " eval: " + last_line(proc.stderr or proc.stdout)
     else:
         row["eval_acc"] = float(m.group(1)) / 100
+        if row["eval_acc"] < 2.0 / zoo.CLASSES:  # chance is 1/CLASSES
+            row["error"] = row.get("error", "") + f" eval accuracy {row['eval_acc']:.3f} is not above chance"
     row["seconds"] = time.time() - start
     return row
 
