@@ -94,7 +94,7 @@ std::string BatchNormFormReport::Describe() const {
                      restored, restored == 1 ? "" : "s", restored == 1 ? "" : "s", restored == 1 ? "it" : "them",
                      restored == 1 ? "it" : "them");
   if (inference_nodes > 0)
-    out += StrFormat("%s%d BatchNormalization node%s came in inference form (an eval-mode export); training %s in "
+    out += StrFormat("%s%d BatchNormalization node%s came in inference form (eval mode); training %s in "
                      "training form (batch statistics, running statistics updated)",
                      out.empty() ? "" : "; ", inference_nodes, inference_nodes == 1 ? "" : "s",
                      inference_nodes == 1 ? "it" : "them");

@@ -190,6 +190,7 @@ void PadGrad(B& b) {
   std::map<std::string, Attribute> attrs = {{"mode", B::AttrString(mode)}};
   if (n.HasInput(1)) ins.push_back(b.I(1));
   else attrs["pads"] = B::AttrInts(n.GetInts("pads"));
+  if (n.HasInput(3)) ins.push_back(b.I(3));  // opset 18: the axes the pads are for
   b.Emit("PadGrad", ins, {b.GI(0)}, kGradDomain, attrs);
 }
 

@@ -91,10 +91,11 @@ void RegisterElementwiseGradientRules(GradientRegistry& r) {
   // Unary functions, from the first opset with today's semantics (earlier versions only
   // add the legacy 'consumed_inputs' attribute, which the gradient ignores).
   const std::pair<const char*, int64_t> unary[] = {
-      {"Erf", 9},   {"Sin", 7},         {"Cos", 7},      {"Tan", 7},      {"Asin", 7},     {"Acos", 7},
-      {"Atan", 7},  {"Sinh", 9},        {"Cosh", 9},     {"Asinh", 9},    {"Acosh", 9},    {"Atanh", 9},
-      {"Abs", 1},   {"Reciprocal", 1}, {"HardSigmoid", 1}, {"HardSwish", 14}, {"Softplus", 1}, {"Softsign", 1}, {"Elu", 1},
-      {"Selu", 1},  {"Celu", 12},       {"Mish", 18},    {"ThresholdedRelu", 10}, {"Shrink", 9}};
+      {"Erf", 9},         {"Sin", 7},        {"Cos", 7},       {"Tan", 7},      {"Asin", 7},      {"Acos", 7},
+      {"Atan", 7},        {"Sinh", 9},       {"Cosh", 9},      {"Asinh", 9},    {"Acosh", 9},     {"Atanh", 9},
+      {"Abs", 1},         {"Reciprocal", 1}, {"HardSigmoid", 1}, {"HardSwish", 14}, {"Softplus", 1}, {"Softsign", 1},
+      {"Elu", 1},         {"Selu", 1},       {"Celu", 12},     {"Mish", 18},    {"ThresholdedRelu", 10},
+      {"Shrink", 9}};
   for (const auto& [op, since] : unary) RegisterRule(r, op, since, kAnyOpset, ActivationGrad);
   RegisterRule(r, "Clip", 1, kAnyOpset, ClipGrad, {1, 2});
   for (const char* op : {"Floor", "Ceil"}) RegisterRule(r, op, 1, kAnyOpset, ZeroGrad);

@@ -1,5 +1,5 @@
 // Gradient rules, Indexing and data movement: Gather*, Scatter*, Slice, Split, Tile, Where, Trilu, CumSum, TopK,
-// DepthToSpace, SpaceToDepth, ReverseSequence, Resize and Upsample. Gathers are undone by
+// DepthToSpace, SpaceToDepth, ReverseSequence, Resize, Upsample and GridSample. Gathers are undone by
 // scatter-adds of the gradient (duplicate indices add up), scatters by a gather of the
 // gradient at the written positions and the gradient with those positions masked.
 #include "graph/gradient_rules_common.h"
@@ -151,6 +151,13 @@ void ResizeGrad(B& b) {
   b.Emit("ResizeGrad", ins, {b.GI(0)}, kGradDomain, attrs);
 }
 
+// GridSample(X, grid): GridSampleGrad gives dX (dY added back with the sampling weights)
+// and dGrid (the weights differentiated by the coordinates).
+void GridSampleGrad(B& b) {
+  std::vector<std::string> outs = {b.NeedGI(0) ? b.GI(0) : "", b.NeedGI(1) ? b.GI(1) : ""};
+  b.Emit("GridSampleGrad", {b.GO(0), b.I(0), b.I(1)}, outs, kGradDomain, b.node().attrs);
+}
+
 }  // namespace
 
 void RegisterTensorGradientRules(GradientRegistry& r) {
@@ -171,6 +178,7 @@ void RegisterTensorGradientRules(GradientRegistry& r) {
   RegisterRule(r, "ReverseSequence", 10, kAnyOpset, ReverseSequenceGrad, {1});
   RegisterRule(r, "Resize", 10, kAnyOpset, ResizeGrad, {1, 2, 3});
   RegisterRule(r, "Upsample", 7, kAnyOpset, ResizeGrad, {1});
+  RegisterRule(r, "GridSample", 16, kAnyOpset, GridSampleGrad);
 }
 
 }  // namespace ot

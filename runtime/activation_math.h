@@ -50,8 +50,8 @@ OT_ACTIVATION_HD inline float FastExp(float x) {
   const float nf = (xc * 1.44269504f + 12582912.f) - 12582912.f;
   const int n = static_cast<int>(nf);
   const float r = (xc - nf * 0.693145751953125f) - nf * 1.42860677e-6f;  // ln 2 in two parts
-  const float p =
-      1.f + r * (1.f + r * (0.5f + r * (1.f / 6 + r * (1.f / 24 + r * (1.f / 120 + r * (1.f / 720 + r * (1.f / 5040)))))));
+  const float r4 = 1.f / 24 + r * (1.f / 120 + r * (1.f / 720 + r * (1.f / 5040)));
+  const float p = 1.f + r * (1.f + r * (0.5f + r * (1.f / 6 + r * r4)));
   const uint32_t bits = static_cast<uint32_t>(n + 127) << 23;  // 2^n
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);

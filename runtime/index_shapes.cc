@@ -278,37 +278,86 @@ ResizePlan PlanResize(const Node& node, const std::string& op, int64_t opset, co
   const std::string nearest = legacy ? "floor" : node.GetString("nearest_mode", "round_prefer_floor");
   if (nearest != "round_prefer_floor" && nearest != "round_prefer_ceil" && nearest != "floor" && nearest != "ceil")
     Fail(node, "nearest_mode '" + nearest + "' is not one of round_prefer_floor, round_prefer_ceil, floor, ceil");
-  for (const char* a : {"antialias", "axes"})
-    if (node.HasAttr(a) && !(std::string(a) == "antialias" && node.GetInt(a, 0) == 0))
-      Unsupported(node, std::string("attribute '") + a + "'");
-  if (node.GetString("keep_aspect_ratio_policy", "stretch") != "stretch")
-    Unsupported(node, "keep_aspect_ratio_policy '" + node.GetString("keep_aspect_ratio_policy", "") + "'");
+  if (node.GetInt("antialias", 0) != 0) Unsupported(node, "attribute 'antialias'");
+  const std::string policy = node.GetString("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
+    Fail(node, "keep_aspect_ratio_policy must be stretch, not_larger or not_smaller, not '" + policy + "'");
   const double a = node.GetFloat("cubic_coeff_a", -0.75f);
   const bool exclude_outside = !legacy && node.GetInt("exclude_outside", 0) != 0;
+
+  // Opset 18's axes: roi, scales and sizes name only those axes; the others keep their size.
+  std::vector<size_t> axes;
+  if (node.HasAttr("axes")) {
+    std::vector<bool> seen(rank, false);
+    for (int64_t v : node.GetInts("axes")) {
+      const auto d = static_cast<size_t>(NormalizeAxis(v, static_cast<int64_t>(rank), node));
+      if (seen[d]) Fail(node, "axis " + std::to_string(v) + " is given twice in 'axes'");
+      seen[d] = true;
+      axes.push_back(d);
+    }
+  } else {
+    for (size_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  ResizeInputs full;
+  auto check_count = [&](size_t n, size_t per, const char* what) {
+    if (n != per * axes.size())
+      Fail(node, std::string(what) + " has " + std::to_string(n) + " entries for " + std::to_string(axes.size()) +
+                     " resized axes");
+  };
+  if (!in.scales.empty()) {
+    check_count(in.scales.size(), 1, "scales");
+    full.scales.assign(rank, 1.0);
+    for (size_t k = 0; k < axes.size(); ++k) full.scales[axes[k]] = in.scales[k];
+  }
+  if (!in.sizes.empty()) {
+    check_count(in.sizes.size(), 1, "sizes");
+    full.sizes.assign(x.begin(), x.end());
+    for (size_t k = 0; k < axes.size(); ++k) full.sizes[axes[k]] = in.sizes[k];
+    if (policy != "stretch") {  // one scale for all the axes: the smallest or the largest ratio
+      double scale = policy == "not_larger" ? 1e300 : 0;
+      for (size_t d : axes) {
+        const double r = x[d] == 0 ? 1.0 : static_cast<double>(full.sizes[d]) / static_cast<double>(x[d]);
+        scale = policy == "not_larger" ? std::min(scale, r) : std::max(scale, r);
+      }
+      full.sizes.clear();
+      full.scales.assign(rank, 1.0);
+      for (size_t d : axes) full.scales[d] = scale;
+      for (size_t d = 0; d < rank; ++d)
+        full.sizes.push_back(full.scales[d] == 1.0 ? x[d] : static_cast<int64_t>(std::floor(full.scales[d] * static_cast<double>(x[d]) + 0.5)));
+    }
+  }
+  if (!in.roi.empty()) {
+    check_count(in.roi.size(), 2, "roi");
+    full.roi.assign(2 * rank, 0.0);
+    for (size_t d = 0; d < rank; ++d) full.roi[d + rank] = 1.0;
+    for (size_t k = 0; k < axes.size(); ++k) {
+      full.roi[axes[k]] = in.roi[k];
+      full.roi[axes[k] + rank] = in.roi[k + axes.size()];
+    }
+  }
+  const bool kept_ratio = !in.sizes.empty() && policy != "stretch";
 
   ResizePlan p;
   p.extrapolation_value = node.GetFloat("extrapolation_value", 0.f);
   std::vector<double> scales(rank, 1.0);
   p.out = x;
-  if (!in.sizes.empty()) {
-    if (!in.scales.empty()) Fail(node, "only one of scales and sizes may be given");
-    if (in.sizes.size() != rank) Fail(node, "sizes has " + std::to_string(in.sizes.size()) + " entries for rank " + std::to_string(rank));
+  if (!in.sizes.empty() && !in.scales.empty()) Fail(node, "only one of scales and sizes may be given");
+  if (!full.sizes.empty()) {
     for (size_t d = 0; d < rank; ++d) {
-      if (in.sizes[d] < 0) Fail(node, "sizes must not be negative");
-      p.out[d] = in.sizes[d];
-      scales[d] = x[d] == 0 ? 1.0 : static_cast<double>(in.sizes[d]) / static_cast<double>(x[d]);
+      if (full.sizes[d] < 0) Fail(node, "sizes must not be negative");
+      p.out[d] = full.sizes[d];
+      scales[d] = kept_ratio ? full.scales[d]
+                             : x[d] == 0 ? 1.0 : static_cast<double>(full.sizes[d]) / static_cast<double>(x[d]);
     }
   } else {
-    if (in.scales.size() != rank)
-      Fail(node, "scales has " + std::to_string(in.scales.size()) + " entries for rank " + std::to_string(rank) +
-                     " (give scales or sizes)");
+    if (full.scales.size() != rank) Fail(node, "needs scales or sizes");
     for (size_t d = 0; d < rank; ++d) {
-      if (!(in.scales[d] > 0)) Fail(node, "scales must be positive");
-      scales[d] = in.scales[d];
-      p.out[d] = static_cast<int64_t>(std::floor(static_cast<double>(x[d]) * in.scales[d]));
+      if (!(full.scales[d] > 0)) Fail(node, "scales must be positive");
+      scales[d] = full.scales[d];
+      p.out[d] = static_cast<int64_t>(std::floor(static_cast<double>(x[d]) * full.scales[d]));
     }
   }
-  if (coord == "tf_crop_and_resize" && in.roi.size() != 2 * rank)
+  if (coord == "tf_crop_and_resize" && full.roi.size() != 2 * rank)
     Fail(node, "tf_crop_and_resize needs roi with " + std::to_string(2 * rank) + " entries");
 
   p.spatial_half_pixel_linear = (mode == "linear" || mode == "bilinear") && rank >= 3 && rank <= 5 &&
@@ -324,7 +373,7 @@ ResizePlan PlanResize(const Node& node, const std::string& op, int64_t opset, co
     ax.in = x[d];
     ax.out = p.out[d];
     ax.taps = taps;
-    const double rs = coord == "tf_crop_and_resize" ? in.roi[d] : 0, re = coord == "tf_crop_and_resize" ? in.roi[d + rank] : 1;
+    const double rs = coord == "tf_crop_and_resize" ? full.roi[d] : 0, re = coord == "tf_crop_and_resize" ? full.roi[d + rank] : 1;
     ax.identity = ax.in == ax.out && (coord != "tf_crop_and_resize" || (rs == 0 && re == 1));
     if (ax.identity || ax.in == 0 || ax.out == 0) {
       ax.identity = true;

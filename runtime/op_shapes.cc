@@ -228,6 +228,23 @@ int64_t GatherElementsAxis(const Node& node, const Tensor& data, const Tensor& i
   return axis;
 }
 
+std::vector<int64_t> PadsOnAllAxes(const Node& node, std::vector<int64_t> pads, const std::vector<int64_t>& axes,
+                                   size_t rank) {
+  if (axes.empty()) return pads;
+  if (pads.size() != 2 * axes.size())
+    Fail(node, "pads has " + std::to_string(pads.size()) + " entries for " + std::to_string(axes.size()) + " axes");
+  std::vector<int64_t> full(2 * rank, 0);
+  std::vector<bool> seen(rank, false);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const auto d = static_cast<size_t>(NormalizeAxis(axes[k], static_cast<int64_t>(rank), node));
+    if (seen[d]) Fail(node, "axis " + std::to_string(axes[k]) + " is given twice in axes");
+    seen[d] = true;
+    full[d] = pads[k];
+    full[d + rank] = pads[k + axes.size()];
+  }
+  return full;
+}
+
 PadPlan PreparePad(const Node& node, int opset, const KernelContext& ctx, ShapeInputValues& inputs, const Shape& x) {
   PadPlan plan;
   plan.mode = node.GetString("mode", "constant");
@@ -235,6 +252,7 @@ PadPlan PreparePad(const Node& node, int opset, const KernelContext& ctx, ShapeI
     Unsupported(node, "mode '" + plan.mode + "'");
   plan.pads = opset < 11 ? node.GetInts("pads") : inputs.Read(ctx, 1);
   const size_t rank = x.size();
+  if (opset >= 18) plan.pads = PadsOnAllAxes(node, plan.pads, inputs.Read(ctx, 3), rank);
   if (plan.pads.size() != 2 * rank)
     Fail(node, "pads has " + std::to_string(plan.pads.size()) + " entries for rank " + std::to_string(rank));
   plan.out.resize(rank);
@@ -293,6 +311,7 @@ std::vector<int64_t> PadGradBeginPads(const Node& node, const KernelContext& ctx
   std::vector<int64_t> pads = node.GetInts("pads");
   if (const Tensor* p = ctx.OptionalInput(2)) pads = p->ToHost().AsInt64s();
   const size_t r = static_cast<size_t>(x.rank());
+  if (const Tensor* axes = ctx.OptionalInput(3)) pads = PadsOnAllAxes(node, pads, axes->ToHost().AsInt64s(), r);
   if (pads.size() != 2 * r || dy.rank() != x.rank()) Fail(node, "pads do not match the input's rank");
   return std::vector<int64_t>(pads.begin(), pads.begin() + static_cast<long>(r));
 }

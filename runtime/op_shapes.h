@@ -64,7 +64,12 @@ Shape GatherOutputShape(const Node& node, const Tensor& data, const Tensor& indi
 // GatherElements: checks the inputs (output shape is the indices'); returns the axis.
 int64_t GatherElementsAxis(const Node& node, const Tensor& data, const Tensor& indices);
 
-// Pad: mode (constant, reflect or edge), pads (attribute before opset 11, else input 1)
+// Opset 18's Pad axes: pads given for `axes` only (begins, then ends) spread over all
+// `rank` axes; `pads` as it is when axes is empty.
+std::vector<int64_t> PadsOnAllAxes(const Node& node, std::vector<int64_t> pads, const std::vector<int64_t>& axes,
+                                   size_t rank);
+// Pad: mode (constant, reflect or edge), pads (attribute before opset 11, else input 1;
+// from opset 18 for the axes of input 3 when given)
 // and the output shape, checked (no axis cropped below 0, no empty axis padded by
 // reflect or edge).
 struct PadPlan {
@@ -81,7 +86,7 @@ void CheckPadConstantValue(const Node& node, const Tensor* value, DType t);
 // Pad along one axis: the input index each output index reads, -1 where constant padding
 // goes (reflect mirrors about both ends, edge repeats them).
 std::vector<int64_t> PadAxisSources(int64_t dim, int64_t begin, int64_t out_dim, const std::string& mode);
-// PadGrad(dY, X, pads): checks the inputs and returns the begin pads of every axis.
+// PadGrad(dY, X, pads[, axes]): checks the inputs and returns the begin pads of every axis.
 std::vector<int64_t> PadGradBeginPads(const Node& node, const KernelContext& ctx);
 
 // TransposeLastTwo: float32 of rank >= 2; returns the output shape.

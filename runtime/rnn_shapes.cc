@@ -107,8 +107,7 @@ RnnSpec PlanRnn(const Node& node, RnnCell cell, int64_t opset, const KernelConte
   }
   s.layout = node.GetInt("layout", 0);
   if (s.layout != 0 && s.layout != 1) throw Error(where + "layout " + std::to_string(s.layout) + " is not 0 or 1");
-  if (cell == RnnCell::kLSTM && node.GetInt("input_forget", 0) != 0)
-    throw UnsupportedError(UnsupportedPrefix(node, cell, opset) + "input_forget=1 is not supported (only 0)");
+  s.input_forget = cell == RnnCell::kLSTM && node.GetInt("input_forget", 0) != 0;
   if (node.HasAttr("clip")) {
     s.has_clip = true;
     s.clip = node.GetFloat("clip", 0.f);

@@ -46,6 +46,7 @@ struct RnnSpec {
   bool has_clip = false;
   float clip = 0.f;
   bool linear_before_reset = false;  // GRU
+  bool input_forget = false;         // LSTM: the forget gate is 1 - the input gate
   // Per direction `acts_per_dir` functions: LSTM f, g, h; GRU f, g; RNN f.
   std::vector<RnnActivation> acts;
   int acts_per_dir = 3;

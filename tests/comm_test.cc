@@ -406,7 +406,19 @@ TEST(Comm, UnusableStoresGiveClearErrors) {
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   // Unknown backends and bad specs.
-  EXPECT_THROW(CreateCommunicator("nccl", c), CommError);
+  // A name no build has, refused as invalid with the name and the list of backends (nccl is
+  // a real backend in CUDA builds, so it cannot stand for "unknown").
+  try {
+    CreateCommunicator("no-such-backend", c);
+    FAIL() << "an unknown backend was accepted";
+  } catch (const CommError& e) {
+    EXPECT_EQ(e.kind(), CommErrorKind::kInvalid);
+    EXPECT_NE(std::string(e.what()).find("communication backend 'no-such-backend' is not in this build"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("available: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("gloo"), std::string::npos) << e.what();
+  }
   c.rendezvous = "tcp://x";
   EXPECT_THROW(CreateCommunicator("gloo", c), CommError);
 }

@@ -2,10 +2,17 @@
 // pytorch-operator/) whose ops and types the CPU runtime supports and compares with the
 // expected outputs. Unsupported cases are skipped with the missing op or type named, and
 // one summary line is printed at the end.
+//
+// tests/conformance_passing.txt pins what passes: a listed case that is skipped or fails,
+// a listed case missing from the test data, or fewer passes than the list holds, fails the
+// run. To refresh the list after adding kernels, run with
+// ONNXTRAIN_CONFORMANCE_LIST_OUT=tests/conformance_passing.txt (it writes the cases that
+// passed in this run; review the diff: a case should leave the list only on purpose).
 #include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <set>
@@ -25,6 +32,7 @@ namespace {
 struct Tally {
   int passed = 0, failed = 0, skipped = 0;
   std::map<std::string, int> missing;  // op or "op: type" -> cases
+  std::set<std::string> passed_cases;
 };
 Tally& GetTally() {
   static Tally t;
@@ -64,6 +72,19 @@ std::vector<std::string> AllCases() {
 
 class Conformance : public ::testing::TestWithParam<std::string> {};
 
+std::string PassingListPath() { return testing::SourceDir() + "/tests/conformance_passing.txt"; }
+const std::set<std::string>& PassingList() {
+  static const std::set<std::string> list = testing::ReadCaseList(PassingListPath());
+  return list;
+}
+// A case of the committed list must run and pass: skipping it fails.
+#define OT_CONFORMANCE_SKIP(message)                                                              \
+  do {                                                                                            \
+    if (PassingList().count(GetParam()))                                                          \
+      FAIL() << "skipped, but tests/conformance_passing.txt lists it as passing: " << message;    \
+    GTEST_SKIP() << message;                                                                      \
+  } while (0)
+
 // Cases whose expected outputs contradict the ONNX spec in libonnx-testdata 1.12.
 const std::map<std::string, std::string>& KnownDataBugs() {
   static const std::map<std::string, std::string> bugs = {
@@ -84,7 +105,7 @@ TEST_P(Conformance, MatchesExpectedOutputs) {
   auto bug = KnownDataBugs().find(GetParam());
   if (bug != KnownDataBugs().end()) {
     Skip("test-data bug");
-    GTEST_SKIP() << bug->second;
+    OT_CONFORMANCE_SKIP(bug->second);
   }
   Model model;
   try {
@@ -92,7 +113,7 @@ TEST_P(Conformance, MatchesExpectedOutputs) {
   } catch (const UnsupportedError& e) {
     std::string what = e.what();
     Skip(what.find("subgraph") != std::string::npos ? "control flow" : "non-tensor value");
-    GTEST_SKIP() << what;
+    OT_CONFORMANCE_SKIP(what);
   } catch (const Error& e) {
     GetTally().failed++;
     FAIL() << "cannot load: " << e.what();
@@ -104,12 +125,12 @@ TEST_P(Conformance, MatchesExpectedOutputs) {
         // ONNX 1.12 stores these cases' bfloat16 data as uint16 tensors; the runtime has no
         // bfloat16 kernels yet either.
         Skip("bfloat16 value");
-        GTEST_SKIP() << "bfloat16 value '" << v.name << "'";
+        OT_CONFORMANCE_SKIP("bfloat16 value '" << v.name << "'");
       }
       if (v.dtype == DType::kUndefined || v.dtype == DType::kString) {
         std::string key = "non-tensor/string value";
         Skip(key);
-        GTEST_SKIP() << key << " '" << v.name << "'";
+        OT_CONFORMANCE_SKIP(key << " '" << v.name << "'");
       }
     }
   }
@@ -122,7 +143,7 @@ TEST_P(Conformance, MatchesExpectedOutputs) {
     for (const auto& m : missing) all += (all.empty() ? "" : ", ") + m;
     for (const auto& m : missing) GetTally().missing[m]++;
     GetTally().skipped++;
-    GTEST_SKIP() << "ops missing: " << all;
+    OT_CONFORMANCE_SKIP("ops missing: " << all);
   }
 
   int sets = 0;
@@ -152,7 +173,7 @@ TEST_P(Conformance, MatchesExpectedOutputs) {
     }
   } catch (const UnsupportedError& e) {
     Skip(e.what());
-    GTEST_SKIP() << e.what();
+    OT_CONFORMANCE_SKIP(e.what());
   } catch (const Error& e) {
     GetTally().failed++;
     FAIL() << e.what();
@@ -162,6 +183,7 @@ TEST_P(Conformance, MatchesExpectedOutputs) {
     FAIL() << "no test_data_set_* found";
   }
   GetTally().passed++;
+  GetTally().passed_cases.insert(GetParam());
 }
 
 std::string CaseName(const ::testing::TestParamInfo<std::string>& info) {
@@ -184,6 +206,27 @@ class SummaryPrinter : public ::testing::Environment {
     for (const auto& [neg, k] : ranked) ops += (ops.empty() ? "" : ", ") + k + " x" + std::to_string(-neg);
     std::cout << "conformance: " << t.passed << " passed, " << t.failed << " failed, " << t.skipped
               << " skipped (ops missing: " << ops << ")\n";
+    if (const char* out = std::getenv("ONNXTRAIN_CONFORMANCE_LIST_OUT")) {
+      testing::WriteCaseList(out, t.passed_cases,
+                             "# ONNX backend cases that pass on the CPU runtime (tests/conformance_test.cc fails\n"
+                             "# when one of them is skipped or fails). Regenerate with\n"
+                             "# ONNXTRAIN_CONFORMANCE_LIST_OUT=tests/conformance_passing.txt build/tests/conformance_test\n");
+      std::cout << "conformance: wrote " << t.passed_cases.size() << " passing cases to " << out << "\n";
+    }
+    // The pins hold only for a whole run (a --gtest_filter run checks just the cases it ran).
+    if (::testing::GTEST_FLAG(filter) != "*") return;
+    bool exists = false;
+    testing::ReadCaseList(PassingListPath(), &exists);
+    if (!exists) ADD_FAILURE() << "no list of passing cases at " << PassingListPath();
+    std::set<std::string> present;
+    for (const auto& c : AllCases()) present.insert(c);
+    for (const auto& c : PassingList())
+      if (!present.count(c))
+        ADD_FAILURE() << "tests/conformance_passing.txt lists " << c << ", which is not in the test data at "
+                      << testing::OnnxTestDataDir();
+    if (t.passed < static_cast<int>(PassingList().size()))
+      ADD_FAILURE() << t.passed << " cases passed, fewer than the " << PassingList().size() << " listed in "
+                    << PassingListPath();
   }
 };
 ::testing::Environment* const kSummary = ::testing::AddGlobalTestEnvironment(new SummaryPrinter);

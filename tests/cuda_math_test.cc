@@ -23,6 +23,7 @@
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_device.h"
 #include "runtime/executor.h"
+#include "tests/cuda_test_util.h"
 #include "tests/test_util.h"
 
 namespace ot {
@@ -34,7 +35,7 @@ using Opsets = std::map<std::string, int64_t>;
 class CudaMathTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda::DeviceCount() == 0) GTEST_SKIP() << cuda::NoDeviceReason();
+    OT_REQUIRE_GPU();
   }
 };
 

@@ -6,6 +6,8 @@
   printed command ends with bitwise the weights of the uninterrupted run (one process and
   --world-size 2); the resumed run's epoch lines count the whole epoch (same steps, loss and
   accuracy as the uninterrupted run's).
+- second_signal: a second SIGINT during the step that the first one lets finish ends the
+  run at once (exit 130, "interrupted again", nothing saved), also through the launcher.
 - resume: a finished run says "already complete (epoch E of E)" and exits 0 with no accuracy;
   "done:" counts the whole run; `--resume MODEL.onnx` is explained, or accepted when it is a
   checkpoint we wrote; a failed start leaves no empty checkpoint folder.
@@ -130,12 +132,47 @@ def case_interrupt(args, check):
               f"{acc(ref.stdout)} vs {acc(res.stdout)}")
 
 
+def case_second_signal(args, check):
+    # ResNet34 on 28x28 with one thread: a step takes long enough for the second signal to
+    # arrive while the first one waits for the step to end.
+    run(args, ["make-model", "resnet34", "-o", "r34.onnx", "--input", "1x28x28"])
+    for world in (1, 2):
+        tag = f"world {world}"
+        ckpt = f"twice{world}"
+        shutil.rmtree(os.path.join(args.workdir, ckpt), ignore_errors=True)
+        metrics = os.path.join(args.workdir, f"twice{world}.jsonl")
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        argv = ["r34.onnx", "--data", "synthetic:512", "--batch", "64", "--epochs", "1", "--threads", str(world),
+                "--checkpoint-dir", ckpt, "--quiet", "--metrics", metrics] + (["--world-size", "2"] if world > 1 else [])
+        p = subprocess.Popen([args.onnx_train, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=ENV, cwd=args.workdir)
+        deadline = time.time() + 240
+        while count_steps(metrics) < 1 and p.poll() is None and time.time() < deadline:
+            time.sleep(0.01)
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.1)
+        p.send_signal(signal.SIGINT)
+        start = time.time()
+        out, err = p.communicate(timeout=240)
+        check(f"second_signal {tag}: exit 130", p.returncode == 130, f"rc {p.returncode}; {out[-300:]} {err[-300:]}")
+        check(f"second_signal {tag}: says it stopped at once", "interrupted again" in err, err[-300:])
+        ckpt_path = os.path.join(args.workdir, ckpt)
+        saved = [f for f in os.listdir(ckpt_path) if f.startswith("step_")] if os.path.isdir(ckpt_path) else []
+        check(f"second_signal {tag}: saved nothing", "interrupted at epoch" not in out and not saved,
+              f"{out[-300:]} {saved}")
+        check(f"second_signal {tag}: ended within 5 s of it", time.time() - start < 5, f"{time.time() - start:.1f} s")
+
+
 def case_resume(args, check):
     model = "simplenn.onnx"
     run(args, ["make-model", "simplenn", "-o", model, "--seed", "4"])
     common = [model, "--epochs", "2", "--max-steps", "20", "--batch", "64", "--threads", "2", "--quiet"]
     shutil.rmtree(os.path.join(args.workdir, "done"), ignore_errors=True)
-    first = run(args, common + ["--checkpoint-dir", "done", "--epochs", "1"])
+    first = run(args, common + ["--checkpoint-dir", "done", "--epochs", "1", "--eval-every", "3", "--save-every", "2"])
+    check("resume: warns that --eval-every/--save-every beyond --epochs are capped",
+          "warning: --eval-every 3 is more than --epochs 1" in first.stdout
+          and "warning: --save-every 2 is more than --epochs 1" in first.stdout, first.stdout[:600])
     check("resume: 1-epoch run", first.returncode == 0 and "done: 1 epoch, 20 steps;" in first.stdout,
           first.stdout[-300:] + first.stderr[-300:])
     more = run(args, common + ["--checkpoint-dir", "done", "--resume"])
@@ -278,10 +315,16 @@ def case_exports(args, check):
           f"rc {r.returncode}; {r.stderr[-400:]}")
     check("exports: ... before training (no epoch line, no checkpoint folder)",
           "Epoch" not in r.stdout and not os.path.exists(os.path.join(w, "fixed_ckpt")), r.stdout[-300:])
+    r = run(args, ["eval_view.onnx", "--checkpoint-dir", "fixed_ckpt", "--world-size", "2"] + quick)
+    check("exports: ... with --world-size 2 too, as one line", r.returncode == 1 and want in r.stderr
+          and len(r.stderr.strip().splitlines()) == 1, f"rc {r.returncode}; {r.stderr[-400:]}")
     r = run(args, ["eval_view.onnx", "--batch", "2", "--checkpoint-dir", "fixed_ckpt", "--max-steps", "3"] + quick)
     check("exports: baked batch trains and tests with --batch 2",
           r.returncode == 0 and re.search(r"done: 1 epoch, 3 steps; test accuracy [\d.]+%", r.stdout),
           r.stdout[-400:] + r.stderr[-400:])
+    r = run(args, ["check", "eval_view.onnx"])
+    check("exports: check notes the fixed batch", r.returncode == 0 and
+          "note: the model was exported with batch fixed at 2 (node" in r.stdout, r.stdout[-400:] + r.stderr[-300:])
     # torch.flatten: the batch is rebound; BatchNorm comes back in training form.
     shutil.rmtree(os.path.join(w, "flat_ckpt"), ignore_errors=True)
     r = run(args, ["eval_flatten.onnx", "--batch", "8", "--checkpoint-dir", "flat_ckpt", "--max-steps", "2"] + quick)
@@ -354,7 +397,7 @@ def case_exports(args, check):
               and not np.array_equal(inits.get("b3.weight"), sd["b3.weight"].numpy()), "")
 
 
-CASES = {"interrupt": case_interrupt, "resume": case_resume, "dp_output": case_dp_output, "eval": case_eval, "exports": case_exports}
+CASES = {"interrupt": case_interrupt, "second_signal": case_second_signal, "resume": case_resume, "dp_output": case_dp_output, "eval": case_eval, "exports": case_exports}
 
 
 def main():

@@ -156,7 +156,9 @@ TEST(GradElementwise, ClipMatchesFiniteDifferences) {
       if (c.has_min) n->SetFloat("min", -0.5f);
       if (c.has_max) n->SetFloat("max", 1.f);
     }
-    TrainingGraph tg = EndInWeightedSum(b, "y", {3, 5, 3}, c.opset >= 11 ? std::vector<std::string>{"lo", "hi"} : std::vector<std::string>{});
+    std::vector<std::string> frozen;
+    if (c.opset >= 11) frozen = {"lo", "hi"};
+    TrainingGraph tg = EndInWeightedSum(b, "y", {3, 5, 3}, frozen);
     ExpectGradientsMatchFiniteDifferences(tg, {}, c.opset < 7 ? 1e-2f : 1e-3f);
   }
 }
@@ -214,7 +216,8 @@ TEST(GradElementwise, PowMatchesFiniteDifferences) {
     }
     b.Op("Pow", {"a", "e"}, "y");
     const std::vector<int64_t> out = c.a.size() >= c.b.size() ? c.a : c.b;
-    TrainingGraph tg = EndInWeightedSum(b, "y", out, c.b.empty() ? std::vector<std::string>{"e"} : std::vector<std::string>{});
+    const std::vector<std::string> frozen = c.b.empty() ? std::vector<std::string>{"e"} : std::vector<std::string>{};
+    TrainingGraph tg = EndInWeightedSum(b, "y", out, frozen);
     ExpectGradientsMatchFiniteDifferences(tg, {}, 5e-3f);
   }
 }
@@ -273,8 +276,8 @@ struct PReluCase {
 };
 
 TEST(GradElementwise, PReluMatchesFiniteDifferences) {
-  for (const PReluCase& c : {PReluCase{13, {3, 1, 1}}, PReluCase{16, {5}}, PReluCase{9, {1}}, PReluCase{13, {2, 3, 4, 5}},
-                             PReluCase{6, {3}}, PReluCase{6, {1}}}) {
+  for (const PReluCase& c : {PReluCase{13, {3, 1, 1}}, PReluCase{16, {5}}, PReluCase{9, {1}},
+                             PReluCase{13, {2, 3, 4, 5}}, PReluCase{6, {3}}, PReluCase{6, {1}}}) {
     SCOPED_TRACE("opset " + std::to_string(c.opset) + " slope " + ShapeString(c.slope));
     ModelBuilder b;
     b.Opset(c.opset);
@@ -345,7 +348,8 @@ TEST(GradElementwise, KinkConventions) {
     // Position 0: three-way tie; 1: a tie of b and c; 2: c alone.
     const float want[3][3] = {{1.f / 3, 0.f, 0.f}, {1.f / 3, 0.5f, 0.f}, {1.f / 3, 0.5f, 1.f}};  // [input][position]
     for (int k = 0; k < 3; ++k)
-      for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(out[static_cast<size_t>(k)].ToHost().Data<float>()[i], want[k][i]) << k << "," << i;
+      for (int i = 0; i < 3; ++i)
+        EXPECT_FLOAT_EQ(out[static_cast<size_t>(k)].ToHost().Data<float>()[i], want[k][i]) << k << "," << i;
   }
 }
 
@@ -371,7 +375,8 @@ TEST(GradElementwise, ActivationsOnBlockedLayoutsAfterConv) {
       std::vector<std::string> ins = {in};
       std::vector<std::string> freeze = {"shape"};
       if (op == "Clip") {
-        b.Const(HostTensor::FromVector<float>({-0.3f}, {}, "lo")).Const(HostTensor::FromVector<float>({0.4f}, {}, "hi"));
+        b.Const(HostTensor::FromVector<float>({-0.3f}, {}, "lo"));
+        b.Const(HostTensor::FromVector<float>({0.4f}, {}, "hi"));
         ins = {in, "lo", "hi"};
         freeze = {"shape", "lo", "hi"};
       }
@@ -393,6 +398,59 @@ TEST(GradElementwise, ActivationsOnBlockedLayoutsAfterConv) {
       for (int64_t i = 0; i < plain.NumElements(); ++i)
         ASSERT_NEAR(blocked.Data<float>()[i], plain.Data<float>()[i], 1e-5 * (1 + std::fabs(plain.Data<float>()[i])))
             << (k == 0 ? "y" : k == 1 ? "dw" : "dx") << "[" << i << "]";
+    }
+  }
+}
+
+// Squeeze-and-excitation's x * s after a Conv with 32 or 24 output channels (blocked by
+// 16): x [2, C, 4, 4] and the scale s = Sigmoid(GlobalAveragePool(x)) [2, C, 1, 1] go to
+// oneDNN's binary in the blocked layout. Outputs and gradients must equal the same model
+// with x made plain first (a Reshape); every op and both argument orders.
+TEST(GradElementwise, PerChannelScaleOnBlockedLayout) {
+  // ch 24: the second block of 16 is padded; ch 0: a [32, 1, 1] parameter as the scale
+  // (ConvNeXt's layer scale) instead of the squeeze-and-excitation branch.
+  for (int64_t ch : {32, 24, 0}) {
+    const bool layer_scale = ch == 0;
+    if (layer_scale) ch = 32;
+    for (const char* op : {"Mul", "Add", "Sub", "Div", "Max"}) {
+      for (bool scale_first : {false, true}) {
+        if (scale_first && std::string(op) == "Div") continue;  // s / x: x near 0 is ill-conditioned
+        if ((ch == 24 || layer_scale) && std::string(op) != "Mul") continue;
+        SCOPED_TRACE(std::string(op) + (scale_first ? "(s, x)" : "(x, s)") + " channels " + std::to_string(ch) +
+                     (layer_scale ? " layer scale" : ""));
+        std::vector<std::vector<HostTensor>> results;
+        for (bool plain : {false, true}) {
+          ModelBuilder b;
+          b.Param("w", {ch, 3, 3, 3}, -0.5f, 0.5f).Param("x", {2, 3, 6, 6}, -1.f, 1.f);
+          b.Const(HostTensor::FromVector<int64_t>({2, ch, 4, 4}, {4}, "shape"));
+          b.Op("Conv", {"x", "w"}, "c");
+          std::string in = "c";
+          if (plain) in = b.Op("Reshape", {"c", "shape"}, "c_plain").outputs[0];
+          if (layer_scale) {
+            b.Param("s", {ch, 1, 1}, 0.5f, 1.5f);
+          } else {
+            b.Op("GlobalAveragePool", {in}, "p");
+            b.Op("Sigmoid", {"p"}, "s");
+          }
+          b.Op(op, scale_first ? std::vector<std::string>{"s", in} : std::vector<std::string>{in, "s"}, "y");
+          b.Output("y", {2, ch, 4, 4});
+          TrainingGraph tg = EndInWeightedSum(b, "y", {2, ch, 4, 4}, {"shape"});
+          Executor exec(tg.model);
+          std::vector<std::string> fetch = {"y"};
+          fetch.insert(fetch.end(), tg.grads.begin(), tg.grads.end());
+          std::vector<HostTensor> host;
+          for (const Tensor& t : exec.Run({}, fetch)) host.push_back(t.ToHost());
+          results.push_back(std::move(host));
+        }
+        for (size_t k = 0; k < results[0].size(); ++k) {
+          const HostTensor &blocked = results[0][k], &plain = results[1][k];
+          ASSERT_EQ(blocked.NumElements(), plain.NumElements());
+          for (int64_t i = 0; i < plain.NumElements(); ++i) {
+            const float want = plain.Data<float>()[i];
+            ASSERT_NEAR(blocked.Data<float>()[i], want, 1e-5 * (1 + std::fabs(want))) << k << "[" << i << "]";
+          }
+        }
+      }
     }
   }
 }
@@ -451,8 +509,8 @@ TEST(GradElementwise, FastErfAndExpAccuracy) {
     const double e = std::exp(static_cast<double>(x));
     exp_err = std::max(exp_err, std::fabs(unary_detail::FastExp(x) - e) / e);
   }
-  std::cout << "erf max abs error " << erf_err << ", erf' max rel error " << grad_err << ", exp max rel error " << exp_err
-            << "\n";
+  std::cout << "erf max abs error " << erf_err << ", erf' max rel error " << grad_err << ", exp max rel error "
+            << exp_err << "\n";
   EXPECT_LT(erf_err, 4e-7);
   EXPECT_LT(grad_err, 3e-6);  // float32 x*x alone is 6e-8 relative, times x^2 <= 36
   EXPECT_LT(exp_err, 2e-7);

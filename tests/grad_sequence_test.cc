@@ -5,11 +5,13 @@
 
 #include <cmath>
 #include <functional>
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "graph/autodiff.h"
 #include "graph/gradient_registry.h"
+#include "runtime/cpu/rnn_math.h"
 #include "runtime/executor.h"
 #include "tests/grad_check.h"
 
@@ -33,6 +35,7 @@ struct RnnCase {
   std::vector<float> alpha, beta;
   std::vector<int> consumed = {0, 1, 2};  // outputs that reach the loss (Y, Y_h, Y_c)
   int layers = 1;                      // 2: a second node of the same kind fed by the first's Y
+  bool input_forget = false;           // LSTM: forget gate = 1 - input gate
   bool no_y = false;                   // the node does not produce Y (its gradient op then
                                        // recomputes the forward step by step)
 
@@ -40,7 +43,7 @@ struct RnnCase {
   int64_t Gates() const { return op == "LSTM" ? 4 : op == "GRU" ? 3 : 1; }
   int NumOutputs() const { return op == "LSTM" ? 3 : 2; }
   std::string Name() const {
-    std::string s = op + (no_y ? " (no Y)" : "") + " " + direction + " layout " + std::to_string(layout) + " seq " + std::to_string(seq) +
+    std::string s = op + (no_y ? " (no Y)" : "") + (input_forget ? " input_forget" : "") + " " + direction + " layout " + std::to_string(layout) + " seq " + std::to_string(seq) +
                     " batch " + std::to_string(batch) + " input " + std::to_string(input) + " hidden " +
                     std::to_string(hidden) + (bias ? " B" : "") + (init_h ? " h0" : "") + (init_c ? " c0" : "") +
                     (peephole ? " P" : "") + (lens.empty() ? "" : " lens") + " lbr " + std::to_string(lbr) +
@@ -56,6 +59,14 @@ Attribute Floats(std::vector<float> v) {
   a.kind = Attribute::Kind::kFloats;
   a.floats = std::move(v);
   return a;
+}
+
+HostTensor Random(std::vector<int64_t> dims, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  HostTensor t(DType::kFloat32, dims);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  for (int64_t i = 0; i < t.NumElements(); ++i) t.Data<float>()[i] = u(rng);
+  return t;
 }
 
 std::vector<int64_t> StateDims(const RnnCase& c) {
@@ -105,6 +116,7 @@ std::vector<std::string> AddRecurrentLayer(ModelBuilder& b, const RnnCase& c, in
   if (c.layout != 0) n.SetInt("layout", c.layout);
   if (c.lbr >= 0) n.SetInt("linear_before_reset", c.lbr);
   if (c.clip > 0.f) n.SetFloat("clip", c.clip);
+  if (c.input_forget) n.SetInt("input_forget", 1);
   if (!c.acts.empty()) {
     Attribute a;
     a.kind = Attribute::Kind::kStrings;
@@ -249,6 +261,55 @@ TEST(GradSequence, WithoutYOutput) {
     }
 }
 
+// input_forget couples the gates (f = 1 - i): with peepholes, lens, both recompute paths.
+TEST(GradSequence, LstmInputForget) {
+  for (bool no_y : {false, true}) {
+    RnnCase c("LSTM");
+    c.direction = "bidirectional";
+    c.input_forget = true;
+    c.peephole = true;
+    c.init_h = c.init_c = true;
+    c.seq = 4;
+    c.lens = {4, 2, 3};
+    c.no_y = no_y;
+    c.consumed = no_y ? std::vector<int>{1, 2} : std::vector<int>{0, 1, 2};
+    CheckCase(c);
+  }
+}
+
+// input_forget by value: one step from c0 with R = 0 and no bias gives
+// c1 = (1 - i) c0 + i g and h1 = o tanh(c1), i = sigmoid(W_i x), o = sigmoid(W_o x), g = tanh(W_c x).
+TEST(GradSequence, LstmInputForgetValues) {
+  const int64_t I = 3, H = 4;
+  HostTensor x = Random({1, 1, I}, 21), w = Random({1, 4 * H, I}, 22), c0 = Random({1, 1, H}, 23);
+  HostTensor r(DType::kFloat32, {1, 4 * H, H}), h0(DType::kFloat32, {1, 1, H});
+  std::fill(r.Data<float>(), r.Data<float>() + r.NumElements(), 0.f);
+  std::fill(h0.Data<float>(), h0.Data<float>() + h0.NumElements(), 0.f);
+  ModelBuilder b;
+  b.Opset(14);
+  b.Input("X", DType::kFloat32, {1, 1, I}).Input("W", DType::kFloat32, {1, 4 * H, I});
+  b.Input("R", DType::kFloat32, {1, 4 * H, H}).Input("h0", DType::kFloat32, {1, 1, H}).Input("c0", DType::kFloat32, {1, 1, H});
+  Node& n = b.Op("LSTM", {"X", "W", "R", "", "", "h0", "c0"}, "Y");
+  n.outputs = {"Y", "Y_h", "Y_c"};
+  n.SetInt("hidden_size", H);
+  n.SetInt("input_forget", 1);
+  Executor exec(b.Build());
+  auto out = exec.Run({{"X", Tensor::FromHost(x)}, {"W", Tensor::FromHost(w)}, {"R", Tensor::FromHost(r)},
+                       {"h0", Tensor::FromHost(h0)}, {"c0", Tensor::FromHost(c0)}},
+                      {"Y_h", "Y_c"});
+  auto dot = [&](int64_t row) {
+    double s = 0;
+    for (int64_t k = 0; k < I; ++k) s += static_cast<double>(w.Data<float>()[row * I + k]) * x.Data<float>()[k];
+    return s;
+  };
+  for (int64_t j = 0; j < H; ++j) {
+    const double i = 1 / (1 + std::exp(-dot(j))), o = 1 / (1 + std::exp(-dot(H + j))), g = std::tanh(dot(3 * H + j));
+    const double c1 = (1 - i) * c0.Data<float>()[j] + i * g;
+    EXPECT_NEAR(out[1].ToHost().Data<float>()[j], c1, 1e-6) << j;
+    EXPECT_NEAR(out[0].ToHost().Data<float>()[j], o * std::tanh(c1), 1e-6) << j;
+  }
+}
+
 // Two layers chained through Transpose and Reshape, as torch exports nn.LSTM(num_layers=2).
 TEST(GradSequence, TwoLayers) {
   for (const char* op : {"LSTM", "GRU", "RNN"})
@@ -327,13 +388,6 @@ TEST(GradSequence, Clip) {
 
 // --- Forward identities ----------------------------------------------------------------
 
-HostTensor Random(std::vector<int64_t> dims, uint32_t seed, float lo = -1.f, float hi = 1.f) {
-  HostTensor t(DType::kFloat32, dims);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  for (int64_t i = 0; i < t.NumElements(); ++i) t.Data<float>()[i] = u(rng);
-  return t;
-}
 
 // Runs one recurrent node on X, W, R, B, h0 (given as inputs) and returns Y, Y_h.
 std::vector<HostTensor> RunNode(const std::string& op, const std::string& dir, int64_t layout, int64_t lbr,
@@ -495,9 +549,63 @@ TEST(GradSequence, ActivationValues) {
   }
 }
 
+// The vectorisable exp, sigmoid and tanh of the CPU cells against double, over a sweep
+// of |x| <= kRnnGateBound (exp to twice that), as rnn_math.h states.
+TEST(GradSequence, GateMathAccuracy) {
+  double exp_rel = 0, sig_rel = 0, tanh_abs = 0;
+  for (int i = -400000; i <= 400000; ++i) {
+    const float x = cpu::kRnnGateBound * static_cast<float>(i) / 400000.f;
+    const double e = std::exp(2.0 * x), s = 1 / (1 + std::exp(-static_cast<double>(x)));
+    exp_rel = std::max(exp_rel, std::fabs(cpu::ExpApprox(2 * x) - e) / e);
+    sig_rel = std::max(sig_rel, std::fabs(cpu::SigmoidApprox(x) - s) / s);
+    tanh_abs = std::max(tanh_abs, std::fabs(cpu::TanhApprox(x) - std::tanh(static_cast<double>(x))));
+  }
+  std::cout << "gate math: exp " << exp_rel << " relative, sigmoid " << sig_rel << " relative, tanh " << tanh_abs
+            << " absolute\n";
+  EXPECT_LT(exp_rel, 1.6 * 5.97e-8);   // 1.6 ulp
+  EXPECT_LT(sig_rel, 2.6 * 5.97e-8);   // 2.6 ulp
+  EXPECT_LT(tanh_abs, 1.9e-7);
+}
+
+// At batch x gates x hidden >= 8192 a step's element-wise work runs on threads: the
+// gradients with 2 threads equal those with 1 (every cell; peepholes, lens, both GRU forms).
+TEST(GradSequence, ThreadedStepsMatchOneThread) {
+  for (const char* op : {"LSTM", "GRU", "RNN"})
+    for (int64_t lbr : {0, 1}) {
+      if (std::string(op) != "GRU" && lbr == 0) continue;
+      RnnCase c(op);
+      c.direction = "bidirectional";
+      c.seq = 5;
+      c.batch = 16;
+      c.input = 9;
+      c.hidden = std::string(op) == "RNN" ? 512 : 192;
+      c.init_h = c.init_c = true;
+      c.peephole = c.op == "LSTM";
+      c.lens = {5, 3, 1, 5, 4, 2, 5, 5, 0, 5, 1, 3, 5, 2, 4, 5};
+      c.lbr = lbr;
+      SCOPED_TRACE(c.Name());
+      TrainingGraph tg = RecurrentModel(c);
+      std::vector<std::string> fetch = tg.grads;
+      auto run = [&](int threads) {
+        ExecutorOptions o;
+        o.num_threads = threads;
+        Executor exec(tg.model, o);
+        std::vector<HostTensor> out;
+        for (const Tensor& t : exec.Run({}, fetch)) out.push_back(t.ToHost());
+        return out;
+      };
+      const std::vector<HostTensor> one = run(1), two = run(2);
+      for (size_t i = 0; i < one.size(); ++i)
+        for (int64_t k = 0; k < one[i].NumElements(); ++k)
+          ASSERT_NEAR(one[i].Data<float>()[k], two[i].Data<float>()[k], 1e-5 + 1e-4 * std::fabs(one[i].Data<float>()[k]))
+              << fetch[i] << "[" << k << "]";
+    }
+}
+
 // Bad input: one error line naming the node and what to fix.
 TEST(GradSequence, BadInputErrors) {
-  auto error_of = [](const std::string& op, std::vector<int64_t> wdims, const std::string& attr, int64_t value) {
+  auto error_of = [](const std::string& op, std::vector<int64_t> wdims, const std::string& attr, int64_t value,
+                     std::vector<std::string> acts = {}) {
     ModelBuilder b;
     b.Opset(14);
     b.Input("X", DType::kFloat32, {2, 1, 3});
@@ -506,6 +614,12 @@ TEST(GradSequence, BadInputErrors) {
     n.name = "rnn_node";
     n.SetInt("hidden_size", 2);
     if (!attr.empty()) n.SetInt(attr, value);
+    if (!acts.empty()) {
+      Attribute a;
+      a.kind = Attribute::Kind::kStrings;
+      a.strings = acts;
+      n.attrs["activations"] = a;
+    }
     b.Output("Y", {2, 1, 1, 2});
     try {
       Executor exec(b.Build());
@@ -519,8 +633,8 @@ TEST(GradSequence, BadInputErrors) {
   std::string e = error_of("LSTM", {1, 8, 4}, "", 0);
   EXPECT_NE(e.find("rnn_node"), std::string::npos) << e;
   EXPECT_NE(e.find("W must be [1, 8, 3]"), std::string::npos) << e;
-  e = error_of("LSTM", {1, 8, 3}, "input_forget", 1);
-  EXPECT_NE(e.find("LSTM (opset 14) node 'rnn_node': input_forget=1 is not supported"), std::string::npos) << e;
+  e = error_of("LSTM", {1, 8, 3}, "", 0, {"Sigmoid", "Gelu", "Tanh"});
+  EXPECT_NE(e.find("LSTM (opset 14) node 'rnn_node': activation 'Gelu' is not supported"), std::string::npos) << e;
   e = error_of("GRU", {1, 6, 3}, "layout", 2);
   EXPECT_NE(e.find("layout 2"), std::string::npos) << e;
 }

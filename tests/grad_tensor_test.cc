@@ -271,6 +271,34 @@ TEST(GradTensor, PadReflectAndEdge) {
   }
 }
 
+// Opset 18: pads for the named axes only; the same output as full pads at opset 13, and
+// the gradient through it.
+TEST(GradTensor, PadOpset18Axes) {
+  for (const char* mode : {"constant", "reflect"}) {
+    SCOPED_TRACE(mode);
+    auto run = [&](int64_t opset, std::vector<int64_t> pads, std::vector<int64_t> axes) {
+      ModelBuilder b;
+      b.Opset(opset);
+      b.Param("x", {2, 3, 4}, -1.f, 1.f).Const(Int64s("pads", pads, {static_cast<int64_t>(pads.size())}));
+      std::vector<std::string> ins = {"x", "pads"};
+      if (!axes.empty()) {
+        b.Const(Int64s("axes", axes, {static_cast<int64_t>(axes.size())}));
+        ins.insert(ins.end(), {"", "axes"});
+      }
+      b.Op("Pad", ins, "y").SetString("mode", mode);
+      return b;
+    };
+    ModelBuilder full = run(13, {0, 2, 1, 0, 1, 2}, {});
+    ModelBuilder ax = run(18, {1, 2, 2, 1}, {-1, 1});
+    Executor e1(full.Build()), e2(ax.Build());
+    HostTensor y1 = e1.Run({}, {"y"})[0].ToHost(), y2 = e2.Run({}, {"y"})[0].ToHost();
+    ASSERT_EQ(y1.dims, (std::vector<int64_t>{2, 6, 7}));
+    EXPECT_EQ(y2.dims, y1.dims);
+    EXPECT_EQ(y2.bytes, y1.bytes);
+    Check(TrainWithWeightedSumLoss(ax, "y", {2, 6, 7}));
+  }
+}
+
 // --- Trilu, CumSum, TopK ---------------------------------------------------------------
 
 TEST(GradTensor, TriluUpperLowerOffsets) {
@@ -452,6 +480,64 @@ TEST(GradTensor, ResizeLinearHalfPixelExactScales) {
   }
 }
 
+// Opset 18: `axes` names the resized axes (roi, scales, sizes list only those), and
+// keep_aspect_ratio_policy scales them all by the smallest or largest requested ratio.
+HostTensor RunResize(int64_t opset, const std::vector<float>& roi, const std::vector<float>& scales,
+                     const std::vector<int64_t>& sizes, const std::map<std::string, std::string>& strings,
+                     const std::vector<int64_t>& axes) {
+  ModelBuilder b;
+  b.Opset(opset);
+  b.Param("x", {1, 2, 4, 6}, -1.f, 1.f).Const(Floats("roi", roi)).Const(Floats("scales", scales));
+  std::vector<std::string> ins = {"x", "roi", "scales"};
+  if (!sizes.empty()) {
+    b.Const(Int64s("sizes", sizes, {static_cast<int64_t>(sizes.size())}));
+    ins.push_back("sizes");
+  }
+  Node& n = b.Op("Resize", ins, "y");
+  for (const auto& [k, v] : strings) n.SetString(k, v);
+  if (!axes.empty()) n.SetInts("axes", axes);
+  Executor exec(b.Build());
+  return exec.Run({}, {"y"})[0].ToHost();
+}
+
+TEST(GradTensor, ResizeOpset18AxesAndAspectRatio) {
+  const std::map<std::string, std::string> linear = {{"mode", "linear"}};
+  {  // axes [2, 3] (and [-1, 2], in another order) == full scales at opset 13
+    HostTensor full = RunResize(13, {}, {1, 1, 1.5f, 0.5f}, {}, linear, {});
+    HostTensor ax = RunResize(18, {}, {1.5f, 0.5f}, {}, linear, {2, 3});
+    HostTensor rev = RunResize(18, {}, {0.5f, 1.5f}, {}, linear, {-1, 2});
+    ASSERT_EQ(full.dims, (std::vector<int64_t>{1, 2, 6, 3}));
+    EXPECT_EQ(ax.dims, full.dims);
+    EXPECT_EQ(rev.dims, full.dims);
+    EXPECT_EQ(ax.bytes, full.bytes);
+    EXPECT_EQ(rev.bytes, full.bytes);
+  }
+  {  // crop roi on the named axes only
+    const std::map<std::string, std::string> crop = {{"mode", "linear"}, {"coordinate_transformation_mode", "tf_crop_and_resize"}};
+    HostTensor full = RunResize(13, {0, 0, 0.2f, 0.1f, 1, 1, 0.9f, 0.7f}, {}, {1, 2, 5, 4}, crop, {});
+    HostTensor ax = RunResize(18, {0.2f, 0.1f, 0.9f, 0.7f}, {}, {5, 4}, crop, {2, 3});
+    EXPECT_EQ(ax.dims, full.dims);
+    EXPECT_EQ(ax.bytes, full.bytes);
+  }
+  // [4, 6] asked to become [6, 6]: not_larger keeps ratio 1 (4 x 6), not_smaller 1.5 (6 x 9).
+  auto policy = [&](const char* p) {
+    return RunResize(18, {}, {}, {6, 6}, {{"mode", "nearest"}, {"keep_aspect_ratio_policy", p}}, {2, 3}).dims;
+  };
+  EXPECT_EQ(policy("stretch"), (std::vector<int64_t>{1, 2, 6, 6}));
+  EXPECT_EQ(policy("not_larger"), (std::vector<int64_t>{1, 2, 4, 6}));
+  EXPECT_EQ(policy("not_smaller"), (std::vector<int64_t>{1, 2, 6, 9}));
+  // And the gradient through the opset-18 form.
+  ModelBuilder b;
+  b.Opset(18);
+  b.Param("x", {1, 2, 4, 6}, -1.f, 1.f).Const(Floats("roi", {})).Const(Floats("scales", {}));
+  b.Const(Int64s("sizes", {7, 5}, {2}));
+  Node& n = b.Op("Resize", {"x", "roi", "scales", "sizes"}, "y");
+  n.SetString("mode", "cubic");
+  n.SetString("keep_aspect_ratio_policy", "not_smaller");
+  n.SetInts("axes", {2, 3});
+  Check(TrainWithWeightedSumLoss(b, "y", {1, 2, 7, 11}));
+}
+
 // tf_crop_and_resize: outputs outside the crop take extrapolation_value and pass nothing back.
 TEST(GradTensor, ResizeCropAndResizeExtrapolation) {
   ModelBuilder b;
@@ -496,6 +582,42 @@ TEST(GradTensor, UpsampleOpset9) {
     b.Op("Upsample", {"x", "scales"}, "y").SetString("mode", mode);
     Check(TrainWithWeightedSumLoss(b, "y", {1, 2, 4, 4}));
   }
+}
+
+// --- GridSample ------------------------------------------------------------------------
+
+// dX and dGrid in every mode, padding and alignment. The grid points sit at pixel
+// coordinates at least 0.1 from where the sampling has kinks (integers, the clip and
+// reflection borders, nearest's rounding points), so central differences are smooth.
+TEST(GradTensor, GridSampleEveryModePaddingAlignment) {
+  const int64_t h = 4, w = 5;
+  const std::vector<double> xs = {-1.35, -0.7, 0.4, 1.6, 2.3, 3.65, 4.3, 5.4};
+  const std::vector<double> ys = {-1.3, -0.65, 0.35, 1.6, 2.7, 3.3, 4.4};
+  for (const char* mode : {"bilinear", "nearest", "bicubic"})
+    for (const char* padding : {"zeros", "border", "reflection"})
+      for (int64_t align : {0, 1}) {
+        SCOPED_TRACE(std::string(mode) + " " + padding + " align " + std::to_string(align));
+        ModelBuilder b;
+        b.Opset(16);
+        b.Param("x", {1, 2, h, w}, -1.f, 1.f).Param("grid", {1, 3, 4, 2}, -1.f, 1.f);
+        for (HostTensor& t : b.model().graph.initializers) {
+          if (t.name != "grid") continue;
+          for (int64_t k = 0; k < 12; ++k) {  // pixel coordinates -> normalised grid values
+            const double px = xs[static_cast<size_t>(k * 3 % 8)], py = ys[static_cast<size_t>(k * 5 % 7)];
+            auto norm = [&](double p, int64_t size) {
+              return align ? 2 * p / static_cast<double>(size - 1) - 1 : (2 * p + 1) / static_cast<double>(size) - 1;
+            };
+            t.Data<float>()[k * 2] = static_cast<float>(norm(px, w));
+            t.Data<float>()[k * 2 + 1] = static_cast<float>(norm(py, h));
+          }
+        }
+        Node& n = b.Op("GridSample", {"x", "grid"}, "y");
+        n.SetString("mode", mode);
+        n.SetString("padding_mode", padding);
+        n.SetInt("align_corners", align);
+        TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", {1, 2, 3, 4});
+        ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-3f);
+      }
 }
 
 // --- Bad input: one error naming the node, never a crash or a silent answer -------------

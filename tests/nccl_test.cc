@@ -33,6 +33,7 @@
 #include "graph/ir.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/tensor.h"
+#include "tests/cuda_test_util.h"
 #include "tests/test_util.h"
 #include "train/gradient_reducer.h"
 
@@ -53,6 +54,8 @@ int GpuCount(std::string* reason) {
   do {                                                                                      \
     std::string reason_;                                                                    \
     const int have_ = GpuCount(&reason_);                                                   \
+    if (have_ == 0 && !::ot::testing::BrokenGpuReason().empty())                             \
+      FAIL() << ::ot::testing::BrokenGpuReason();                                           \
     if (have_ == 0) GTEST_SKIP() << "no GPU: " << reason_;                                  \
     if (have_ < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs, this machine has " << have_; \
   } while (0)

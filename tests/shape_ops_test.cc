@@ -257,7 +257,13 @@ TEST(ZeroSize, DataMovementOpsHandleEmptyTensors) {
   EXPECT_EQ(split[1].bytes, x.bytes);
   HostTensor cond(DType::kBool, {0, 1});
   EXPECT_EQ(RunNode("Where", {cond, empty, Scalar(1.f)})[0].dims, (Shape{0, 3}));
-  EXPECT_EQ(RunNode("Pad", {empty, Ints({1, 0, 1, 0})})[0].dims, (Shape{2, 3}));
+  // Padding an empty tensor gives a tensor made only of the constant (zero by default).
+  HostTensor padded = RunNode("Pad", {empty, Ints({1, 0, 1, 0}), Scalar(2.5f)})[0];
+  EXPECT_EQ(padded.dims, (Shape{2, 3}));
+  EXPECT_EQ(Values<float>(padded), std::vector<float>(6, 2.5f));
+  HostTensor zero_padded = RunNode("Pad", {empty, Ints({1, 0, 1, 0})})[0];
+  EXPECT_EQ(zero_padded.dims, (Shape{2, 3}));
+  EXPECT_EQ(Values<float>(zero_padded), std::vector<float>(6, 0.f));
   EXPECT_EQ(RunNode("Flatten", {empty})[0].dims, (Shape{0, 3}));
   EXPECT_EQ(RunNode("Cast", {empty}, 1, [](Node& n) { n.SetInt("to", 7); })[0].dims, (Shape{0, 3}));
   EXPECT_EQ(RunNode("ConstantOfShape", {Ints({0, 4})})[0].dims, (Shape{0, 4}));

@@ -1,9 +1,12 @@
 // Helpers shared by the tests.
 #include "tests/test_util.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 namespace ot {
 namespace testing {
@@ -68,6 +71,27 @@ std::string OnnxTestDataDir() {
 
 std::string OnnxTrainBinary() { return ONNXTRAIN_BINARY; }
 std::string SourceDir() { return ONNXTRAIN_SOURCE_DIR; }
+
+std::set<std::string> ReadCaseList(const std::string& path, bool* exists) {
+  std::ifstream in(path);
+  if (exists) *exists = static_cast<bool>(in);
+  std::set<std::string> cases;
+  std::string line;
+  while (std::getline(in, line)) {
+    line = line.substr(0, line.find('#'));
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    if (!line.empty()) cases.insert(line);
+  }
+  return cases;
+}
+
+void WriteCaseList(const std::string& path, const std::set<std::string>& cases, const std::string& header) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("cannot write the case list " + path);
+  out << header;
+  for (const auto& c : cases) out << c << "\n";
+  if (!out) throw std::runtime_error("cannot write the case list " + path);
+}
 
 }  // namespace testing
 }  // namespace ot

@@ -240,9 +240,9 @@ def build_model(model, c, h, w, classes):
 CASES = [
     ("simplenn", (1, 28, 28), 10, 32, 14), ("simplenn", (3, 8, 8), 7, 5, 12),
     ("lenet", (1, 28, 28), 10, 8, 11), ("lenet", (1, 28, 28), 10, 8, 17),
-    ("resnet34", (3, 32, 32), 10, 4, 14), ("resnet34", (1, 28, 28), 10, 4, 15),
-    ("resnet34", (3, 32, 32), 10, 8, 13), ("resnet34", (1, 28, 28), 10, 8, 14),
-    ("resnet34", (3, 16, 16), 10, 6, 15),
+    # The two small-batch cases that were known failures before issue 13 item 4's fix.
+    ("resnet34", (3, 32, 32), 10, 4, 14), ("resnet34", (3, 16, 16), 10, 6, 15),
+    ("resnet34", (1, 28, 28), 10, 8, 13),
     # Issue 13 item 4: ResNet18 with a 1-channel 28x28 input at batch 8, opsets 13-15,
     # and its neighbours that matched before.
     ("resnet18", (1, 28, 28), 10, 8, 13), ("resnet18", (1, 28, 28), 10, 8, 14),
@@ -251,7 +251,6 @@ CASES = [
     # Small batches and odd spatial sizes (a 1x1 or 2x2 last stage: few values per channel).
     ("resnet18", (1, 27, 27), 10, 2, 13), ("resnet18", (3, 19, 23), 10, 3, 14),
     ("resnet18", (1, 15, 15), 10, 5, 15), ("resnet18", (3, 9, 11), 10, 6, 13),
-    ("resnet18", (2, 33, 31), 7, 4, 14), ("resnet18", (1, 28, 28), 10, 7, 15),
 ]
 
 
@@ -260,6 +259,7 @@ def main():
     p.add_argument("--onnx-train", required=True)
     p.add_argument("--workdir", required=True)
     p.add_argument("--seeds", type=int, default=1, help="batches (and weights) per case, seeds 100+i+1000*k")
+    p.add_argument("--only", default="", help="run the cases whose tag contains this (e.g. resnet18_1x28x28)")
     args = p.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     torch.set_num_threads(2)
@@ -267,6 +267,8 @@ def main():
     passed = failed = 0
     for k in range(args.seeds):
         for i, (model, shape, classes, batch, opset) in enumerate(CASES):
+            if args.only not in f"{model}_{'x'.join(map(str, shape))}_b{batch}_opset{opset}":
+                continue
             try:
                 ok = check(args, model, shape, classes, batch, opset, seed=100 + i + 1000 * k)
             except RuntimeError as e:

@@ -3,7 +3,7 @@
 
 Each case is a small classifier around torch.nn.LSTM / GRU / RNN (1 or 2 layers, uni- or
 bidirectional, batch_first or not, with or without a learned initial state h0 (and c0)
-expanded over the batch), whose logits read every output of the recurrent layer: the last
+expanded over the batch, padded batches packed with pack_padded_sequence), whose logits read every output of the recurrent layer: the last
 step of Y, the last layer's Y_h (and Y_c). It is exported with torch.onnx.export in
 training mode at opsets 13 and 17 (torch lays the gates out for ONNX with Slice, Concat
 and Unsqueeze on the weights, picks the last step with Gather and joins directions with
@@ -33,8 +33,10 @@ FEATURES, HIDDEN, CLASSES, SEQ = 5, 7, 4, 6
 
 
 class RecurrentClassifier(torch.nn.Module):
-    def __init__(self, kind, layers, bidirectional, batch_first, learned_h0):
+    def __init__(self, kind, layers, bidirectional, batch_first, learned_h0, lengths=None):
         super().__init__()
+        # lengths: a packed batch (pack_padded_sequence, unsorted), exported as sequence_lens.
+        self.lengths = torch.tensor(lengths) if lengths else None
         self.kind, self.batch_first = kind, batch_first
         self.rnn = getattr(torch.nn, kind)(FEATURES, HIDDEN, num_layers=layers, bidirectional=bidirectional,
                                            batch_first=batch_first)
@@ -47,12 +49,17 @@ class RecurrentClassifier(torch.nn.Module):
 
     def forward(self, x):
         batch = x.shape[0] if self.batch_first else x.shape[1]
+        if self.lengths is not None:
+            x = torch.nn.utils.rnn.pack_padded_sequence(x, self.lengths, batch_first=self.batch_first,
+                                                        enforce_sorted=False)
         if self.h0 is not None:
             h = self.h0.expand(-1, batch, -1)
             state = (h, self.c0.expand(-1, batch, -1)) if self.kind == "LSTM" else h
             y, final = self.rnn(x, state)
         else:
             y, final = self.rnn(x)
+        if self.lengths is not None:
+            y, _ = torch.nn.utils.rnn.pad_packed_sequence(y, batch_first=self.batch_first, total_length=SEQ)
         last = y[:, -1] if self.batch_first else y[-1]
         feats = [last] + ([final[0][-1], final[1][-1]] if self.kind == "LSTM" else [final[-1]])
         return self.fc(torch.cat(feats, dim=1))
@@ -77,12 +84,13 @@ def torch_grads(module, x, y, dtype):
 
 
 def check(args, case, seed):
-    kind, layers, bidirectional, batch_first, learned_h0, batch, opset = case
+    kind, layers, bidirectional, batch_first, learned_h0, batch, opset = case[:7]
+    lengths = case[7] if len(case) > 7 else None
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    module = RecurrentClassifier(kind, layers, bidirectional, batch_first, learned_h0)
+    module = RecurrentClassifier(kind, layers, bidirectional, batch_first, learned_h0, lengths)
     tag = (f"{kind}_l{layers}{'_bi' if bidirectional else ''}{'_bf' if batch_first else ''}"
-           f"{'_h0' if learned_h0 else ''}_b{batch}_opset{opset}")
+           f"{'_h0' if learned_h0 else ''}{'_packed' if lengths else ''}_b{batch}_opset{opset}")
     shape = (batch, SEQ, FEATURES) if batch_first else (SEQ, batch, FEATURES)
     x = rng.standard_normal(shape).astype(np.float32)
     y = rng.integers(0, CLASSES, size=batch).astype(np.int64)
@@ -122,7 +130,7 @@ def check(args, case, seed):
     return not failures
 
 
-# (kind, layers, bidirectional, batch_first, learned h0, batch, opset)
+# (kind, layers, bidirectional, batch_first, learned h0, batch, opset[, packed lengths])
 CASES = [
     ("LSTM", 1, False, False, False, 3, 13), ("LSTM", 1, False, False, False, 3, 17),
     ("LSTM", 2, True, True, True, 4, 13), ("LSTM", 2, True, True, True, 4, 17),
@@ -132,6 +140,8 @@ CASES = [
     ("GRU", 1, True, True, True, 1, 13),
     ("RNN", 1, False, False, True, 3, 13), ("RNN", 2, True, True, False, 4, 17),
     ("RNN", 2, True, False, True, 2, 13),
+    ("LSTM", 1, True, True, True, 4, 14, [6, 4, 5, 2]), ("GRU", 2, True, False, False, 3, 17, [3, 6, 1]),
+    ("RNN", 1, False, True, True, 3, 13, [2, 6, 6]),
 ]
 
 

@@ -5,7 +5,7 @@ Small modules that route trainable values through indexing, shape and data-movem
 (embedding with repeated token ids, slicing with steps and negative indices, chunk/split,
 torch.where, repeat/expand, tril/triu, cumsum, topk, gather/scatter, pixel_shuffle and
 pixel_unshuffle, F.interpolate nearest/bilinear/bicubic, F.pad reflect/replicate, flip, roll,
-an indexed assignment, GridSample's forward in every mode, ShuffleNetV2's channel shuffle and a
+an indexed assignment, GridSample in every mode (forward, and dX and dGrid), ShuffleNetV2's channel shuffle and a
 ViT's class-token plumbing, these two with a dynamic batch axis so that torch exports their
 sizes as int64 Shape/Gather/Concat chains) are exported by torch.onnx.export
 in training mode at two opsets each, and `onnx-train grad` computes the mean cross-entropy
@@ -26,14 +26,15 @@ import sys
 import time
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_grad_parity import run_grad  # noqa: E402  (same folder; exits if torch is missing)
-
-import numpy as np  # noqa: E402
-import onnx  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
+try:
+    import numpy as np
+    import onnx
+    import onnx.numpy_helper
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+except ImportError as e:  # a dependency is missing: fail with what to do
+    sys.exit(f"torch_tensor_grad_parity: {e}; install python3-torch and python3-onnx (scripts/install-deps.sh)")
 
 BATCH, CLASSES = 4, 5
 
@@ -213,11 +214,51 @@ class GridSampleAllModes(nn.Module):
         return self.fc(torch.flatten(self.conv(torch.cat(s, 1)), 1))
 
 
+class GridSampleTrainGrid(Image):
+    """GridSample's gradient: a trained grid (dGrid) samples the conv's output (dX) in
+    every mode x padding_mode x align_corners."""
+
+    def __init__(self):
+        combos = [(m, p, a) for m in ("bilinear", "nearest", "bicubic")
+                  for p in ("zeros", "border", "reflection") for a in (False, True)]
+        super().__init__(len(combos) * 4 * 5 * 7)
+        self.combos = combos
+        self.grid = nn.Parameter(torch.rand(BATCH, 5, 7, 2) * 2.6 - 1.3)
+
+    def body(self, h):
+        return torch.cat([F.grid_sample(h, self.grid, mode=m, padding_mode=p, align_corners=a).flatten(1)
+                          for m, p, a in self.combos], 1)
+
+
 # (module, opsets): two opsets each; Trilu needs opset 14.
 CASES = [(Embedding, (13, 17)), (Indexing, (13, 17)), (ChunkSplit, (13, 17)), (WhereRepeat, (13, 17)),
          (TrilCumsum, (14, 17)), (TopKGather, (13, 17)), (PixelShuffle, (13, 17)), (Interpolate, (13, 17)),
          (PadFlipRollPut, (13, 17)), (ChannelShuffle, (11, 13)), (TokensWithClass, (13, 17)),
-         (GridSampleAllModes, (16, 17))]
+         (GridSampleAllModes, (16, 17)), (GridSampleTrainGrid, (16, 17))]
+
+
+def write_tensor(array, name, path):
+    with open(path, "wb") as f:
+        f.write(onnx.numpy_helper.from_array(array, name=name).SerializeToString())
+
+
+def run_grad(binary, model_path, x, y, workdir, tag):
+    """`onnx-train grad` on one batch: {initializer name or 'loss': array}."""
+    xp, yp = os.path.join(workdir, tag + "_x.pb"), os.path.join(workdir, tag + "_y.pb")
+    write_tensor(x, "input", xp)
+    write_tensor(y, "labels", yp)
+    out = os.path.join(workdir, tag + "_grads")
+    proc = subprocess.run([binary, "grad", model_path, "--input", "input=" + xp, "--input", "labels=" + yp, "-o", out],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError((proc.stderr.strip() or "exit %d" % proc.returncode).splitlines()[-1][:400])
+    tensors = {}
+    for f in os.listdir(out):
+        t = onnx.TensorProto()
+        with open(os.path.join(out, f), "rb") as fh:
+            t.ParseFromString(fh.read())
+        tensors[t.name] = onnx.numpy_helper.to_array(t)
+    return tensors
 
 
 def make_input(kind, rng):

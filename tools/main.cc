@@ -18,6 +18,7 @@
 #include "tools/bench_comm.h"
 #include "tools/train_command.h"
 #include "tools/training_commands.h"
+#include "train/exported_model.h"
 #include "train/image_dataset.h"
 
 namespace ot {
@@ -31,9 +32,11 @@ const char* kUsage =
     "  train MODEL.onnx [options]\n"
     "      train on a data set (Fashion-MNIST by default); checkpoints, resume, metrics\n"
     "  eval MODEL.onnx [--data SPEC] [--split test|train] [--per-class] [--batch N] [--device D] [--threads N]\n"
-    "      test accuracy of a model; SPEC as train's --data (fashion-mnist, mnist:DIR, cifar10:DIR,\n"
-    "      synthetic[:N[:CxHxW]], which takes the model's input shape); the data set's classes must fit\n"
-    "      the model's output; --per-class adds a table per class (names from classes.txt beside the model)\n"
+    "      test accuracy of a model; SPEC and the data and transform flags as train's (fashion-mnist,\n"
+    "      mnist:DIR, cifar10:DIR, imagefolder:DIR, npy:..., npz:..., synthetic[:N[:CxHxW]]; --resize,\n"
+    "      --center-crop, --mean/--std, ...); data is fitted to the model's input as in train, and the data\n"
+    "      set's classes must fit the model's output; --per-class adds a table per class (names from\n"
+    "      classes.txt beside the model, or the image folder's class folders)\n"
     "  infer MODEL.onnx --input NAME=FILE.pb ... -o DIR [--device cpu|cuda[:K]] [--tf32] [--threads N]\n"
     "      run the forward pass; writes each graph output as DIR/<output>.pb (binary TensorProto)\n"
     "  make-model resnet34|simplenn -o FILE [--input CxHxW] [--classes K] [--seed S]\n"
@@ -50,7 +53,8 @@ const char* kUsage =
     "  bench-comm --backend gloo --world-size N [--min-bytes 4] [--max-bytes 67108864] [--iters 20]\n"
     "      allreduce table like nccl-tests: bytes, time, algbw, busbw, wrong elements\n"
     "  check MODEL.onnx\n"
-    "      load, check and shape-infer a model; print its inputs, outputs and ops\n"
+    "      load, check and shape-infer a model; print its inputs, outputs and ops, and notes on what\n"
+    "      training changes in an export (a fixed batch, BatchNorm folded or in inference form)\n"
     "\n"
     "onnx-train COMMAND --help prints a command's options; onnx-train --version its version.\n";
 
@@ -153,6 +157,8 @@ int CmdCheck(const std::vector<std::string>& argv) {
   for (const auto& [op, count] : ops) std::cout << "op     " << op << " x" << count << "\n";
   Executor exec(m);  // throws listing unsupported ops
   std::cout << "ok: every op has a CPU kernel\n";
+  // What training would change about an export (fixed batch, BatchNormalization forms).
+  for (const auto& note : PrepareExportedModel(m, ExportedModelOptions{}).notes) std::cout << "note: " << note << "\n";
   return 0;
 }
 

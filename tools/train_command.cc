@@ -11,6 +11,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "comm/rendezvous.h"
 #include "graph/error.h"
 #include "graph/onnx_io.h"
 #include "runtime/executor.h"
@@ -261,14 +262,22 @@ int CmdTrain(std::vector<std::string> argv) {
     worker_args.push_back(std::to_string(lo.threads_per_worker));
     lo.worker_args = worker_args;
     if (!o.save_checkpoints) lo.resume_flag.clear();
+    // A model that cannot train as asked (a fixed batch other than --batch, a missing file)
+    // fails here with one line, not once per worker.
+    if (world > 1) {
+      ExportedModelOptions check;
+      check.frozen_bn = args.Has("frozen-bn");
+      check.batch = o.batch;
+      PrepareExportedModel(LoadModel(args.positional()[0]), check);
+    }
     return LaunchWorkers(lo);
   }
   if (std::getenv(kEnvRank) != nullptr && o.threads == 0) {
     if (const char* t = std::getenv("OMP_NUM_THREADS")) o.threads = std::atoi(t);
   }
 
-  const char* rank_env = std::getenv(kEnvRank);
-  const bool lead = rank_env == nullptr || std::atoi(rank_env) == 0;
+  const LaunchInfo launch = LaunchInfoFromEnvironment();  // onnx-train's launcher, torchrun, Slurm, MPI
+  const bool lead = launch.rank <= 0;
   // Exports from PyTorch: a fixed batch rebound (or checked against --batch, before any
   // training), BatchNormalization in training form or frozen.
   ExportedModelOptions eo;
@@ -278,8 +287,7 @@ int CmdTrain(std::vector<std::string> argv) {
   const Model& model = prepared.model;
   o.freeze.insert(o.freeze.end(), prepared.freeze.begin(), prepared.freeze.end());
   o.fixed_batch = prepared.fixed_batch;
-  const char* world_env = std::getenv(kEnvWorldSize);
-  const int64_t ranks = world_env ? std::max(1, std::atoi(world_env)) : 1;
+  const int64_t ranks = std::max(1, launch.size);
   const std::string batch = ranks > 1 ? StrFormat("%lld per rank (%lld global)", (long long)o.batch,
                                                   (long long)(o.batch * ranks))
                                       : std::to_string(o.batch);

@@ -390,6 +390,12 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   };
   // A fixed-batch model runs full batches only.
   const int64_t full_steps = o.fixed_batch > 0 ? sampler.FullBatchesPerEpoch() : sampler.BatchesPerEpoch();
+  if (o.eval_every > o.epochs)
+    say(StrFormat("warning: --eval-every %d is more than --epochs %d; test accuracy only at the end", o.eval_every,
+                  o.epochs));
+  if (o.save_every > o.epochs && o.save_checkpoints)
+    say(StrFormat("warning: --save-every %d is more than --epochs %d; a checkpoint only at the end", o.save_every,
+                  o.epochs));
   if (o.max_steps_per_epoch > full_steps)
     say(StrFormat("warning: --max-steps %lld is more than an epoch's %lld steps (%lld samples, batch %lld%s); each "
                   "epoch runs %lld",

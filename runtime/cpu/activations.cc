@@ -48,7 +48,8 @@ class UnaryLoopKernel final : public OpKernel {
 
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
-    const bool ok = fn_ == UnaryFn::kSign ? TypeListHas(NumericTypes{}, x.dtype()) : TypeListHas(FloatTypes{}, x.dtype());
+    const bool ok =
+        fn_ == UnaryFn::kSign ? TypeListHas(NumericTypes{}, x.dtype()) : TypeListHas(FloatTypes{}, x.dtype());
     if (!ok) ThrowUnsupportedType(x.dtype(), node_);
     ctx.SetOutput(0, x.dtype(), x.shape(), x.layout());
   }

@@ -4,9 +4,13 @@
 // primitive when it can express the broadcast (it broadcasts only its second source);
 // everything else runs a strided loop. Opsets before 7 (8 for the variadic ops) use the
 // legacy broadcast rules, handled here. float32 inputs of equal shapes may come in any
-// layout (a convolution's blocked one): the output takes the first laid-out input's.
+// layout (a convolution's blocked one): the output takes the first laid-out input's. So may
+// two inputs where one is a channel-blocked-by-16 activation and the other a per-sample,
+// per-channel scale [N or 1, C, 1, ...] (squeeze-and-excitation's x * s): the scale is
+// reordered to the same blocking (small) and oneDNN broadcasts it.
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 
 #include "runtime/cpu/dnnl_layout.h"
@@ -32,6 +36,21 @@ Shape PadToRank(const Shape& s, size_t rank) {
   return out;
 }
 
+// x (channel-blocked by 16) op s, s of shape [N or 1, C, 1, ...] broadcast over x's
+// spatial axes (or a plain [C, 1, ...] of lower rank, as ConvNeXt's layer scale): the
+// descriptor s takes. Null when the pair is not of that kind.
+std::optional<dnnl::memory::desc> ScaleDescFor(const Tensor& x, const Tensor& s) {
+  const Shape& xs = x.shape();
+  if (x.is_plain() || xs.size() < 3 || xs.size() > 5 || s.shape().size() > xs.size()) return std::nullopt;
+  if (s.shape().size() != xs.size() && !s.is_plain()) return std::nullopt;
+  const Shape ss = PadToRank(s.shape(), xs.size());
+  if (DescOf(x) != ChannelBlocked16(xs)) return std::nullopt;
+  if (ss[1] != xs[1] || (ss[0] != xs[0] && ss[0] != 1)) return std::nullopt;
+  for (size_t d = 2; d < ss.size(); ++d)
+    if (ss[d] != 1) return std::nullopt;
+  return ChannelBlocked16(ss);
+}
+
 template <typename T, typename E>
 T ScalarPow(T base, E exponent) {
   if constexpr (std::is_integral_v<T> && std::is_integral_v<E>)
@@ -49,15 +68,16 @@ class BroadcastBinaryKernel final : public OpKernel {
 
   bool AcceptsLayouts(const KernelContext& ctx) const override {
     if (ctx.NumInputs() < 2 || IsComparison(op_) || op_ == BinaryOp::kPow) return false;
-    for (int i = 0; i < ctx.NumInputs(); ++i)
-      if (ctx.Input(i).dtype() != DType::kFloat32 || ctx.Input(i).shape() != ctx.Input(0).shape()) return false;
-    return true;
+    bool same_shapes = true;
+    for (int i = 0; i < ctx.NumInputs(); ++i) {
+      if (ctx.Input(i).dtype() != DType::kFloat32) return false;
+      same_shapes = same_shapes && ctx.Input(i).shape() == ctx.Input(0).shape();
+    }
+    return same_shapes || ScaledActivation(ctx) >= 0;
   }
 
   void Prepare(KernelContext& ctx) override {
     const int n = ctx.NumInputs();
-    layout_ = nullptr;
-    for (int i = 0; i < n && !layout_; ++i) layout_ = ctx.Input(i).layout();
     CheckBinaryInputs(node_, opset_, op_, ctx);
     shapes_.clear();
     for (int i = 0; i < n; ++i) shapes_.push_back(ctx.Input(i).shape());
@@ -65,6 +85,10 @@ class BroadcastBinaryKernel final : public OpKernel {
     ApplyLegacyBroadcast();
     out_shape_ = shapes_[0];
     for (int i = 1; i < n; ++i) out_shape_ = BroadcastShapes(out_shape_, shapes_[i], node_);
+    // The output takes the layout of the first laid-out input of its shape.
+    layout_ = nullptr;
+    for (int i = 0; i < n && !layout_; ++i)
+      if (ctx.Input(i).shape() == out_shape_) layout_ = ctx.Input(i).layout();
     DType out_type = IsComparison(op_) ? DType::kBool : ctx.Input(0).dtype();
     ctx.SetOutput(0, out_type, out_shape_, layout_);
     steps_.clear();
@@ -93,6 +117,36 @@ class BroadcastBinaryKernel final : public OpKernel {
     Reorder src1;  // into the layout of the output (a no-op for plain data)
     dnnl::binary prim;
   };
+
+  // For two inputs x (channel-blocked by 16) and s (per-channel scale, see ScaleDescFor),
+  // the position of x, when oneDNN has a fast (jit) binary for them and the op can take x
+  // as its first source; else -1.
+  int ScaledActivation(const KernelContext& ctx) const {
+    if (ctx.NumInputs() != 2 || opset_ < (IsVariadicBinary(node_.op_type) ? 8 : 7)) return -1;
+    dnnl::algorithm alg;
+    if (!DnnlAlgorithm(&alg)) return -1;
+    for (int x : {0, 1}) {
+      if (x == 1 && !IsCommutative(op_) && op_ != BinaryOp::kSub) continue;
+      const std::optional<dnnl::memory::desc> sd = ScaleDescFor(ctx.Input(x), ctx.Input(1 - x));
+      if (!sd) continue;
+      const dnnl::memory::desc xd = DescOf(ctx.Input(x));
+      dnnl::binary::primitive_desc pd(dnnl::binary::desc(alg, xd, *sd, xd), dnnl::primitive_attr(), Engine(), true);
+      if (pd && std::string(pd.impl_info_str()).rfind("ref", 0) != 0) return x;
+    }
+    return -1;
+  }
+
+  bool DnnlAlgorithm(dnnl::algorithm* alg) const {
+    switch (op_) {
+      case BinaryOp::kAdd: *alg = dnnl::algorithm::binary_add; return true;
+      case BinaryOp::kSub: *alg = dnnl::algorithm::binary_sub; return true;
+      case BinaryOp::kMul: *alg = dnnl::algorithm::binary_mul; return true;
+      case BinaryOp::kDiv: *alg = dnnl::algorithm::binary_div; return true;
+      case BinaryOp::kMax: *alg = dnnl::algorithm::binary_max; return true;
+      case BinaryOp::kMin: *alg = dnnl::algorithm::binary_min; return true;
+      default: return false;
+    }
+  }
 
   void CheckTypes(const KernelContext& ctx) const {
     DType t = ctx.Input(0).dtype();
@@ -139,28 +193,7 @@ class BroadcastBinaryKernel final : public OpKernel {
   // express it (the loop runs instead).
   bool PlanDnnl(const KernelContext& ctx) {
     dnnl::algorithm alg;
-    switch (op_) {
-      case BinaryOp::kAdd:
-        alg = dnnl::algorithm::binary_add;
-        break;
-      case BinaryOp::kSub:
-        alg = dnnl::algorithm::binary_sub;
-        break;
-      case BinaryOp::kMul:
-        alg = dnnl::algorithm::binary_mul;
-        break;
-      case BinaryOp::kDiv:
-        alg = dnnl::algorithm::binary_div;
-        break;
-      case BinaryOp::kMax:
-        alg = dnnl::algorithm::binary_max;
-        break;
-      case BinaryOp::kMin:
-        alg = dnnl::algorithm::binary_min;
-        break;
-      default:
-        return false;
-    }
+    if (!DnnlAlgorithm(&alg)) return false;
     const size_t rank = out_shape_.size();
     if (rank > DNNL_MAX_NDIMS) return false;
     // oneDNN broadcasts only src1, so the first step's src0 must already have the output
@@ -177,12 +210,13 @@ class BroadcastBinaryKernel final : public OpKernel {
     if (op_ == BinaryOp::kSub && base == 1) scale = -1.f;
     // Laid-out inputs (all of the output's shape) are brought to the output's layout.
     auto input_desc = [&](int i) {
-      return layout_ ? DescOf(ctx.Input(i)) : PlainDesc(PadToRank(shapes_[static_cast<size_t>(i)], rank), DType::kFloat32);
+      return ctx.Input(i).layout() ? DescOf(ctx.Input(i))
+                                   : PlainDesc(PadToRank(shapes_[static_cast<size_t>(i)], rank), DType::kFloat32);
     };
     dnnl::memory::desc dst_desc = PlainDesc(out_shape_, DType::kFloat32);
     if (layout_)
       for (int i = 0; i < static_cast<int>(shapes_.size()); ++i)
-        if (ctx.Input(i).layout()) {
+        if (ctx.Input(i).layout() && ctx.Input(i).shape() == out_shape_) {
           dst_desc = DescOf(ctx.Input(i));
           break;
         }
@@ -193,7 +227,15 @@ class BroadcastBinaryKernel final : public OpKernel {
       if (i != base) others.push_back(i);
     for (size_t k = 0; k < others.size(); ++k) {
       int src1 = others[k];
-      Reorder src1_reorder(input_desc(src1), layout_ ? dst_desc : input_desc(src1));
+      // A laid-out output: src1 in its layout, or (a per-channel scale) channel-blocked too.
+      dnnl::memory::desc src1_target = input_desc(src1);
+      if (layout_) {
+        std::optional<dnnl::memory::desc> scale;
+        if (ctx.Input(src1).shape() != out_shape_) scale = ScaleDescFor(ctx.Input(base), ctx.Input(src1));
+        if (ctx.Input(src1).shape() != out_shape_ && !scale) return false;
+        src1_target = scale ? *scale : dst_desc;
+      }
+      Reorder src1_reorder(input_desc(src1), src1_target);
       dnnl::memory::desc src1_desc = src1_reorder.to();
       dnnl::primitive_attr attr;
       if (k + 1 == others.size() && scale != 1.f) {
@@ -313,6 +355,26 @@ class BroadcastBinaryKernel final : public OpKernel {
   void ComputePow(KernelContext& ctx) {
     const Tensor& base = ctx.Input(0);
     const Tensor& exponent = ctx.Input(1);
+    // float32 x^e with one exponent (x^2 in LayerNorm's decomposition before opset 17): on
+    // oneDNN's eltwise pow, rebuilt only when e changes.
+    const DType et = exponent.dtype();
+    if (base.dtype() == DType::kFloat32 && exponent.numel() == 1 && shapes_[0] == out_shape_ &&
+        (et == DType::kFloat32 || et == DType::kInt32 || et == DType::kInt64) && base.numel() > 0) {
+      const float e = et == DType::kFloat32 ? *exponent.data<float>()
+                      : et == DType::kInt32 ? static_cast<float>(*exponent.data<int32_t>())
+                                            : static_cast<float>(*exponent.data<int64_t>());
+      if (!pow_exponent_ || *pow_exponent_ != e) {
+        pow_desc_ = PlainDesc(out_shape_, DType::kFloat32);
+        using dnnl::eltwise_forward;
+        pow_ = eltwise_forward(eltwise_forward::primitive_desc(
+            eltwise_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_pow, pow_desc_, 1.f, e),
+            Engine()));
+        pow_exponent_ = e;
+      }
+      pow_.execute(Stream(), {{DNNL_ARG_SRC, Wrap(pow_desc_, base)}, {DNNL_ARG_DST, Wrap(pow_desc_, ctx.Output(0))}});
+      Stream().wait();
+      return;
+    }
     using BaseTypes = TypeList<float, double, int32_t, int64_t>;
     DispatchType(BaseTypes{}, base.dtype(), node_, [&](auto base_tag) {
       using T = typename decltype(base_tag)::type;
@@ -334,6 +396,9 @@ class BroadcastBinaryKernel final : public OpKernel {
   Reorder base_;  // the base input into the output's layout
   std::shared_ptr<const TensorLayout> layout_;  // of the output; null when all inputs are plain
   std::vector<DnnlStep> steps_;
+  std::optional<float> pow_exponent_;  // of the built pow_
+  dnnl::memory::desc pow_desc_;
+  dnnl::eltwise_forward pow_;
 };
 
 constexpr int64_t kLatest = 1 << 30;

@@ -31,7 +31,10 @@ struct ConvProblem {
 // backward kernels share, so no reorders happen between them), or kept in the layout
 // they already have (a plain input of fewer than 16 channels stays plain); weights are
 // format_tag::any (oneDNN's choice, reordered each run).
-// Plain descriptors are the fallback.
+// Where oneDNN 2.6 has only its reference kernel for nChw16c (grouped convolutions with
+// a channel count per group that is not a multiple of 16, e.g. RegNet's 8; the weight
+// gradient of a 5x5 depthwise convolution), channels-last (nhwc) is next: it has AVX-512
+// kernels for those. Plain descriptors are the last resort.
 struct ConvDescs {
   dnnl::memory::desc src, weights, bias, dst;
 };
@@ -42,10 +45,20 @@ dnnl::memory::desc ChannelBlocked(const Shape& s) {
   return dnnl::memory::desc(ToDims(s), dnnl::memory::data_type::f32, t);
 }
 
+dnnl::memory::desc ChannelsLast(const Shape& s) {
+  using tag = dnnl::memory::format_tag;
+  const tag t = s.size() == 3 ? tag::acb : s.size() == 4 ? tag::acdb : tag::acdeb;
+  return dnnl::memory::desc(ToDims(s), dnnl::memory::data_type::f32, t);
+}
+
+enum class ConvLayouts { kBlocked, kChannelsLast, kPlain };
+
 // `src_now` / `dst_now`: the activations as they come (null: not given, e.g. outputs).
-ConvDescs ChooseConvDescs(const ConvProblem& p, bool blocked, const Tensor* src_now, const Tensor* dst_now) {
+ConvDescs ChooseConvDescs(const ConvProblem& p, ConvLayouts layouts, const Tensor* src_now, const Tensor* dst_now) {
+  const bool blocked = layouts != ConvLayouts::kPlain;
   auto activation = [&](const Shape& s, const Tensor* now) {
-    if (!blocked) return PlainDesc(s, DType::kFloat32);
+    if (layouts == ConvLayouts::kPlain) return PlainDesc(s, DType::kFloat32);
+    if (layouts == ConvLayouts::kChannelsLast) return ChannelsLast(s);
     if (now && !now->is_plain()) return DescOf(*now);
     // A plain input of few channels (the images) stays plain: no padding to 16.
     if (now && s[1] < 16) return PlainDesc(s, DType::kFloat32);
@@ -60,19 +73,21 @@ ConvDescs ChooseConvDescs(const ConvProblem& p, bool blocked, const Tensor* src_
   return d;
 }
 
-// Makes a primitive descriptor on blocked activations, or on plain ones where the blocked
-// configuration has no implementation or only oneDNN's slow reference one (channel counts
-// that are not multiples of the block, e.g. LeNet's 6).
+// Makes a primitive descriptor on blocked activations, else on channels-last ones, else
+// on plain ones, skipping a configuration with no implementation or only oneDNN's slow
+// reference one (channel counts that are not multiples of the block, e.g. LeNet's 6).
 template <typename MakePd>
 auto WithBestLayouts(const ConvProblem& p, const Tensor* src_now, const Tensor* dst_now, MakePd make_pd) {
   if (p.src.size() <= 5) {
-    try {
-      auto pd = make_pd(ChooseConvDescs(p, true, src_now, dst_now));
-      if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0) return pd;
-    } catch (const dnnl::error&) {
+    for (ConvLayouts layouts : {ConvLayouts::kBlocked, ConvLayouts::kChannelsLast}) {
+      try {
+        auto pd = make_pd(ChooseConvDescs(p, layouts, src_now, dst_now));
+        if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0) return pd;
+      } catch (const dnnl::error&) {
+      }
     }
   }
-  return make_pd(ChooseConvDescs(p, false, nullptr, nullptr));
+  return make_pd(ChooseConvDescs(p, ConvLayouts::kPlain, nullptr, nullptr));
 }
 
 // The problem a Conv node poses on given input shapes; shared by Conv and ConvGrad.

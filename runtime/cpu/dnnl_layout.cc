@@ -35,6 +35,12 @@ std::shared_ptr<const TensorLayout> LayoutFor(const dnnl::memory::desc& md, cons
   return std::make_shared<DnnlLayout>(md, plain);
 }
 
+dnnl::memory::desc ChannelBlocked16(const Shape& dims) {
+  using tag = dnnl::memory::format_tag;
+  const tag t = dims.size() == 3 ? tag::aBc16b : dims.size() == 4 ? tag::aBcd16b : tag::aBcde16b;
+  return dnnl::memory::desc(ToDims(dims), dnnl::memory::data_type::f32, t);
+}
+
 dnnl::memory::desc DescOf(const Tensor& t) {
   if (t.is_plain()) return PlainDesc(t.shape(), t.dtype());
   const auto* layout = dynamic_cast<const DnnlLayout*>(t.layout().get());

@@ -30,6 +30,9 @@ class DnnlLayout final : public TensorLayout {
 std::shared_ptr<const TensorLayout> LayoutFor(const dnnl::memory::desc& md, const Shape& shape, DType dtype);
 // The descriptor of a tensor's data: its layout's, or plain row-major.
 dnnl::memory::desc DescOf(const Tensor& t);
+// float32 data of `dims` (rank 3 to 5) blocked by 16 along axis 1 (nCw16c, nChw16c,
+// nCdhw16c): the layout the convolutions give their activations.
+dnnl::memory::desc ChannelBlocked16(const Shape& dims);
 
 // A reorder from one descriptor to another, made in Prepare and run in Compute; a no-op
 // when the two are the same.

@@ -34,7 +34,14 @@ void UnaryGradLoop(const T* dy, const T* x, T* dx, int64_t n, const UnaryParams&
 }
 
 void RequireFloat32(const Node& node, const Tensor& t, const char* what) {
-  if (t.dtype() != DType::kFloat32) throw UnsupportedError(node.op_type + ": " + what + " of data type " + DTypeName(t.dtype()));
+  if (t.dtype() != DType::kFloat32)
+    throw UnsupportedError(node.op_type + ": " + what + " of data type " + DTypeName(t.dtype()));
+}
+
+void RequireSameShapeOf(const Node& node, const Tensor& dy, const Tensor& x) {
+  if (dy.shape() != x.shape())
+    throw Error(node.Describe() + ": gradient shape " + ShapeString(dy.shape()) + " differs from X's " +
+                ShapeString(x.shape()));
 }
 
 class ActivationGradKernel final : public OpKernel {
@@ -58,8 +65,9 @@ class ActivationGradKernel final : public OpKernel {
     const Tensor& dy = ctx.Input(0);
     const Tensor& x = ctx.Input(1);
     if (x.dtype() != DType::kFloat64) RequireFloat32(node_, x, "input");
-    if (dy.dtype() != x.dtype()) Fail("gradient of type " + DTypeName(dy.dtype()) + " for X of type " + DTypeName(x.dtype()));
-    if (dy.shape() != x.shape()) Fail("gradient shape " + ShapeString(dy.shape()) + " differs from X's " + ShapeString(x.shape()));
+    if (dy.dtype() != x.dtype())
+      Fail("gradient of type " + DTypeName(dy.dtype()) + " for X of type " + DTypeName(x.dtype()));
+    RequireSameShapeOf(node_, dy, x);
     ctx.SetOutput(0, x.dtype(), x.shape(), x.layout());
     if (x.dtype() == DType::kFloat32) dy_ = Reorder(DescOf(dy), DescOf(x));
   }
@@ -98,7 +106,7 @@ class PReluGradKernel final : public OpKernel {
     const Tensor& x = ctx.Input(1);
     const Tensor& slope = ctx.Input(2);
     for (const Tensor* t : {&dy, &x, &slope}) RequireFloat32(node_, *t, "input");
-    if (dy.shape() != x.shape()) Fail("gradient shape " + ShapeString(dy.shape()) + " differs from X's " + ShapeString(x.shape()));
+    RequireSameShapeOf(node_, dy, x);
     slope_shape_ = PReluSlopeShape(node_, node_.GetInt("channel_slope", 0) ? 6 : 7, x.shape(), slope.shape());
     ctx.SetOutput(0, DType::kFloat32, x.shape());
     ctx.SetOutput(1, DType::kFloat32, slope.shape());
@@ -129,6 +137,17 @@ class PReluGradKernel final : public OpKernel {
   Shape slope_shape_;
 };
 
+// dA of x^e for one exponent e over a contiguous range.
+OT_VECTOR_CLONES void PowBaseGradRange(const float* dy, const float* a, float* da, int64_t n, float e) {
+  if (e == 2.f) {
+    for (int64_t i = 0; i < n; ++i) da[i] = 2.f * a[i] * dy[i];
+  } else if (e == 0.f) {
+    for (int64_t i = 0; i < n; ++i) da[i] = 0.f;
+  } else {
+    for (int64_t i = 0; i < n; ++i) da[i] = dy[i] * e * std::pow(a[i], e - 1.f);
+  }
+}
+
 // PowGrad(dY, A, B) -> dA = dY * B * A^(B-1) (0 where B == 0), dB = dY * A^B * ln A (0
 // where A == 0 and B >= 0), both shaped like dY, as PyTorch's pow backward. A is
 // float32; B float32 or an integer type (then dB is not available).
@@ -146,8 +165,8 @@ class PowGradKernel final : public OpKernel {
     if (ctx.HasOutput(1) && e != DType::kFloat32) Fail("the gradient of an integer exponent is not defined");
     for (int i : {1, 2})
       if (BroadcastShapes(ctx.Input(i).shape(), dy.shape(), node_) != dy.shape())
-        Fail("input " + std::to_string(i) + " " + ShapeString(ctx.Input(i).shape()) + " does not broadcast to the gradient's " +
-             ShapeString(dy.shape()));
+        Fail("input " + std::to_string(i) + " " + ShapeString(ctx.Input(i).shape()) +
+             " does not broadcast to the gradient's " + ShapeString(dy.shape()));
     ctx.SetOutput(0, DType::kFloat32, dy.shape());
     ctx.SetOutput(1, DType::kFloat32, dy.shape());
   }
@@ -164,6 +183,18 @@ class PowGradKernel final : public OpKernel {
   template <typename E>
   void Run(KernelContext& ctx) {
     const Tensor& dyt = ctx.Input(0);
+    // x^e with one exponent and dA alone (LayerNorm's decomposition before opset 17 squares
+    // with Pow(x, 2.0)): a contiguous loop.
+    if (ctx.Input(2).numel() == 1 && ctx.Input(1).shape() == dyt.shape() && !ctx.HasOutput(1) && ctx.HasOutput(0)) {
+      const float e = static_cast<float>(*ctx.Input(2).data<E>());
+      const float* dy = dyt.data<float>();
+      const float* a = ctx.Input(1).data<float>();
+      float* da = ctx.Output(0).data<float>();
+      ForEachChunk(dyt.numel(), kParallelElements, [&](int64_t begin, int64_t end) {
+        PowBaseGradRange(dy + begin, a + begin, da + begin, end - begin, e);
+      });
+      return;
+    }
     const float* dy = dyt.data<float>();
     const float* a = ctx.Input(1).data<float>();
     const E* b = ctx.Input(2).data<E>();

@@ -1,5 +1,6 @@
 // CPU kernels of the ops that select elements by index or by value: GatherND, ScatterND,
-// ScatterElements (and the older Scatter), TopK, NonZero, Compress and Unique. Plain
+// ScatterElements (and the older Scatter), TopK, NonZero, Compress, Unique and
+// NonMaxSuppression. Plain
 // loops: these pick elements, which no oneDNN primitive does; element copies go by size
 // (any fixed-size type), comparisons and reductions by type. arrange_ops.cc holds the
 // ops that rearrange, mask, accumulate or generate elements.
@@ -411,6 +412,84 @@ class UniqueKernel final : public OpKernel {
   UniqueResult result_;
 };
 
+// NonMaxSuppression(boxes [B, N, 4], scores [B, C, N][, max_per_class, iou_threshold,
+// score_threshold]) -> selected [K, 3] (batch, class, box): per batch and class, boxes
+// above the score threshold in falling score order (ties: lower index first), each kept
+// unless its IoU with a kept box exceeds the threshold, at most max_per_class of them.
+std::vector<int64_t> SelectBoxes(const Node& node, const KernelContext& ctx) {
+  const Tensor& boxes = ctx.Input(0);
+  const Tensor& scores = ctx.Input(1);
+  if (boxes.dtype() != DType::kFloat32 || scores.dtype() != DType::kFloat32)
+    throw UnsupportedError(node.op_type + ": data type " + DTypeName(boxes.dtype()));
+  if (boxes.rank() != 3 || boxes.dim(2) != 4 || scores.rank() != 3 || scores.dim(0) != boxes.dim(0) ||
+      scores.dim(2) != boxes.dim(1))
+    throw Error(node.Describe() + ": boxes must be [B, N, 4] and scores [B, C, N], got " + ShapeString(boxes.shape()) +
+                " and " + ShapeString(scores.shape()));
+  auto scalar = [&](int i, double fallback) {
+    const Tensor* t = ctx.OptionalInput(i);
+    if (!t || t->numel() == 0) return fallback;
+    return t->dtype() == DType::kInt64 ? static_cast<double>(t->data<int64_t>()[0]) : static_cast<double>(t->data<float>()[0]);
+  };
+  const auto max_per_class = static_cast<int64_t>(scalar(2, 0));
+  const double iou_threshold = scalar(3, 0);
+  const bool has_score_threshold = ctx.OptionalInput(4) && ctx.OptionalInput(4)->numel() > 0;
+  const double score_threshold = scalar(4, 0);
+  const bool center = node.GetInt("center_point_box", 0) != 0;
+  const int64_t nb = boxes.dim(0), n = boxes.dim(1), nc = scores.dim(1);
+  // Box k of batch b as (y1, x1, y2, x2) with y1 <= y2, x1 <= x2.
+  auto corners = [&](int64_t b, int64_t k) {
+    const float* p = boxes.data<float>() + (b * n + k) * 4;
+    std::array<double, 4> c;
+    if (center) c = {p[1] - p[3] / 2.0, p[0] - p[2] / 2.0, p[1] + p[3] / 2.0, p[0] + p[2] / 2.0};
+    else c = {std::min(p[0], p[2]), std::min(p[1], p[3]), std::max(p[0], p[2]), std::max(p[1], p[3])};
+    return c;
+  };
+  auto iou = [](const std::array<double, 4>& a, const std::array<double, 4>& b) {
+    const double ih = std::min(a[2], b[2]) - std::max(a[0], b[0]), iw = std::min(a[3], b[3]) - std::max(a[1], b[1]);
+    const double area_a = (a[2] - a[0]) * (a[3] - a[1]), area_b = (b[2] - b[0]) * (b[3] - b[1]);
+    if (ih <= 0 || iw <= 0 || area_a <= 0 || area_b <= 0) return 0.0;
+    return ih * iw / (area_a + area_b - ih * iw);
+  };
+  std::vector<int64_t> out;
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t c = 0; c < nc; ++c) {
+      const float* sc = scores.data<float>() + (b * nc + c) * n;
+      std::vector<int64_t> order;
+      for (int64_t k = 0; k < n; ++k)
+        if (!has_score_threshold || sc[k] > score_threshold) order.push_back(k);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) { return sc[i] > sc[j]; });
+      std::vector<int64_t> kept;
+      for (int64_t k : order) {
+        if (static_cast<int64_t>(kept.size()) >= max_per_class) break;
+        bool keep = true;
+        for (int64_t q : kept) keep = keep && iou(corners(b, k), corners(b, q)) <= iou_threshold;
+        if (!keep) continue;
+        kept.push_back(k);
+        out.insert(out.end(), {b, c, k});
+      }
+    }
+  return out;
+}
+
+class NonMaxSuppressionKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    selected_ = SelectBoxes(node_, ctx);
+    ctx.SetOutput(0, DType::kInt64, {static_cast<int64_t>(selected_.size() / 3), 3});
+  }
+  void Compute(KernelContext& ctx) override {
+    const std::vector<int64_t> now = SelectBoxes(node_, ctx);
+    if (now.size() != selected_.size())
+      Fail("selected " + std::to_string(now.size() / 3) + " boxes where the plan made for these input shapes selected " +
+           std::to_string(selected_.size() / 3) + "; onnx-train fixes output shapes once per input shapes");
+    std::copy(now.begin(), now.end(), ctx.Output(0).data<int64_t>());
+  }
+
+ private:
+  std::vector<int64_t> selected_;
+};
+
 OT_REGISTER_CPU_KERNEL("GatherND", 11, kLatestOpset, GatherNDKernel);
 OT_REGISTER_CPU_KERNEL("ScatterND", 11, kLatestOpset, ScatterNDKernel);
 OT_REGISTER_CPU_KERNEL("ScatterElements", 11, kLatestOpset, ScatterElementsKernel);
@@ -419,6 +498,7 @@ OT_REGISTER_CPU_KERNEL("TopK", 1, kLatestOpset, TopKKernel);
 OT_REGISTER_CPU_KERNEL("NonZero", 9, kLatestOpset, NonZeroKernel);
 OT_REGISTER_CPU_KERNEL("Compress", 9, kLatestOpset, CompressKernel);
 OT_REGISTER_CPU_KERNEL("Unique", 11, kLatestOpset, UniqueKernel);
+OT_REGISTER_CPU_KERNEL("NonMaxSuppression", 10, kLatestOpset, NonMaxSuppressionKernel);
 
 }  // namespace
 }  // namespace cpu

@@ -18,6 +18,7 @@
 // the recurrent GEMMs run over all steps at once; only LSTM's cell state is walked step by
 // step, element-wise), then walk the steps backwards.
 #include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -26,7 +27,7 @@
 #include <vector>
 
 #include "graph/gradient_registry.h"
-#include "runtime/activation_math.h"
+#include "runtime/cpu/rnn_activations.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/rnn_shapes.h"
 
@@ -45,90 +46,6 @@ void Gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int
   }
   if (dnnl_sgemm(ta, tb, m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc) != dnnl_success)
     throw Error("dnnl_sgemm failed in a recurrent kernel");
-}
-
-float Sigmoid(float v) { return 1.f / (1.f + std::exp(-v)); }
-
-// y = f(clip(x)) over n values, for one activation kind.
-template <typename F>
-void MapClipped(const float* x, float* y, int64_t n, float clip, F f) {
-  for (int64_t j = 0; j < n; ++j) y[j] = f(std::min(std::max(x[j], -clip), clip));
-}
-
-// The activations the unary ops share (HardSigmoid, Elu, Softsign, Softplus,
-// ThresholdedRelu) come from runtime/activation_math.h.
-UnaryParams Params(const RnnActivation& a) {
-  UnaryParams p;
-  p.alpha = a.alpha;
-  p.beta = a.beta;
-  return p;
-}
-
-template <UnaryFn F>
-void MapUnary(const RnnActivation& a, float clip, const float* x, float* y, int64_t n) {
-  const UnaryParams p = Params(a);
-  MapClipped(x, y, n, clip, [&p](float v) { return UnaryForward<F>(v, p); });
-}
-
-void Activate(const RnnActivation& a, float clip, const float* x, float* y, int64_t n) {
-  const float al = a.alpha, be = a.beta;
-  switch (a.kind) {
-    case RnnActivationKind::kSigmoid: return MapClipped(x, y, n, clip, Sigmoid);
-    case RnnActivationKind::kTanh: return MapClipped(x, y, n, clip, [](float v) { return std::tanh(v); });
-    case RnnActivationKind::kRelu: return MapClipped(x, y, n, clip, [](float v) { return v > 0.f ? v : 0.f; });
-    case RnnActivationKind::kLeakyRelu:
-      return MapClipped(x, y, n, clip, [al](float v) { return v >= 0.f ? v : al * v; });
-    case RnnActivationKind::kThresholdedRelu: return MapUnary<UnaryFn::kThresholdedRelu>(a, clip, x, y, n);
-    case RnnActivationKind::kScaledTanh:
-      return MapClipped(x, y, n, clip, [al, be](float v) { return al * std::tanh(be * v); });
-    case RnnActivationKind::kHardSigmoid: return MapUnary<UnaryFn::kHardSigmoid>(a, clip, x, y, n);
-    case RnnActivationKind::kElu: return MapUnary<UnaryFn::kElu>(a, clip, x, y, n);
-    case RnnActivationKind::kSoftsign: return MapUnary<UnaryFn::kSoftsign>(a, clip, x, y, n);
-    case RnnActivationKind::kSoftplus: return MapUnary<UnaryFn::kSoftplus>(a, clip, x, y, n);
-    case RnnActivationKind::kAffine: return MapClipped(x, y, n, clip, [al, be](float v) { return al * v + be; });
-  }
-}
-
-// dx = dy * f'(x), and 0 where clip cut x off.
-template <typename F>
-void MapGrad(const float* x, const float* dy, float* dx, int64_t n, float clip, F fp) {
-  for (int64_t j = 0; j < n; ++j) dx[j] = std::fabs(x[j]) > clip ? 0.f : dy[j] * fp(x[j]);
-}
-
-template <UnaryFn F>
-void MapUnaryGrad(const RnnActivation& a, float clip, const float* x, const float* dy, float* dx, int64_t n) {
-  const UnaryParams p = Params(a);
-  MapGrad(x, dy, dx, n, clip, [&p](float v) { return UnaryDerivative<F>(v, p); });
-}
-
-void ActivateGrad(const RnnActivation& a, float clip, const float* x, const float* dy, float* dx, int64_t n) {
-  const float al = a.alpha, be = a.beta;
-  switch (a.kind) {
-    case RnnActivationKind::kSigmoid:
-      return MapGrad(x, dy, dx, n, clip, [](float v) {
-        const float s = Sigmoid(v);
-        return s * (1.f - s);
-      });
-    case RnnActivationKind::kTanh:
-      return MapGrad(x, dy, dx, n, clip, [](float v) {
-        const float t = std::tanh(v);
-        return 1.f - t * t;
-      });
-    case RnnActivationKind::kRelu: return MapGrad(x, dy, dx, n, clip, [](float v) { return v > 0.f ? 1.f : 0.f; });
-    case RnnActivationKind::kLeakyRelu:
-      return MapGrad(x, dy, dx, n, clip, [al](float v) { return v >= 0.f ? 1.f : al; });
-    case RnnActivationKind::kThresholdedRelu: return MapUnaryGrad<UnaryFn::kThresholdedRelu>(a, clip, x, dy, dx, n);
-    case RnnActivationKind::kScaledTanh:
-      return MapGrad(x, dy, dx, n, clip, [al, be](float v) {
-        const float t = std::tanh(be * v);
-        return al * be * (1.f - t * t);
-      });
-    case RnnActivationKind::kHardSigmoid: return MapUnaryGrad<UnaryFn::kHardSigmoid>(a, clip, x, dy, dx, n);
-    case RnnActivationKind::kElu: return MapUnaryGrad<UnaryFn::kElu>(a, clip, x, dy, dx, n);
-    case RnnActivationKind::kSoftsign: return MapUnaryGrad<UnaryFn::kSoftsign>(a, clip, x, dy, dx, n);
-    case RnnActivationKind::kSoftplus: return MapUnaryGrad<UnaryFn::kSoftplus>(a, clip, x, dy, dx, n);
-    case RnnActivationKind::kAffine: return MapGrad(x, dy, dx, n, clip, [al](float) { return al; });
-  }
 }
 
 constexpr float kNoClip = std::numeric_limits<float>::infinity();
@@ -158,6 +75,8 @@ RnnInputs ReadInputs(const KernelContext& ctx, RnnCell cell) {
 // a batch entry's sequence does not reach stay zero).
 struct RnnSaved {
   std::vector<float> pre;          // [rows, gates*hidden] gate pre-activations, before clip
+  std::vector<float> act;          // [rows, gates*hidden] the gates' values (f or g of pre)
+  std::vector<float> hc;           // LSTM: [rows, hidden] h(c_t)
   std::vector<float> hprev;        // [rows, hidden] state entering the step
   std::vector<float> cprev, cnew;  // LSTM: cell state entering and leaving the step
   std::vector<float> extra;        // GRU: h_prev*Rh^T + Rbh (linear_before_reset) or r*h_prev
@@ -179,7 +98,7 @@ class RnnRunner {
     for (auto* v : {&h_, &c_, &t1_, &t2_, &t3_, &t4_, &t5_, &zt_, &rt_, &rh_, &hrh_})
       v->resize(static_cast<size_t>(bh));
     bsum_.resize(static_cast<size_t>(gh));
-    rowbuf_.resize(static_cast<size_t>(6 * s_.hidden));
+    rowbuf_.resize(static_cast<size_t>(6 * s_.hidden * omp_get_max_threads()));
   }
 
   // y, y_h, y_c may be null; saved (one per direction) may be null. known_y: the node's Y
@@ -196,10 +115,12 @@ class RnnRunner {
         sv = &(*saved)[static_cast<size_t>(d)];
         const size_t rh = static_cast<size_t>(rows * s_.hidden);
         sv->pre.assign(static_cast<size_t>(rows * s_.gates * s_.hidden), 0.f);
+        sv->act.resize(sv->pre.size());
         sv->hprev.assign(rh, 0.f);
         if (s_.cell == RnnCell::kLSTM) {
           sv->cprev.assign(rh, 0.f);
           sv->cnew.assign(rh, 0.f);
+          sv->hc.resize(rh);
         }
         if (s_.cell == RnnCell::kGRU) sv->extra.assign(rh, 0.f);
       }
@@ -219,6 +140,10 @@ class RnnRunner {
 
  private:
   const RnnActivation& Act(int64_t d, int k) const { return s_.acts[static_cast<size_t>(d * s_.acts_per_dir + k)]; }
+  // Six rows of `hidden` floats of scratch for the calling thread.
+  float* Scratch() { return rowbuf_.data() + 6 * s_.hidden * omp_get_thread_num(); }
+  // Whether a step's element-wise work over the batch entries is worth threads.
+  bool ParallelSteps() const { return s_.batch > 1 && s_.batch * s_.gates * s_.hidden >= 8192; }
   float Clip() const { return s_.has_clip ? s_.clip : kNoClip; }
   bool Active(int64_t s, int64_t b) const { return s < lens_[static_cast<size_t>(b)]; }
   int64_t Step(int64_t d, int64_t s, int64_t b) const {
@@ -249,13 +174,13 @@ class RnnRunner {
     // r for every row, then (r * h_prev) Rh^T in one GEMM.
     const float clip = Clip();
     std::vector<float>& rh = sv->extra;
-    float* rg = rowbuf_.data();
+    float* rg = Scratch();
     for (int64_t row = 0; row < rows; ++row) {
-      float* a = rowbuf_.data() + H;
+      float* a = rg + H;
       const float* xw = xw_.data() + row * GH;
       const float* hr = hr_all_.data() + row * GH;
       for (int64_t j = 0; j < H; ++j) a[j] = xw[H + j] + bsum_[static_cast<size_t>(H + j)] + hr[H + j];
-      Activate(Act(d, 0), clip, a, rg, H);
+      RnnActivate(Act(d, 0), clip, a, rg, H);
       const float* hp = sv->hprev.data() + row * H;
       for (int64_t j = 0; j < H; ++j) rh[static_cast<size_t>(row * H + j)] = rg[j] * hp[j];
     }
@@ -285,16 +210,18 @@ class RnnRunner {
       }
     const int64_t n_rec = gru && !lbr ? 2 * H : GH;  // gates whose recurrent GEMM uses h_prev
     if (known_y) RecurrentTermsFromY(in, d, known_y, sv);
-    float* gi = rowbuf_.data();
-    float* gf = gi + H;
-    float* gc = gf + H;
-    float* go = gc + H;
-    float* hc = go + H;
-    float* gh = hc + H;
     for (int64_t s = 0; s < max_len_; ++s) {
       if (!known_y) Gemm('N', 'T', Bn, n_rec, H, h_.data(), H, r, H, 0.f, hr_.data(), GH);
+      // Each batch entry reads and writes only its own rows.
+#pragma omp parallel for schedule(static) if (ParallelSteps())
       for (int64_t b = 0; b < Bn; ++b) {
         if (!Active(s, b)) continue;
+        float* gi = Scratch();
+        float* gf = gi + H;
+        float* gc = gf + H;
+        float* go = gc + H;
+        float* hc = go + H;
+        float* gh = hc + H;
         const int64_t t = Step(d, s, b), row = s_.Row(t, b);
         float* a = sv ? sv->pre.data() + row * GH : pre_.data() + b * GH;
         const float* xw = xw_.data() + row * GH;
@@ -312,35 +239,53 @@ class RnnRunner {
               a[j] += p[j] * cp[j];
               a[2 * H + j] += p[2 * H + j] * cp[j];
             }
-          Activate(Act(d, 0), clip, a, gi, H);
-          Activate(Act(d, 0), clip, a + 2 * H, gf, H);
-          Activate(Act(d, 1), clip, a + 3 * H, gc, H);
+          RnnActivate(Act(d, 0), clip, a, gi, H);
+          if (s_.input_forget) {
+            for (int64_t j = 0; j < H; ++j) gf[j] = 1.f - gi[j];
+          } else {
+            RnnActivate(Act(d, 0), clip, a + 2 * H, gf, H);
+          }
+          RnnActivate(Act(d, 1), clip, a + 3 * H, gc, H);
           for (int64_t j = 0; j < H; ++j) cp[j] = gf[j] * cp[j] + gi[j] * gc[j];
           if (p)
             for (int64_t j = 0; j < H; ++j) a[H + j] += p[H + j] * cp[j];
-          Activate(Act(d, 0), clip, a + H, go, H);
-          Activate(Act(d, 2), kNoClip, cp, hc, H);
+          RnnActivate(Act(d, 0), clip, a + H, go, H);
+          RnnActivate(Act(d, 2), kNoClip, cp, hc, H);
           for (int64_t j = 0; j < H; ++j) hp[j] = go[j] * hc[j];
-          if (sv) std::copy(cp, cp + H, sv->cnew.data() + row * H);
+          if (sv) {
+            std::copy(cp, cp + H, sv->cnew.data() + row * H);
+            std::copy(hc, hc + H, sv->hc.data() + row * H);
+            float* act = sv->act.data() + row * GH;  // i, o, f, c as in W
+            std::copy(gi, gi + H, act);
+            std::copy(go, go + H, act + H);
+            std::copy(gf, gf + H, act + 2 * H);
+            std::copy(gc, gc + H, act + 3 * H);
+          }
         } else if (gru) {
           float* z = zt_.data() + b * H;
           float* rg = rt_.data() + b * H;
-          Activate(Act(d, 0), clip, a, z, H);
-          Activate(Act(d, 0), clip, a + H, rg, H);
+          RnnActivate(Act(d, 0), clip, a, z, H);
+          RnnActivate(Act(d, 0), clip, a + H, rg, H);
+          if (sv) {
+            std::copy(z, z + H, sv->act.data() + row * GH);
+            std::copy(rg, rg + H, sv->act.data() + row * GH + H);
+          }
           if (lbr) {
             for (int64_t j = 0; j < H; ++j) {
               const float lin = hr[2 * H + j] + (rb ? rb[2 * H + j] : 0.f);
               a[2 * H + j] += rg[j] * lin;
               if (sv) sv->extra[static_cast<size_t>(row * H + j)] = lin;
             }
-            Activate(Act(d, 1), clip, a + 2 * H, gh, H);
+            RnnActivate(Act(d, 1), clip, a + 2 * H, gh, H);
+            if (sv) std::copy(gh, gh + H, sv->act.data() + row * GH + 2 * H);
             for (int64_t j = 0; j < H; ++j) hp[j] = (1.f - z[j]) * gh[j] + z[j] * hp[j];
           } else {
             for (int64_t j = 0; j < H; ++j) rh_[static_cast<size_t>(b * H + j)] = rg[j] * hp[j];
             if (sv && !known_y) std::copy(rh_.data() + b * H, rh_.data() + (b + 1) * H, sv->extra.data() + row * H);
           }
         } else {
-          Activate(Act(d, 0), clip, a, hp, H);
+          RnnActivate(Act(d, 0), clip, a, hp, H);
+          if (sv) std::copy(hp, hp + H, sv->act.data() + row * GH);
         }
         if (y && !(gru && !lbr)) std::copy(hp, hp + H, y + s_.YOffset(t, d, b));
       }
@@ -351,13 +296,16 @@ class RnnRunner {
             if (!Active(s, b)) std::fill(rh_.data() + b * H, rh_.data() + (b + 1) * H, 0.f);
           Gemm('N', 'T', Bn, H, H, rh_.data(), H, r + 2 * H * H, H, 0.f, hrh_.data(), H);
         }
+#pragma omp parallel for schedule(static) if (ParallelSteps())
         for (int64_t b = 0; b < Bn; ++b) {
           if (!Active(s, b)) continue;
+          float* gh = Scratch();
           const int64_t t = Step(d, s, b), row = s_.Row(t, b);
           float* a = sv ? sv->pre.data() + row * GH : pre_.data() + b * GH;
           const float* hrh = known_y ? hrh_all_.data() + row * H : hrh_.data() + b * H;
           for (int64_t j = 0; j < H; ++j) a[2 * H + j] += hrh[j] + (rb ? rb[2 * H + j] : 0.f);
-          Activate(Act(d, 1), clip, a + 2 * H, gh, H);
+          RnnActivate(Act(d, 1), clip, a + 2 * H, gh, H);
+          if (sv) std::copy(gh, gh + H, sv->act.data() + row * GH + 2 * H);
           float* hp = h_.data() + b * H;
           const float* z = zt_.data() + b * H;
           for (int64_t j = 0; j < H; ++j) hp[j] = (1.f - z[j]) * gh[j] + z[j] * hp[j];
@@ -387,21 +335,15 @@ class RnnRunner {
     std::vector<float>& dc = t2_;
     std::vector<float>& dhn = t3_;
     std::vector<float>& drh = t4_;
-    std::vector<double> dp(static_cast<size_t>(3 * H), 0.0);
     for (int64_t b = 0; b < Bn; ++b)
       for (int64_t j = 0; j < H; ++j) {
         const size_t k = static_cast<size_t>(b * H + j);
         dh[k] = dy_h ? dy_h[s_.StateOffset(d, b) + j] : 0.f;
         dc[k] = dy_c ? dy_c[s_.StateOffset(d, b) + j] : 0.f;
       }
-    float* gi = rowbuf_.data();
-    float* gf = gi + H;
-    float* gc = gf + H;
-    float* go = gc + H;
-    float* u = go + H;
-    float* v = u + H;
     for (int64_t s = max_len_ - 1; s >= 0; --s) {
       std::fill(dg_.begin(), dg_.end(), 0.f);
+#pragma omp parallel for schedule(static) if (ParallelSteps())
       for (int64_t b = 0; b < Bn; ++b) {
         float* dhb = dh.data() + b * H;
         float* dhnb = dhn.data() + b * H;
@@ -409,6 +351,8 @@ class RnnRunner {
           std::copy(dhb, dhb + H, dhnb);
           continue;
         }
+        float* u = Scratch();
+        float* v = u + H;
         const int64_t t = Step(d, s, b), row = s_.Row(t, b);
         if (dy)
           for (int64_t j = 0; j < H; ++j) dhb[j] += dy[s_.YOffset(t, d, b) + j];
@@ -418,74 +362,69 @@ class RnnRunner {
           const float* cp = sv.cprev.data() + row * H;
           const float* cn = sv.cnew.data() + row * H;
           float* dcb = dc.data() + b * H;
-          Activate(Act(d, 0), clip, a, gi, H);
-          Activate(Act(d, 0), clip, a + 2 * H, gf, H);
-          Activate(Act(d, 1), clip, a + 3 * H, gc, H);
-          Activate(Act(d, 0), clip, a + H, go, H);
-          Activate(Act(d, 2), kNoClip, cn, u, H);  // h(c_t)
-          for (int64_t j = 0; j < H; ++j) v[j] = dhb[j] * u[j];
-          ActivateGrad(Act(d, 0), clip, a + H, v, dga + H, H);  // da_o
+          const float* act = sv.act.data() + row * GH;
+          const float *gi = act, *go = act + H, *gf = act + 2 * H, *gc = act + 3 * H;
+          const float* hc = sv.hc.data() + row * H;  // h(c_t)
+          for (int64_t j = 0; j < H; ++j) v[j] = dhb[j] * hc[j];
+          RnnActivateGradFromOutput(Act(d, 0), clip, a + H, go, v, dga + H, H);  // da_o
           for (int64_t j = 0; j < H; ++j) v[j] = dhb[j] * go[j];
-          ActivateGrad(Act(d, 2), kNoClip, cn, v, u, H);  // through h(c_t)
+          RnnActivateGradFromOutput(Act(d, 2), kNoClip, cn, hc, v, u, H);  // through h(c_t)
           for (int64_t j = 0; j < H; ++j) dcb[j] += u[j] + (p ? p[H + j] * dga[H + j] : 0.f);
-          for (int64_t j = 0; j < H; ++j) v[j] = dcb[j] * gc[j];
-          ActivateGrad(Act(d, 0), clip, a, v, dga, H);  // da_i
-          for (int64_t j = 0; j < H; ++j) v[j] = dcb[j] * cp[j];
-          ActivateGrad(Act(d, 0), clip, a + 2 * H, v, dga + 2 * H, H);  // da_f
+          // With input_forget, f = 1 - i: f's gradient goes to i, and a_f has none.
+          for (int64_t j = 0; j < H; ++j) v[j] = dcb[j] * gc[j] - (s_.input_forget ? dcb[j] * cp[j] : 0.f);
+          RnnActivateGradFromOutput(Act(d, 0), clip, a, gi, v, dga, H);  // da_i
+          for (int64_t j = 0; j < H; ++j) v[j] = s_.input_forget ? 0.f : dcb[j] * cp[j];
+          RnnActivateGradFromOutput(Act(d, 0), clip, a + 2 * H, gf, v, dga + 2 * H, H);  // da_f
           for (int64_t j = 0; j < H; ++j) v[j] = dcb[j] * gi[j];
-          ActivateGrad(Act(d, 1), clip, a + 3 * H, v, dga + 3 * H, H);  // da_c
+          RnnActivateGradFromOutput(Act(d, 1), clip, a + 3 * H, gc, v, dga + 3 * H, H);  // da_c
           for (int64_t j = 0; j < H; ++j) {
             dcb[j] = dcb[j] * gf[j] + (p ? p[j] * dga[j] + p[2 * H + j] * dga[2 * H + j] : 0.f);
-            if (p) {
-              dp[static_cast<size_t>(j)] += static_cast<double>(dga[j]) * cp[j];
-              dp[static_cast<size_t>(H + j)] += static_cast<double>(dga[H + j]) * cn[j];
-              dp[static_cast<size_t>(2 * H + j)] += static_cast<double>(dga[2 * H + j]) * cp[j];
-            }
             dhnb[j] = 0.f;
           }
         } else if (gru) {
           const float* hp = sv.hprev.data() + row * H;
           const float* ex = sv.extra.data() + row * H;
-          Activate(Act(d, 0), clip, a, gi, H);          // z
-          Activate(Act(d, 1), clip, a + 2 * H, gc, H);  // h~
+          const float* act = sv.act.data() + row * GH;
+          const float *z = act, *rg = act + H, *hn = act + 2 * H;  // z, r, h~
           for (int64_t j = 0; j < H; ++j) {
-            v[j] = dhb[j] * (hp[j] - gc[j]);  // dz
-            u[j] = dhb[j] * (1.f - gi[j]);    // dh~
-            dhnb[j] = dhb[j] * gi[j];
+            v[j] = dhb[j] * (hp[j] - hn[j]);  // dz
+            u[j] = dhb[j] * (1.f - z[j]);     // dh~
+            dhnb[j] = dhb[j] * z[j];
           }
-          ActivateGrad(Act(d, 0), clip, a, v, dga, H);
-          ActivateGrad(Act(d, 1), clip, a + 2 * H, u, dga + 2 * H, H);  // da_h
+          RnnActivateGradFromOutput(Act(d, 0), clip, a, z, v, dga, H);
+          RnnActivateGradFromOutput(Act(d, 1), clip, a + 2 * H, hn, u, dga + 2 * H, H);  // da_h
           if (lbr) {
-            Activate(Act(d, 0), clip, a + H, gf, H);  // r
             float* dax = dax_.data() + row * GH;
             for (int64_t j = 0; j < H; ++j) {
               v[j] = dga[2 * H + j] * ex[j];  // dr
               dax[2 * H + j] = dga[2 * H + j];
-              dga[2 * H + j] *= gf[j];  // gradient of h_prev*Rh^T + Rbh
+              dga[2 * H + j] *= rg[j];  // gradient of h_prev*Rh^T + Rbh
             }
-            ActivateGrad(Act(d, 0), clip, a + H, v, dga + H, H);
+            RnnActivateGradFromOutput(Act(d, 0), clip, a + H, rg, v, dga + H, H);
           }
         } else {
-          ActivateGrad(Act(d, 0), clip, a, dhb, dga, H);
+          RnnActivateGradFromOutput(Act(d, 0), clip, a, sv.act.data() + row * GH, dhb, dga, H);
           std::fill(dhnb, dhnb + H, 0.f);
         }
       }
       if (gru && !lbr) {
         // (r * h_prev) Rh^T: drh = da_h Rh, then dr = drh * h_prev and dh_prev += drh * r.
         Gemm('N', 'N', Bn, H, H, dg_.data() + 2 * H, GH, r + 2 * H * H, H, 0.f, drh.data(), H);
+#pragma omp parallel for schedule(static) if (ParallelSteps())
         for (int64_t b = 0; b < Bn; ++b) {
           if (!Active(s, b)) continue;
+          float* v = Scratch();
           const int64_t row = s_.Row(Step(d, s, b), b);
           const float* a = sv.pre.data() + row * GH;
           const float* hp = sv.hprev.data() + row * H;
           const float* drb = drh.data() + b * H;
           float* dhnb = dhn.data() + b * H;
-          Activate(Act(d, 0), clip, a + H, gf, H);  // r
+          const float* rg = sv.act.data() + row * GH + H;
           for (int64_t j = 0; j < H; ++j) {
             v[j] = drb[j] * hp[j];
-            dhnb[j] += drb[j] * gf[j];
+            dhnb[j] += drb[j] * rg[j];
           }
-          ActivateGrad(Act(d, 0), clip, a + H, v, dg_.data() + b * GH + H, H);
+          RnnActivateGradFromOutput(Act(d, 0), clip, a + H, rg, v, dg_.data() + b * GH + H, H);
         }
         Gemm('N', 'N', Bn, H, 2 * H, dg_.data(), GH, r, H, 1.f, dhn.data(), H);
       } else {
@@ -533,8 +472,21 @@ class RnnRunner {
         dwb[GH + j] = static_cast<float>(sh[static_cast<size_t>(j)]);
       }
     }
-    if (g.dp)
+    if (g.dp) {
+      // dP_i = sum da_i * c_prev, dP_o = sum da_o * c_t, dP_f = sum da_f * c_prev over the rows.
+      std::vector<double> dp(static_cast<size_t>(3 * H), 0.0);
+      for (int64_t row = 0; row < rows; ++row) {
+        const float* da = dax_.data() + row * GH;
+        const float* cp = sv.cprev.data() + row * H;
+        const float* cn = sv.cnew.data() + row * H;
+        for (int64_t j = 0; j < H; ++j) {
+          dp[static_cast<size_t>(j)] += static_cast<double>(da[j]) * cp[j];
+          dp[static_cast<size_t>(H + j)] += static_cast<double>(da[H + j]) * cn[j];
+          dp[static_cast<size_t>(2 * H + j)] += static_cast<double>(da[2 * H + j]) * cp[j];
+        }
+      }
       for (int64_t j = 0; j < 3 * H; ++j) g.dp[d * 3 * H + j] = static_cast<float>(dp[static_cast<size_t>(j)]);
+    }
   }
 
   RnnSpec s_;

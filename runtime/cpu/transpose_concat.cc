@@ -448,7 +448,7 @@ OT_REGISTER_CPU_KERNEL("GatherElements", 11, kLatestOpset, GatherElementsKernel)
 OT_REGISTER_CPU_KERNEL("Tile", 6, kLatestOpset, TileKernel);
 OT_REGISTER_CPU_KERNEL("Expand", 8, kLatestOpset, ExpandKernel);
 OT_REGISTER_CPU_KERNEL("Where", 9, kLatestOpset, WhereKernel);
-OT_REGISTER_CPU_KERNEL("Pad", 2, 17, PadKernel);  // 18 adds axes, 19 wrap mode
+OT_REGISTER_CPU_KERNEL("Pad", 2, kLatestOpset, PadKernel);  // 19's wrap mode is refused by PreparePad
 
 }  // namespace
 }  // namespace cpu

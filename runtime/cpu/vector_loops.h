@@ -1,9 +1,10 @@
 // Helpers for our own elementwise CPU loops: OT_VECTOR_CLONES compiles a loop function
 // for AVX-512, AVX2 and the baseline and picks one at load time (GCC's target_clones),
 // since the build targets baseline x86-64 (SSE2); ForEachChunk splits [0, n) over the
-// OpenMP threads. Files with such loops are built with -fno-trapping-math (runtime/
-// CMakeLists.txt): without it GCC keeps the branches of min/max/select chains and does
-// not vectorise them (results are unchanged: no code here enables FP exceptions).
+// OpenMP threads. Files with such loops are built with -fno-trapping-math and
+// -fno-math-errno (runtime/CMakeLists.txt): without them GCC keeps the branches of
+// min/max/select chains and the errno of sqrt, and does not vectorise (results are
+// unchanged: nothing here enables FP exceptions or reads errno).
 #pragma once
 
 #include <omp.h>

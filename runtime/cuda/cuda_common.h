@@ -27,6 +27,11 @@ namespace ot::cuda {
 int DeviceCount();
 // Why there is no usable device (driver missing, no GPU, ...); empty when there is one.
 std::string NoDeviceReason();
+// For tests and checks that must tell "this machine has no GPU" from "its GPU does not work":
+// 0 when there is no GPU (cudaErrorNoDevice) or no CUDA driver at all (libcuda.so.1 cannot
+// be loaded); the number of devices when there are some; otherwise (a driver too old for
+// this runtime, a broken install, ...) throws ot::Error with the driver's message.
+int DeviceCountOrThrow();
 
 // Per-device context, made on first use (sets the current device). Kernels run on
 // `compute`; the NCCL communicator runs on `comm`; events order the two.

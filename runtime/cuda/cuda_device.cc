@@ -1,6 +1,8 @@
 // The CUDA device backend: a caching allocator over cudaMalloc (blocks kept per size
 // class and reused, never managed memory), copies ordered on the compute stream, and the
 // per-device contexts of cuda_common.h.
+#include <dlfcn.h>
+
 #include <atomic>
 #include <map>
 #include <memory>
@@ -51,6 +53,22 @@ std::string NoDeviceReason() {
   }
   if (n == 0) return "no CUDA device found";
   return "";
+}
+
+int DeviceCountOrThrow() {
+  int n = 0;
+  const cudaError_t st = cudaGetDeviceCount(&n);
+  if (st == cudaSuccess) return n;
+  cudaGetLastError();
+  if (st == cudaErrorNoDevice) return 0;
+  // Without a driver the runtime reports cudaErrorInsufficientDriver too; only the absence of
+  // the driver library itself means a machine that has no GPU to use.
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (!driver) driver = dlopen("libcuda.so.1", RTLD_LAZY);
+  if (!driver) return 0;
+  dlclose(driver);
+  throw Error(std::string("the CUDA driver is installed but cudaGetDeviceCount failed: ") + cudaGetErrorName(st) +
+              ": " + cudaGetErrorString(st) + "; check the driver (nvidia-smi) and that it supports this CUDA runtime");
 }
 
 void SetDevice(int device) {
