@@ -110,7 +110,9 @@ bool IsInferenceBatchNorm(const Graph& g, const Node& n) {
   if (!n.domain.empty() || n.op_type != "BatchNormalization" || !HasRunningStats(g, n)) return false;
   bool more_outputs = false;
   for (size_t k = 1; k < n.outputs.size(); ++k) more_outputs = more_outputs || !n.outputs[k].empty();
-  return !more_outputs || n.GetInt("training_mode", 0) == 0;
+  // Before opset 14 the training form is told by its extra outputs alone (torch's
+  // training-mode export at opset 9-13 has five outputs and no training_mode attribute).
+  return !more_outputs || (n.HasAttr("training_mode") && n.GetInt("training_mode", 0) == 0);
 }
 
 std::vector<const Node*> ConvsWithFoldedBatchNorm(const Model& m) {
