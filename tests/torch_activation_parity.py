@@ -28,6 +28,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_parity import export  # noqa: E402  (same folder; exits if torch is missing)
 from torch_grad_parity import run_grad, torch_grads  # noqa: E402
+from grad_compare import compare_gradients  # noqa: E402
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -139,28 +140,7 @@ def check(args, name, factory, opset, seed):
     ref_loss, ref = torch_grads(module, x, y, torch.float64)[:2]
     ref32 = torch_grads(module, x, y, torch.float32)[1]
     ours = run_grad(args.onnx_train, path, x, y, args.workdir, tag)
-    failures = []
-    loss = float(ours.pop("loss"))
-    loss_err = abs(loss - ref_loss) / abs(ref_loss)
-    if loss_err > 1e-5:
-        failures.append(f"loss {loss} vs torch {ref_loss}")
-    worst, worst_name, worst_t32 = 0.0, "", 0.0
-    for pname, g in ref.items():
-        if pname not in ours:
-            failures.append("no gradient for " + pname)
-            continue
-        a = ours[pname].astype(np.float64)
-        if a.shape != g.shape:
-            failures.append(f"{pname}: shape {a.shape} vs torch {g.shape}")
-            continue
-        scale = max(np.linalg.norm(g), 1e-3)
-        err = float(np.linalg.norm(a - g) / scale)
-        t32 = float(np.linalg.norm(ref32[pname] - g) / scale)
-        if err > worst:
-            worst, worst_name = err, pname
-        worst_t32 = max(worst_t32, t32)
-        if err > max(1e-4, 3 * t32):
-            failures.append(f"{pname}: {err:.2e} from float64 by norm (torch float32: {t32:.2e})")
+    failures, loss_err, worst, worst_name, worst_t32 = compare_gradients(ours, ref_loss, ref, ref32, 1e-5)
     print(f"  {tag:<28} {' '.join(ops):<44} loss rel err {loss_err:.1e}  worst grad {worst:.2e} ({worst_name}), "
           f"torch float32 {worst_t32:.2e}  {'ok' if not failures else 'FAILED'}", flush=True)
     for f in failures[:6]:

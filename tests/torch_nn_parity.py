@@ -20,16 +20,15 @@ Run by CTest (target torch_nn_parity); by hand:
 """
 import argparse
 import os
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_parity import export, write_tensor  # noqa: E402  (exits if torch is missing)
 from torch_grad_parity import run_grad, torch_grads  # noqa: E402
+from grad_compare import compare_gradients, export_failures  # noqa: E402
 
 import numpy as np  # noqa: E402
-import onnx  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
@@ -170,39 +169,8 @@ def check(args, name, make, shape, opset, seed, classes=5, batch=3):
     write_tensor(x, "input", xp)
     write_tensor(y, "labels", yp)
     ours = run_grad(args.onnx_train, path, xp, yp, args.workdir, tag)
-    failures = []
-    loss = float(ours.pop("loss"))
-    loss_err = abs(loss - ref_loss) / abs(ref_loss)
-    if loss_err > 1e-4:
-        failures.append(f"loss {loss} vs torch {ref_loss}")
-    missing = sorted(set(ref) - set(ours))
-    if missing:
-        failures.append("no gradient for " + ", ".join(missing))
-    worst, worst_name, worst_t32 = 0.0, "", 0.0
-    for pname, g in ref.items():
-        if pname not in ours:
-            continue
-        a = ours[pname].astype(np.float64)
-        if a.shape != g.shape:
-            failures.append(f"{pname}: shape {a.shape} vs torch {g.shape}")
-            continue
-        scale = max(np.linalg.norm(g), 1e-3)
-        err = float(np.linalg.norm(a - g) / scale)
-        t32 = float(np.linalg.norm(ref32[pname] - g) / scale)
-        if err > worst:
-            worst, worst_name = err, pname
-        worst_t32 = max(worst_t32, t32)
-        if err > max(1e-4, 3 * t32):
-            failures.append(f"{pname}: {err:.2e} from float64 by norm (torch float32: {t32:.2e})")
-    train_path = os.path.join(args.workdir, tag + ".train.onnx")
-    proc = subprocess.run([args.onnx_train, "export", path, "-o", train_path], capture_output=True, text=True)
-    if proc.returncode != 0:
-        failures.append("export failed: " + (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1])
-    else:
-        try:
-            onnx.checker.check_model(onnx.load(train_path), full_check=True)
-        except Exception as e:  # noqa: BLE001  (the checker raises several types)
-            failures.append(f"the ONNX checker rejects the exported training graph: {str(e)[:300]}")
+    failures, loss_err, worst, worst_name, worst_t32 = compare_gradients(ours, ref_loss, ref, ref32, 1e-4)
+    failures += export_failures(args.onnx_train, path, os.path.join(args.workdir, tag + ".train.onnx"))
     print(f"  {tag:<40} loss rel err {loss_err:.1e}  {len(ref)} grads: worst {worst:.2e} ({worst_name}), "
           f"torch float32 worst {worst_t32:.2e}  {'ok' if not failures else 'FAILED'}", flush=True)
     for f in failures[:8]:

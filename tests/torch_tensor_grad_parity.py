@@ -36,6 +36,8 @@ try:
 except ImportError as e:  # a dependency is missing: fail with what to do
     sys.exit(f"torch_tensor_grad_parity: {e}; install python3-torch and python3-onnx (scripts/install-deps.sh)")
 
+from grad_compare import compare_gradients, export_failures  # noqa: E402  (same folder)
+
 BATCH, CLASSES = 4, 5
 
 
@@ -297,38 +299,9 @@ def check(args, cls, opset, seed):
     ref_loss, ref = torch_grads(module, x, y, torch.float64)
     _, ref32 = torch_grads(module, x, y, torch.float32)
     ours = run_grad(args.onnx_train, path, x, y, args.workdir, tag)
-    failures = []
-    loss = float(ours.pop("loss"))
-    loss_err = abs(loss - ref_loss) / abs(ref_loss)
-    if loss_err > 1e-4:
-        failures.append(f"loss {loss} vs torch {ref_loss}")
-    worst, worst_name, worst_t32 = 0.0, "", 0.0
-    for name, g in ref.items():
-        if name not in ours:
-            failures.append("no gradient for " + name)
-            continue
-        a = ours[name].astype(np.float64)
-        if a.shape != g.shape:
-            failures.append(f"{name}: shape {a.shape} vs torch {g.shape}")
-            continue
-        scale = max(np.linalg.norm(g), 1e-3)
-        err = float(np.linalg.norm(a - g) / scale)
-        t32 = float(np.linalg.norm(ref32[name] - g) / scale)
-        worst_t32 = max(worst_t32, t32)
-        if err > worst:
-            worst, worst_name = err, name
-        if err > max(1e-4, 3 * t32):
-            failures.append(f"{name}: {err:.2e} from float64 by norm (torch float32: {t32:.2e})")
+    failures, loss_err, worst, worst_name, worst_t32 = compare_gradients(ours, ref_loss, ref, ref32, 1e-4)
     # The training graph, saved by `onnx-train export`, passes the ONNX checker with shape inference.
-    training = os.path.join(args.workdir, tag + "_training.onnx")
-    proc = subprocess.run([args.onnx_train, "export", path, "-o", training], capture_output=True, text=True)
-    if proc.returncode != 0:
-        failures.append("export: " + (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1][:300])
-    else:
-        try:
-            onnx.checker.check_model(onnx.load(training), full_check=True)
-        except Exception as e:  # noqa: BLE001  (the checker raises several types)
-            failures.append("checker: " + str(e).splitlines()[0][:300])
+    failures += export_failures(args.onnx_train, path, os.path.join(args.workdir, tag + "_training.onnx"))
     print(f"  {tag:<22} loss rel err {loss_err:.1e}  {len(ref)} grads: worst by norm {worst:.2e} ({worst_name}), "
           f"torch float32 worst {worst_t32:.2e}  {'ok' if not failures else 'FAILED'}", flush=True)
     for f in failures[:6]:
