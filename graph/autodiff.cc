@@ -2,6 +2,7 @@
 #include "graph/autodiff.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -129,6 +130,70 @@ std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* la
 // that training updates); false for a normaliser over computed statistics.
 bool IsRunningStatsState(const Graph& g, const Node& n) {
   return n.HasInput(3) && n.HasInput(4) && g.FindInitializer(n.inputs[3]) && g.FindInitializer(n.inputs[4]);
+}
+
+// The float value of `name` when it is a constant scalar (an initializer or a Constant
+// node's value); NaN otherwise.
+float ConstantScalar(const Graph& g, const std::string& name) {
+  const HostTensor* t = g.FindInitializer(name);
+  if (!t)
+    for (const auto& n : g.nodes)
+      if (n.op_type == "Constant" && n.domain.empty() && !n.outputs.empty() && n.outputs[0] == name) {
+        t = n.GetTensor("value");
+        if (!t && n.HasAttr("value_float")) return n.GetFloat("value_float", 0.f);
+        break;
+      }
+  if (!t || t->NumElements() != 1) return std::nanf("");
+  if (t->dtype == DType::kFloat32) return t->Data<float>()[0];
+  if (t->dtype == DType::kFloat64) return static_cast<float>(t->Data<double>()[0]);
+  return std::nanf("");
+}
+
+// A Dropout whose ratio is a constant 0 (torch exports nn.Dropout(0.0) and the dropout of
+// torchvision's ViT so, in training mode) passes its input through unchanged; in training
+// it would still copy it, write a mask and keep both alive until its gradient. Its
+// consumers read its input instead (an Identity stays where its output is a graph
+// output). A mask that something reads keeps the node.
+void RemoveInertDropout(Model& m) {
+  Graph& g = m.graph;
+  std::set<std::string> consumed, graph_outputs;
+  for (const auto& n : g.nodes)
+    for (const auto& in : n.inputs) consumed.insert(in);
+  for (const auto& o : g.outputs) graph_outputs.insert(o.name);
+  std::vector<bool> inert(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op_type != "Dropout" || !n.domain.empty() || !n.HasInput(0) || n.outputs.empty()) continue;
+    if (n.outputs.size() > 1 && !n.outputs[1].empty() &&
+        (consumed.count(n.outputs[1]) || graph_outputs.count(n.outputs[1])))
+      continue;  // the mask is read
+    const float ratio = m.OpsetFor("") >= 12 ? (n.HasInput(1) ? ConstantScalar(g, n.inputs[1]) : 0.5f)
+                                             : n.GetFloat("ratio", 0.5f);
+    inert[i] = ratio == 0.f;
+  }
+  std::map<std::string, std::string> replace;  // Dropout output -> its input
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
+    if (!inert[i]) {
+      kept.push_back(std::move(n));
+      continue;
+    }
+    if (graph_outputs.count(n.outputs[0])) {
+      Node id;
+      id.name = n.name;
+      id.op_type = "Identity";
+      id.inputs = {n.inputs[0]};
+      id.outputs = {n.outputs[0]};
+      kept.push_back(std::move(id));
+    } else {
+      replace[n.outputs[0]] = n.inputs[0];
+    }
+  }
+  for (auto& n : kept)
+    for (auto& in : n.inputs)
+      for (auto it = replace.find(in); it != replace.end(); it = replace.find(in)) in = it->second;
+  g.nodes = std::move(kept);
 }
 
 // Puts BatchNormalization and Dropout into training mode for the training graph:
@@ -273,6 +338,7 @@ TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& op
       n.outputs[1] = n.outputs[0] + "/log_prob";
     }
 
+  RemoveInertDropout(m);
   ConvertToTrainingMode(m, tg);
 
   // 2. Trainable parameters.

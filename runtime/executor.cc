@@ -9,7 +9,10 @@
 #include <malloc.h>
 #endif
 #include <iostream>
+#include <functional>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 #include <sstream>
 
 #include "graph/error.h"
@@ -121,6 +124,46 @@ Executor::Executor(const Model& model, ExecutorOptions options)
 Executor::Executor(Model&& model, ExecutorOptions options)
     : Executor(std::make_unique<Model>(std::move(model)), nullptr, options) {}
 
+// Shape and Size read only their input's shape, which the plan knows, yet a Shape that
+// the autodiff placed in backward (the reduction shape of a broadcast Add's gradient)
+// would keep a whole forward activation alive until then. Each runs right after the node
+// that produces its input instead (first, for graph inputs and initializers).
+static std::vector<size_t> ShapeReadsFirst(const Graph& g, const std::vector<size_t>& order) {
+  auto shape_only = [&](const Node& n) {
+    return (n.domain.empty() || n.domain == "ai.onnx") && (n.op_type == "Shape" || n.op_type == "Size") &&
+           n.inputs.size() == 1 && !n.inputs[0].empty();
+  };
+  std::unordered_map<std::string, std::vector<size_t>> readers;  // value -> Shape/Size nodes, in order
+  std::vector<size_t> result;
+  result.reserve(order.size());
+  std::unordered_set<std::string> produced;
+  for (size_t i : order)
+    for (const auto& o : g.nodes[i].outputs) produced.insert(o);
+  for (size_t i : order) {
+    const Node& n = g.nodes[i];
+    if (!shape_only(n)) continue;
+    if (produced.count(n.inputs[0]))
+      readers[n.inputs[0]].push_back(i);
+    else
+      result.push_back(i);  // a graph input or initializer: known from the start
+  }
+  std::function<void(size_t)> emit = [&](size_t i) {
+    result.push_back(i);
+    for (const auto& o : g.nodes[i].outputs) {
+      auto it = readers.find(o);
+      if (it == readers.end()) continue;
+      const std::vector<size_t> shape_reads = std::move(it->second);
+      readers.erase(it);
+      for (size_t r : shape_reads) emit(r);
+    }
+  };
+  for (size_t i : order)
+    if (!shape_only(g.nodes[i])) emit(i);
+  OT_CHECK(result.size() == order.size(), "scheduling Shape reads: %zu of %zu nodes placed", result.size(),
+           order.size());
+  return result;
+}
+
 // The model is kept without initializer data: its initializers live in state_ on the
 // device (one copy of the weights, not two).
 Executor::Executor(std::unique_ptr<Model> model, const std::vector<HostTensor>* initializer_data,
@@ -128,7 +171,7 @@ Executor::Executor(std::unique_ptr<Model> model, const std::vector<HostTensor>* 
     : model_(std::move(model)), options_(options), rng_(options.seed) {
   RequireDevice(options_.device);
   const Graph& g = model_->graph;
-  order_ = g.TopologicalOrder();
+  order_ = ShapeReadsFirst(g, g.TopologicalOrder());
   auto add_value = [&](const std::string& name) {
     if (name.empty() || value_ids_.count(name)) return;
     value_ids_[name] = static_cast<int>(value_names_.size());

@@ -188,6 +188,66 @@ TEST(Autodiff, DropoutGradientReusesTheMask) {
   EXPECT_LT(dropped, 20);
 }
 
+// Dropout with a constant ratio of 0 (torch's nn.Dropout(0.0) in a training export) is
+// passed through: no Dropout or DropoutGrad in the training graph, the gradient of the
+// plain MatMul; one with a ratio above 0, or whose mask is read, stays.
+TEST(Autodiff, DropoutOfRatioZeroIsPassedThrough) {
+  for (float r : {0.f, 0.25f}) {
+    SCOPED_TRACE("ratio " + std::to_string(r));
+    ModelBuilder b;
+    b.Input("x", DType::kFloat32, {4, 6});
+    b.Param("w", {6, 5}, -1.f, 1.f);
+    b.Op("MatMul", {"x", "w"}, "h");
+    b.Op("Dropout", {"h"}, "dr");
+    b.Op("Dropout", {"dr"}, "dr2");  // a chain of two
+    b.Op("Identity", {"dr2"}, "logits");
+    b.Output("logits", {4, 5});
+    Model m = b.Build();
+    m.opsets[""] = 13;
+    Node ratio;
+    ratio.name = "ratio_const";
+    ratio.op_type = "Constant";
+    ratio.outputs = {"ratio"};
+    Attribute value;
+    value.kind = Attribute::Kind::kTensor;
+    value.t = HostTensor::FromVector<float>({r}, {});
+    ratio.attrs["value"] = value;
+    m.graph.nodes.insert(m.graph.nodes.begin(), ratio);
+    m.graph.nodes[2].inputs = {"h", "ratio"};
+    m.graph.nodes[3].inputs = {"dr", "ratio"};
+    TrainingGraph tg = BuildTrainingGraph(m);
+    int dropouts = 0;
+    for (const auto& n : tg.model.graph.nodes) dropouts += n.op_type == "Dropout" || n.op_type == "DropoutGrad";
+    EXPECT_EQ(dropouts, r == 0.f ? 0 : 4);
+    if (r != 0.f) continue;
+    Executor exec(tg.model);
+    HostTensor x(DType::kFloat32, {4, 6});
+    for (int64_t i = 0; i < x.NumElements(); ++i) x.Data<float>()[i] = static_cast<float>(i % 7) * 0.3f - 0.9f;
+    auto out = exec.Run({{"x", Tensor::FromHost(x)},
+                         {"labels", Tensor::FromHost(HostTensor::FromVector<int64_t>({0, 1, 4, 2}, {4}))}},
+                        {"logits", "w/grad"});
+    HostTensor y = out[0].ToHost(), gw = out[1].ToHost();
+    const HostTensor* w = tg.model.graph.FindInitializer("w");
+    ASSERT_NE(w, nullptr);
+    const int64_t labels[4] = {0, 1, 4, 2};
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t j = 0; j < 5; ++j) {
+        double e = 0;
+        for (int64_t row = 0; row < 4; ++row) {
+          double h[5], mx = -1e30, z = 0;
+          for (int64_t c = 0; c < 5; ++c) {
+            h[c] = 0;
+            for (int64_t k = 0; k < 6; ++k) h[c] += double(x.Data<float>()[row * 6 + k]) * w->Data<float>()[k * 5 + c];
+            mx = std::max(mx, h[c]);
+          }
+          for (int64_t c = 0; c < 5; ++c) z += std::exp(h[c] - mx);
+          e += x.Data<float>()[row * 6 + i] * ((std::exp(h[j] - mx) / z - (j == labels[row] ? 1 : 0)) / 4);
+        }
+        EXPECT_NEAR(gw.Data<float>()[i * 5 + j], e, 1e-5) << i << "," << j;
+      }
+  }
+}
+
 // The remaining rules: strided and dilated Conv with odd sizes, Reshape, Squeeze,
 // Unsqueeze, Exp, Log, Sqrt, Neg, Sum, Expand, ReduceSum (axes as an input), Identity,
 // LogSoftmax and NegativeLogLikelihoodLoss as the model's own scalar loss.

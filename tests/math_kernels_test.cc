@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "graph/error.h"
+#include "graph/gradient_registry.h"
 #include "runtime/executor.h"
 
 namespace ot {
@@ -451,6 +452,42 @@ TEST(ArgMax, KeepdimsAndSelectLastIndex) {
   ExpectValues<int64_t>({0, 1},
                         RunOne(OneNodeModel("ArgMin", 1, 13, {{"axis", IntAttr(1)}, {"keepdims", IntAttr(0)}}), {x}), 0,
                         "ArgMin");
+}
+
+// SumToShape(g, shape) against a plain double sum over the broadcast axes, for the
+// shapes its fast paths take (summed prefix, suffix or both around one kept run, many
+// rows) and for those they leave to the general loop (kept axes apart, all summed).
+TEST(SumToShape, MatchesADoubleSumOverBroadcastAxes) {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{4, 65, 19}, {19}},        {{300, 17}, {1, 17}},     {{2, 3, 5, 7}, {3, 1, 1}}, {{2, 3, 5, 7}, {1, 3, 5, 7}},
+      {{6, 9}, {6, 1}},           {{2, 3, 4}, {2, 1, 4}},   {{5, 7}, {}},              {{3, 1, 8}, {1, 1, 8}},
+      {{1, 129, 3}, {3}},         {{70, 1, 2, 33}, {1, 2, 1}}, {{0, 4}, {4}}};
+  for (const auto& [gs, target] : cases) {
+    SCOPED_TRACE(ShapeString(gs) + " -> " + ShapeString(target));
+    Model m = OneNodeModel("SumToShape", 2, 17);
+    m.graph.nodes[0].domain = kGradDomain;
+    m.opsets[kGradDomain] = 1;
+    Tensor g = Filled<float>(gs, 3);
+    HostTensor t(DType::kInt64, {static_cast<int64_t>(target.size())});
+    for (size_t i = 0; i < target.size(); ++i) t.Data<int64_t>()[i] = target[i];
+    Tensor y = RunOne(m, {g, Tensor::FromHost(t)});
+    ASSERT_EQ(y.shape(), target);
+    // Reference: each element of g added to the output element it broadcasts from.
+    const size_t lead = gs.size() - target.size();
+    std::vector<double> expected(static_cast<size_t>(ot::NumElements(target)), 0.0);
+    HostTensor gh = g.ToHost();
+    std::vector<int64_t> idx(gs.size(), 0);
+    for (int64_t i = 0; i < g.numel(); ++i) {
+      int64_t o = 0;
+      for (size_t d = lead; d < gs.size(); ++d) o = o * target[d - lead] + (target[d - lead] == 1 ? 0 : idx[d]);
+      expected[static_cast<size_t>(o)] += gh.Data<float>()[i];
+      for (size_t d = gs.size(); d-- > 0;) {
+        if (++idx[d] < gs[d]) break;
+        idx[d] = 0;
+      }
+    }
+    ExpectValues<float>(expected, y, 1e-5, "SumToShape");
+  }
 }
 
 }  // namespace

@@ -81,6 +81,39 @@ TEST(Executor, RunsOnlyWhatTheFetchesNeedAndReportsValuesAsTheyAreReady) {
   EXPECT_EQ(produced, (std::vector<std::string>{"y0", "y1", "y2"}));
 }
 
+// x -> Relu a -> Relu b -> Relu c, and Reshape(c, Shape(a)) written last, as the autodiff
+// writes the Shape of a broadcast Add's gradient in backward: the Shape runs right after
+// a is made, so a is not kept alive beside b and c for its shape alone.
+TEST(Executor, ShapeReadsDoNotKeepTheirInputAlive) {
+  Model m = ChainModel();
+  m.graph.nodes[2].outputs = {"y2"};
+  Node shape;
+  shape.name = "shape_of_y0";
+  shape.op_type = "Shape";
+  shape.inputs = {"y0"};
+  shape.outputs = {"s"};
+  Node reshape;
+  reshape.name = "reshape";
+  reshape.op_type = "Reshape";
+  reshape.inputs = {"y2", "s"};
+  reshape.outputs = {"out"};
+  m.graph.nodes.push_back(reshape);  // before the Shape in file order, after it in data order
+  m.graph.nodes.insert(m.graph.nodes.end() - 1, shape);
+  std::swap(m.graph.nodes[3], m.graph.nodes[4]);  // file order: relu0, relu1, relu2, reshape, shape
+  m.graph.outputs[0].name = "out";
+  Executor exec(std::move(m));
+  const int64_t batch = 1024;
+  HostTensor h(DType::kFloat32, {batch, 4});
+  for (int64_t i = 0; i < h.NumElements(); ++i) h.Data<float>()[i] = static_cast<float>(i % 5) - 2.f;
+  auto out = exec.Run({{"x", Tensor::FromHost(h)}});
+  HostTensor r = out[0].ToHost();
+  ASSERT_EQ(r.dims, (std::vector<int64_t>{batch, 4}));
+  for (int64_t i = 0; i < h.NumElements(); ++i) ASSERT_EQ(r.Data<float>()[i], std::max(0.f, h.Data<float>()[i]));
+  // y0 and y1, then y1 and y2, are alive together; the fetched result is allocated apart.
+  const size_t one = static_cast<size_t>(batch) * 4 * sizeof(float);
+  EXPECT_LE(exec.LastPlanStats().arena_bytes, 2 * one + 4096) << "a Shape read kept its input alive";
+}
+
 TEST(Executor, RejectsWrongInputs) {
   Executor exec(ChainModel());
   EXPECT_THROW(exec.Run({}), Error);

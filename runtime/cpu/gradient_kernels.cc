@@ -3,7 +3,9 @@
 // dropout gradients, SumToShape (reduce a broadcast gradient) and TransposeLastTwo as
 // loops (data movement and small reductions that no library routine covers). Conv,
 // pooling and BatchNorm gradients live beside their forward kernels.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 #include <cstring>
 
 #include "graph/gradient_registry.h"
@@ -87,6 +89,8 @@ class SumToShapeKernel final : public OpKernel {
     ctx.SetOutput(0, DType::kFloat32, target, target == g.shape() ? g.layout() : nullptr);
     per_channel_ = target != g.shape() && !g.is_plain();
     if (per_channel_ && !PerChannelOfBlocked(g, target)) Fail("a laid-out gradient needs a per-channel target");
+    outer_ = -1;
+    if (!per_channel_ && target != g.shape()) PlanOuterKeptInner(g.shape(), target);
   }
 
   void Compute(KernelContext& ctx) override {
@@ -97,10 +101,11 @@ class SumToShapeKernel final : public OpKernel {
       std::memcpy(out.raw(), g.raw(), g.nbytes());
       return;
     }
-    std::vector<int64_t> ost = BroadcastStrides(out.shape(), g.shape());
-    const Shape& gs = g.shape();
     const float* src = g.data<float>();
     float* dst = out.data<float>();
+    if (outer_ >= 0) return SumOuterKeptInner(src, dst);
+    std::vector<int64_t> ost = BroadcastStrides(out.shape(), g.shape());
+    const Shape& gs = g.shape();
     std::memset(dst, 0, out.nbytes());
     std::vector<int64_t> idx(gs.size(), 0);
     const int64_t n = g.numel();
@@ -117,6 +122,74 @@ class SumToShapeKernel final : public OpKernel {
   }
 
  private:
+  // When the summed axes of g form a prefix and/or a suffix around one run of kept axes
+  // (the bias of a Linear over [batch, tokens, features]: outer = batch * tokens; a
+  // per-channel [1, C, 1, 1] of NCHW: outer = N, inner = H * W), g is [outer, kept, inner]
+  // and out is [kept]; outer_ stays -1 otherwise (the odometer loop).
+  void PlanOuterKeptInner(const Shape& gs, const Shape& target) {
+    const size_t lead = gs.size() - target.size();
+    if (target.size() > gs.size()) return;
+    // 0: reduced, 1: kept, 2: size 1 (either)
+    std::vector<int> kind(gs.size());
+    for (size_t d = 0; d < gs.size(); ++d) {
+      const int64_t t = d < lead ? 1 : target[d - lead];
+      kind[d] = gs[d] == 1 ? 2 : (t == gs[d] ? 1 : (t == 1 ? 0 : -1));
+      if (kind[d] < 0) return;
+    }
+    int64_t outer = 1, kept = 1, inner = 1;
+    int phase = 0;  // 0: leading reduced, 1: kept, 2: trailing reduced
+    for (size_t d = 0; d < gs.size(); ++d) {
+      if (kind[d] == 2) continue;
+      if (kind[d] == 1) {
+        if (phase == 2) return;
+        phase = 1;
+        kept *= gs[d];
+      } else {
+        if (phase == 1) phase = 2;
+        (phase == 0 ? outer : inner) *= gs[d];
+      }
+    }
+    outer_ = outer;
+    kept_ = kept;
+    inner_ = inner;
+  }
+
+  // out[k] = sum over o, i of g[o, k, i]: rows of kept values added in blocks of 64 (their
+  // float sums then added up, so rounding grows with 64 + rows / 64, not rows), or each
+  // run of inner values summed in double.
+  void SumOuterKeptInner(const float* src, float* dst) const {
+    if (inner_ == 1) {
+      std::vector<float> block(static_cast<size_t>(kept_));
+      std::vector<double> total(static_cast<size_t>(kept_), 0.0);
+      for (int64_t r0 = 0; r0 < outer_; r0 += 64) {
+        std::fill(block.begin(), block.end(), 0.f);
+        const int64_t r1 = std::min(outer_, r0 + 64);
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* row = src + r * kept_;
+          float* b = block.data();
+          for (int64_t k = 0; k < kept_; ++k) b[k] += row[k];
+        }
+        for (int64_t k = 0; k < kept_; ++k) total[static_cast<size_t>(k)] += block[static_cast<size_t>(k)];
+      }
+      for (int64_t k = 0; k < kept_; ++k) dst[k] = static_cast<float>(total[static_cast<size_t>(k)]);
+      return;
+    }
+    for (int64_t k = 0; k < kept_; ++k) {
+      double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int64_t o = 0; o < outer_; ++o) {
+        const float* run = src + (o * kept_ + k) * inner_;
+        int64_t i = 0;
+        for (; i + 8 <= inner_; i += 8)
+          for (int l = 0; l < 8; ++l) lanes[l] += run[i + l];
+        for (; i < inner_; ++i) lanes[0] += run[i];
+      }
+      dst[k] = static_cast<float>(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+                                  ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])));
+    }
+  }
+
+  int64_t outer_ = -1, kept_ = 1, inner_ = 1;
+
   // g float32 blocked by 16 channels, target [N or 1, C, 1, ...] of g's rank (or [C, 1, ...]).
   static bool PerChannelOfBlocked(const Tensor& g, const Shape& target_shape) {
     const Shape& s = g.shape();
