@@ -13,7 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "graph/autodiff.h"
+#include "graph/gradient_registry.h"
+#include "graph/sync_batch_norm.h"
 #include "runtime/cpu/sync_batchnorm.h"
+#include "runtime/executor.h"
+#include "tests/grad_check.h"
 
 namespace ot {
 namespace {
@@ -220,6 +225,53 @@ TEST(SyncBatchNorm, WithoutReplicasTheStatisticsAreLocal) {
     EXPECT_NEAR(m0[k], first.mean[k], 1e-6);
     EXPECT_GT(std::abs(m0[k] - whole.mean[k]) + std::abs(m1[k] - whole.mean[k]), 1e-3);
   }
+}
+
+// Conv -> BatchNorm layer -> Relu -> GlobalAveragePool, against weights standardised by a
+// BatchNormalization over computed statistics (no running state).
+TEST(SyncBatchNorm, RewriteConvertsLayersOnlyAndKeepsGradients) {
+  testing::ModelBuilder b;
+  b.Input("x", DType::kFloat32, {4, 2, 3, 3});
+  b.Param("w", {3, 2, 3, 3}, -0.5f, 0.5f).Param("scale", {3}, 0.5f, 1.5f).Param("shift", {3}, -0.2f, 0.2f);
+  b.Param("rm", {3}, -0.1f, 0.1f).Param("rv", {3}, 0.9f, 1.1f).Param("fw", {1, 4, 3}, -1.f, 1.f);
+  b.Const(HostTensor::FromVector<float>({1.f, 1.f, 1.f, 1.f}, {4}, "ones"));
+  b.Const(HostTensor::FromVector<float>({0.f, 0.f, 0.f, 0.f}, {4}, "zeros"));
+  b.Const(HostTensor::FromVector<int64_t>({4, 3}, {2}, "fshape"));
+  b.Op("Conv", {"x", "w"}, "c").SetInts("pads", {1, 1, 1, 1});
+  b.Op("BatchNormalization", {"c", "scale", "shift", "rm", "rv"}, "n").outputs = {"n"};
+  b.Op("Relu", {"n"}, "r");
+  b.Op("GlobalAveragePool", {"r"}, "g");
+  b.Op("Flatten", {"g"}, "f");
+  b.Op("ReduceMean", {"fw"}, "fm").SetInts("axes", {0, 2});
+  b.model().graph.nodes.back().SetInt("keepdims", 0);
+  b.Op("Mul", {"fw", "fw"}, "fw2");
+  b.Op("ReduceMean", {"fw2"}, "fv").SetInts("axes", {0, 2});
+  b.model().graph.nodes.back().SetInt("keepdims", 0);
+  Node& ws = b.Op("BatchNormalization", {"fw", "ones", "zeros", "fm", "fv"}, "fn");
+  ws.SetInt("training_mode", 1);
+  ws.outputs = {"fn"};
+  b.Op("Reshape", {"fn", "fshape"}, "fr");
+  b.Op("Gemm", {"f", "fr"}, "logits").SetInt("transB", 1);
+  b.Output("logits", {4, 4});
+  b.Opset(15);
+  AutodiffOptions o;
+  o.freeze = {"ones", "zeros"};
+  TrainingGraph tg = BuildTrainingGraph(b.Build(), o);
+  EXPECT_EQ(UseSyncBatchNorm(tg.model.graph), 1);
+  std::map<std::string, int> ops;
+  for (const Node& n : tg.model.graph.nodes)
+    if (n.domain == kGradDomain && n.op_type.find("BatchNorm") != std::string::npos) ++ops[n.op_type];
+  EXPECT_EQ(ops, (std::map<std::string, int>{{"BatchNormTraining", 1},
+                                             {"BatchNormalizationGrad", 1},
+                                             {"SyncBatchNormTraining", 1},
+                                             {"SyncBatchNormalizationGrad", 1}}));
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  HostTensor x(DType::kFloat32, {4, 2, 3, 3});
+  for (int64_t i = 0; i < x.NumElements(); ++i) x.Data<float>()[i] = nd(rng);
+  testing::ExpectGradientsMatchFiniteDifferences(
+      tg, {{"x", Tensor::FromHost(x)},
+           {tg.labels, Tensor::FromHost(HostTensor::FromVector<int64_t>({2, 0, 3, 1}, {4}))}});
 }
 
 }  // namespace
