@@ -5,10 +5,10 @@
 // Two Gloo contexts (full meshes) serve different message sizes:
 //  - a *sync* context whose pairs read in the calling thread (Gloo's sync mode, no device
 //    thread hop per message) runs small allreduces with Gloo's pointer-bound
-//    halving-doubling or chunked-ring classes. They are built once per (algorithm, element
-//    count) on staging memory and reused; the build consumes Gloo slots, so every rank
-//    builds the same ones in the same order, which the key (not the caller's pointer)
-//    guarantees. Blocking sends cannot deadlock because the messages fit in the socket
+//    halving-doubling or chunked-ring classes (float32, float64). They are built once per
+//    (algorithm, dtype, element count) on staging memory and reused; the build consumes
+//    Gloo slots, so every rank builds the same ones in the same order, which the key
+//    (not the caller's pointer) guarantees. Blocking sends cannot deadlock because the messages fit in the socket
 //    buffers (SyncBytesLimit()).
 //  - an *async* context (Gloo's device thread) runs everything else: the unbound-buffer
 //    ring allreduce of gloo/allreduce.h (zero-copy, any float dtype through our sum; it
@@ -35,6 +35,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <tuple>
 #include <mutex>
 #include <thread>
 
@@ -127,7 +128,7 @@ struct Task {
 
 // A pointer-bound Gloo allreduce on its own staging memory (see the file comment).
 struct BoundAllreduce {
-  std::vector<float> staging;
+  std::vector<uint8_t> staging;  // count float32 or float64 elements
   std::unique_ptr<gloo::Algorithm> algorithm;
   uint64_t last_use = 0;
 };
@@ -188,7 +189,8 @@ class GlooState : public std::enable_shared_from_this<GlooState> {
 
   // In-place allreduce with a pointer-bound Gloo class on the sync pairs (float32, at most
   // SyncBytesLimit()).
-  void BoundAllreduceRun(AllreduceAlgorithm algorithm, float* data, size_t count);
+  // b: float32 or float64 (synchronised batch normalization's per-channel sums).
+  void BoundAllreduceRun(AllreduceAlgorithm algorithm, const CommBuffer& b);
   // In-place allreduce with Gloo's unbound-buffer ring or bcube.
   void UnboundAllreduce(const CommBuffer& b, AllreduceAlgorithm algorithm, uint32_t tag,
                         Millis timeout);
@@ -214,7 +216,7 @@ class GlooState : public std::enable_shared_from_this<GlooState> {
   std::exception_ptr broken_;
 
   // Used only by whichever thread executes (one at a time).
-  std::map<std::pair<int, size_t>, BoundAllreduce> bound_;
+  std::map<std::tuple<int, DType, size_t>, BoundAllreduce> bound_;
   uint64_t bound_uses_ = 0;
 
   std::mutex lost_mu_;
@@ -418,8 +420,19 @@ std::exception_ptr GlooState::Diagnose(const Task& task, const std::string& tran
                 store_problem.c_str())));
 }
 
-void GlooState::BoundAllreduceRun(AllreduceAlgorithm algorithm, float* data, size_t count) {
-  auto key = std::make_pair(static_cast<int>(algorithm), count);
+// The pointer-bound Gloo class of `algorithm` over n elements of T at data.
+template <typename T>
+std::unique_ptr<gloo::Algorithm> MakeBoundAllreduce(const std::shared_ptr<gloo::Context>& context,
+                                                    AllreduceAlgorithm algorithm, void* data, int n) {
+  std::vector<T*> ptrs{static_cast<T*>(data)};
+  if (algorithm == AllreduceAlgorithm::kHalvingDoubling)
+    return std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context, ptrs, n);
+  return std::make_unique<gloo::AllreduceRingChunked<T>>(context, ptrs, n);
+}
+
+void GlooState::BoundAllreduceRun(AllreduceAlgorithm algorithm, const CommBuffer& buffer) {
+  const size_t count = buffer.count, bytes = buffer.bytes();
+  auto key = std::make_tuple(static_cast<int>(algorithm), buffer.dtype, count);
   auto it = bound_.find(key);
   if (it == bound_.end()) {
     if (bound_.size() >= kMaxBoundAllreduces) {
@@ -430,22 +443,18 @@ void GlooState::BoundAllreduceRun(AllreduceAlgorithm algorithm, float* data, siz
       bound_.erase(oldest);
     }
     BoundAllreduce& b = bound_[key];
-    b.staging.resize(count);
-    std::vector<float*> ptrs{b.staging.data()};
-    const auto& context = sync_;
+    b.staging.resize(bytes);
     const int n = static_cast<int>(count);
-    if (algorithm == AllreduceAlgorithm::kHalvingDoubling) {
-      b.algorithm = std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context, ptrs, n);
-    } else {
-      b.algorithm = std::make_unique<gloo::AllreduceRingChunked<float>>(context, ptrs, n);
-    }
+    b.algorithm = buffer.dtype == DType::kFloat64
+                      ? MakeBoundAllreduce<double>(sync_, algorithm, b.staging.data(), n)
+                      : MakeBoundAllreduce<float>(sync_, algorithm, b.staging.data(), n);
     it = bound_.find(key);
   }
   BoundAllreduce& b = it->second;
   b.last_use = ++bound_uses_;
-  std::memcpy(b.staging.data(), data, count * sizeof(float));
+  std::memcpy(b.staging.data(), buffer.data, bytes);
   b.algorithm->run();
-  std::memcpy(data, b.staging.data(), count * sizeof(float));
+  std::memcpy(buffer.data, b.staging.data(), bytes);
 }
 
 void GlooState::UnboundAllreduce(const CommBuffer& b, AllreduceAlgorithm algorithm, uint32_t tag,
@@ -500,10 +509,11 @@ class GlooCommunicator : public Communicator {
     AllreduceAlgorithm algorithm = options.algorithm == AllreduceAlgorithm::kAuto
                                        ? GlooAutoAllreduceAlgorithm(b.bytes(), size())
                                        : options.algorithm;
-    // The pointer-bound classes run on the sync pairs only (float32, small messages);
+    // The pointer-bound classes run on the sync pairs only (float32 or float64, small messages);
     // beyond that the unbound ring serves any request. (Bound classes on the async pairs
     // slowed later unbound collectives on the same pairs by seconds at world size 4.)
-    if (IsBound(algorithm) && (b.dtype != DType::kFloat32 || b.bytes() > SyncBytesLimit())) {
+    const bool bindable = b.dtype == DType::kFloat32 || b.dtype == DType::kFloat64;
+    if (IsBound(algorithm) && (!bindable || b.bytes() > SyncBytesLimit())) {
       algorithm = AllreduceAlgorithm::kRing;
     }
     const int n = size();
@@ -515,7 +525,7 @@ class GlooCommunicator : public Communicator {
                           [state, b, algorithm, average, n](uint32_t tag, Millis timeout) {
       if (n > 1 && b.count > 0) {
         if (IsBound(algorithm)) {
-          state->BoundAllreduceRun(algorithm, static_cast<float*>(b.data), b.count);
+          state->BoundAllreduceRun(algorithm, b);
         } else {
           state->UnboundAllreduce(b, algorithm, tag, timeout);
         }

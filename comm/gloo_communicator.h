@@ -27,7 +27,7 @@ std::shared_ptr<gloo::Context> ConnectPeerWatchMesh(RendezvousStore& store,
                                                     const std::string& scope);
 
 // The allreduce algorithm AllreduceAlgorithm::kAuto runs for a message of this many bytes
-// on this many ranks (float32; other dtypes always use the ring).
+// on this many ranks (float32 and float64; other dtypes always use the ring).
 AllreduceAlgorithm GlooAutoAllreduceAlgorithm(size_t bytes, int world_size);
 
 }  // namespace ot

@@ -109,12 +109,12 @@ bool IsRandomOp(const Node& n) {
 }
 
 KernelContext MakeContext(const Node& node, const StepBinding& b, std::vector<Tensor>& slots, std::mt19937_64* rng,
-                          Device device) {
+                          const ExecutorOptions& options) {
   std::vector<const Tensor*> ins;
   for (int id : b.inputs) ins.push_back(id < 0 ? nullptr : &slots[static_cast<size_t>(id)]);
   std::vector<Tensor*> outs;
   for (int id : b.outputs) outs.push_back(id < 0 ? nullptr : &slots[static_cast<size_t>(id)]);
-  return KernelContext(node, std::move(ins), std::move(outs), rng, device);
+  return KernelContext(node, std::move(ins), std::move(outs), rng, options.device, options.cross_replica);
 }
 }  // namespace
 
@@ -352,7 +352,7 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
     plan->kernels[step] = def->factory(KernelInfo{node, node_opsets_[order_[step]], options_.device});
     OpKernel& kernel = *plan->kernels[step];
     std::vector<int> temps;
-    if (!kernel.AcceptsLayouts(MakeContext(node, plan->binds[step], slots, &rng_, options_.device))) {
+    if (!kernel.AcceptsLayouts(MakeContext(node, plan->binds[step], slots, &rng_, options_))) {
       // Plain copies of laid-out inputs, alive for this step only.
       for (int& id : plan->binds[step].inputs) {
         if (id < 0 || slots[static_cast<size_t>(id)].is_plain()) continue;
@@ -372,7 +372,7 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
         id = tmp;
       }
     }
-    KernelContext ctx = MakeContext(node, plan->binds[step], slots, &rng_, options_.device);
+    KernelContext ctx = MakeContext(node, plan->binds[step], slots, &rng_, options_);
     kernel.Prepare(ctx);
     for (size_t k = 0; k < binds[step].outputs.size(); ++k) {
       int id = binds[step].outputs[k];
@@ -464,7 +464,7 @@ void Executor::PrepareReplay(Plan& plan) {
   for (size_t step = 0; step < order_.size(); ++step)
     if (plan.active[step])
       plan.contexts[step] = std::make_unique<KernelContext>(
-          MakeContext(g.nodes[order_[step]], plan.binds[step], plan.run_slots, &rng_, options_.device));
+          MakeContext(g.nodes[order_[step]], plan.binds[step], plan.run_slots, &rng_, options_));
 }
 
 bool Executor::ReplayGraph(Plan& plan, const std::map<std::string, Tensor>& feeds) {

@@ -36,6 +36,9 @@ struct ExecutorOptions {
   // RunOptions hooks, plans with random ops and plans whose kernels cannot be captured
   // take the normal path.
   bool cuda_graphs = false;
+  // Data-parallel training: the kernels' sums over replicas (KernelContext::cross_replica);
+  // must outlive this executor. Null: none.
+  CrossReplicaSum* cross_replica = nullptr;
 };
 
 struct RunOptions {

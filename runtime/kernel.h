@@ -10,6 +10,7 @@
 
 #include "graph/error.h"
 #include "graph/ir.h"
+#include "runtime/cross_replica.h"
 #include "runtime/tensor.h"
 
 namespace ot {
@@ -24,8 +25,13 @@ struct KernelInfo {
 class KernelContext {
  public:
   KernelContext(const Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor*> outputs,
-                std::mt19937_64* rng, Device device = Device::CPU())
-      : node_(node), inputs_(std::move(inputs)), outputs_(std::move(outputs)), rng_(rng), device_(device) {}
+                std::mt19937_64* rng, Device device = Device::CPU(), CrossReplicaSum* cross_replica = nullptr)
+      : node_(node),
+        inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)),
+        rng_(rng),
+        device_(device),
+        cross_replica_(cross_replica) {}
 
   const Node& node() const { return node_; }
   int NumInputs() const { return static_cast<int>(inputs_.size()); }
@@ -53,6 +59,9 @@ class KernelContext {
   std::mt19937_64& rng() const { return *rng_; }
   // The device the kernel runs on (its inputs and outputs live there).
   Device device() const { return device_; }
+  // Sums over the replicas of a data-parallel step (synchronised batch normalization);
+  // null outside data-parallel training.
+  CrossReplicaSum* cross_replica() const { return cross_replica_; }
 
  private:
   const Node& node_;
@@ -60,6 +69,7 @@ class KernelContext {
   std::vector<Tensor*> outputs_;
   std::mt19937_64* rng_;
   Device device_;
+  CrossReplicaSum* cross_replica_;
 };
 
 class OpKernel {

@@ -93,6 +93,8 @@ const char* kTrainUsage =
     "                       (env ONNXTRAIN_BIND_ADDR; default: loopback with a file store, else this\n"
     "                       host's name); peers on other hosts must reach it\n"
     "  --lr-scale-world     multiply the learning rate by the world size\n"
+    "  --sync-bn            BatchNormalization statistics and gradients over all ranks' batches\n"
+    "                       (PyTorch's SyncBatchNorm; CPU ranks; no effect with one rank)\n"
     "  (workers also start from torchrun, Slurm or Open MPI environments: RANK/WORLD_SIZE, ...)\n";
 
 namespace {
@@ -166,7 +168,7 @@ int CmdTrain(std::vector<std::string> argv) {
              "heartbeat-timeout", "bind-addr", "data-workers", "resize", "center-crop", "random-resized-crop", "mean",
              "std", "val-fraction", "npz-keys"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
-             "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn"});
+             "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn", "sync-bn"});
   if (args.Has("help")) {
     std::cout << kTrainUsage;
     return 0;
@@ -214,6 +216,7 @@ int CmdTrain(std::vector<std::string> argv) {
   o.bucket_cap_mb = args.GetDouble("bucket-cap-mb", 25.0);
   OT_CHECK(o.bucket_cap_mb >= 1, "--bucket-cap-mb must be at least 1 (MiB)");
   o.lr_scale_world = args.Has("lr-scale-world");
+  o.sync_bn = args.Has("sync-bn");
   if (args.Has("rdzv")) ::setenv(kEnvRendezvous, args.Get("rdzv").c_str(), 1);
   if (args.Has("bind-addr")) {
     OT_CHECK(!args.Get("bind-addr").empty(), "--bind-addr needs an address or host name");

@@ -28,6 +28,7 @@
 #include "train/interrupt.h"
 #include "train/model_input_check.h"
 #include "train/progress.h"
+#include "train/replica_sum.h"
 #include "train/sampler.h"
 #include "train/training_session.h"
 
@@ -266,7 +267,15 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     if (count > 0) device.index = (device.index + std::max(launch.local_rank, 0)) % count;
   }
 
+  const bool sync_bn = o.sync_bn && world > 1;
+  OT_CHECK(!sync_bn || device.type == DeviceType::kCPU,
+           "--sync-bn runs on CPU ranks only for now (no %s kernel for synchronised batch normalization); train "
+           "with --device cpu or leave out --sync-bn",
+           device.ToString().c_str());
+  CommunicatorReplicaSum replica_sum;  // bound to the communicator once connected
   TrainingConfig config;
+  config.sync_batch_norm = sync_bn;
+  if (sync_bn) config.executor.cross_replica = &replica_sum;
   config.autodiff.freeze = o.freeze;
   config.optimizer = o.optimizer;
   config.executor.device = device;
@@ -294,6 +303,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     for (const auto& [k, v] : RunSettings(o)) fp += ";" + k + "=" + v;
     cc.fingerprint = fp;
     comm = CreateCommunicator(o.backend, cc);
+    replica_sum.Bind(comm.get(), comm_timeout);
     std::vector<std::pair<std::string, int64_t>> grads;
     for (size_t i = 0; i < session.graph().params.size(); ++i)
       grads.emplace_back(session.graph().grads[i],
@@ -322,6 +332,10 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   for (const std::string& note : test.notes)
     if (std::find(train.notes.begin(), train.notes.end(), note) == train.notes.end()) say(note);
   if (!o.headline.empty()) say(o.headline);
+  if (o.sync_bn && world == 1)
+    say("note: --sync-bn has no effect with one rank (the batch statistics are already the whole batch's)");
+  if (sync_bn && session.sync_batch_norm_nodes() == 0)
+    say("warning: --sync-bn: the model has no BatchNormalization in training mode; nothing to synchronise");
 
   SamplerOptions so;
   so.dataset_size = train.count;

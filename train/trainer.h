@@ -42,6 +42,9 @@ struct TrainerOptions {
   double comm_timeout_seconds = 300;  // a collective (or joining) taking longer is an error
   double bucket_cap_mb = 25;          // gradient allreduce bucket size (the first is 1 MiB), like DDP's
   bool lr_scale_world = false;        // multiply the learning rate by the world size
+  // --sync-bn: BatchNormalization statistics and gradients over all ranks' batches (a note
+  // and no effect with one rank; CPU only).
+  bool sync_bn = false;
   // The command that continues this run, without --resume (for the message an
   // interrupted run prints); "" makes it "onnx-train MODEL.onnx ...".
   std::string continue_command;

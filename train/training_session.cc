@@ -2,6 +2,7 @@
 #include "train/training_session.h"
 
 #include "graph/error.h"
+#include "graph/sync_batch_norm.h"
 
 namespace ot {
 
@@ -16,6 +17,7 @@ TrainingSession::TrainingSession(const Model& forward, const TrainingConfig& con
   tg_ = BuildTrainingGraph(forward, config.autodiff);
   OT_CHECK(!tg_.labels.empty(), "the model already ends in a loss; training needs logits to attach its own loss to");
   AppendOptimizer(tg_, config.optimizer);
+  if (config.sync_batch_norm) sync_batch_norm_nodes_ = UseSyncBatchNorm(tg_.model.graph);
   ExecutorOptions opts = config.executor;
   opts.state_updates = tg_.state_updates;
   // One copy of the weights: the training executor takes the graph's initializers over

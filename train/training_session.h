@@ -17,6 +17,9 @@ struct TrainingConfig {
   AutodiffOptions autodiff;
   OptimizerConfig optimizer;
   ExecutorOptions executor;
+  // Data parallel with --sync-bn: batch normalizations in training mode use statistics and
+  // gradient sums over all replicas (graph/sync_batch_norm.h; executor.cross_replica).
+  bool sync_batch_norm = false;
 };
 
 struct StepResult {
@@ -48,6 +51,8 @@ class TrainingSession {
   // state. Checkpoints and broadcasts walk this list; it is the same order every time.
   std::vector<std::pair<std::string, Tensor*>> StateTensors();
   int64_t steps_done() const { return steps_done_; }
+  // How many batch normalizations are synchronised (TrainingConfig::sync_batch_norm).
+  int sync_batch_norm_nodes() const { return sync_batch_norm_nodes_; }
   // Memory plan of the last training step (arena bytes for intermediate values).
   PlanStats LastPlanStats() const { return train_->LastPlanStats(); }
   // The random stream of the training graph's random ops (Dropout), for checkpoints.
@@ -68,6 +73,7 @@ class TrainingSession {
   std::vector<std::string> state_names_;
   int64_t steps_done_ = 0;
   int64_t eval_synced_at_ = -1;
+  int sync_batch_norm_nodes_ = 0;
 };
 
 }  // namespace ot

@@ -14,12 +14,15 @@
 //   still request them (the gradient of BatchNormalization reads them).
 // Batch normalization and its gradient take data in any layout (a convolution's blocked
 // one) and give Y and dX in the layout of X.
+// SyncBatchNormTraining and SyncBatchNormalizationGrad (--sync-bn) are BatchNormTraining and
+// BatchNormalizationGrad over the global batch of a data-parallel step: sync_batchnorm.h.
 #include <vector>
 
 #include "graph/gradient_registry.h"
 
 #include "runtime/cpu/channel_statistics.h"
 #include "runtime/cpu/dnnl_layout.h"
+#include "runtime/cpu/sync_batchnorm.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/norm_checks.h"
 
@@ -45,8 +48,13 @@ class BatchNormPrimitive {
     }
   }
 
-  // The batch's per-channel mean and population variance of src.
-  void Statistics(const void* src, float* mean, float* variance) const {
+  // The batch's per-channel mean and population variance of src; with replicas, of
+  // the global batch.
+  void Statistics(const void* src, float* mean, float* variance, CrossReplicaSum* replicas = nullptr) const {
+    if (replicas) {
+      GlobalChannelStatistics(data_desc_, static_cast<const float*>(src), replicas, mean, variance);
+      return;
+    }
     ChannelStatistics(data_desc_, static_cast<const float*>(src), mean, variance);
   }
 
@@ -92,6 +100,7 @@ class BatchNormKernel final : public OpKernel {
     const Tensor& x = ctx.Input(0);
     const int64_t channels = CheckBatchNormInputs(node_, ctx);
     training_ = BatchNormTrainingMode(node_, opset_, ctx);
+    sync_ = node_.op_type == "SyncBatchNormTraining";
     momentum_ = node_.GetFloat("momentum", 0.9f);
     ctx.SetOutput(0, DType::kFloat32, x.shape(), x.layout());
     for (int i = 1; i < 5; ++i) ctx.SetOutput(i, DType::kFloat32, {channels});
@@ -115,7 +124,7 @@ class BatchNormKernel final : public OpKernel {
     }
     float* mean = ctx.HasOutput(3) ? ctx.Output(3).data<float>() : batch_mean_.data();
     float* var = ctx.HasOutput(4) ? ctx.Output(4).data<float>() : batch_var_.data();
-    prim_.Statistics(x.raw(), mean, var);
+    prim_.Statistics(x.raw(), mean, var, sync_ ? ctx.cross_replica() : nullptr);
     prim_.Run(x.raw(), ctx.Output(0).raw(), scale, shift, mean, var);
     // Element-wise, so an output may share its buffer with the running-stat input.
     UpdateRunningStat(ctx, 1, ctx.Input(3).data<float>(), mean);
@@ -131,6 +140,7 @@ class BatchNormKernel final : public OpKernel {
   }
 
   bool training_ = false;
+  bool sync_ = false;  // SyncBatchNormTraining: statistics over every replica's batch
   float momentum_ = 0.9f;
   std::vector<float> batch_mean_, batch_var_;  // when saved_mean / saved_var are not outputs
   BatchNormPrimitive prim_;
@@ -161,14 +171,16 @@ class BatchNormGradKernel final : public OpKernel {
     dy_ = Reorder(dy.is_plain() ? PlainDesc(NormalizationShape(dy.shape()), DType::kFloat32) : DescOf(dy), data_desc_);
     channel_desc_ = PlainDesc(Shape{channels}, DType::kFloat32);
     const float eps = node_.GetFloat("epsilon", 1e-5f);
+    scratch_.assign(static_cast<size_t>(channels) * 2, 0.f);
+    scratch_dx_.resize(ctx.HasOutput(0) ? 0 : data_desc_.get_size() / sizeof(float));
+    sync_ = node_.op_type == "SyncBatchNormalizationGrad";
+    if (sync_) return;  // sync_batchnorm.h, no oneDNN primitive
     const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
     auto fwd = dnnl::batch_normalization_forward::primitive_desc(
         dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, data_desc_, eps, flags), Engine());
     dnnl::batch_normalization_backward::desc bwd(dnnl::prop_kind::backward, data_desc_, data_desc_, eps, flags);
     prim_ = dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(bwd, Engine(), fwd));
-    scratch_.assign(static_cast<size_t>(channels) * 2, 0.f);
     zero_shift_.assign(static_cast<size_t>(channels), 0.f);
-    scratch_dx_.resize(ctx.HasOutput(0) ? 0 : data_desc_.get_size() / sizeof(float));
   }
 
   void Compute(KernelContext& ctx) override {
@@ -177,6 +189,14 @@ class BatchNormGradKernel final : public OpKernel {
     void* dx = ctx.HasOutput(0) ? ctx.Output(0).raw() : scratch_dx_.data();
     void* dscale = ctx.HasOutput(1) ? ctx.Output(1).raw() : scratch_.data();
     void* dshift = ctx.HasOutput(2) ? ctx.Output(2).raw() : scratch_.data() + c;
+    if (sync_) {
+      const float* dy = static_cast<const float*>(dy_.Apply(ctx.Input(0).raw(), 0).get_data_handle());
+      GlobalBatchNormGrad(data_desc_, dy, ctx.Input(1).data<float>(), ctx.Input(2).data<float>(),
+                          ctx.Input(3).data<float>(), ctx.Input(4).data<float>(), node_.GetFloat("epsilon", 1e-5f),
+                          ctx.cross_replica(), static_cast<float*>(dx), static_cast<float*>(dscale),
+                          static_cast<float*>(dshift));
+      return;
+    }
     prim_.execute(Stream(), {{DNNL_ARG_DIFF_DST, dy_.Apply(ctx.Input(0).raw(), 0)},
                              {DNNL_ARG_SRC, dnnl::memory(data_desc_, Engine(), ctx.Input(1).raw())},
                              {DNNL_ARG_SCALE, channel(ctx.Input(2).raw())},
@@ -193,6 +213,7 @@ class BatchNormGradKernel final : public OpKernel {
   dnnl::memory::desc data_desc_, channel_desc_;
   dnnl::batch_normalization_backward prim_;
   std::vector<float> scratch_, scratch_dx_, zero_shift_;
+  bool sync_ = false;  // SyncBatchNormalizationGrad: sums over every replica's batch
 };
 
 // Instance normalization is batch normalization of the N x C instances seen as channels
@@ -237,6 +258,8 @@ class InstanceNormKernel final : public OpKernel {
 OT_REGISTER_CPU_KERNEL("BatchNormalization", 1, 1 << 30, BatchNormKernel);
 OT_REGISTER_KERNEL(kGradDomain, "BatchNormTraining", 1, 1 << 30, DeviceType::kCPU, BatchNormKernel);
 OT_REGISTER_KERNEL(kGradDomain, "BatchNormalizationGrad", 1, 1 << 30, DeviceType::kCPU, BatchNormGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SyncBatchNormTraining", 1, 1 << 30, DeviceType::kCPU, BatchNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SyncBatchNormalizationGrad", 1, 1 << 30, DeviceType::kCPU, BatchNormGradKernel);
 OT_REGISTER_CPU_KERNEL("InstanceNormalization", 1, 1 << 30, InstanceNormKernel);
 
 }  // namespace

@@ -98,7 +98,86 @@ void SumGroup(const ChannelGeometry& g, const float* base, const double* m, doub
     }
 }
 
+// Calls f(i, l) for every element of one channel group: i its offset from the group's
+// base, l its lane (channel - first channel of the group).
+template <typename F>
+void VisitGroup(const ChannelGeometry& g, F&& f) {
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t s = 0; s < g.spatial; ++s) {
+      const int64_t at = n * g.n_stride + s * g.s_stride;
+      for (int64_t l = 0; l < g.lanes; ++l) f(at + l, l);
+    }
+}
+
+// Runs f(first_channel, live_lanes, group_offset) for each channel group, in parallel.
+template <typename F>
+void ForEachGroup(const ChannelGeometry& g, F&& f) {
+  const int64_t groups = (g.channels + g.lanes - 1) / g.lanes;
+#pragma omp parallel for schedule(static)
+  for (int64_t group = 0; group < groups; ++group) {
+    const int64_t first = group * g.lanes;
+    f(first, std::min(g.lanes, g.channels - first), g.offset + group * g.group_stride);
+  }
+}
+
 }  // namespace
+
+int64_t ChannelCount(const dnnl::memory::desc& md) {
+  const ChannelGeometry g = GeometryOf(md);
+  return g.batch * g.spatial;
+}
+
+void ChannelSums(const dnnl::memory::desc& md, const float* data, const double* center, double* sum, double* sq) {
+  const ChannelGeometry g = GeometryOf(md);
+  ForEachGroup(g, [&](int64_t first, int64_t live, int64_t offset) {
+    const size_t lanes = static_cast<size_t>(g.lanes);
+    std::vector<double> m(lanes, 0.0), s1(lanes), s2(lanes);
+    if (center) std::copy(center + first, center + first + live, m.begin());
+    SumGroup(g, data + offset, center ? m.data() : nullptr, s1.data(), s2.data());
+    std::copy(s1.begin(), s1.begin() + live, sum + first);
+    if (center) std::copy(s2.begin(), s2.begin() + live, sq + first);
+  });
+}
+
+void ChannelGradientSums(const dnnl::memory::desc& md, const float* dy, const float* x, const double* mean,
+                         double* sum_dy, double* sum_dy_xmu) {
+  const ChannelGeometry g = GeometryOf(md);
+  ForEachGroup(g, [&](int64_t first, int64_t live, int64_t offset) {
+    const size_t lanes = static_cast<size_t>(g.lanes);
+    std::vector<double> m(lanes, 0.0), s1(lanes, 0.0), s2(lanes, 0.0);
+    std::copy(mean + first, mean + first + live, m.begin());
+    const float* dy_g = dy + offset;
+    const float* x_g = x + offset;
+    VisitGroup(g, [&](int64_t i, int64_t l) {
+      const double d = dy_g[i];
+      s1[static_cast<size_t>(l)] += d;
+      s2[static_cast<size_t>(l)] += d * (static_cast<double>(x_g[i]) - m[static_cast<size_t>(l)]);
+    });
+    std::copy(s1.begin(), s1.begin() + live, sum_dy + first);
+    std::copy(s2.begin(), s2.begin() + live, sum_dy_xmu + first);
+  });
+}
+
+void ChannelAffineCombination(const dnnl::memory::desc& md, const float* dy, const float* x, const double* center,
+                              const double* a, const double* b, const double* k, float* out) {
+  const ChannelGeometry g = GeometryOf(md);
+  ForEachGroup(g, [&](int64_t first, int64_t live, int64_t offset) {
+    const size_t lanes = static_cast<size_t>(g.lanes);
+    // A padded block's tail lanes get zeros (their coefficients stay 0).
+    std::vector<double> gm(lanes, 0.0), ga(lanes, 0.0), gb(lanes, 0.0), gk(lanes, 0.0);
+    std::copy(center + first, center + first + live, gm.begin());
+    std::copy(a + first, a + first + live, ga.begin());
+    std::copy(b + first, b + first + live, gb.begin());
+    std::copy(k + first, k + first + live, gk.begin());
+    const float* dy_g = dy + offset;
+    const float* x_g = x + offset;
+    float* out_g = out + offset;
+    VisitGroup(g, [&](int64_t i, int64_t l) {
+      const size_t c = static_cast<size_t>(l);
+      out_g[i] = l < live ? static_cast<float>(ga[c] * dy_g[i] + gb[c] * (x_g[i] - gm[c]) + gk[c]) : 0.f;
+    });
+  });
+}
 
 void ChannelStatistics(const dnnl::memory::desc& md, const float* data, float* mean, float* var) {
   const ChannelGeometry g = GeometryOf(md);

@@ -19,5 +19,22 @@ namespace cpu {
 // float32). Throws ot::UnsupportedError for a layout blocked on another dim than channels.
 void ChannelStatistics(const dnnl::memory::desc& md, const float* data, float* mean, float* var);
 
+// The pieces of the same statistics for synchronised batch normalization, which sums them
+// over replicas between the passes (runtime/cpu/sync_batchnorm.cc). Same layouts; per
+// channel c, in double:
+// Elements per channel (N x spatial size).
+int64_t ChannelCount(const dnnl::memory::desc& md);
+// center null: sum[c] = sum of x (sq unused). Else sum[c] = sum of (x - center[c]) and
+// sq[c] = sum of (x - center[c])^2.
+void ChannelSums(const dnnl::memory::desc& md, const float* data, const double* center, double* sum, double* sq);
+// Over dy and x of the same layout md: sum_dy[c] = sum of dy, sum_dy_xmu[c] = sum of
+// dy * (x - mean[c]).
+void ChannelGradientSums(const dnnl::memory::desc& md, const float* dy, const float* x, const double* mean,
+                         double* sum_dy, double* sum_dy_xmu);
+// out = a[c] * dy + b[c] * (x - center[c]) + k[c] element-wise (computed in double, stored as float);
+// the padding lanes of a channel-blocked layout get 0.
+void ChannelAffineCombination(const dnnl::memory::desc& md, const float* dy, const float* x, const double* center,
+                              const double* a, const double* b, const double* k, float* out);
+
 }  // namespace cpu
 }  // namespace ot
