@@ -404,7 +404,12 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   for (int64_t epoch = sampler.State().epoch; epoch < o.epochs; ++epoch) {
     const int64_t first = epoch == sampler.State().epoch ? sampler.State().position : 0;
     const int64_t last = o.max_steps_per_epoch > 0 ? std::min(full_steps, o.max_steps_per_epoch) : full_steps;
-    const double lr = o.schedule.At(static_cast<int>(epoch)) * (o.lr_scale_world ? world : 1);
+    // The rate of each step (a per-step schedule counts the optimizer steps of the run).
+    auto lr_at = [&](int64_t step) {
+      return (o.schedule.per_step ? o.schedule.AtStep(step, last) : o.schedule.At(static_cast<int>(epoch))) *
+             (o.lr_scale_world ? world : 1);
+    };
+    const double lr = lr_at(session.steps_done());
     progress.StartEpoch(static_cast<int>(epoch), last, lr);
     const auto start = std::chrono::steady_clock::now();
     sampler.Restore(SamplerState{epoch, first});
@@ -419,8 +424,10 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     bool stop = false;
     for (int64_t s = first; s < last && loader.Next(&batch); ++s) {
       const auto step_start = std::chrono::steady_clock::now();
+      const double step_lr = lr_at(session.steps_done());
+      progress.SetLr(step_lr);
       StepResult r = session.Step(Tensor::FromHost(batch.images, device), Tensor::FromHost(batch.labels, device),
-                                  static_cast<float>(lr), reducer ? reducer->Hooks() : RunOptions{});
+                                  static_cast<float>(step_lr), reducer ? reducer->Hooks() : RunOptions{});
       if (reducer) {
         reducer->FinishStep();
         result.allreduce_wait_seconds += reducer->last_wait_seconds();
