@@ -19,13 +19,15 @@ OptimizerConfig::Kind ParseOptimizerKind(const std::string& name) {
 }
 
 ParamKind ParamKindOf(const Graph& g, const std::string& param) {
-  static const std::set<std::string> kNorms = {"BatchNormalization", "LayerNormalization", "InstanceNormalization",
-                                               "GroupNormalization"};
+  // BatchNormTraining: our training form of BatchNormalization (same inputs).
+  static const std::set<std::string> kNorms = {"BatchNormalization", "BatchNormTraining", "LayerNormalization",
+                                               "InstanceNormalization", "GroupNormalization"};
   static const std::set<std::string> kBiased = {"Conv", "ConvTranspose", "Gemm"};
   const HostTensor* t = g.FindInitializer(param);
   ParamKind kind;
   for (const Node& n : g.nodes) {
-    if (!n.domain.empty() && n.domain != "ai.onnx") continue;  // gradient and update nodes
+    const bool forward = n.domain.empty() || n.domain == "ai.onnx" || n.op_type == "BatchNormTraining";
+    if (!forward) continue;  // gradient and update nodes
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       if (n.inputs[k] != param) continue;
       if (kNorms.count(n.op_type) && (k == 1 || k == 2)) {
