@@ -114,6 +114,41 @@ std::vector<std::string> ClipGradients(TrainingGraph& tg, float max_norm) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> AppendGradientAccumulation(TrainingGraph& tg, int64_t steps) {
+  OT_CHECK(steps >= 2, "gradient accumulation needs at least 2 micro-steps, got %lld", (long long)steps);
+  Graph& g = tg.model.graph;
+  std::vector<std::pair<std::string, std::string>> micro = tg.state_updates;
+  Node scale;
+  scale.op_type = "Constant";
+  scale.name = scale.outputs.emplace_back("grad_accumulation/scale");
+  scale.SetTensor("value", HostTensor::FromVector<float>({1.f / static_cast<float>(steps)}, {}));
+  g.nodes.push_back(std::move(scale));
+  for (size_t i = 0; i < tg.params.size(); ++i) {
+    const std::string& p = tg.params[i];
+    const std::string acc = p + "/grad_accumulator";
+    OT_CHECK(!g.FindInitializer(acc), "the model already has a value named '%s'", acc.c_str());
+    const HostTensor* param = g.FindInitializer(p);
+    g.initializers.push_back(HostTensor(param->dtype, param->dims, acc));
+    auto add = [&](const std::string& op, std::vector<std::string> inputs, const std::string& out) {
+      Node n;
+      n.op_type = op;
+      n.name = out;
+      n.inputs = std::move(inputs);
+      n.outputs = {out};
+      g.nodes.push_back(std::move(n));
+      return out;
+    };
+    const std::string sum = add("Add", {acc, tg.grads[i]}, p + "/grad_accumulated");
+    const std::string mean = add("Mul", {sum, "grad_accumulation/scale"}, p + "/grad_mean");
+    const std::string shape = add("Shape", {acc}, acc + "/shape");
+    const std::string zeros = add("ConstantOfShape", {shape}, acc + "/reset");
+    micro.emplace_back(sum, acc);
+    tg.state_updates.emplace_back(zeros, acc);
+    tg.grads[i] = mean;
+  }
+  return micro;
+}
+
 void AppendOptimizer(TrainingGraph& tg, const OptimizerConfig& config) {
   Graph& g = tg.model.graph;
   for (const char* name : {kLearningRateInput, kStepInput})

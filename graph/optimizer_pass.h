@@ -9,6 +9,8 @@
 
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "graph/autodiff.h"
 
@@ -56,5 +58,14 @@ float WeightDecayFor(const OptimizerConfig& config, ParamKind kind);
 OptimizerConfig::Kind ParseOptimizerKind(const std::string& name);
 
 void AppendOptimizer(TrainingGraph& tg, const OptimizerConfig& config);
+
+// Gradient accumulation over `steps` micro-batches (steps >= 2), before AppendOptimizer:
+// each parameter gets a zero-initialised accumulator state A (named "<param>/grad_accumulator");
+// the graph computes S = A + G and the mean S / steps, which becomes tg.grads (what
+// clipping, the updates and data-parallel averaging read), and a zero tensor shaped as A
+// that tg.state_updates writes back into A (a full step ends with empty accumulators).
+// Returns the state updates of a micro-step, which runs forward and backward only: the
+// forward's own (BatchNorm statistics) and S written back into A.
+std::vector<std::pair<std::string, std::string>> AppendGradientAccumulation(TrainingGraph& tg, int64_t steps);
 
 }  // namespace ot

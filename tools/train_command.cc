@@ -72,6 +72,9 @@ const char* kTrainUsage =
     "                       torchvision's warmup: from D x LR over W epochs, then the schedule\n"
     "  --lr-per-step        evaluate the schedule (warmup included) at every optimizer step, not once\n"
     "                       an epoch (gamma stays per epoch: ExponentialLR takes gamma^(1/steps) a step)\n"
+    "  --accumulate N       N micro-batches of --batch per optimizer step, gradients averaged (as batch\n"
+    "                       N x B; data parallel: one allreduce per step, like DDP's no_sync); N must\n"
+    "                       divide an epoch's batches; --max-steps counts optimizer steps\n"
     "  --freeze A,B         initializers that stay fixed\n"
     "  --frozen-bn          BatchNormalization normalises with its running statistics, which stay fixed\n"
     "                       (default: training form, and layers PyTorch folded in eval mode restored)\n"
@@ -193,7 +196,7 @@ int CmdTrain(std::vector<std::string> argv) {
              "grace-period", "snapshot-every", "keep", "backend", "timeout", "rdzv", "monitor-interval", "bucket-cap-mb",
              "heartbeat-timeout", "bind-addr", "data-workers", "resize", "center-crop", "random-resized-crop", "mean",
              "std", "val-fraction", "npz-keys", "lr-warmup-epochs", "lr-warmup-method", "lr-warmup-decay",
-             "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha"},
+             "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha", "accumulate"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
              "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn", "centered", "lr-per-step"});
   if (args.Has("help")) {
@@ -207,6 +210,9 @@ int CmdTrain(std::vector<std::string> argv) {
   o.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
   o.epochs = static_cast<int>(args.GetInt("epochs", o.epochs));
   o.batch = args.GetInt("batch", o.batch);
+  o.accumulate = args.GetInt("accumulate", 1);
+  OT_CHECK(o.accumulate >= 1, "--accumulate must be a whole number of micro-batches, 1 or more; got %s",
+           args.Get("accumulate").c_str());
   o.optimizer.kind = ParseOptimizerKind(args.Get("optimizer", "sgd"));
   o.schedule.base_lr = args.GetDouble("lr", o.schedule.base_lr);
   o.optimizer.momentum = static_cast<float>(args.GetDouble("momentum", o.optimizer.momentum));
@@ -350,6 +356,8 @@ int CmdTrain(std::vector<std::string> argv) {
            << ", " << args.Get("optimizer", "sgd") << " lr " << o.schedule.base_lr << " (" << o.schedule.Describe()
            << ")";
   if (o.optimizer.momentum != 0.f) headline << ", momentum " << o.optimizer.momentum;
+  if (o.accumulate > 1)
+    headline << ", " << o.accumulate << " micro-batches a step (" << o.batch * o.accumulate * ranks << " images)";
   o.headline = headline.str();
   for (const auto& note : prepared.notes) o.headline += "\n" + note;
   TrainResult r = RunTraining(model, o);
