@@ -77,6 +77,7 @@ void SaveState(TrainingSession& session, const Model& forward, const TrainerOpti
   state.scalars["sampler_epoch"] = std::to_string(sampler.epoch);
   state.scalars["sampler_position"] = std::to_string(sampler.position);
   state.scalars["executor_rng"] = session.RngState();
+  if (!session.MicroRngState().empty()) state.scalars["executor_rng_micro"] = session.MicroRngState();
   if (tally.seen > 0) {
     state.scalars["epoch_loss_sum"] = StrFormat("%.17g", tally.loss_sum);
     state.scalars["epoch_seen"] = std::to_string(tally.seen);
@@ -153,6 +154,7 @@ SamplerState Resume(TrainingSession& session, const Model& forward, const Traine
   }
   session.set_steps_done(state.global_step);
   session.SetRngState(state.Scalar("executor_rng", path));
+  if (state.scalars.count("executor_rng_micro")) session.SetMicroRngState(state.scalars.at("executor_rng_micro"));
   SamplerState sampler;
   sampler.epoch = state.Count("sampler_epoch", path);
   sampler.position = state.Count("sampler_position", path);

@@ -116,6 +116,10 @@ Model TrainingSession::InferenceModel() const {
 
 std::string TrainingSession::RngState() const { return train_->RngState(); }
 void TrainingSession::SetRngState(const std::string& state) { train_->SetRngState(state); }
+std::string TrainingSession::MicroRngState() const { return micro_ ? micro_->RngState() : ""; }
+void TrainingSession::SetMicroRngState(const std::string& state) {
+  if (micro_) micro_->SetRngState(state);
+}
 
 std::vector<std::pair<std::string, Tensor*>> TrainingSession::StateTensors() {
   std::vector<std::pair<std::string, Tensor*>> out;

@@ -59,6 +59,9 @@ class TrainingSession {
   // The random stream of the training graph's random ops (Dropout), for checkpoints.
   std::string RngState() const;
   void SetRngState(const std::string& state);
+  // With accumulation, the micro-steps' executor draws from its own stream ("" without).
+  std::string MicroRngState() const;
+  void SetMicroRngState(const std::string& state);
   void set_steps_done(int64_t n) { steps_done_ = n; }
 
  private:
