@@ -16,7 +16,8 @@ weight tensor (from the last checkpoint; relative distance by norm) within
 max(tol, 3x PyTorch float32's own distance), tol 1e-5 on SimpleNN and 1e-4 on LeNet.
 The clipping cases also check that some steps clipped and some did not, and the group
 cases that each tensor the groups change ends nearer PyTorch's groups run than its
-plain-decay run.
+plain-decay run. `onnx-train export` with AdamW, RMSprop, clipping and groups must give a
+training graph the ONNX checker accepts (full check, shape inference).
 
 Run by CTest (target torch_recipe_parity); by hand:
     /usr/bin/python3 tests/torch_recipe_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/rp
@@ -32,6 +33,7 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from grad_compare import export_failures  # noqa: E402
 from torch_parity import build, export  # noqa: E402
 from torch_train_parity import MEAN, STD, jittered_fashion, write_idx  # noqa: E402
 
@@ -196,6 +198,11 @@ def main():
         module = build(model, 1, 28, 28, 10)
         path = os.path.join(args.workdir, model + ".onnx")
         export(module, (1, 28, 28), path, training=True)
+        if model == "lenet":
+            for opts in (["--optimizer", "adamw", "--norm-weight-decay", "0", "--clip-grad-norm", "1"],
+                         ["--optimizer", "rmsprop", "--centered", "--momentum", "0.9", "--bias-weight-decay", "0"]):
+                bad = export_failures(args.onnx_train, path, os.path.join(args.workdir, "training.onnx"), opts)
+                check(f"{model:<8} export {' '.join(opts)}", not bad, "; ".join(bad) or "the ONNX checker accepts it")
         for case in CASES:
             name, options, _, _, _, clip, lr = case
             skip = name not in LENET_CASES if model == "lenet" else name in LENET_ONLY
