@@ -79,7 +79,7 @@ std::vector<StepBinding> Bind(const Graph& g, const std::vector<size_t>& order, 
 // be part of the plan key.
 std::set<std::string> InputsWhoseValuesNeverShapeThePlan(const Graph& g) {
   static const std::set<std::string> kShapeFromShapesOnly = {
-      "Momentum", "Adam", "Adagrad", "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss",
+      "Momentum", "Adam", "Adagrad", "AdamW", "RMSprop", "SGD", "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss",
       "SoftmaxCrossEntropyLossGrad", "NegativeLogLikelihoodLossGrad"};
   std::set<std::string> out;
   for (const auto& v : g.inputs) {

@@ -34,9 +34,9 @@ int PrepareOptimizerOutputs(const Node& node, KernelContext& ctx, int states);
 struct OptimizerSlots {
   const float* x = nullptr;
   const float* g = nullptr;
-  const float* state[2] = {nullptr, nullptr};
+  const float* state[3] = {nullptr, nullptr, nullptr};
   float* x_new = nullptr;
-  float* state_new[2] = {nullptr, nullptr};
+  float* state_new[3] = {nullptr, nullptr, nullptr};
 };
 OptimizerSlots OptimizerSlotsOf(KernelContext& ctx, int i, int n, int states);
 // The input that output k*n+i (k = 0: X, k >= 1: state k-1) may overwrite, or -1: every

@@ -349,6 +349,28 @@ TEST_F(CliErrorsTest, CommandLineMistakes) {
   ExpectOneErrorLine({"infer", model_, "--input"}, {"--input"});
 }
 
+// The recipe flags of issue 17 (optimizers, schedules, clipping, accumulation).
+TEST_F(CliErrorsTest, RecipeFlagMistakes) {
+  const std::string model = Path("simplenn.onnx");
+  ASSERT_EQ(RunOnnxTrain({"make-model", "simplenn", "-o", model}).exit_code, 0);
+  auto train = [&](std::vector<std::string> flags) {
+    std::vector<std::string> args = {"train", model, "--data", "synthetic:96", "--no-checkpoints", "--quiet"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return args;
+  };
+  ExpectOneErrorLine(train({"--accumulate", "0"}), {"--accumulate", "0"});
+  ExpectOneErrorLine(train({"--accumulate", "2.5"}), {"--accumulate", "2.5"});
+  // 96 samples at batch 32: 3 batches an epoch, which 2 micro-batches a step do not divide.
+  ExpectOneErrorLine(train({"--accumulate", "2", "--batch", "32"}), {"--accumulate 2", "3"});
+  ExpectOneErrorLine(train({"--epochs", "3", "--lr-warmup-epochs", "3"}), {"--lr-warmup-epochs 3", "--epochs 3"});
+  ExpectOneErrorLine(train({"--lr-warmup-method", "cubic"}), {"'cubic'", "linear"});
+  ExpectOneErrorLine(train({"--opt", "lamb"}), {"'lamb'", "adamw", "rmsprop"});
+  ExpectOneErrorLine(train({"--lr-scheduler", "onecycle"}), {"'onecycle'", "cosineannealinglr"});
+  ExpectOneErrorLine(train({"--clip-grad-norm", "-1"}), {"--clip-grad-norm", "-1"});
+  ExpectOneErrorLine(train({"--norm-weight-decay", "-0.1"}), {"--norm-weight-decay"});
+  ExpectOneErrorLine(train({"--centered"}), {"--centered", "rmsprop"});
+}
+
 }  // namespace
 }  // namespace ot
 

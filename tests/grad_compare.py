@@ -37,10 +37,11 @@ def compare_gradients(ours, ref_loss, ref, ref32, loss_tol):
     return failures, loss_err, worst, worst_name, worst_t32
 
 
-def export_failures(onnx_train, model_path, training_path):
-    """`onnx-train export` of the model; the training graph must pass the ONNX checker with
-    shape inference. Returns a list of failure lines (empty when fine)."""
-    proc = subprocess.run([onnx_train, "export", model_path, "-o", training_path], capture_output=True, text=True)
+def export_failures(onnx_train, model_path, training_path, options=()):
+    """`onnx-train export` of the model (with export `options`); the training graph must pass
+    the ONNX checker with shape inference. Returns a list of failure lines (empty when fine)."""
+    proc = subprocess.run([onnx_train, "export", model_path, "-o", training_path] + list(options),
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         return ["export failed: " + (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1][:300]]
     try:

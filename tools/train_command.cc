@@ -9,6 +9,7 @@
 #include <thread>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "comm/rendezvous.h"
@@ -54,11 +55,26 @@ const char* kTrainUsage =
     "  --recipe NAME        simplenn: SGD lr 0.01, batch 32, 5 epochs (the defaults)\n"
     "                       resnet34: SGD lr 0.1 momentum 0.9, StepLR 5 x0.1, batch 128, 15 epochs,\n"
     "                       checkpoint every 3 epochs\n"
-    "  --epochs N           (5)            --batch B            (32)\n"
-    "  --optimizer sgd|adam|adagrad (sgd)  --lr LR               (0.01)\n"
-    "  --momentum M         (0)            --nesterov           --weight-decay W (0)\n"
-    "  --beta1 B1 --beta2 B2 --epsilon E   Adam's (0.9, 0.999, 1e-8)\n"
-    "  --lr-schedule constant|step|cosine (constant)   --lr-step N (5)   --lr-gamma G (0.1)\n"
+    "  --epochs N           (5)            --batch B            (32; also --batch-size)\n"
+    "  --optimizer sgd|adam|adamw|rmsprop|adagrad (sgd; also --opt)   --lr LR (0.01)\n"
+    "  --momentum M         (0; SGD, RMSprop)   --nesterov\n"
+    "  --weight-decay W     (0; also --wd): L2 added to the gradient; AdamW: decoupled, as torch's\n"
+    "  --norm-weight-decay W  weight decay of normalisation scales and biases (default: --weight-decay)\n"
+    "  --bias-weight-decay W  weight decay of biases, before --norm-weight-decay (default: --weight-decay)\n"
+    "  --beta1 B1 --beta2 B2 --epsilon E   Adam's and AdamW's (0.9, 0.999, 1e-8); E: RMSprop's too\n"
+    "  --rmsprop-alpha A    (0.99)         --centered           RMSprop's, as torch's\n"
+    "  --clip-grad-norm M   scale the gradients so that their global 2-norm is at most M\n"
+    "                       (torch's clip_grad_norm_; after the data-parallel average)\n"
+    "  --lr-schedule constant|step|cosine|exponential (constant; also --lr-scheduler, and torchvision's\n"
+    "                       names steplr, cosineannealinglr, exponentiallr)\n"
+    "  --lr-step N (5; also --lr-step-size)   --lr-gamma G (0.1): StepLR every N epochs, ExponentialLR per epoch\n"
+    "  --lr-warmup-epochs W (0)   --lr-warmup-method linear|constant (linear)   --lr-warmup-decay D (0.01)\n"
+    "                       torchvision's warmup: from D x LR over W epochs, then the schedule\n"
+    "  --lr-per-step        evaluate the schedule (warmup included) at every optimizer step, not once\n"
+    "                       an epoch (gamma stays per epoch: ExponentialLR takes gamma^(1/steps) a step)\n"
+    "  --accumulate N       N micro-batches of --batch per optimizer step, gradients averaged (as batch\n"
+    "                       N x B; data parallel: one allreduce per step, like DDP's no_sync); N must\n"
+    "                       divide an epoch's batches; --max-steps counts optimizer steps\n"
     "  --freeze A,B         initializers that stay fixed\n"
     "  --frozen-bn          BatchNormalization normalises with its running statistics, which stay fixed\n"
     "                       (default: training form, and layers PyTorch folded in eval mode restored)\n"
@@ -155,7 +171,22 @@ constexpr const char* kEnvContinueCommand = "ONNXTRAIN_CONTINUE_COMMAND";
 
 }  // namespace
 
+// torchvision's flag names that mean what ours do: rewritten to ours before parsing.
+void ApplyFlagAliases(std::vector<std::string>* argv) {
+  static const std::map<std::string, std::string> kAliases = {{"--batch-size", "--batch"},
+                                                              {"--opt", "--optimizer"},
+                                                              {"--wd", "--weight-decay"},
+                                                              {"--lr-scheduler", "--lr-schedule"},
+                                                              {"--lr-step-size", "--lr-step"}};
+  for (std::string& a : *argv) {
+    const size_t eq = a.find('=');
+    auto it = kAliases.find(a.substr(0, eq));
+    if (it != kAliases.end()) a = it->second + (eq == std::string::npos ? "" : a.substr(eq));
+  }
+}
+
 int CmdTrain(std::vector<std::string> argv) {
+  ApplyFlagAliases(&argv);
   // `--resume` alone means the newest checkpoint: give it its implicit value.
   for (size_t i = 0; i < argv.size(); ++i)
     if (argv[i] == "--resume" && (i + 1 == argv.size() || argv[i + 1].rfind("--", 0) == 0))
@@ -166,9 +197,10 @@ int CmdTrain(std::vector<std::string> argv) {
              "checkpoint-dir", "resume", "metrics", "threads", "device", "max-steps", "world-size", "max-restarts",
              "grace-period", "snapshot-every", "keep", "backend", "timeout", "rdzv", "monitor-interval", "bucket-cap-mb",
              "heartbeat-timeout", "bind-addr", "data-workers", "resize", "center-crop", "random-resized-crop", "mean",
-             "std", "val-fraction", "npz-keys"},
+             "std", "val-fraction", "npz-keys", "lr-warmup-epochs", "lr-warmup-method", "lr-warmup-decay",
+             "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha", "accumulate"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
-             "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn", "sync-bn"});
+             "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn", "sync-bn", "centered", "lr-per-step"});
   if (args.Has("help")) {
     std::cout << kTrainUsage;
     return 0;
@@ -180,6 +212,9 @@ int CmdTrain(std::vector<std::string> argv) {
   o.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
   o.epochs = static_cast<int>(args.GetInt("epochs", o.epochs));
   o.batch = args.GetInt("batch", o.batch);
+  o.accumulate = args.GetInt("accumulate", 1);
+  OT_CHECK(o.accumulate >= 1, "--accumulate must be a whole number of micro-batches, 1 or more; got %s",
+           args.Get("accumulate").c_str());
   o.optimizer.kind = ParseOptimizerKind(args.Get("optimizer", "sgd"));
   o.schedule.base_lr = args.GetDouble("lr", o.schedule.base_lr);
   o.optimizer.momentum = static_cast<float>(args.GetDouble("momentum", o.optimizer.momentum));
@@ -192,8 +227,32 @@ int CmdTrain(std::vector<std::string> argv) {
   o.schedule.step_size = static_cast<int>(args.GetInt("lr-step", o.schedule.step_size));
   o.schedule.gamma = args.GetDouble("lr-gamma", o.schedule.gamma);
   o.schedule.total_epochs = o.epochs;
+  o.schedule.warmup_epochs = static_cast<int>(args.GetInt("lr-warmup-epochs", 0));
+  if (args.Has("lr-warmup-method")) o.schedule.warmup = ParseLrWarmupMethod(args.Get("lr-warmup-method"));
+  o.schedule.warmup_decay = args.GetDouble("lr-warmup-decay", o.schedule.warmup_decay);
+  o.schedule.per_step = args.Has("lr-per-step");
   OT_CHECK(o.schedule.base_lr > 0 && std::isfinite(o.schedule.base_lr), "--lr must be a positive number");
-  OT_CHECK(o.schedule.step_size >= 1, "--lr-step must be at least 1");
+  o.schedule.Check();
+  const auto decay_flag = [&](const char* flag) {
+    const double v = args.GetDouble(flag, std::nan(""));
+    OT_CHECK(std::isnan(v) || (v >= 0 && std::isfinite(v)), "--%s must be 0 or more", flag);
+    return static_cast<float>(v);
+  };
+  OT_CHECK(o.optimizer.weight_decay >= 0 && std::isfinite(o.optimizer.weight_decay),
+           "--weight-decay must be 0 or more");
+  o.optimizer.norm_weight_decay = decay_flag("norm-weight-decay");
+  o.optimizer.bias_weight_decay = decay_flag("bias-weight-decay");
+  o.optimizer.rmsprop_alpha = static_cast<float>(args.GetDouble("rmsprop-alpha", o.optimizer.rmsprop_alpha));
+  o.optimizer.rmsprop_centered = args.Has("centered");
+  OT_CHECK(o.optimizer.rmsprop_alpha >= 0 && o.optimizer.rmsprop_alpha < 1, "--rmsprop-alpha must be in [0, 1)");
+  OT_CHECK(!o.optimizer.rmsprop_centered || o.optimizer.kind == OptimizerConfig::Kind::kRmsprop,
+           "--centered is RMSprop's; add --optimizer rmsprop or leave it out");
+  OT_CHECK(o.optimizer.momentum >= 0, "--momentum must be 0 or more");
+  const double clip = args.GetDouble("clip-grad-norm", 0.0);
+  OT_CHECK(clip >= 0 && std::isfinite(clip) && !(args.Has("clip-grad-norm") && clip == 0),
+           "--clip-grad-norm must be a positive number (the largest global gradient norm), got %s",
+           args.Get("clip-grad-norm").c_str());
+  o.optimizer.clip_grad_norm = static_cast<float>(clip);
   o.freeze = SplitList(args.Get("freeze"));
   o.augment = args.Has("augment");
   o.shuffle = !args.Has("no-shuffle");
@@ -300,6 +359,8 @@ int CmdTrain(std::vector<std::string> argv) {
            << ", " << args.Get("optimizer", "sgd") << " lr " << o.schedule.base_lr << " (" << o.schedule.Describe()
            << ")";
   if (o.optimizer.momentum != 0.f) headline << ", momentum " << o.optimizer.momentum;
+  if (o.accumulate > 1)
+    headline << ", " << o.accumulate << " micro-batches a step (" << o.batch * o.accumulate * ranks << " images)";
   o.headline = headline.str();
   for (const auto& note : prepared.notes) o.headline += "\n" + note;
   TrainResult r = RunTraining(model, o);

@@ -2,6 +2,7 @@
 // graph written as ONNX.
 #include "tools/training_commands.h"
 
+#include <cmath>
 #include <iostream>
 
 #include "graph/autodiff.h"
@@ -72,8 +73,8 @@ int CmdGrad(const std::vector<std::string>& argv) {
 int CmdExport(const std::vector<std::string>& argv) {
   Args args(argv,
             {"o", "freeze", "loss-output", "logits-output", "optimizer", "momentum", "weight-decay", "beta1", "beta2",
-             "epsilon"},
-            {"nesterov", "no-optimizer", "frozen-bn"});
+             "epsilon", "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha"},
+            {"nesterov", "no-optimizer", "frozen-bn", "centered"});
   OT_CHECK(args.positional().size() == 1, "export needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "export needs -o TRAINING.onnx");
   AutodiffOptions ao = ReadAutodiffOptions(args);
@@ -88,6 +89,12 @@ int CmdExport(const std::vector<std::string>& argv) {
     c.beta1 = static_cast<float>(args.GetDouble("beta1", 0.9));
     c.beta2 = static_cast<float>(args.GetDouble("beta2", 0.999));
     c.epsilon = static_cast<float>(args.GetDouble("epsilon", 1e-8));
+    c.norm_weight_decay = static_cast<float>(args.GetDouble("norm-weight-decay", std::nan("")));
+    c.bias_weight_decay = static_cast<float>(args.GetDouble("bias-weight-decay", std::nan("")));
+    c.clip_grad_norm = static_cast<float>(args.GetDouble("clip-grad-norm", 0.0));
+    OT_CHECK(c.clip_grad_norm >= 0, "--clip-grad-norm must be a positive number");
+    c.rmsprop_alpha = static_cast<float>(args.GetDouble("rmsprop-alpha", c.rmsprop_alpha));
+    c.rmsprop_centered = args.Has("centered");
     AppendOptimizer(tg, c);
   }
   CheckModel(tg.model);

@@ -41,6 +41,8 @@ class ProgressReporter {
   // Data parallel: the bar's img/s counts every rank's images (this rank's times N).
   void SetWorldSize(int world_size) { world_size_ = world_size; }
   void StartEpoch(int epoch, int64_t steps, double lr);
+  // The learning rate of the next steps (a per-step schedule changes it within an epoch).
+  void SetLr(double lr) { lr_ = lr; }
   // After each step: the running mean loss of the epoch so far and this step's figures.
   // extra_json: more fields for the metrics line (",\"step_ms\":12.5,..."), or empty.
   void Step(int64_t step_in_epoch, int64_t global_step, double step_loss, double running_loss, int64_t images,

@@ -56,6 +56,7 @@ std::map<std::string, std::string> RunSettings(const TrainerOptions& o) {
     s["transforms"] = text;
   }
   if (d.val_fraction != DataSourceOptions().val_fraction) s["val_fraction"] = StrFormat("%g", d.val_fraction);
+  if (o.accumulate > 1) s["accumulate"] = std::to_string(o.accumulate);  // positions count micro-batches
   return s;
 }
 
@@ -77,6 +78,7 @@ void SaveState(TrainingSession& session, const Model& forward, const TrainerOpti
   state.scalars["sampler_epoch"] = std::to_string(sampler.epoch);
   state.scalars["sampler_position"] = std::to_string(sampler.position);
   state.scalars["executor_rng"] = session.RngState();
+  if (!session.MicroRngState().empty()) state.scalars["executor_rng_micro"] = session.MicroRngState();
   if (tally.seen > 0) {
     state.scalars["epoch_loss_sum"] = StrFormat("%.17g", tally.loss_sum);
     state.scalars["epoch_seen"] = std::to_string(tally.seen);
@@ -136,7 +138,7 @@ SamplerState Resume(TrainingSession& session, const Model& forward, const Traine
              "the same run",
              path.c_str(), key.c_str(), saved.c_str(), key.c_str(), value.c_str());
   }
-  for (const char* key : {"transforms", "val_fraction"}) {  // recorded only when used
+  for (const char* key : {"transforms", "val_fraction", "accumulate"}) {  // recorded only when used
     auto it = state.scalars.find(key);
     OT_CHECK(it == state.scalars.end() || settings.count(key),
              "checkpoint '%s' was made with %s=%s but this run has none; resume with the same data flags to continue "
@@ -153,6 +155,7 @@ SamplerState Resume(TrainingSession& session, const Model& forward, const Traine
   }
   session.set_steps_done(state.global_step);
   session.SetRngState(state.Scalar("executor_rng", path));
+  if (state.scalars.count("executor_rng_micro")) session.SetMicroRngState(state.scalars.at("executor_rng_micro"));
   SamplerState sampler;
   sampler.epoch = state.Count("sampler_epoch", path);
   sampler.position = state.Count("sampler_position", path);
@@ -278,6 +281,8 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   if (sync_bn) config.executor.cross_replica = &replica_sum;
   config.autodiff.freeze = o.freeze;
   config.optimizer = o.optimizer;
+  OT_CHECK(o.accumulate >= 1, "--accumulate must be at least 1");
+  config.accumulate = o.accumulate;
   config.executor.device = device;
   config.executor.cuda_graphs = o.cuda_graphs;
   config.executor.num_threads = o.threads;
@@ -403,23 +408,41 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     }
   };
   // A fixed-batch model runs full batches only.
-  const int64_t full_steps = o.fixed_batch > 0 ? sampler.FullBatchesPerEpoch() : sampler.BatchesPerEpoch();
+  // Batches (micro-batches with --accumulate) of an epoch; with accumulation only full ones
+  // (each optimizer step averages `accumulate` equal micro-batches), a whole number of steps.
+  const int64_t accumulate = std::max<int64_t>(o.accumulate, 1);
+  const int64_t full_steps =
+      o.fixed_batch > 0 || accumulate > 1 ? sampler.FullBatchesPerEpoch() : sampler.BatchesPerEpoch();
+  OT_CHECK(full_steps % accumulate == 0,
+           "--accumulate %lld does not divide an epoch's %lld full batches of %lld%s; choose a divisor of %lld (or "
+           "another --batch)",
+           (long long)accumulate, (long long)full_steps, (long long)o.batch, world > 1 ? " per rank" : "",
+           (long long)full_steps);
+  const int64_t epoch_updates = full_steps / accumulate;  // optimizer steps of a whole epoch
   if (o.eval_every > o.epochs)
     say(StrFormat("warning: --eval-every %d is more than --epochs %d; test accuracy only at the end", o.eval_every,
                   o.epochs));
   if (o.save_every > o.epochs && o.save_checkpoints)
     say(StrFormat("warning: --save-every %d is more than --epochs %d; a checkpoint only at the end", o.save_every,
                   o.epochs));
-  if (o.max_steps_per_epoch > full_steps)
+  if (o.max_steps_per_epoch > epoch_updates)
     say(StrFormat("warning: --max-steps %lld is more than an epoch's %lld steps (%lld samples, batch %lld%s); each "
                   "epoch runs %lld",
-                  (long long)o.max_steps_per_epoch, (long long)full_steps, (long long)train.count,
-                  (long long)(o.batch * world), world > 1 ? " global" : "", (long long)full_steps));
+                  (long long)o.max_steps_per_epoch, (long long)epoch_updates, (long long)train.count,
+                  (long long)(o.batch * world * accumulate), world > 1 ? " global" : "", (long long)epoch_updates));
   for (int64_t epoch = sampler.State().epoch; epoch < o.epochs; ++epoch) {
     const int64_t first = epoch == sampler.State().epoch ? sampler.State().position : 0;
-    const int64_t last = o.max_steps_per_epoch > 0 ? std::min(full_steps, o.max_steps_per_epoch) : full_steps;
-    const double lr = o.schedule.At(static_cast<int>(epoch)) * (o.lr_scale_world ? world : 1);
-    progress.StartEpoch(static_cast<int>(epoch), last, lr);
+    // In batches (micro-batches); the epoch's optimizer steps are last / accumulate.
+    const int64_t last =
+        accumulate * (o.max_steps_per_epoch > 0 ? std::min(epoch_updates, o.max_steps_per_epoch) : epoch_updates);
+    const int64_t updates = last / accumulate;
+    // The rate of each step (a per-step schedule counts the optimizer steps of the run).
+    auto lr_at = [&](int64_t step) {
+      return (o.schedule.per_step ? o.schedule.AtStep(step, updates) : o.schedule.At(static_cast<int>(epoch))) *
+             (o.lr_scale_world ? world : 1);
+    };
+    const double lr = lr_at(session.steps_done());
+    progress.StartEpoch(static_cast<int>(epoch), updates, lr);
     const auto start = std::chrono::steady_clock::now();
     sampler.Restore(SamplerState{epoch, first});
     lo.end_epoch = epoch + 1;
@@ -431,10 +454,28 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     SamplerState next{epoch + 1, 0};
     Batch batch;
     bool stop = false;
+    auto step_start = std::chrono::steady_clock::now();
+    double group_loss = 0;  // the step's micro-batch losses so far
+    int64_t group_n = 0;
     for (int64_t s = first; s < last && loader.Next(&batch); ++s) {
-      const auto step_start = std::chrono::steady_clock::now();
+      if (s % accumulate == 0) step_start = std::chrono::steady_clock::now();
+      if ((s + 1) % accumulate != 0) {  // a micro-batch before the step's last: no update, no allreduce
+        StepResult r =
+            session.MicroStep(Tensor::FromHost(batch.images, device), Tensor::FromHost(batch.labels, device));
+        OT_CHECK(std::isfinite(r.loss), "the loss became %f at epoch %lld step %lld; lower the learning rate", r.loss,
+                 (long long)epoch, (long long)(s / accumulate));
+        const int64_t n = batch.labels.NumElements();
+        loss_sum += static_cast<double>(r.loss) * static_cast<double>(n);
+        seen += n;
+        correct += CountCorrect(r.logits, batch.labels);
+        group_loss += r.loss;
+        group_n += n;
+        continue;
+      }
+      const double step_lr = lr_at(session.steps_done());
+      progress.SetLr(step_lr);
       StepResult r = session.Step(Tensor::FromHost(batch.images, device), Tensor::FromHost(batch.labels, device),
-                                  static_cast<float>(lr), reducer ? reducer->Hooks() : RunOptions{});
+                                  static_cast<float>(step_lr), reducer ? reducer->Hooks() : RunOptions{});
       if (reducer) {
         reducer->FinishStep();
         result.allreduce_wait_seconds += reducer->last_wait_seconds();
@@ -449,13 +490,19 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
                            1e3 * st.allreduce_seconds, 1e3 * st.wait_seconds, st.buckets);
       }
       OT_CHECK(std::isfinite(r.loss), "the loss became %f at epoch %lld step %lld; lower the learning rate", r.loss,
-               (long long)epoch, (long long)s);
+               (long long)epoch, (long long)(s / accumulate));
       const int64_t n = batch.labels.NumElements();
       loss_sum += static_cast<double>(r.loss) * static_cast<double>(n);
       seen += n;
       correct += CountCorrect(r.logits, batch.labels);
-      result.step_losses.push_back(r.loss);
-      progress.Step(s, session.steps_done(), r.loss, loss_sum / static_cast<double>(seen), n, extra);
+      // The step's loss: the mean of its micro-batches' (equal sizes) losses.
+      const float step_loss = static_cast<float>((group_loss + r.loss) / static_cast<double>(accumulate));
+      const int64_t step_n = group_n + n;
+      group_loss = 0;
+      group_n = 0;
+      result.step_losses.push_back(step_loss);
+      progress.Step(s / accumulate, session.steps_done(), step_loss, loss_sum / static_cast<double>(seen), step_n,
+                    extra);
       if (o.save_checkpoints && o.snapshot_every > 0 && session.steps_done() % o.snapshot_every == 0 &&
           batch.next.position < full_steps) {
         const EpochTally tally = JobTally(comm.get(), comm_timeout, prior, loss_sum, seen, correct);
@@ -475,7 +522,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
             const EpochTally tally = JobTally(comm.get(), comm_timeout, prior, loss_sum, seen, correct);
             if (lead) SaveState(session, forward, o, epoch, batch.next, saved, tally);
           }
-          report_interrupt(epoch, s + 1, saved);
+          report_interrupt(epoch, (s + 1) / accumulate, saved);
           return result;
         }
         break;  // the epoch's last step: finish the epoch (its checkpoint) below
@@ -490,7 +537,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     summary.epoch = static_cast<int>(epoch);
     summary.batch = o.batch;
     summary.world_size = world;
-    summary.steps = last;
+    summary.steps = updates;
     summary.lr = lr;
     summary.loss = job.loss_sum / static_cast<double>(std::max<int64_t>(job.seen, 1));
     summary.accuracy = static_cast<double>(job.correct) / static_cast<double>(std::max<int64_t>(job.seen, 1));

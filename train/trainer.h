@@ -18,6 +18,9 @@ struct TrainerOptions {
   std::string data = "fashion-mnist";  // data spec (see LoadImageDataset)
   int epochs = 5;
   int64_t batch = 32;
+  // Micro-batches of `batch` per optimizer step (gradients averaged: accumulate A at batch
+  // B trains as batch A*B); data-parallel ranks allreduce only at each step's last.
+  int64_t accumulate = 1;
   LrSchedule schedule;
   OptimizerConfig optimizer;
   std::vector<std::string> freeze;

@@ -16,6 +16,8 @@ TrainingSession::TrainingSession(const Model& forward, const TrainingConfig& con
   logits_name_ = config.autodiff.logits_output.empty() ? g.outputs[0].name : config.autodiff.logits_output;
   tg_ = BuildTrainingGraph(forward, config.autodiff);
   OT_CHECK(!tg_.labels.empty(), "the model already ends in a loss; training needs logits to attach its own loss to");
+  std::vector<std::pair<std::string, std::string>> micro_updates;
+  if (config.accumulate > 1) micro_updates = AppendGradientAccumulation(tg_, config.accumulate);
   AppendOptimizer(tg_, config.optimizer);
   if (config.sync_batch_norm) sync_batch_norm_nodes_ = UseSyncBatchNorm(tg_.model.graph);
   ExecutorOptions opts = config.executor;
@@ -23,7 +25,18 @@ TrainingSession::TrainingSession(const Model& forward, const TrainingConfig& con
   // One copy of the weights: the training executor takes the graph's initializers over
   // (freeing each host copy as it is uploaded), graph() keeps only their shapes, and the
   // evaluation executor shares the training state's storage.
-  train_ = std::make_unique<Executor>(std::move(tg_.model), opts);
+  if (config.accumulate > 1) {
+    // The micro-step executor runs the same graph with other state updates, so the
+    // optimizer nodes (read by no fetch and no update) never run; it shares the state.
+    Model copy = tg_.model;
+    train_ = std::make_unique<Executor>(std::move(tg_.model), opts);
+    ExecutorOptions micro_opts = config.executor;
+    micro_opts.state_updates = micro_updates;
+    micro_opts.shared_state = train_.get();
+    micro_ = std::make_unique<Executor>(std::move(copy), micro_opts);
+  } else {
+    train_ = std::make_unique<Executor>(std::move(tg_.model), opts);
+  }
   tg_.model = ModelStructure(train_->model());
   eval_model_ = DeriveEvalModel(forward);
   ExecutorOptions eval_opts = config.executor;
@@ -46,12 +59,39 @@ StepResult TrainingSession::Step(const Tensor& input, const Tensor& labels, floa
                                          {tg_.labels, labels},
                                          {kLearningRateInput, Tensor::FromHost(lr_t, dev)},
                                          {kStepInput, Tensor::FromHost(step_t, dev)}};
+  if (micro_ && micro_ran_last_) SyncState(*micro_, *train_);
+  micro_ran_last_ = false;
   std::vector<Tensor> out = train_->Run(feeds, {tg_.loss, logits_name_}, options);
   ++steps_done_;
   StepResult r;
   r.loss = out[0].ToHost().Data<float>()[0];
   r.logits = out[1];
   return r;
+}
+
+StepResult TrainingSession::MicroStep(const Tensor& input, const Tensor& labels) {
+  OT_CHECK(micro_ != nullptr, "MicroStep needs a session made with accumulate > 1");
+  if (!micro_ran_last_) SyncState(*train_, *micro_);
+  micro_ran_last_ = true;
+  const Device dev = train_->options().device;
+  std::map<std::string, Tensor> feeds = {
+      {input_name_, input},
+      {tg_.labels, labels},
+      {kLearningRateInput, Tensor::FromHost(HostTensor::FromVector<float>({0.f}, {}), dev)},
+      {kStepInput, Tensor::FromHost(HostTensor::FromVector<int64_t>({steps_done_ + 1}, {}), dev)}};
+  std::vector<Tensor> out = micro_->Run(feeds, {tg_.loss, logits_name_});
+  StepResult r;
+  r.loss = out[0].ToHost().Data<float>()[0];
+  r.logits = out[1];
+  return r;
+}
+
+void TrainingSession::SyncState(Executor& from, Executor& to) {
+  for (const auto& name : state_names_) {
+    Tensor* src = from.FindState(name);
+    Tensor* dst = to.FindState(name);
+    if (src && dst && dst->data<void>() != src->data<void>()) dst->CopyFrom(*src);
+  }
 }
 
 void TrainingSession::SyncEvalWeights() {
@@ -78,6 +118,10 @@ Model TrainingSession::InferenceModel() const {
 
 std::string TrainingSession::RngState() const { return train_->RngState(); }
 void TrainingSession::SetRngState(const std::string& state) { train_->SetRngState(state); }
+std::string TrainingSession::MicroRngState() const { return micro_ ? micro_->RngState() : ""; }
+void TrainingSession::SetMicroRngState(const std::string& state) {
+  if (micro_) micro_->SetRngState(state);
+}
 
 std::vector<std::pair<std::string, Tensor*>> TrainingSession::StateTensors() {
   std::vector<std::pair<std::string, Tensor*>> out;

@@ -20,6 +20,9 @@ struct TrainingConfig {
   // Data parallel with --sync-bn: batch normalizations in training mode use statistics and
   // gradient sums over all replicas (graph/sync_batch_norm.h; executor.cross_replica).
   bool sync_batch_norm = false;
+  // > 1: each optimizer step takes this many micro-batches (AppendGradientAccumulation):
+  // MicroStep for the first accumulate - 1 of them, then Step.
+  int64_t accumulate = 1;
 };
 
 struct StepResult {
@@ -41,6 +44,9 @@ class TrainingSession {
   // One step: forward, loss, backward, optimizer update at learning rate `lr`. The step
   // counter (the optimizers' T) advances by one.
   StepResult Step(const Tensor& input, const Tensor& labels, float lr, const RunOptions& options = {});
+  // With accumulation: forward and backward of one micro-batch, its gradients added to the
+  // accumulators; no update, the step counter stays. Needs no gradient communication.
+  StepResult MicroStep(const Tensor& input, const Tensor& labels);
   // Forward in evaluation mode (BatchNorm running statistics, no Dropout) with the
   // current weights; returns the logits.
   Tensor Evaluate(const Tensor& input);
@@ -58,10 +64,15 @@ class TrainingSession {
   // The random stream of the training graph's random ops (Dropout), for checkpoints.
   std::string RngState() const;
   void SetRngState(const std::string& state);
+  // With accumulation, the micro-steps' executor draws from its own stream ("" without).
+  std::string MicroRngState() const;
+  void SetMicroRngState(const std::string& state);
   void set_steps_done(int64_t n) { steps_done_ = n; }
 
  private:
   void SyncEvalWeights();
+  // Copies the state `from` holds in other storage than `to` (none on plain layouts).
+  void SyncState(Executor& from, Executor& to);
 
   TrainingGraph tg_;
   Model eval_model_;
@@ -69,6 +80,8 @@ class TrainingSession {
   ValueInfo input_info_;
   std::string logits_name_;
   std::unique_ptr<Executor> train_;
+  std::unique_ptr<Executor> micro_;  // accumulation: the same graph, without the updates
+  bool micro_ran_last_ = false;      // micro_ holds the newest state (where not shared)
   std::unique_ptr<Executor> eval_;
   std::vector<std::string> state_names_;
   int64_t steps_done_ = 0;

@@ -1,9 +1,12 @@
 // Optimizer update ops of ONNX's ai.onnx.preview.training domain on the CPU: Momentum
 // (standard and Nesterov; PyTorch's SGD with momentum and weight decay), Adam and Adagrad;
-// and org.onnxtrain's SGD (momentum 0: the same update as Momentum without its buffer).
+// and org.onnxtrain's SGD (momentum 0: the same update as Momentum without its buffer),
+// AdamW and RMSprop (PyTorch's formulas, which ONNX's ops cannot express: AdamW's decay
+// scales with the learning rate and comes before the step; RMSprop is not in ONNX).
 // Each node updates n tensors: inputs R (learning rate), T (step count), then n X, n G
 // and the per-tensor state; outputs the new X and new state. Elementwise loops over
 // OpenMP (no library routine exists for these updates).
+#include <algorithm>
 #include <cmath>
 
 #include "graph/gradient_registry.h"
@@ -128,10 +131,97 @@ class AdamKernel final : public OptimizerKernel {
   const AdamParams p_;
 };
 
+// org.onnxtrain AdamW, torch.optim.AdamW's update in its order (T >= 1 is the step count):
+//   X <- X * (1 - R * weight_decay);  M <- beta1 M + (1 - beta1) G;  V <- beta2 V + (1 - beta2) G^2
+//   X <- X - (R / (1 - beta1^T)) * M / (sqrt(V) / sqrt(1 - beta2^T) + epsilon)
+// States: M, V.
+class AdamWKernel final : public OptimizerKernel {
+ public:
+  explicit AdamWKernel(const KernelInfo& info)
+      : OptimizerKernel(info, 2),
+        beta1_(node_.GetFloat("beta1", 0.9f)),
+        beta2_(node_.GetFloat("beta2", 0.999f)),
+        eps_(node_.GetFloat("epsilon", 1e-8f)),
+        decay_(node_.GetFloat("weight_decay", 0.01f)) {}
+
+ private:
+  void Update(float r, int64_t t, int64_t n, const Slots& s) override {
+    const double tt = static_cast<double>(std::max<int64_t>(t, 1));
+    const float step_size = static_cast<float>(r / (1.0 - std::pow(double(beta1_), tt)));
+    const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(double(beta2_), tt)));
+    const float keep = 1.f - r * decay_;
+    const float b1 = beta1_, b2 = beta2_, eps = eps_;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = s.g[i];
+      const float x = s.x[i] * keep;
+      const float m = b1 * s.state[0][i] + (1.f - b1) * g;
+      const float v = b2 * s.state[1][i] + (1.f - b2) * g * g;
+      if (s.state_new[0]) s.state_new[0][i] = m;
+      if (s.state_new[1]) s.state_new[1][i] = v;
+      if (s.x_new) s.x_new[i] = x - step_size * (m / (std::sqrt(v) / bc2_sqrt + eps));
+    }
+  }
+  const float beta1_, beta2_, eps_, decay_;
+};
+
+// org.onnxtrain RMSprop, torch.optim.RMSprop's update:
+//   G <- G + weight_decay X;  S <- alpha S + (1 - alpha) G^2
+//   centered: A <- alpha A + (1 - alpha) G, D = sqrt(S - A^2) + epsilon; else D = sqrt(S) + epsilon
+//   momentum > 0: B <- momentum B + G / D, X <- X - R B; else X <- X - R G / D
+// States, in this order: S, then A if centered, then B if momentum > 0.
+class RmspropKernel final : public OptimizerKernel {
+ public:
+  explicit RmspropKernel(const KernelInfo& info)
+      : OptimizerKernel(info, StatesOf(info.node)),
+        alpha_(node_.GetFloat("alpha", 0.99f)),
+        eps_(node_.GetFloat("epsilon", 1e-8f)),
+        momentum_(node_.GetFloat("momentum", 0.f)),
+        decay_(node_.GetFloat("weight_decay", 0.f)),
+        centered_(node_.GetInt("centered", 0) != 0) {}
+  static int StatesOf(const Node& node) {
+    return 1 + (node.GetInt("centered", 0) != 0 ? 1 : 0) + (node.GetFloat("momentum", 0.f) > 0.f ? 1 : 0);
+  }
+
+ private:
+  void Update(float r, int64_t t, int64_t n, const Slots& s) override {
+    const float alpha = alpha_, eps = eps_, mom = momentum_, decay = decay_;
+    const bool centered = centered_;
+    const int buf = centered ? 2 : 1;  // the momentum buffer's state index
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = decay != 0.f ? s.g[i] + decay * s.x[i] : s.g[i];
+      const float sq = alpha * s.state[0][i] + (1.f - alpha) * g * g;
+      if (s.state_new[0]) s.state_new[0][i] = sq;
+      float avg;
+      if (centered) {
+        const float a = alpha * s.state[1][i] + (1.f - alpha) * g;
+        if (s.state_new[1]) s.state_new[1][i] = a;
+        avg = std::sqrt(sq - a * a) + eps;
+      } else {
+        avg = std::sqrt(sq) + eps;
+      }
+      float x;
+      if (mom > 0.f) {
+        const float b = mom * s.state[buf][i] + g / avg;
+        if (s.state_new[buf]) s.state_new[buf][i] = b;
+        x = s.x[i] - r * b;
+      } else {
+        x = s.x[i] - r * (g / avg);
+      }
+      if (s.x_new) s.x_new[i] = x;
+    }
+  }
+  const float alpha_, eps_, momentum_, decay_;
+  const bool centered_;
+};
+
 OT_REGISTER_KERNEL(kTrainingDomain, "Momentum", 1, 1 << 30, DeviceType::kCPU, MomentumKernel);
 OT_REGISTER_KERNEL(kGradDomain, "SGD", 1, 1 << 30, DeviceType::kCPU, SgdKernel);
 OT_REGISTER_KERNEL(kTrainingDomain, "Adagrad", 1, 1 << 30, DeviceType::kCPU, AdagradKernel);
 OT_REGISTER_KERNEL(kTrainingDomain, "Adam", 1, 1 << 30, DeviceType::kCPU, AdamKernel);
+OT_REGISTER_KERNEL(kGradDomain, "AdamW", 1, 1 << 30, DeviceType::kCPU, AdamWKernel);
+OT_REGISTER_KERNEL(kGradDomain, "RMSprop", 1, 1 << 30, DeviceType::kCPU, RmspropKernel);
 
 }  // namespace
 }  // namespace cpu
