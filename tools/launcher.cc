@@ -35,6 +35,8 @@ void OnSignal(int sig) {
 struct Worker {
   int rank = 0;
   bool mpirun = false;  // the process is mpirun: its lines carry the rank (--tag-output)
+  int tag_rank = 0;       // mpirun: the rank of the line being drawn (a bar's later segments carry no tag)
+  bool continues = false; // mpirun: the next segment continues a line that a '\r' ended
   pid_t pid = -1;
   int out_fd = -1;  // stdout and stderr of the worker, merged
   std::string partial;
@@ -84,9 +86,9 @@ bool StripMpiTag(std::string* line, int* rank) {
 }
 
 // A progress bar update (a segment ended by '\r'): redrawn in place on the last line.
-void EmitBar(const Worker& w, std::string bar) {
+void EmitBar(Worker& w, std::string bar) {
   int rank = w.rank;
-  if (w.mpirun) StripMpiTag(&bar, &rank);
+  if (w.mpirun) rank = StripMpiTag(&bar, &rank) ? (w.tag_rank = rank) : w.tag_rank;
   std::cout << "\r[rank " << rank << "] " << bar << "\033[K" << std::flush;
   g_bar_shown = true;
 }
@@ -95,10 +97,17 @@ void Emit(Worker& w, std::string line) {
   if (g_bar_shown) std::cout << "\r\033[K";  // the line replaces the bar
   g_bar_shown = false;
   int rank = w.rank;
-  if (w.mpirun && !StripMpiTag(&line, &rank)) {
-    std::cout << "[mpirun] " << line << "\n" << std::flush;
-  } else {
+  bool from_rank = true;
+  if (w.mpirun && StripMpiTag(&line, &rank)) {
+    w.tag_rank = rank;
+  } else if (w.mpirun) {
+    rank = w.tag_rank;
+    from_rank = w.continues;  // else mpirun's own line
+  }
+  if (from_rank) {
     std::cout << "[rank " << rank << "] " << line << "\n" << std::flush;
+  } else {
+    std::cout << "[mpirun] " << line << "\n" << std::flush;
   }
   w.last_lines.push_back(line);
   if (w.last_lines.size() > 10) w.last_lines.pop_front();
@@ -122,12 +131,14 @@ bool Pump(Worker& w) {
     const bool bar = w.partial[pos] == '\r';
     std::string line = WithoutEraseLine(w.partial.substr(0, pos));
     w.partial.erase(0, pos + 1);
-    if (line.empty()) continue;
-    if (bar) {
-      EmitBar(w, line);
-    } else {
-      Emit(w, line);
+    if (!line.empty()) {
+      if (bar) {
+        EmitBar(w, line);
+      } else {
+        Emit(w, line);
+      }
     }
+    w.continues = bar;
   }
   // A bar that has been drawn but not yet ended by the next '\r': show it now.
   if (w.partial.size() > 3 && w.partial.compare(w.partial.size() - 3, 3, "\033[K") == 0) {
@@ -321,6 +332,26 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
     if (before_start) {
       *failure = std::string("interrupted by ") + strsignal(g_signal) + " before training began; nothing saved";
       with_tail = false;
+    }
+  }
+  if (failed >= 0 && with_tail && !failure->empty() && workers[0].mpirun) {
+    // mpirun names the rank that ended the job ("mpirun noticed that process rank 1 with
+    // PID ... exited on signal 9 (Killed)", or "Process name: [[JOB,1],RANK]").
+    for (const auto& l : workers[0].last_lines) {
+      size_t p = l.find("noticed that process rank ");
+      if (p != std::string::npos) {
+        const int rank = std::atoi(l.c_str() + p + 26);
+        const size_t how = l.find(" exited");
+        std::string what = how == std::string::npos ? " failed" : l.substr(how);
+        if (what.back() == '.') what.pop_back();
+        *failure = StrFormat("worker rank %d%s (mpirun ended the job)", rank, what.c_str());
+        break;
+      }
+      p = l.find("Process name: [[");
+      if (p != std::string::npos && l.find("],", p) != std::string::npos) {
+        *failure = StrFormat("worker rank %d exited with an error (mpirun ended the job)",
+                             std::atoi(l.c_str() + l.find("],", p) + 2));
+      }
     }
   }
   if (failed >= 0 && with_tail && !failure->empty()) {
