@@ -46,7 +46,8 @@ TEST_F(MpiComm, AllReduceFloat32SumAndAverage) {
   Communicator& c = Comm();
   const int n = c.size(), r = c.rank();
   EXPECT_STREQ(c.backend(), "mpi");
-  for (size_t count : {size_t{1}, size_t{1000}, size_t{1} << 20}) {
+  // 3 Mi + 5 elements: a chain of four 4 MiB pieces, with the second allreduce in line.
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{1} << 20, (size_t{3} << 20) + 5}) {
     std::vector<float> a(count), b(count);
     for (size_t i = 0; i < count; ++i) a[i] = b[i] = static_cast<float>((r + 1) * (i % 7 + 1));
     AllReduceOptions avg;

@@ -383,13 +383,14 @@ std::string FindMpirun() {
   return "";
 }
 
-std::vector<std::string> MpirunCommand(int np, const std::vector<std::string>& args) {
+std::vector<std::string> MpirunCommand(int np, const std::vector<std::string>& args, bool bind_to_core) {
   const std::string mpirun = FindMpirun();
   OT_CHECK(!mpirun.empty(),
            "--backend mpi starts its ranks with mpirun, which is not on PATH: install Open MPI (apt-get install "
            "openmpi-bin), set ONNXTRAIN_MPIRUN to its path, or use --backend gloo");
-  std::vector<std::string> cmd = {mpirun, "-np", std::to_string(np), "--oversubscribe", "--bind-to", "none",
-                                  "--mca", "btl", "self,vader"};
+  const bool bind = bind_to_core && np <= static_cast<int>(std::thread::hardware_concurrency());
+  std::vector<std::string> cmd = {mpirun, "-np", std::to_string(np), "--oversubscribe", "--bind-to",
+                                  bind ? "core" : "none", "--mca", "btl", "self,vader"};
   if (const char* extra = std::getenv("ONNXTRAIN_MPIRUN_ARGS")) {
     std::string word;
     for (const char* c = extra;; ++c) {

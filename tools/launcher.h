@@ -41,9 +41,11 @@ std::string ProgramPath();
 std::string FindMpirun();
 // The command that starts `np` ranks of this program with `args` through mpirun on this
 // host: --oversubscribe (more ranks than cores is allowed), --bind-to none (each rank's
-// threads may use any core), the shared-memory transport (btl self,vader) and any words
-// of $ONNXTRAIN_MPIRUN_ARGS. Throws ot::Error naming what to install when mpirun is absent.
-std::vector<std::string> MpirunCommand(int np, const std::vector<std::string>& args);
+// threads may use any core) or, with bind_to_core and no more ranks than cores, one core
+// per rank (single-threaded ranks: bench-comm), the shared-memory transport (btl
+// self,vader) and any words of $ONNXTRAIN_MPIRUN_ARGS. Throws ot::Error naming what to
+// install when mpirun is absent.
+std::vector<std::string> MpirunCommand(int np, const std::vector<std::string>& args, bool bind_to_core = false);
 // Whether this process is a rank that mpirun started (OMPI_COMM_WORLD_RANK is set).
 bool StartedByMpirun();
 
