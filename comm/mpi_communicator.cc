@@ -140,12 +140,12 @@ class MpiState;
 // A collective's handle: Wait() drives MPI progress on the waiting thread.
 class MpiWork : public HostWork {
  public:
-  MpiWork(std::string description, MpiState* state)
-      : HostWork(std::move(description)), state_(state) {}
+  MpiWork(std::string description, std::weak_ptr<MpiState> state)
+      : HostWork(std::move(description)), state_(std::move(state)) {}
   void Wait(Millis timeout = kUntilDone) override;
 
  private:
-  MpiState* state_;  // outlives every wait (the communicator owns it)
+  std::weak_ptr<MpiState> state_;  // gone once the communicator is destroyed
 };
 
 // A collective in flight. A large allreduce runs as a chain of pieces, each started when
@@ -161,7 +161,7 @@ struct Pending {
   std::function<void()> on_done;  // e.g. the average's scaling
 };
 
-class MpiState {
+class MpiState : public std::enable_shared_from_this<MpiState> {
  public:
   MpiState(const CommConfig& config, MPI_Comm comm) : config_(config), comm_(comm) {
     thread_ = std::thread([this] { ProgressLoop(); });
@@ -188,7 +188,7 @@ class MpiState {
     std::unique_lock<std::mutex> lock(Process().mu);
     const std::string what =
         StrFormat("%s #%llu%s", op.c_str(), static_cast<unsigned long long>(next_seq_++), detail.c_str());
-    auto work = std::make_shared<MpiWork>(what, this);
+    auto work = std::make_shared<MpiWork>(what, weak_from_this());
     if (broken_) {
       work->Fail(broken_);
       return work;
@@ -339,7 +339,12 @@ class MpiState {
 
 void MpiWork::Wait(Millis timeout) {
   const auto until = timeout.count() < 0 ? Clock::time_point::max() : Clock::now() + timeout;
-  state_->Drive(this, until);
+  if (auto state = state_.lock()) {
+    state->Drive(this, until);
+  } else if (!IsCompleted()) {
+    throw CommError(CommErrorKind::kAborted,
+                    Describe() + " cannot complete: its communicator was destroyed while it ran");
+  }
   if (!IsCompleted()) {
     throw CommError(CommErrorKind::kTimeout,
                     StrFormat("%s is still running after the caller's wait of %lld ms; it goes "
@@ -362,7 +367,7 @@ int CheckedCount(size_t count, const char* op) {
 
 class MpiCommunicator : public Communicator {
  public:
-  explicit MpiCommunicator(std::unique_ptr<MpiState> state) : state_(std::move(state)) {}
+  explicit MpiCommunicator(std::shared_ptr<MpiState> state) : state_(std::move(state)) {}
 
   int rank() const override { return state_->config().rank; }
   int size() const override { return state_->config().size; }
@@ -467,7 +472,7 @@ class MpiCommunicator : public Communicator {
     }
   }
 
-  std::unique_ptr<MpiState> state_;
+  std::shared_ptr<MpiState> state_;
 };
 
 // FNV-1a, to compare fingerprints across ranks in one allgather.
@@ -500,7 +505,7 @@ std::unique_ptr<Communicator> CreateMpiCommunicator(const CommConfig& config) {
     if (rc != MPI_SUCCESS) throw MpiFailure(config.rank, "MPI_Comm_dup", rc);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   }
-  auto state = std::make_unique<MpiState>(config, comm);
+  auto state = std::make_shared<MpiState>(config, comm);
   // Every rank must train the same model with the same settings.
   const uint64_t mine = Hash(config.fingerprint);
   std::vector<uint64_t> all(static_cast<size_t>(size));
