@@ -19,7 +19,8 @@
 // before completes (each piece stays in cache: 64 MiB at 4.7 GB/s busbw instead of 0.6);
 // collectives called meanwhile wait in line so every rank starts them in the same order.
 // Open MPI defaults set before MPI_Init unless the environment sets them: libnbc's ring
-// iallreduce and a 16 KiB shared-memory eager limit (measured, see mpi_communicator.cc).
+// iallreduce and a 16 KiB shared-memory eager limit (measured, see mpi_communicator.cc);
+// no single-copy (CMA) transport where process_vm_readv is forbidden (containers).
 //
 // Types: float32 and float64 reduce with MPI_SUM; float16 and bfloat16 with user-defined
 // MPI_Ops that add in float32 and round back (comm/reduction.h, the Gloo backend's sums).
