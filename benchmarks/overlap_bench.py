@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Allreduce/backward overlap of data-parallel training: ResNet34 on synthetic data, one
-rank beside `--world-size 2`, the same batch per rank and one CPU thread per rank.
+rank beside `--world-size 2` (--backend gloo or mpi), the same batch per rank and one CPU
+thread per rank.
 
 From the --metrics JSONL of rank 0 (fields written by the trainer per step):
   step_ms            forward + backward + update + allreduce waits of the step
@@ -16,7 +17,6 @@ Run through scripts/bench-overlap.sh; by hand:
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -35,7 +35,7 @@ def command(args, world, metrics):
            "--batch", str(args.batch), "--epochs", "1", "--max-steps", str(args.steps), "--no-checkpoints",
            "--quiet", "--threads", str(args.threads_per_rank * world), "--metrics", metrics, "--seed", "1"]
     if world > 1:
-        cmd += ["--world-size", str(world), "--bucket-cap-mb", str(args.bucket_cap_mb)]
+        cmd += ["--world-size", str(world), "--bucket-cap-mb", str(args.bucket_cap_mb), "--backend", args.backend]
     return cmd
 
 
@@ -83,14 +83,17 @@ def main():
     p.add_argument("--bucket-cap-mb", type=float, default=25, help="allreduce bucket size (MiB)")
     p.add_argument("--threads-per-rank", type=int, default=1)
     p.add_argument("--timeout", type=int, default=900)
+    p.add_argument("--backend", default="gloo", help="comm backend of the world-2 run: gloo or mpi")
     args = p.parse_args()
+    if args.backend == "mpi" and os.geteuid() == 0:  # mpirun refuses root unless told
+        os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     os.makedirs(args.workdir, exist_ok=True)
     if not args.model:
         args.model = os.path.join(args.workdir, "resnet34.onnx")
         if not os.path.exists(args.model):
             subprocess.run([args.onnx_train, "make-model", "resnet34", "-o", args.model], check=True,
                            capture_output=True)
-    print(f"overlap bench: {os.path.basename(args.model)}, batch {args.batch} per rank, "
+    print(f"overlap bench: {os.path.basename(args.model)} over {args.backend}, batch {args.batch} per rank, "
           f"{args.threads_per_rank} thread(s) per rank, {args.steps} steps ({args.warmup} warm-up), "
           f"{os.cpu_count()} CPUs, load average {open('/proc/loadavg').read().split()[0]}", flush=True)
     one = run(args, 1, "world1")

@@ -50,8 +50,6 @@ if(ONNXTRAIN_WERROR)
   list(APPEND ONNXTRAIN_CUDA_WARNINGS -Werror=all-warnings)
 endif()
 
-# Plugins (shared libraries loaded by runtime/plugin.cc) go to one folder of the build.
-set(ONNXTRAIN_PLUGIN_DIR ${CMAKE_BINARY_DIR}/lib)
 function(ot_plugin_target target)
   set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${ONNXTRAIN_PLUGIN_DIR}
                                              CUDA_SEPARABLE_COMPILATION OFF POSITION_INDEPENDENT_CODE ON)

@@ -98,7 +98,7 @@ std::unique_ptr<Communicator> CreateCommunicator(const std::string& backend,
   };
   CommunicatorFactory factory = find();
   if (!factory && PluginBuilt(name)) {
-    // The NCCL backend is a plugin: loading it registers the factory.
+    // The NCCL and MPI backends are plugins: loading one registers its factory.
     try {
       LoadPlugin(name);
     } catch (const Error& e) {
@@ -107,6 +107,7 @@ std::unique_ptr<Communicator> CreateCommunicator(const std::string& backend,
     factory = find();
   }
   if (!factory) {
+    if (name == "mpi") throw CommError(CommErrorKind::kInvalid, NoMpiBackendMessage());
     std::string hint = name == "nccl" ? " (NCCL needs a CUDA build; use --backend gloo for CPU "
                                         "training)"
                                       : "";

@@ -2,8 +2,8 @@
 // the shape of PyTorch c10d's Backend and Work. One virtual method per collective, each
 // returning an asynchronous Work handle; an options struct per op; failures are typed
 // CommErrors whose message names the rank(s) at fault and what to do. Backends (Gloo for
-// host buffers, NCCL for CUDA buffers later) register by name; CreateCommunicator()
-// connects one.
+// host buffers, NCCL for CUDA buffers, MPI for host buffers under mpirun) register by
+// name; CreateCommunicator() connects one.
 //
 // Buffers are plain memory (pointer + element count + dtype + device): the comm layer knows
 // nothing of the executor. comm/tensor_buffer.h turns an ot::Tensor into a CommBuffer.
@@ -75,8 +75,9 @@ AllreduceAlgorithm ParseAllreduceAlgorithm(const std::string& name);  // throws 
 // Fields every collective takes.
 struct CollectiveOptions {
   // The collective fails with a CommError once it has run this long; zero means the
-  // communicator's timeout (CommConfig::timeout). Gloo: small allreduces (halving-doubling
-  // on sync pairs) are bounded by the communicator's timeout whatever this says.
+  // communicator's timeout (CommConfig::timeout). Gloo: float32 allreduces up to 1 MiB
+  // (halving-doubling on sync pairs) are bounded by the communicator's timeout whatever
+  // this says; larger ones honour it (a shorter one sends them over the unbound ring).
   std::chrono::milliseconds timeout{0};
   // Backend stream to order the collective on (NCCL: a cudaStream_t); host backends ignore
   // it. Null means the backend's own stream.

@@ -4,15 +4,15 @@
 //
 // Two Gloo contexts (full meshes) serve different message sizes:
 //  - a *sync* context whose pairs read in the calling thread (Gloo's sync mode, no device
-//    thread hop per message) runs small allreduces with Gloo's pointer-bound
-//    halving-doubling or chunked-ring classes (float32, float64). They are built once per
-//    (algorithm, dtype, element count) on staging memory and reused; the build consumes
-//    Gloo slots, so every rank builds the same ones in the same order, which the key
-//    (not the caller's pointer) guarantees. Blocking sends cannot deadlock because the messages fit in the socket
+//    thread hop per message) runs allreduces with Gloo's pointer-bound halving-doubling
+//    or chunked-ring classes (float32, float64), buffers larger than SyncBytesLimit() in
+//    pieces of that size one after another. They are built once per (algorithm, dtype,
+//    element count) on staging memory and reused; the build consumes Gloo slots, so every
+//    rank builds the same ones in the same order, which the key (not the caller's pointer)
+//    guarantees. Blocking sends cannot deadlock because the pieces fit in the socket
 //    buffers (SyncBytesLimit()).
 //  - an *async* context (Gloo's device thread) runs everything else: the unbound-buffer
-//    ring allreduce of gloo/allreduce.h (zero-copy, any float dtype through our sum; it
-//    also serves larger requests for halving-doubling or the chunked ring), bcube,
+//    ring allreduce of gloo/allreduce.h (zero-copy, any float dtype through our sum), bcube,
 //    broadcast, allgather, barrier and reduce-scatter.
 //  - a *watch* context that only carries goodbyes (comm/peer_watch.h): a dead peer is seen
 //    at once and the blocked Gloo waits are interrupted.
@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -59,11 +60,12 @@ namespace {
 
 using Millis = std::chrono::milliseconds;
 
-// Largest allreduce run on the sync context. There a send blocks until the kernel has
+// Largest allreduce piece run on the sync context. There a send blocks until the kernel has
 // taken all of it, so every single send must fit in the socket send buffer, which Gloo
 // asks to be min(bytes, 32 MiB) and Linux caps at net.core.wmem_max (then doubles): with
 // messages no larger than wmem_max no rank can block on a send while its peer also sends.
-// 1 MiB where wmem_max allows (measured best, see below), else wmem_max.
+// 1 MiB where wmem_max allows (measured best, see below), else wmem_max;
+// $ONNXTRAIN_GLOO_SYNC_BYTES sets another size (for measurements), still at most wmem_max.
 size_t SyncBytesLimit() {
   static const size_t limit = [] {
     size_t wmem_max = 212992;  // Linux's default
@@ -72,7 +74,10 @@ size_t SyncBytesLimit() {
       if (std::fscanf(f, "%lu", &value) == 1 && value > 0) wmem_max = value;
       std::fclose(f);
     }
-    return std::min<size_t>(size_t{1} << 20, wmem_max);
+    size_t wanted = size_t{1} << 20;
+    // For measuring (bench-comm): another piece size, still capped by wmem_max.
+    if (const char* env = std::getenv("ONNXTRAIN_GLOO_SYNC_BYTES")) wanted = std::strtoull(env, nullptr, 10);
+    return std::max<size_t>(4096, std::min<size_t>(wanted, wmem_max));
   }();
   return limit;
 }
@@ -90,19 +95,30 @@ constexpr size_t kMaxBoundAllreduces = 16;
 //   4 KiB        30       840          41           1900-8000           50-2000
 //   256 KiB     130       240         127           4000-90000          170-375
 //   1 MiB       600-740   600         780-855       890-4000            670-2000
-//   4 MiB         -      7200 bound  4700 bound     4700-4900           3800-5600
-//   16 MiB        -     25000 bound 17600 bound    17400-25600         15500-22700
-//   64 MiB        -    182000 bound     -          65000-80000         74500-88000
 // World size 4: HD sync 110-510 us up to 256 KiB and 1.3-1.9 ms at 1 MiB, chunked ring
-// 290-640 us and 8.3 ms; torch 1.4-7 ms. So: halving-doubling on sync pairs up to
+// 290-640 us and 8.3 ms; torch 1.4-7 ms.
+// From 1 MiB (issue 19; busbw GB/s, median of 4 interleaved runs of bench-comm and
+// torch_allreduce.py; HD/ring-chunked on sync pairs in pieces of 1 or 4 MiB):
+//   world 2   ring  HD 1M  HD 4M  chunked 1M  chunked 4M  torch
+//   1 MiB     1.60   1.94   1.82     1.21        1.52      0.79
+//   4 MiB     1.13   1.91   1.21     0.89        1.06      1.03
+//   16 MiB    0.99   1.73   0.83     0.86        1.02      1.05
+//   64 MiB    0.68   1.45   1.07     1.07        1.00      0.63
+//   world 4
+//   1 MiB     0.21   0.80   0.82     0.17        0.18      0.19
+//   4 MiB     0.46   0.67   0.47     0.19        0.45      0.49
+//   16 MiB    0.64   0.78   0.31     0.19        0.40      0.59
+//   64 MiB    0.61   0.76   0.37     0.18        0.41      0.53
+// So halving-doubling on sync pairs at every size, larger buffers in pieces of
 // SyncBytesLimit() (fewest thread wake-ups: each costs up to a 4 ms scheduler tick on a
-// busy host, and the unbound ring pays several per segment), then Gloo's zero-copy
-// unbound-buffer ring, the algorithm torch.distributed uses, which streams best when the
-// segments are large.
+// busy host, and the unbound ring pays several per segment; pieces larger than 1 MiB
+// block on full socket buffers). Other dtypes than float32 take the unbound ring, and so
+// do allreduces larger than one piece whose own timeout is shorter than the communicator's
+// (only the unbound ring honours a per-op timeout).
 AllreduceAlgorithm GlooAutoAllreduceAlgorithm(size_t bytes, int world_size) {
+  (void)bytes;
   if (world_size <= 1) return AllreduceAlgorithm::kRing;
-  if (bytes <= SyncBytesLimit()) return AllreduceAlgorithm::kHalvingDoubling;
-  return AllreduceAlgorithm::kRing;
+  return AllreduceAlgorithm::kHalvingDoubling;
 }
 
 namespace {
@@ -189,8 +205,10 @@ class GlooState : public std::enable_shared_from_this<GlooState> {
 
   // In-place allreduce with a pointer-bound Gloo class on the sync pairs (float32, at most
   // SyncBytesLimit()).
-  // b: float32 or float64 (synchronised batch normalization's per-channel sums).
+  // b: float32 or float64 (synchronised batch normalization's per-channel sums), in
+  // pieces of at most SyncBytesLimit().
   void BoundAllreduceRun(AllreduceAlgorithm algorithm, const CommBuffer& b);
+  void BoundAllreducePiece(AllreduceAlgorithm algorithm, DType dtype, void* data, size_t count);
   // In-place allreduce with Gloo's unbound-buffer ring or bcube.
   void UnboundAllreduce(const CommBuffer& b, AllreduceAlgorithm algorithm, uint32_t tag,
                         Millis timeout);
@@ -431,8 +449,18 @@ std::unique_ptr<gloo::Algorithm> MakeBoundAllreduce(const std::shared_ptr<gloo::
 }
 
 void GlooState::BoundAllreduceRun(AllreduceAlgorithm algorithm, const CommBuffer& buffer) {
-  const size_t count = buffer.count, bytes = buffer.bytes();
-  auto key = std::make_tuple(static_cast<int>(algorithm), buffer.dtype, count);
+  // Larger buffers go in pieces of at most SyncBytesLimit(), one after another.
+  const size_t element = DTypeSize(buffer.dtype);
+  const size_t piece = SyncBytesLimit() / element;
+  for (size_t offset = 0; offset < buffer.count; offset += piece) {
+    BoundAllreducePiece(algorithm, buffer.dtype, static_cast<char*>(buffer.data) + offset * element,
+                        std::min(piece, buffer.count - offset));
+  }
+}
+
+void GlooState::BoundAllreducePiece(AllreduceAlgorithm algorithm, DType dtype, void* data, size_t count) {
+  const size_t bytes = count * DTypeSize(dtype);
+  auto key = std::make_tuple(static_cast<int>(algorithm), dtype, count);
   auto it = bound_.find(key);
   if (it == bound_.end()) {
     if (bound_.size() >= kMaxBoundAllreduces) {
@@ -445,16 +473,16 @@ void GlooState::BoundAllreduceRun(AllreduceAlgorithm algorithm, const CommBuffer
     BoundAllreduce& b = bound_[key];
     b.staging.resize(bytes);
     const int n = static_cast<int>(count);
-    b.algorithm = buffer.dtype == DType::kFloat64
+    b.algorithm = dtype == DType::kFloat64
                       ? MakeBoundAllreduce<double>(sync_, algorithm, b.staging.data(), n)
                       : MakeBoundAllreduce<float>(sync_, algorithm, b.staging.data(), n);
     it = bound_.find(key);
   }
   BoundAllreduce& b = it->second;
   b.last_use = ++bound_uses_;
-  std::memcpy(b.staging.data(), buffer.data, bytes);
+  std::memcpy(b.staging.data(), data, bytes);
   b.algorithm->run();
-  std::memcpy(buffer.data, b.staging.data(), bytes);
+  std::memcpy(data, b.staging.data(), bytes);
 }
 
 void GlooState::UnboundAllreduce(const CommBuffer& b, AllreduceAlgorithm algorithm, uint32_t tag,
@@ -509,11 +537,15 @@ class GlooCommunicator : public Communicator {
     AllreduceAlgorithm algorithm = options.algorithm == AllreduceAlgorithm::kAuto
                                        ? GlooAutoAllreduceAlgorithm(b.bytes(), size())
                                        : options.algorithm;
-    // The pointer-bound classes run on the sync pairs only (float32 or float64, small messages);
-    // beyond that the unbound ring serves any request. (Bound classes on the async pairs
-    // slowed later unbound collectives on the same pairs by seconds at world size 4.)
+    // The pointer-bound classes run on the sync pairs only (float32 or float64, in pieces);
+    // other dtypes take the unbound ring. (Bound classes on the async pairs slowed later
+    // unbound collectives on the same pairs by seconds at world size 4.)
+    // A bound allreduce is bounded by the communicator's timeout only (Gloo's sync pairs
+    // take no per-op timeout): a large one asked to end sooner takes the unbound ring.
+    const auto& config = state_->config();
+    const bool shorter_timeout = options.timeout.count() > 0 && options.timeout < config.timeout;
     const bool bindable = b.dtype == DType::kFloat32 || b.dtype == DType::kFloat64;
-    if (IsBound(algorithm) && (!bindable || b.bytes() > SyncBytesLimit())) {
+    if (IsBound(algorithm) && (!bindable || (shorter_timeout && b.bytes() > SyncBytesLimit()))) {
       algorithm = AllreduceAlgorithm::kRing;
     }
     const int n = size();

@@ -28,10 +28,12 @@ constexpr const char* kBuildDir = "";
 #endif
 
 bool Built(const std::string& name) {
+#ifdef ONNXTRAIN_HAVE_MPI_PLUGIN
+  if (name == "mpi") return true;
+#endif
 #ifdef ONNXTRAIN_HAVE_CUDA_PLUGINS
   return name == "cuda" || name == "nccl";
 #else
-  (void)name;
   return false;
 #endif
 }
@@ -44,17 +46,24 @@ std::string ExecutableDir() {
   return DirName(buf);
 }
 
+constexpr const char* kNoMpi =
+    "this build of onnx-train has no MPI backend (configured without MPI or with -DONNXTRAIN_MPI=OFF): install "
+    "libopenmpi-dev and openmpi-bin (apt-get install libopenmpi-dev openmpi-bin) and rebuild, or use --backend gloo";
+
 bool Exists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
 
 }  // namespace
 
 bool PluginBuilt(const std::string& name) { return Built(name); }
 
+const char* NoMpiBackendMessage() { return kNoMpi; }
+
 void LoadPlugin(const std::string& name) {
   static std::mutex mu;
   static std::map<std::string, void*> loaded;
   std::lock_guard<std::mutex> lock(mu);
   if (loaded.count(name)) return;
+  OT_CHECK(name != "mpi" || Built(name), "%s", kNoMpi);
   OT_CHECK(Built(name), "this build of onnx-train has no %s support (configured without the CUDA toolkit or with "
            "-DONNXTRAIN_CUDA=OFF); use --device cpu and --backend gloo", name.c_str());
   const std::string file = "libonnxtrain_" + name + ".so";
@@ -78,7 +87,8 @@ void LoadPlugin(const std::string& name) {
     if (!handle) {
       const char* why = dlerror();
       throw Error("cannot load the " + name + " plugin " + path + ": " + (why ? why : "unknown error") +
-                  " (are the CUDA, cuDNN and NCCL libraries on LD_LIBRARY_PATH?)");
+                  (name == "mpi" ? " (is Open MPI's libmpi installed: apt-get install libopenmpi-dev openmpi-bin?)"
+                                 : " (are the CUDA, cuDNN and NCCL libraries on LD_LIBRARY_PATH?)"));
     }
     loaded[name] = handle;
     return;

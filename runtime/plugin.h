@@ -1,6 +1,7 @@
 // Optional parts of onnx-train that live in their own shared libraries and are loaded
 // on first use: the CUDA runtime (libonnxtrain_cuda.so: cuDNN/cuBLAS kernels and the CUDA
-// device backend) and the NCCL communicator (libonnxtrain_nccl.so). A CPU-only run never
+// device backend), the NCCL communicator (libonnxtrain_nccl.so) and the MPI communicator
+// (libonnxtrain_mpi.so, over Open MPI). A CPU-only run never
 // maps the CUDA libraries (hundreds of MiB of address space and startup time). Loading a
 // plugin runs its static registrations (kernels, device backend, communicator backend).
 #pragma once
@@ -9,13 +10,15 @@
 
 namespace ot {
 
-// Loads the plugin named `name` ("cuda" or "nccl") once; later calls return at once.
+// Loads the plugin named `name` ("cuda", "nccl" or "mpi") once; later calls return at once.
 // Looks in $ONNXTRAIN_PLUGIN_DIR, then the folder it was built in, then the folder of
 // the running executable and its ../lib. Throws ot::Error with the loader's message when
 // the plugin is missing or cannot be loaded (e.g. no CUDA driver libraries).
 void LoadPlugin(const std::string& name);
 // Whether this build made the plugin at all (false: e.g. configured without CUDA).
 bool PluginBuilt(const std::string& name);
+// Why "mpi" is unavailable in a build without it, and what to install.
+const char* NoMpiBackendMessage();
 
 // CUDA devices on this machine, counted in a forked child so that this process does not
 // start CUDA (a CUDA context does not survive fork; launchers fork their ranks after

@@ -4,11 +4,13 @@
 # (its GPU runtime is OCL) without the package depending on it.
 # libopenblas0-pthread: the BLAS behind PyTorch (an oracle and benchmark peer only); without it
 # Debian's PyTorch falls back to the reference BLAS (~3 GFLOP/s) and its float64 runs take minutes.
+# libopenmpi-dev openmpi-bin: the MPI communicator backend (--backend mpi) and mpirun.
 set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libprotobuf-dev protobuf-compiler libonnx-dev
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libgloo-dev libhiredis-dev redis-server
+  libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev libjpeg62-turbo-dev libpng-dev libminizip-dev
   libonnx-testdata dataset-fashion-mnist

@@ -1,5 +1,5 @@
 // `onnx-train bench-comm`: allreduce bandwidth table in the columns of nccl-tests, over N
-// local processes that this command starts itself.
+// local processes that this command starts itself (through mpirun for --backend mpi).
 #pragma once
 
 #include <string>
@@ -7,7 +7,7 @@
 
 namespace ot {
 
-// onnx-train bench-comm --backend gloo|nccl --world-size N [--min-bytes 4] [--max-bytes 64Mi]
+// onnx-train bench-comm --backend gloo|mpi|nccl --world-size N [--min-bytes 4] [--max-bytes 64Mi]
 //   [--iters 20] [--warmup 3] [--step-factor 4] [--algorithm auto|ring|...] [--timeout S]
 int CmdBenchComm(const std::vector<std::string>& argv);
 

@@ -34,6 +34,9 @@ void OnSignal(int sig) {
 
 struct Worker {
   int rank = 0;
+  bool mpirun = false;  // the process is mpirun: its lines carry the rank (--tag-output)
+  int tag_rank = 0;       // mpirun: the rank of the line being drawn (a bar's later segments carry no tag)
+  bool continues = false; // mpirun: the next segment continues a line that a '\r' ended
   pid_t pid = -1;
   int out_fd = -1;  // stdout and stderr of the worker, merged
   std::string partial;
@@ -67,16 +70,45 @@ std::string WithoutEraseLine(std::string s) {
   return s;
 }
 
+// mpirun --tag-output writes "[JOB,RANK]<stdout>:TEXT" (or <stderr>); sets *rank and
+// strips the tag. False for mpirun's own lines.
+bool StripMpiTag(std::string* line, int* rank) {
+  if (line->empty() || (*line)[0] != '[') return false;
+  const size_t comma = line->find(',');
+  const size_t close = line->find(']');
+  const size_t colon = line->find(">:");
+  if (comma == std::string::npos || close == std::string::npos || colon == std::string::npos || comma > close ||
+      close > colon)
+    return false;
+  *rank = std::atoi(line->c_str() + comma + 1);
+  line->erase(0, colon + 2);
+  return true;
+}
+
 // A progress bar update (a segment ended by '\r'): redrawn in place on the last line.
-void EmitBar(const Worker& w, const std::string& bar) {
-  std::cout << "\r[rank " << w.rank << "] " << bar << "\033[K" << std::flush;
+void EmitBar(Worker& w, std::string bar) {
+  int rank = w.rank;
+  if (w.mpirun) rank = StripMpiTag(&bar, &rank) ? (w.tag_rank = rank) : w.tag_rank;
+  std::cout << "\r[rank " << rank << "] " << bar << "\033[K" << std::flush;
   g_bar_shown = true;
 }
 
-void Emit(Worker& w, const std::string& line) {
+void Emit(Worker& w, std::string line) {
   if (g_bar_shown) std::cout << "\r\033[K";  // the line replaces the bar
   g_bar_shown = false;
-  std::cout << "[rank " << w.rank << "] " << line << "\n" << std::flush;
+  int rank = w.rank;
+  bool from_rank = true;
+  if (w.mpirun && StripMpiTag(&line, &rank)) {
+    w.tag_rank = rank;
+  } else if (w.mpirun) {
+    rank = w.tag_rank;
+    from_rank = w.continues;  // else mpirun's own line
+  }
+  if (from_rank) {
+    std::cout << "[rank " << rank << "] " << line << "\n" << std::flush;
+  } else {
+    std::cout << "[mpirun] " << line << "\n" << std::flush;
+  }
   w.last_lines.push_back(line);
   if (w.last_lines.size() > 10) w.last_lines.pop_front();
 }
@@ -99,12 +131,14 @@ bool Pump(Worker& w) {
     const bool bar = w.partial[pos] == '\r';
     std::string line = WithoutEraseLine(w.partial.substr(0, pos));
     w.partial.erase(0, pos + 1);
-    if (line.empty()) continue;
-    if (bar) {
-      EmitBar(w, line);
-    } else {
-      Emit(w, line);
+    if (!line.empty()) {
+      if (bar) {
+        EmitBar(w, line);
+      } else {
+        Emit(w, line);
+      }
     }
+    w.continues = bar;
   }
   // A bar that has been drawn but not yet ended by the next '\r': show it now.
   if (w.partial.size() > 3 && w.partial.compare(w.partial.size() - 3, 3, "\033[K") == 0) {
@@ -123,6 +157,7 @@ std::string DescribeStatus(int status) {
   return "ended";
 }
 
+// Starts `program` with `args` (argv[1:]) and `env` added to the environment.
 pid_t Spawn(const std::string& self, const std::vector<std::string>& args, const std::vector<std::string>& env,
             int* out_fd) {
   int fds[2];
@@ -156,10 +191,26 @@ pid_t Spawn(const std::string& self, const std::vector<std::string>& args, const
 int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<std::string>& args, int restart,
             std::string* failure) {
   const std::string run_dir = NewRunDir(o.run_root);
-  std::vector<Worker> workers(static_cast<size_t>(o.world_size));
+  // With mpirun, one process (mpirun) starts every rank and MPI tells each its rank.
+  std::vector<Worker> workers(o.mpirun ? 1 : static_cast<size_t>(o.world_size));
   // Strings must outlive the fork: putenv keeps pointers.
   std::vector<std::vector<std::string>> envs(workers.size());
-  for (int r = 0; r < o.world_size; ++r) {
+  if (o.mpirun) {
+    auto& env = envs[0];
+    env = {std::string(kEnvRunId) + "=" + run_dir.substr(run_dir.rfind('-') + 1),
+           std::string(kEnvRestartCount) + "=" + std::to_string(restart),
+           std::string(kEnvOutputPrefixed) + "=1"};
+    if (o.threads_per_worker > 0) env.push_back("OMP_NUM_THREADS=" + std::to_string(o.threads_per_worker));
+    std::vector<std::string> mpi_args = MpirunCommand(o.world_size, {});
+    const std::string mpirun = mpi_args[0];
+    mpi_args.erase(mpi_args.begin());
+    mpi_args.push_back("--tag-output");
+    mpi_args.push_back(self);
+    mpi_args.insert(mpi_args.end(), args.begin(), args.end());
+    workers[0].mpirun = true;
+    workers[0].pid = Spawn(mpirun, mpi_args, env, &workers[0].out_fd);
+  }
+  for (int r = 0; r < o.world_size && !o.mpirun; ++r) {
     auto& env = envs[static_cast<size_t>(r)];
     env = {std::string(kEnvRank) + "=" + std::to_string(r),
            std::string(kEnvWorldSize) + "=" + std::to_string(o.world_size),
@@ -212,7 +263,9 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
         const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
         if (!ok && failed < 0 && !stopping) {
           failed = w.rank;
-          *failure = "worker rank " + std::to_string(w.rank) + " " + DescribeStatus(status);
+          *failure = (w.mpirun ? std::string("mpirun (the ranks' launcher) ")
+                               : "worker rank " + std::to_string(w.rank) + " ") +
+                     DescribeStatus(status);
         }
       }
     }
@@ -281,6 +334,26 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
       with_tail = false;
     }
   }
+  if (failed >= 0 && with_tail && !failure->empty() && workers[0].mpirun) {
+    // mpirun names the rank that ended the job ("mpirun noticed that process rank 1 with
+    // PID ... exited on signal 9 (Killed)", or "Process name: [[JOB,1],RANK]").
+    for (const auto& l : workers[0].last_lines) {
+      size_t p = l.find("noticed that process rank ");
+      if (p != std::string::npos) {
+        const int rank = std::atoi(l.c_str() + p + 26);
+        const size_t how = l.find(" exited");
+        std::string what = how == std::string::npos ? " failed" : l.substr(how);
+        if (what.back() == '.') what.pop_back();
+        *failure = StrFormat("worker rank %d%s (mpirun ended the job)", rank, what.c_str());
+        break;
+      }
+      p = l.find("Process name: [[");
+      if (p != std::string::npos && l.find("],", p) != std::string::npos) {
+        *failure = StrFormat("worker rank %d exited with an error (mpirun ended the job)",
+                             std::atoi(l.c_str() + l.find("],", p) + 2));
+      }
+    }
+  }
   if (failed >= 0 && with_tail && !failure->empty()) {
     const Worker& w = workers[static_cast<size_t>(failed)];
     std::string tail;
@@ -293,6 +366,48 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
 }
 
 }  // namespace
+
+std::string ProgramPath() { return SelfPath(); }
+
+std::string FindMpirun() {
+  if (const char* env = std::getenv("ONNXTRAIN_MPIRUN"); env && *env) return env;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string candidate = (end > start ? dirs.substr(start, end - start) : ".") + "/mpirun";
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+std::vector<std::string> MpirunCommand(int np, const std::vector<std::string>& args, bool bind_to_core) {
+  const std::string mpirun = FindMpirun();
+  OT_CHECK(!mpirun.empty(),
+           "--backend mpi starts its ranks with mpirun, which is not on PATH: install Open MPI (apt-get install "
+           "openmpi-bin), set ONNXTRAIN_MPIRUN to its path, or use --backend gloo");
+  const bool bind = bind_to_core && np <= static_cast<int>(std::thread::hardware_concurrency());
+  std::vector<std::string> cmd = {mpirun, "-np", std::to_string(np), "--oversubscribe", "--bind-to",
+                                  bind ? "core" : "none", "--mca", "btl", "self,vader"};
+  if (const char* extra = std::getenv("ONNXTRAIN_MPIRUN_ARGS")) {
+    std::string word;
+    for (const char* c = extra;; ++c) {
+      if (*c == '\0' || *c == ' ') {
+        if (!word.empty()) cmd.push_back(word);
+        word.clear();
+        if (*c == '\0') break;
+      } else {
+        word += *c;
+      }
+    }
+  }
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  return cmd;
+}
+
+bool StartedByMpirun() { return std::getenv("OMPI_COMM_WORLD_RANK") != nullptr; }
 
 int LaunchWorkers(const LaunchOptions& o) {
   OT_CHECK(o.world_size >= 1 && o.world_size <= 1024, "--world-size must be between 1 and 1024");

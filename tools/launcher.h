@@ -27,10 +27,27 @@ struct LaunchOptions {
   // A worker whose heartbeat (touched after every training step) is older than this is
   // taken as hung and fails the attempt; 0 turns the check off.
   double heartbeat_timeout_seconds = 0;
+  // Start the ranks through mpirun (--backend mpi): MPI tells each its rank; restarts
+  // start a new MPI job. No per-rank heartbeat then.
+  bool mpirun = false;
 };
 
 // Runs the workers to completion; returns the process exit status for the launcher.
 int LaunchWorkers(const LaunchOptions& options);
+
+// This program's own path (/proc/self/exe).
+std::string ProgramPath();
+// Open MPI's launcher on PATH ($ONNXTRAIN_MPIRUN overrides); empty when there is none.
+std::string FindMpirun();
+// The command that starts `np` ranks of this program with `args` through mpirun on this
+// host: --oversubscribe (more ranks than cores is allowed), --bind-to none (each rank's
+// threads may use any core) or, with bind_to_core and no more ranks than cores, one core
+// per rank (single-threaded ranks: bench-comm), the shared-memory transport (btl
+// self,vader) and any words of $ONNXTRAIN_MPIRUN_ARGS. Throws ot::Error naming what to
+// install when mpirun is absent.
+std::vector<std::string> MpirunCommand(int np, const std::vector<std::string>& args, bool bind_to_core = false);
+// Whether this process is a rank that mpirun started (OMPI_COMM_WORLD_RANK is set).
+bool StartedByMpirun();
 
 // Environment variable names shared by the launcher and the workers.
 constexpr const char* kEnvRank = "ONNXTRAIN_RANK";

@@ -51,7 +51,7 @@ const char* kUsage =
     "      [--centered] [--rmsprop-alpha A] [--norm-weight-decay W] [--bias-weight-decay W] [--clip-grad-norm M]\n"
     "      [--weight-decay W] [--no-optimizer] [--freeze A,B] [--frozen-bn]\n"
     "      write the training graph (forward, loss, backward, optimizer update) as ONNX\n"
-    "  bench-comm --backend gloo --world-size N [--min-bytes 4] [--max-bytes 67108864] [--iters 20]\n"
+    "  bench-comm --backend gloo|mpi|nccl --world-size N [--min-bytes 4] [--max-bytes 67108864] [--iters 20]\n"
     "      allreduce table like nccl-tests: bytes, time, algbw, busbw, wrong elements\n"
     "  check MODEL.onnx\n"
     "      load, check and shape-infer a model; print its inputs, outputs and ops, and notes on what\n"

@@ -15,6 +15,7 @@
 #include "comm/rendezvous.h"
 #include "graph/error.h"
 #include "graph/onnx_io.h"
+#include "runtime/plugin.h"
 #include "runtime/executor.h"
 #include "tools/args.h"
 #include "tools/cli_util.h"
@@ -101,7 +102,8 @@ const char* kTrainUsage =
     "  --grace-period S     seconds between SIGTERM and SIGKILL when stopping workers (10)\n"
     "  --monitor-interval S how often the launcher checks its workers (0.2)\n"
     "  --heartbeat-timeout S a worker without a finished step for S seconds is taken as hung (0: off)\n"
-    "  --backend auto|gloo|nccl   collectives for data-parallel training (auto: NCCL for CUDA, else Gloo)\n"
+    "  --backend auto|gloo|nccl|mpi  collectives for data-parallel training (auto: NCCL for CUDA, else Gloo;\n"
+    "                             mpi: Open MPI, ranks started by mpirun, or by --world-size through mpirun)\n"
     "  --timeout S          a collective, or a rank that does not join, fails after S seconds (300)\n"
     "  --bucket-cap-mb M    gradients are allreduced in buckets of M MiB, the first 1 MiB (25)\n"
     "  --rdzv SPEC          rendezvous store: redis://HOST:PORT or file:DIR (default: a per-run folder)\n"
@@ -295,9 +297,13 @@ int CmdTrain(std::vector<std::string> argv) {
   // The launcher: several workers, or one that is restarted when it fails.
   const int world = static_cast<int>(args.GetInt("world-size", 1));
   const int restarts = static_cast<int>(args.GetInt("max-restarts", 0));
-  if (std::getenv(kEnvRank) == nullptr && (world > 1 || restarts > 0)) {
+  OT_CHECK(o.backend != "mpi" || PluginBuilt("mpi"), "%s", NoMpiBackendMessage());
+  // A rank that mpirun started (with --world-size passed on by the launcher) trains.
+  if (std::getenv(kEnvRank) == nullptr && !StartedByMpirun() && (world > 1 || restarts > 0)) {
     LaunchOptions lo;
     lo.world_size = world;
+    lo.mpirun = o.backend == "mpi";
+    if (lo.mpirun) MpirunCommand(world, {});  // mpirun missing: one line now
     lo.worker_args = argv;
     lo.max_restarts = restarts;
     lo.grace_seconds = args.GetDouble("grace-period", 10.0);
@@ -334,7 +340,7 @@ int CmdTrain(std::vector<std::string> argv) {
     }
     return LaunchWorkers(lo);
   }
-  if (std::getenv(kEnvRank) != nullptr && o.threads == 0) {
+  if ((std::getenv(kEnvRank) != nullptr || StartedByMpirun()) && o.threads == 0) {
     if (const char* t = std::getenv("OMP_NUM_THREADS")) o.threads = std::atoi(t);
   }
 
