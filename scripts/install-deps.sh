@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Installs everything onnx-train needs from Debian's packages. Idempotent; run as root.
+# Installs what onnx-train needs from Debian's packages. Idempotent; run as root.
+#   scripts/install-deps.sh           what building and running need (the README's main command)
+#   scripts/install-deps.sh --tests   that, plus the test and benchmark tools and oracles:
+#                                     GoogleTest, Google Benchmark, ONNX's backend test data and
+#                                     PyTorch (about 180 packages), used only by tests/ and benchmarks/
 # ocl-icd-opencl-dev and opencl-c-headers: Debian's oneDNN CMake config asks for OpenCL
 # (its GPU runtime is OCL) without the package depending on it.
 # libopenblas0-pthread: the BLAS behind PyTorch (an oracle and benchmark peer only); without it
@@ -11,11 +15,18 @@ packages=(
   libprotobuf-dev protobuf-compiler libonnx-dev
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libgloo-dev libhiredis-dev redis-server
   libopenmpi-dev openmpi-bin
-  libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev libjpeg62-turbo-dev libpng-dev libminizip-dev
-  libonnx-testdata dataset-fashion-mnist
-  python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-pil libopenblas0-pthread
+  dataset-fashion-mnist
 )
+case "${1:-}" in
+  --tests)
+    packages+=(
+      libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata
+      python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-pil libopenblas0-pthread
+    ) ;;
+  "") ;;
+  *) echo "install-deps: unknown option '$1' (use --tests for the test tools and oracles)" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

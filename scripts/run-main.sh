@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-bash scripts/build.sh
+# The product only: the tests and benchmarks need the packages of install-deps.sh --tests.
+CMAKE_ARGS="-DONNXTRAIN_TESTS=OFF -DONNXTRAIN_BENCHMARKS=OFF ${CMAKE_ARGS:-}" bash scripts/build.sh
 bin=build/tools/onnx-train
 out=${OUT_DIR:-out}
 mkdir -p "$out"
