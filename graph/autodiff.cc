@@ -225,6 +225,9 @@ void ConvertToTrainingMode(Model& m, TrainingGraph& tg) {
       t.inputs = n.inputs;
       t.SetFloat("epsilon", n.GetFloat("epsilon", 1e-5f));
       t.SetFloat("momentum", n.GetFloat("momentum", 0.9f));
+      // PyTorch's exports keep PyTorch's meaning: the running variance moves towards the
+      // unbiased batch variance (the ONNX operator's reference uses the population one).
+      if (m.producer_name == "pytorch") t.SetInt("unbiased_running_var", 1);
       const std::string& y = n.outputs[0];
       if (!has_state) {
         t.outputs = {y, y + "/batch_mean", y + "/batch_var", y + "/saved_mean", y + "/saved_var"};

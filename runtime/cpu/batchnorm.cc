@@ -102,6 +102,11 @@ class BatchNormKernel final : public OpKernel {
     training_ = BatchNormTrainingMode(node_, opset_, ctx);
     sync_ = node_.op_type == "SyncBatchNormTraining";
     momentum_ = node_.GetFloat("momentum", 0.9f);
+    // PyTorch updates the running variance with the unbiased batch variance (times
+    // M / (M - 1) over the M values of a channel); the ONNX operator with the population one.
+    const int64_t count = x.shape().size() >= 2 && x.shape()[1] > 0 ? x.numel() / x.shape()[1] : 0;
+    var_factor_ = node_.GetInt("unbiased_running_var", 0) != 0 && count > 1
+                      ? static_cast<double>(count) : 0.0;
     ctx.SetOutput(0, DType::kFloat32, x.shape(), x.layout());
     for (int i = 1; i < 5; ++i) ctx.SetOutput(i, DType::kFloat32, {channels});
     if (x.numel() == 0) {
@@ -127,21 +132,30 @@ class BatchNormKernel final : public OpKernel {
     prim_.Statistics(x.raw(), mean, var, sync_ ? ctx.cross_replica() : nullptr);
     prim_.Run(x.raw(), ctx.Output(0).raw(), scale, shift, mean, var);
     // Element-wise, so an output may share its buffer with the running-stat input.
-    UpdateRunningStat(ctx, 1, ctx.Input(3).data<float>(), mean);
-    UpdateRunningStat(ctx, 2, ctx.Input(4).data<float>(), var);
+    UpdateRunningStat(ctx, 1, ctx.Input(3).data<float>(), mean, 1.0);
+    double factor = 1.0;
+    if (var_factor_ > 0) {
+      const CrossReplicaSum* replicas = sync_ ? ctx.cross_replica() : nullptr;
+      const double m = var_factor_ * (replicas ? replicas->replicas() : 1);  // values per channel, all replicas
+      factor = m / (m - 1);
+    }
+    UpdateRunningStat(ctx, 2, ctx.Input(4).data<float>(), var, factor);
   }
 
  private:
-  void UpdateRunningStat(KernelContext& ctx, int output, const float* running, const float* batch) const {
+  void UpdateRunningStat(KernelContext& ctx, int output, const float* running, const float* batch,
+                         double factor) const {
     if (!ctx.HasOutput(output)) return;
     float* out = ctx.Output(output).data<float>();
     const int64_t n = ctx.Output(output).numel();
-    for (int64_t c = 0; c < n; ++c) out[c] = running[c] * momentum_ + batch[c] * (1.f - momentum_);
+    for (int64_t c = 0; c < n; ++c)
+      out[c] = running[c] * momentum_ + static_cast<float>(batch[c] * factor) * (1.f - momentum_);
   }
 
   bool training_ = false;
   bool sync_ = false;  // SyncBatchNormTraining: statistics over every replica's batch
   float momentum_ = 0.9f;
+  double var_factor_ = 0;  // > 0: values per channel per replica (unbiased running variance)
   std::vector<float> batch_mean_, batch_var_;  // when saved_mean / saved_var are not outputs
   BatchNormPrimitive prim_;
 };
