@@ -81,7 +81,46 @@ class Differentiability {
   std::set<std::string> blocked_;
 };
 
-// Attaches SoftmaxCrossEntropyLoss(mean) to the logits; returns the loss name.
+// Label smoothing after SoftmaxCrossEntropyLoss "loss/nll" (mean over samples), in
+// ordinary ONNX nodes that have gradient rules:
+//   loss = (1 - eps) * nll - eps * ReduceMean(LogSoftmax(logits, axis 1))
+// ReduceMean over all axes of [N, C, d...] is the mean over the N*d positions of
+// sum_c log p_c / C, PyTorch's smoothing term for reduction 'mean' without weights.
+void AppendLabelSmoothing(Model& m, const std::string& logits, int rank, float eps) {
+  Graph& g = m.graph;
+  const int64_t opset = m.OpsetFor("");
+  // Before opset 13 LogSoftmax flattens from its axis on: right only for [N, C] logits.
+  OT_CHECK(opset >= 13 || rank == 2,
+           "label smoothing on logits of rank %d needs an opset 13 or newer model (this one is %lld); re-export it "
+           "with opset_version=13 or more",
+           rank, (long long)opset);
+  auto constant = [&](const std::string& name, float v) {
+    Node c;
+    c.name = name;
+    c.op_type = "Constant";
+    c.outputs = {name};
+    c.SetTensor("value", HostTensor::FromVector<float>({v}, {}));
+    g.nodes.push_back(c);
+    return name;
+  };
+  auto node = [&](const std::string& op, std::vector<std::string> inputs, const std::string& out) {
+    Node n;
+    n.name = out + "/" + op;
+    n.op_type = op;
+    n.inputs = std::move(inputs);
+    n.outputs = {out};
+    g.nodes.push_back(n);
+    return &g.nodes.back();
+  };
+  node("LogSoftmax", {logits}, "loss/smooth_log_prob")->SetInt("axis", 1);
+  node("ReduceMean", {"loss/smooth_log_prob"}, "loss/smooth_mean_log_prob")->SetInt("keepdims", 0);
+  node("Mul", {"loss/nll", constant("loss/one_minus_eps", 1.f - eps)}, "loss/nll_scaled");
+  node("Mul", {"loss/smooth_mean_log_prob", constant("loss/eps", eps)}, "loss/smooth_scaled");
+  node("Sub", {"loss/nll_scaled", "loss/smooth_scaled"}, "loss");
+}
+
+// Attaches SoftmaxCrossEntropyLoss(mean) to the logits (with label smoothing when asked);
+// returns the loss name.
 std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* labels) {
   Graph& g = m.graph;
   OT_CHECK(!g.outputs.empty(), "the model has no outputs to attach a loss to");
@@ -112,10 +151,13 @@ std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* la
     sce.domain = kGradDomain;
     m.opsets[kGradDomain] = 1;
   }
+  const float eps = options.label_smoothing;
+  OT_CHECK(eps >= 0.f && eps < 1.f, "label smoothing %g is outside [0, 1); give a value such as 0.1", eps);
   sce.inputs = {logits, lab.name};
-  sce.outputs = {"loss", "loss/log_prob"};
+  sce.outputs = {eps > 0.f ? "loss/nll" : "loss", "loss/log_prob"};
   sce.SetString("reduction", "mean");
   g.nodes.push_back(sce);
+  if (eps > 0.f) AppendLabelSmoothing(m, logits, info->has_shape ? static_cast<int>(info->dims.size()) : -1, eps);
   ValueInfo loss;
   loss.name = "loss";
   loss.dtype = DType::kFloat32;
@@ -266,6 +308,10 @@ TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& op
   } else {
     tg.loss = AttachLoss(m, options, &tg.labels);
   }
+  OT_CHECK(options.label_smoothing == 0.f || !tg.labels.empty(),
+           "label smoothing applies to the loss onnx-train attaches, but the model has its own loss '%s'; leave out "
+           "--label-smoothing or export the model without its loss",
+           tg.loss.c_str());
   // The loss gradient needs SoftmaxCrossEntropyLoss's log_prob output.
   for (auto& n : g.nodes)
     if (n.op_type == "SoftmaxCrossEntropyLoss" && (n.domain.empty() || n.domain == kGradDomain) && !n.HasOutput(1)) {

@@ -16,6 +16,9 @@ struct AutodiffOptions {
   std::string loss_output;          // an existing scalar loss output; "" = detect or attach
   std::string logits_output;        // where to attach the loss; "" = the first graph output
   std::string labels_name = "labels";
+  // Label smoothing of the attached loss, as PyTorch's CrossEntropyLoss(label_smoothing=):
+  // (1 - eps) * NLL + eps * mean over samples of (-sum_c log p_c / C). In [0, 1).
+  float label_smoothing = 0.f;
 };
 
 struct TrainingGraph {

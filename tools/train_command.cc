@@ -48,6 +48,8 @@ const char* kTrainUsage =
     "  --hflip              random horizontal flips in training\n"
     "  --mean a[,b,c] --std a[,b,c]  Normalize, on the [0, 1] scale (default: the data set's, or none)\n"
     "  --augment            random crop (4-pixel padding) and horizontal flip\n"
+  "  --random-erase P     torchvision's RandomErasing with probability P per image (scale 0.02-0.33,\n"
+  "                       ratio 0.3-3.3, value 0 after normalisation)\n"
     "  --no-shuffle         keep the data set's order\n"
     "  --seed S             shuffling, augmentation and initial randomness (default 0)\n"
     "recipe:\n"
@@ -59,7 +61,12 @@ const char* kTrainUsage =
     "  --momentum M         (0)            --nesterov           --weight-decay W (0)\n"
     "  --beta1 B1 --beta2 B2 --epsilon E   Adam's (0.9, 0.999, 1e-8)\n"
     "  --lr-schedule constant|step|cosine (constant)   --lr-step N (5)   --lr-gamma G (0.1)\n"
-    "  --freeze A,B         initializers that stay fixed\n"
+    "  --label-smoothing E  the loss as PyTorch's CrossEntropyLoss(label_smoothing=E), 0 <= E < 1 (0)\n"
+  "  --model-ema          also keep an EMA of the weights and BatchNorm statistics (torchvision's):\n"
+  "                       evaluated beside the model, checkpointed, written as epoch_N_ema.onnx\n"
+  "  --model-ema-steps N  update it every N steps (32)   --model-ema-decay D  (0.99998), adjusted as\n"
+  "                       torchvision: 1 - min(1, (1 - D) * world * batch * N / epochs)\n"
+  "  --freeze A,B         initializers that stay fixed\n"
     "  --frozen-bn          BatchNormalization normalises with its running statistics, which stay fixed\n"
     "                       (default: training form, and layers PyTorch folded in eval mode restored)\n"
     "evaluation and checkpoints:\n"
@@ -164,9 +171,10 @@ int CmdTrain(std::vector<std::string> argv) {
              "checkpoint-dir", "resume", "metrics", "threads", "device", "max-steps", "world-size", "max-restarts",
              "grace-period", "snapshot-every", "keep", "backend", "timeout", "rdzv", "monitor-interval", "bucket-cap-mb",
              "heartbeat-timeout", "bind-addr", "data-workers", "resize", "center-crop", "random-resized-crop", "mean",
-             "std", "val-fraction", "npz-keys"},
+             "std", "val-fraction", "npz-keys", "label-smoothing", "random-erase", "model-ema-steps",
+             "model-ema-decay"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
-             "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn"});
+             "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn", "model-ema"});
   if (args.Has("help")) {
     std::cout << kTrainUsage;
     return 0;
@@ -194,6 +202,16 @@ int CmdTrain(std::vector<std::string> argv) {
   OT_CHECK(o.schedule.step_size >= 1, "--lr-step must be at least 1");
   o.freeze = SplitList(args.Get("freeze"));
   o.augment = args.Has("augment");
+  o.label_smoothing = ParseLabelSmoothing(args);
+  o.random_erase = ParseProbability(args, "random-erase");
+  o.model_ema = args.Has("model-ema");
+  o.model_ema_steps = args.GetInt("model-ema-steps", o.model_ema_steps);
+  o.model_ema_decay = args.GetDouble("model-ema-decay", o.model_ema_decay);
+  OT_CHECK(o.model_ema || (!args.Has("model-ema-steps") && !args.Has("model-ema-decay")),
+           "--model-ema-steps and --model-ema-decay need --model-ema");
+  OT_CHECK(o.model_ema_decay > 0.0 && o.model_ema_decay < 1.0,
+           "--model-ema-decay %g is outside (0, 1); torchvision's default is 0.99998", o.model_ema_decay);
+  OT_CHECK(o.model_ema_steps >= 1, "--model-ema-steps must be at least 1");
   o.shuffle = !args.Has("no-shuffle");
   o.eval_every = static_cast<int>(args.GetInt("eval-every", 0));
   o.save_every = static_cast<int>(args.GetInt("save-every", o.save_every));
@@ -336,7 +354,8 @@ std::vector<std::string> ClassNames(const std::string& model_path, const ImageDa
 int CmdEval(const std::vector<std::string>& argv) {
   Args args(argv,
             {"data", "split", "batch", "threads", "device", "seed", "data-workers", "resize", "center-crop",
-             "random-resized-crop", "mean", "std", "val-fraction", "npz-keys"},
+             "random-resized-crop", "mean", "std", "val-fraction", "npz-keys", "label-smoothing", "random-erase", "model-ema-steps",
+             "model-ema-decay"},
             {"skip-bad-images", "hflip", "per-class"});
   OT_CHECK(args.positional().size() == 1, "eval needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   ExportedModelOptions eo;

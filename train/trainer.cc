@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "comm/rendezvous.h"
+#include "runtime/executor.h"
 #include "graph/error.h"
 #include "graph/file_util.h"
 #include "graph/onnx_io.h"
@@ -26,6 +27,7 @@
 #include "train/batch_loader.h"
 #include "train/image_dataset.h"
 #include "train/interrupt.h"
+#include "train/model_ema.h"
 #include "train/model_input_check.h"
 #include "train/progress.h"
 #include "train/sampler.h"
@@ -55,6 +57,12 @@ std::map<std::string, std::string> RunSettings(const TrainerOptions& o) {
     s["transforms"] = text;
   }
   if (d.val_fraction != DataSourceOptions().val_fraction) s["val_fraction"] = StrFormat("%g", d.val_fraction);
+  // Label smoothing and random erasing too (recorded only when used).
+  if (o.label_smoothing != 0.f) s["label_smoothing"] = StrFormat("%.9g", o.label_smoothing);
+  if (o.random_erase != 0.f) s["random_erase"] = StrFormat("%.9g", o.random_erase);
+  if (o.model_ema)
+    s["model_ema"] = StrFormat("steps=%lld,decay=%.17g,warmup_epochs=%d", (long long)o.model_ema_steps,
+                               o.model_ema_decay, o.model_ema_warmup_epochs);
   return s;
 }
 
@@ -67,7 +75,7 @@ struct EpochTally {
 
 // The training state file; `path` is an epoch checkpoint's .state or a snapshot.
 void SaveState(TrainingSession& session, const Model& forward, const TrainerOptions& o, int64_t epochs_done,
-               const SamplerState& sampler, const std::string& path, const EpochTally& tally = {}) {
+               const SamplerState& sampler, const std::string& path, const EpochTally& tally, const ModelEma* ema) {
   TrainingState state;
   state.epochs_done = epochs_done;
   state.global_step = session.steps_done();
@@ -82,13 +90,22 @@ void SaveState(TrainingSession& session, const Model& forward, const TrainerOpti
     state.scalars["epoch_correct"] = std::to_string(tally.correct);
   }
   for (const auto& [name, tensor] : session.StateTensors()) state.tensors.push_back(tensor->ToHost(name));
+  if (ema) {
+    state.scalars["ema_updates"] = std::to_string(ema->updates());
+    for (const HostTensor& t : ema->tensors()) {
+      state.tensors.push_back(t);
+      state.tensors.back().name = ModelEma::StateName(t.name);
+    }
+  }
   WriteTrainingState(state, path);
 }
 
 void SaveCheckpoint(TrainingSession& session, const Model& forward, const TrainerOptions& o, int64_t epochs_done,
-                    const SamplerState& sampler, const std::string& stem) {
-  SaveModel(session.InferenceModel(), stem + ".onnx");
-  SaveState(session, forward, o, epochs_done, sampler, stem + ".state");
+                    const SamplerState& sampler, const std::string& stem, const ModelEma* ema) {
+  const Model inference = session.InferenceModel();
+  SaveModel(inference, stem + ".onnx");
+  if (ema) SaveModel(ema->AveragedModel(inference), stem + "_ema.onnx");
+  SaveState(session, forward, o, epochs_done, sampler, stem + ".state", {}, ema);
 }
 
 // Fault injection for the chaos tests: ONNXTRAIN_FAULT_KILL_AT_STEPS="s0,s1,..." makes the
@@ -120,7 +137,7 @@ void MaybeInjectFault(int64_t global_step, int rank) {
 // Restores the session from a checkpoint; returns where the sampler stood and fills the
 // epoch's tally so far (zero at an epoch boundary).
 SamplerState Resume(TrainingSession& session, const Model& forward, const TrainerOptions& o, const std::string& path,
-                    EpochTally* tally) {
+                    EpochTally* tally, ModelEma* ema) {
   TrainingState state = ReadTrainingState(path);
   const std::string fp = state.Scalar("model_fingerprint", path);
   OT_CHECK(fp == ModelFingerprint(forward),
@@ -135,7 +152,7 @@ SamplerState Resume(TrainingSession& session, const Model& forward, const Traine
              "the same run",
              path.c_str(), key.c_str(), saved.c_str(), key.c_str(), value.c_str());
   }
-  for (const char* key : {"transforms", "val_fraction"}) {  // recorded only when used
+  for (const char* key : {"transforms", "val_fraction", "label_smoothing", "random_erase", "model_ema"}) {  // recorded only when used
     auto it = state.scalars.find(key);
     OT_CHECK(it == state.scalars.end() || settings.count(key),
              "checkpoint '%s' was made with %s=%s but this run has none; resume with the same data flags to continue "
@@ -150,6 +167,7 @@ SamplerState Resume(TrainingSession& session, const Model& forward, const Traine
              DTypeName(saved->dtype).c_str(), ShapeString(saved->dims).c_str(), tensor->Describe().c_str());
     tensor->CopyFrom(Tensor::FromHost(*saved, tensor->device()));
   }
+  if (ema) ema->Restore(state.tensors, state.Count("ema_updates", path));
   session.set_steps_done(state.global_step);
   session.SetRngState(state.Scalar("executor_rng", path));
   SamplerState sampler;
@@ -268,12 +286,18 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
 
   TrainingConfig config;
   config.autodiff.freeze = o.freeze;
+  config.autodiff.label_smoothing = o.label_smoothing;
   config.optimizer = o.optimizer;
   config.executor.device = device;
   config.executor.cuda_graphs = o.cuda_graphs;
   config.executor.num_threads = o.threads;
   config.executor.seed = o.seed;
   TrainingSession session(forward, config);
+  std::unique_ptr<ModelEma> ema;
+  if (o.model_ema && rank == 0)  // the weights are the same on every rank: rank 0 averages, evaluates, saves
+    ema = std::make_unique<ModelEma>(
+        session.InferenceModel(),
+        AdjustedEmaDecay(o.model_ema_decay, o.batch, world, o.model_ema_steps, o.epochs));
 
   std::unique_ptr<Communicator> comm;
   std::unique_ptr<GradientReducer> reducer;
@@ -338,7 +362,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     if (path.empty()) {
       say("no checkpoint in " + o.checkpoint_dir + " yet: starting from the beginning");
     } else {
-      sampler.Restore(Resume(session, forward, o, path, &resumed_tally));
+      sampler.Restore(Resume(session, forward, o, path, &resumed_tally, ema.get()));
       if (!lead) resumed_tally = EpochTally{};  // rank 0 adds the job's tally once
       const int64_t done = sampler.State().epoch;
       if (done >= o.epochs) {
@@ -372,6 +396,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   BatchLoaderOptions lo;
   lo.augment.random_crop = lo.augment.horizontal_flip = o.augment;
   lo.augment.seed = o.seed;
+  lo.augment.random_erase = o.random_erase;
 
   // An interrupted run says where it stopped, what it saved and how to go on.
   auto report_interrupt = [&](int64_t epoch, int64_t step, const std::string& saved) {
@@ -442,11 +467,17 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
       correct += CountCorrect(r.logits, batch.labels);
       result.step_losses.push_back(r.loss);
       progress.Step(s, session.steps_done(), r.loss, loss_sum / static_cast<double>(seen), n, extra);
+      // torchvision updates its EMA after the steps i % model_ema_steps == 0 of each epoch.
+      if (ema && s % o.model_ema_steps == 0) {
+        ema->Update(session.InferenceModel());
+        if (epoch < o.model_ema_warmup_epochs) ema->ResetCount();
+      }
       if (o.save_checkpoints && o.snapshot_every > 0 && session.steps_done() % o.snapshot_every == 0 &&
           batch.next.position < full_steps) {
         const EpochTally tally = JobTally(comm.get(), comm_timeout, prior, loss_sum, seen, correct);
         if (lead) {
-          SaveState(session, forward, o, epoch, batch.next, SnapshotPath(o.checkpoint_dir, session.steps_done()), tally);
+          SaveState(session, forward, o, epoch, batch.next, SnapshotPath(o.checkpoint_dir, session.steps_done()), tally,
+                    ema.get());
           PruneSnapshots(o.checkpoint_dir, o.keep_snapshots);
         }
       }
@@ -459,7 +490,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
           if (o.save_checkpoints) {
             saved = SnapshotPath(o.checkpoint_dir, session.steps_done());
             const EpochTally tally = JobTally(comm.get(), comm_timeout, prior, loss_sum, seen, correct);
-            if (lead) SaveState(session, forward, o, epoch, batch.next, saved, tally);
+            if (lead) SaveState(session, forward, o, epoch, batch.next, saved, tally, ema.get());
           }
           report_interrupt(epoch, s + 1, saved);
           return result;
@@ -490,13 +521,28 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
                                       o.fixed_batch > 0);
       summary.test_accuracy = acc.Fraction();
       result.test_accuracy = acc.Fraction();
+      if (ema) {
+        ExecutorOptions eo;
+        eo.device = device;
+        eo.num_threads = o.threads;
+        Executor averaged(ema->AveragedModel(session.InferenceModel()), eo);
+        const std::string in = forward.graph.inputs[0].name;
+        Accuracy ema_acc = EvaluateAccuracy([&](const Tensor& x) { return averaged.Run({{in, x}})[0]; }, test,
+                                            o.fixed_batch > 0 ? o.fixed_batch : std::max<int64_t>(o.batch, 256), device,
+                                            o.fixed_batch > 0);
+        result.ema_test_accuracy = ema_acc.Fraction();
+        say(StrFormat("epoch %lld: test accuracy %.2f%% (model), %.2f%% (EMA of the weights, decay %.6g every %lld "
+                      "steps, %lld updates)",
+                      (long long)epoch + 1, 100 * acc.Fraction(), 100 * ema_acc.Fraction(), ema->decay(),
+                      (long long)o.model_ema_steps, (long long)ema->updates()));
+      }
     }
     if (lead) progress.EndEpoch(summary);
     const bool interrupted = stop && !final_epoch;
     if (lead && o.save_checkpoints &&
         (final_epoch || interrupted || (o.save_every > 0 && (epoch + 1) % o.save_every == 0))) {
       const std::string stem = CheckpointStem(o.checkpoint_dir, epoch + 1);
-      SaveCheckpoint(session, forward, o, epoch + 1, sampler.State(), stem);
+      SaveCheckpoint(session, forward, o, epoch + 1, sampler.State(), stem, ema.get());
       if (!train.class_names.empty()) WriteClassNames(train.class_names, o.checkpoint_dir + "/classes.txt");
       result.last_checkpoint = stem;
       say((tag.empty() ? "" : "[" + tag + "] ") + "saved checkpoint " + stem + ".onnx and .state");
