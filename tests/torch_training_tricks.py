@@ -307,10 +307,11 @@ def check_erase_resume(args, report):
     ema_full = onnx.load(os.path.join(full_dir, "epoch_0001_ema.onnx")).graph.initializer
     ema_resumed = onnx.load(os.path.join(resume_dir, "epoch_0001_ema.onnx")).graph.initializer
     same_ema = [t.raw_data for t in ema_full] == [t.raw_data for t in ema_resumed] and len(ema_full) > 0
-    same = resumed == full[5:] and same_ema
+    same_losses = resumed == full[5:]
+    same = same_losses and same_ema
     acts = len(plain) == len(full) and plain[0] != full[0]
     report.check(same and acts, f"--random-erase 1: steps 5-{STEPS - 1} resumed from the step-5 snapshot are "
-                                f"{'bitwise equal' if same else 'NOT equal'} to the uninterrupted run, EMA "
+                                f"{'bitwise equal' if same_losses else 'NOT equal'} to the uninterrupted run, EMA "
                                 f"weights {'bitwise equal' if same_ema else 'NOT equal'} "
                                 f"({len(resumed)} steps); step-0 loss {full[0]:.5f} with erasing, {plain[0]:.5f} "
                                 f"without")
