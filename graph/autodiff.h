@@ -19,7 +19,13 @@ struct AutodiffOptions {
   // Label smoothing of the attached loss, as PyTorch's CrossEntropyLoss(label_smoothing=):
   // (1 - eps) * NLL + eps * mean over samples of (-sum_c log p_c / C). In [0, 1).
   float label_smoothing = 0.f;
+  // Mixup/CutMix: the loss is lambda * CE(labels) + (1 - lambda) * CE(kMixLabelsInput), the
+  // second labels and lambda (a float scalar) being inputs of the training graph.
+  bool mixed_targets = false;
 };
+
+constexpr const char* kMixLabelsInput = "labels_mixed";
+constexpr const char* kMixLambdaInput = "mix_lambda";
 
 struct TrainingGraph {
   Model model;                      // graph outputs: loss, the forward outputs, then grads

@@ -22,11 +22,18 @@
    bound max(1e-5, 3x PyTorch float32's distance). The BatchNorm running statistics are in
    the EMA model and differ from the model's own (averaged), but are not held to torch's
    for the reason in 1.
-5. `--random-erase 1 --model-ema` (every image erased): a run killed after step 7 and resumed
-   from its step-5 snapshot gives bitwise the same per-step losses and EMA weights as the
-   uninterrupted run; the losses differ from a run without erasing (the flag acts).
-6. Bad input: --label-smoothing 1 / -0.1, --random-erase 1.5, --model-ema-decay 1 / 0: one
-   error line, exit non-zero.
+5. `--mixup-alpha 0.2 --cutmix-alpha 1.0 --label-smoothing 0.1` on SimpleNN, 30 steps: the
+   metrics file gives each step's draw (mixup or cutmix, lambda, box); torch replays it as
+   torchvision does (batch.roll(1, 0), blend or paste the box, lambda = 1 - box area / image
+   area, mixed one-hot targets into CrossEntropyLoss(label_smoothing=0.1), which smooths
+   them); per-step losses and final weights against float64 as in 1 (rtol 1e-5); both kinds
+   drawn, each cutmix lambda equal to its box's.
+6. `--random-erase 1 --model-ema --mixup-alpha 0.2 --cutmix-alpha 1.0` (every image erased): a
+   run killed after step 7 and resumed from its step-5 snapshot gives bitwise the same
+   per-step losses, draws and EMA weights as the uninterrupted run; the losses differ from
+   a run without erasing (the flag acts).
+7. Bad input: --label-smoothing 1 / -0.1, --random-erase 1.5, --model-ema-decay 1 / 0,
+   --mixup-alpha -1, --cutmix-alpha -0.5: one error line, exit non-zero.
 
 Run by CTest (target torch_training_tricks); by hand:
     /usr/bin/python3 tests/torch_training_tricks.py --onnx-train build/tools/onnx-train --workdir /tmp/tt
@@ -82,10 +89,13 @@ def train_cmd(args, model_path, tag, options):
             "--metrics", metrics, "--quiet", "--threads", "2"] + options, metrics
 
 
-def step_losses(metrics):
+def step_rows(metrics):
     with open(metrics) as f:
-        rows = [json.loads(line) for line in f]
-    return [r["loss"] for r in rows if r["type"] == "step"]
+        return [r for r in (json.loads(line) for line in f) if r["type"] == "step"]
+
+
+def step_losses(metrics):
+    return [r["loss"] for r in step_rows(metrics)]
 
 
 def rel(a, b):
@@ -266,6 +276,66 @@ def check_ema(args, report, images, labels):
                  f"{bound:.1e}); the model itself is {moved:.1e} away; printed: {printed[-1] if printed else 'nothing'}")
 
 
+def torch_mix_run(module, images, labels, draws, dtype):
+    """torchvision's RandomMixup / RandomCutmix with the draws onnx-train reported, soft targets
+    into CrossEntropyLoss(label_smoothing=EPS) as train.py's criterion."""
+    module = copy.deepcopy(module).to(dtype)
+    module.train()
+    opt = torch.optim.SGD(module.parameters(), lr=LR)
+    losses = []
+    for s, d in enumerate(draws):
+        x = torch.from_numpy(images[s * BATCH:(s + 1) * BATCH]).to(dtype)
+        y = torch.from_numpy(labels[s * BATCH:(s + 1) * BATCH])
+        target = F.one_hot(y, 10).to(dtype)
+        x_rolled, target_rolled = x.roll(1, 0), target.roll(1, 0)
+        lam = d["mix_lambda"]
+        if d["mix"] == "mixup":
+            x = x * lam + x_rolled * (1.0 - lam)
+        else:
+            y1, y2, x1, x2 = d["mix_box"]
+            x = x.clone()
+            x[:, :, y1:y2, x1:x2] = x_rolled[:, :, y1:y2, x1:x2]
+        target = target * lam + target_rolled * (1.0 - lam)
+        opt.zero_grad()
+        loss = F.cross_entropy(module(x), target, label_smoothing=EPS)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    return losses, {k: v.detach().double().numpy() for k, v in module.state_dict().items() if v.is_floating_point()}
+
+
+def check_mix(args, report, images, labels):
+    torch.manual_seed(5)
+    module = build("simplenn", 1, 28, 28, 10)
+    path = os.path.join(args.workdir, "simplenn.onnx")
+    export(module, (1, 28, 28), path, training=True)
+    ckpt = os.path.join(args.workdir, "mix-ckpt")
+    cmd, metrics = train_cmd(args, path, "mix", ["--mixup-alpha", "0.2", "--cutmix-alpha", "1.0", "--label-smoothing",
+                                                 str(EPS), "--checkpoint-dir", ckpt])
+    proc = run(cmd)
+    if proc.returncode != 0:
+        return report.check(False, f"--mixup-alpha/--cutmix-alpha run failed: {proc.stderr.strip()[-400:]}")
+    rows = step_rows(metrics)
+    if len(rows) != STEPS or any("mix" not in r for r in rows):
+        return report.check(False, f"{len(rows)} step rows, draws missing from the metrics")
+    kinds = {r["mix"] for r in rows}
+    box_ok = all(0 < r["mix_lambda"] < 1 for r in rows if r["mix"] == "mixup") and all(
+        0 <= r["mix_box"][0] <= r["mix_box"][1] <= 28 and 0 <= r["mix_box"][2] <= r["mix_box"][3] <= 28 and
+        abs(r["mix_lambda"] - (1 - (r["mix_box"][1] - r["mix_box"][0]) * (r["mix_box"][3] - r["mix_box"][2]) / 784))
+        < 1e-12 for r in rows if r["mix"] == "cutmix")
+    ours = [r["loss"] for r in rows]
+    ref32, w32 = torch_mix_run(module, images, labels, rows, torch.float32)
+    ref64, w64 = torch_mix_run(module, images, labels, rows, torch.float64)
+    loss_bound = max(1e-5, 3 * rel(ref32, ref64))
+    w_bound = max(1e-5, 3 * weight_rel(w32, w64))
+    lr_, wr = rel(ours, ref64), weight_rel(onnx_weights(os.path.join(ckpt, "epoch_0001.onnx")), w64)
+    n_cut = sum(r["mix"] == "cutmix" for r in rows)
+    report.check(lr_ <= loss_bound and wr <= w_bound and kinds == {"mixup", "cutmix"} and box_ok,
+                 f"simplenn mixup 0.2 + cutmix 1.0 + smoothing {EPS}, {STEPS} steps ({STEPS - n_cut} mixup, {n_cut} "
+                 f"cutmix, draws consistent: {box_ok}): loss vs torchvision replay float64 max rel {lr_:.1e} (bound "
+                 f"{loss_bound:.1e}), final weights {wr:.1e} (bound {w_bound:.1e})")
+
+
 def check_export(args, report):
     path = os.path.join(args.workdir, "simplenn.onnx")
     out = os.path.join(args.workdir, "simplenn-ls-training.onnx")
@@ -280,15 +350,16 @@ def check_export(args, report):
 
 def check_erase_resume(args, report):
     path = os.path.join(args.workdir, "simplenn.onnx")
+    mix = ["--mixup-alpha", "0.2", "--cutmix-alpha", "1.0"]
     opts = ["--random-erase", "1", "--label-smoothing", str(EPS), "--model-ema", "--model-ema-steps", "4",
-            "--model-ema-decay", "0.9999"]
+            "--model-ema-decay", "0.9999"] + mix
     full_dir = os.path.join(args.workdir, "erase-full")
     cmd, metrics = train_cmd(args, path, "erase-full", opts + ["--checkpoint-dir", full_dir])
     proc = run(cmd)
     if proc.returncode != 0:
         return report.check(False, f"random erase run failed: {proc.stderr.strip()[-400:]}")
     full = step_losses(metrics)
-    cmd, plain_metrics = train_cmd(args, path, "erase-none", ["--label-smoothing", str(EPS), "--no-checkpoints"])
+    cmd, plain_metrics = train_cmd(args, path, "erase-none", ["--label-smoothing", str(EPS), "--no-checkpoints"] + mix)
     run(cmd)
     plain = step_losses(plain_metrics)
     resume_dir = os.path.join(args.workdir, "erase-resume")
@@ -304,14 +375,17 @@ def check_erase_resume(args, report):
         return report.check(False, f"resume run: first exit {killed.returncode}, second exit {proc.returncode}: "
                                    f"{proc.stderr.strip()[-300:]}")
     resumed = step_losses(second_metrics)
+    draws = [(r["mix"], r["mix_lambda"], r["mix_box"]) for r in step_rows(second_metrics)]
+    full_draws = [(r["mix"], r["mix_lambda"], r["mix_box"]) for r in step_rows(metrics)][5:]
     ema_full = onnx.load(os.path.join(full_dir, "epoch_0001_ema.onnx")).graph.initializer
     ema_resumed = onnx.load(os.path.join(resume_dir, "epoch_0001_ema.onnx")).graph.initializer
     same_ema = [t.raw_data for t in ema_full] == [t.raw_data for t in ema_resumed] and len(ema_full) > 0
-    same_losses = resumed == full[5:]
+    same_losses = resumed == full[5:] and draws == full_draws
     same = same_losses and same_ema
     acts = len(plain) == len(full) and plain[0] != full[0]
-    report.check(same and acts, f"--random-erase 1: steps 5-{STEPS - 1} resumed from the step-5 snapshot are "
-                                f"{'bitwise equal' if same_losses else 'NOT equal'} to the uninterrupted run, EMA "
+    report.check(same and acts, f"--random-erase 1 --model-ema --mixup/--cutmix: steps 5-{STEPS - 1} resumed from the step-5 snapshot are "
+                                f"{'bitwise equal' if same_losses else 'NOT equal'} to the uninterrupted run (losses and "
+                                f"mix draws), EMA "
                                 f"weights {'bitwise equal' if same_ema else 'NOT equal'} "
                                 f"({len(resumed)} steps); step-0 loss {full[0]:.5f} with erasing, {plain[0]:.5f} "
                                 f"without")
@@ -323,7 +397,9 @@ def check_bad_input(args, report):
                         (["--label-smoothing", "-0.1"], "--label-smoothing"),
                         (["--random-erase", "1.5"], "--random-erase"),
                         (["--model-ema", "--model-ema-decay", "1"], "--model-ema-decay"),
-                        (["--model-ema", "--model-ema-decay", "0"], "--model-ema-decay")]:
+                        (["--model-ema", "--model-ema-decay", "0"], "--model-ema-decay"),
+                        (["--mixup-alpha", "-1"], "--mixup-alpha"),
+                        (["--cutmix-alpha", "-0.5"], "--cutmix-alpha")]:
         proc = run([args.onnx_train, path, "--data", "synthetic:64", "--no-checkpoints", "--quiet"] + flags)
         lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
         ok = proc.returncode not in (0,) and proc.returncode > 0 and len(lines) == 1 and word in lines[0]
@@ -346,6 +422,7 @@ def main():
     check_training(args, report, images, labels)
     check_grad(args, report)
     check_ema(args, report, images, labels)
+    check_mix(args, report, images, labels)
     check_export(args, report)
     check_erase_resume(args, report)
     check_bad_input(args, report)

@@ -62,6 +62,9 @@ const char* kTrainUsage =
     "  --beta1 B1 --beta2 B2 --epsilon E   Adam's (0.9, 0.999, 1e-8)\n"
     "  --lr-schedule constant|step|cosine (constant)   --lr-step N (5)   --lr-gamma G (0.1)\n"
     "  --label-smoothing E  the loss as PyTorch's CrossEntropyLoss(label_smoothing=E), 0 <= E < 1 (0)\n"
+  "  --mixup-alpha A      torchvision's RandomMixup: each batch blended with itself rolled by one,\n"
+  "                       lambda ~ Beta(A, A); the loss mixes the two labels' (0: off)\n"
+  "  --cutmix-alpha A     torchvision's RandomCutmix (with --mixup-alpha: one of the two per batch)\n"
   "  --model-ema          also keep an EMA of the weights and BatchNorm statistics (torchvision's):\n"
   "                       evaluated beside the model, checkpointed, written as epoch_N_ema.onnx\n"
   "  --model-ema-steps N  update it every N steps (32)   --model-ema-decay D  (0.99998), adjusted as\n"
@@ -172,7 +175,7 @@ int CmdTrain(std::vector<std::string> argv) {
              "grace-period", "snapshot-every", "keep", "backend", "timeout", "rdzv", "monitor-interval", "bucket-cap-mb",
              "heartbeat-timeout", "bind-addr", "data-workers", "resize", "center-crop", "random-resized-crop", "mean",
              "std", "val-fraction", "npz-keys", "label-smoothing", "random-erase", "model-ema-steps",
-             "model-ema-decay"},
+             "model-ema-decay", "mixup-alpha", "cutmix-alpha"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
              "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn", "model-ema"});
   if (args.Has("help")) {
@@ -204,6 +207,12 @@ int CmdTrain(std::vector<std::string> argv) {
   o.augment = args.Has("augment");
   o.label_smoothing = ParseLabelSmoothing(args);
   o.random_erase = ParseProbability(args, "random-erase");
+  o.mixup_alpha = args.GetDouble("mixup-alpha", 0.0);
+  o.cutmix_alpha = args.GetDouble("cutmix-alpha", 0.0);
+  OT_CHECK(o.mixup_alpha >= 0 && std::isfinite(o.mixup_alpha), "--mixup-alpha %g must be 0 (off) or positive, e.g. 0.2",
+           o.mixup_alpha);
+  OT_CHECK(o.cutmix_alpha >= 0 && std::isfinite(o.cutmix_alpha),
+           "--cutmix-alpha %g must be 0 (off) or positive, e.g. 1.0", o.cutmix_alpha);
   o.model_ema = args.Has("model-ema");
   o.model_ema_steps = args.GetInt("model-ema-steps", o.model_ema_steps);
   o.model_ema_decay = args.GetDouble("model-ema-decay", o.model_ema_decay);
@@ -355,7 +364,7 @@ int CmdEval(const std::vector<std::string>& argv) {
   Args args(argv,
             {"data", "split", "batch", "threads", "device", "seed", "data-workers", "resize", "center-crop",
              "random-resized-crop", "mean", "std", "val-fraction", "npz-keys", "label-smoothing", "random-erase", "model-ema-steps",
-             "model-ema-decay"},
+             "model-ema-decay", "mixup-alpha", "cutmix-alpha"},
             {"skip-bad-images", "hflip", "per-class"});
   OT_CHECK(args.positional().size() == 1, "eval needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   ExportedModelOptions eo;

@@ -27,6 +27,7 @@
 #include "train/batch_loader.h"
 #include "train/image_dataset.h"
 #include "train/interrupt.h"
+#include "train/mix_batch.h"
 #include "train/model_ema.h"
 #include "train/model_input_check.h"
 #include "train/progress.h"
@@ -60,6 +61,8 @@ std::map<std::string, std::string> RunSettings(const TrainerOptions& o) {
   // Label smoothing and random erasing too (recorded only when used).
   if (o.label_smoothing != 0.f) s["label_smoothing"] = StrFormat("%.9g", o.label_smoothing);
   if (o.random_erase != 0.f) s["random_erase"] = StrFormat("%.9g", o.random_erase);
+  if (o.mixup_alpha > 0 || o.cutmix_alpha > 0)
+    s["mix"] = StrFormat("mixup_alpha=%.17g,cutmix_alpha=%.17g", o.mixup_alpha, o.cutmix_alpha);
   if (o.model_ema)
     s["model_ema"] = StrFormat("steps=%lld,decay=%.17g,warmup_epochs=%d", (long long)o.model_ema_steps,
                                o.model_ema_decay, o.model_ema_warmup_epochs);
@@ -152,7 +155,7 @@ SamplerState Resume(TrainingSession& session, const Model& forward, const Traine
              "the same run",
              path.c_str(), key.c_str(), saved.c_str(), key.c_str(), value.c_str());
   }
-  for (const char* key : {"transforms", "val_fraction", "label_smoothing", "random_erase", "model_ema"}) {  // recorded only when used
+  for (const char* key : {"transforms", "val_fraction", "label_smoothing", "random_erase", "mix", "model_ema"}) {  // recorded only when used
     auto it = state.scalars.find(key);
     OT_CHECK(it == state.scalars.end() || settings.count(key),
              "checkpoint '%s' was made with %s=%s but this run has none; resume with the same data flags to continue "
@@ -287,6 +290,11 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   TrainingConfig config;
   config.autodiff.freeze = o.freeze;
   config.autodiff.label_smoothing = o.label_smoothing;
+  MixOptions mix;
+  mix.mixup_alpha = o.mixup_alpha;
+  mix.cutmix_alpha = o.cutmix_alpha;
+  mix.seed = o.seed;
+  config.autodiff.mixed_targets = mix.Enabled();
   config.optimizer = o.optimizer;
   config.executor.device = device;
   config.executor.cuda_graphs = o.cuda_graphs;
@@ -444,8 +452,18 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     bool stop = false;
     for (int64_t s = first; s < last && loader.Next(&batch); ++s) {
       const auto step_start = std::chrono::steady_clock::now();
+      std::map<std::string, Tensor> mixed;  // Mixup/CutMix: the paired labels and lambda
+      std::string mix_json;
+      if (mix.Enabled()) {
+        OT_CHECK(batch.images.dims.size() == 4, "--mixup-alpha and --cutmix-alpha need image batches [n, C, H, W]");
+        const MixDraw draw = DrawMix(mix, batch.images.dims[2], batch.images.dims[3], epoch, batch.index);
+        mixed[kMixLabelsInput] = Tensor::FromHost(MixBatch(batch.images, batch.labels, draw), device);
+        mixed[kMixLambdaInput] =
+            Tensor::FromHost(HostTensor::FromVector<float>({static_cast<float>(draw.lambda)}, {}), device);
+        mix_json = MixDrawJson(draw);
+      }
       StepResult r = session.Step(Tensor::FromHost(batch.images, device), Tensor::FromHost(batch.labels, device),
-                                  static_cast<float>(lr), reducer ? reducer->Hooks() : RunOptions{});
+                                  static_cast<float>(lr), reducer ? reducer->Hooks() : RunOptions{}, mixed);
       if (reducer) {
         reducer->FinishStep();
         result.allreduce_wait_seconds += reducer->last_wait_seconds();
@@ -453,7 +471,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
       // Step time (forward, backward, update, allreduce waits) and the reducer's overlap
       // counters for the metrics file.
       std::string extra = StrFormat(",\"step_ms\":%.3f",
-          1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
+          1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count()) + mix_json;
       if (reducer) {
         const GradientReducer::StepStats& st = reducer->last_stats();
         extra += StrFormat(",\"allreduce_ms\":%.3f,\"allreduce_wait_ms\":%.3f,\"buckets\":%zu",

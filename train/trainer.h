@@ -27,6 +27,8 @@ struct TrainerOptions {
   float random_erase = 0.f;     // --random-erase: probability of torchvision's RandomErasing per image
   // --model-ema: an EMA of the weights and BatchNorm statistics (train/model_ema.h), evaluated,
   // checkpointed and exported beside the model. The decay is adjusted as torchvision's.
+  double mixup_alpha = 0;   // --mixup-alpha: torchvision's RandomMixup (train/mix_batch.h)
+  double cutmix_alpha = 0;  // --cutmix-alpha: torchvision's RandomCutmix
   bool model_ema = false;
   int64_t model_ema_steps = 32;
   double model_ema_decay = 0.99998;

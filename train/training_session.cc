@@ -36,7 +36,8 @@ TrainingSession::TrainingSession(const Model& forward, const TrainingConfig& con
 
 TrainingSession::~TrainingSession() = default;
 
-StepResult TrainingSession::Step(const Tensor& input, const Tensor& labels, float lr, const RunOptions& options) {
+StepResult TrainingSession::Step(const Tensor& input, const Tensor& labels, float lr, const RunOptions& options,
+                                  const std::map<std::string, Tensor>& extra) {
   HostTensor lr_t = HostTensor::FromVector<float>({lr}, {});
   HostTensor step_t = HostTensor::FromVector<int64_t>({steps_done_ + 1}, {});
   const Device dev = train_->options().device;
@@ -44,6 +45,7 @@ StepResult TrainingSession::Step(const Tensor& input, const Tensor& labels, floa
                                          {tg_.labels, labels},
                                          {kLearningRateInput, Tensor::FromHost(lr_t, dev)},
                                          {kStepInput, Tensor::FromHost(step_t, dev)}};
+  feeds.insert(extra.begin(), extra.end());
   std::vector<Tensor> out = train_->Run(feeds, {tg_.loss, logits_name_}, options);
   ++steps_done_;
   StepResult r;
