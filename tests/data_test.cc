@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "graph/error.h"
 #include "tests/test_util.h"
 #include "train/augment.h"
+#include "train/mix_batch.h"
 #include "train/batch_loader.h"
 #include "train/cifar10_reader.h"
 #include "train/data_random.h"
@@ -778,6 +780,45 @@ TEST(AugmentTest, RandomErasingAsTorchvision) {
   HostTensor untouched = before;
   EraseBatch(untouched, AugmentOptions{}, 1, 4);
   EXPECT_EQ(untouched.bytes, before.bytes);
+}
+
+// Mixup/CutMix draws: lambda ~ Beta(alpha, alpha) (mean 1/2, variance 1 / (4 (2 alpha + 1))),
+// one of the two kinds with probability 1/2 when both are on, a CutMix lambda is the share
+// of the image outside its box, and the draws are fixed by (seed, epoch, batch).
+TEST(MixTest, BetaLambdasAndBoxes) {
+  for (double alpha : {0.2, 1.0, 4.0}) {
+    MixOptions o;
+    o.mixup_alpha = alpha;
+    o.seed = 9;
+    const int n = 20000;
+    double sum = 0, sq = 0;
+    for (int i = 0; i < n; ++i) {
+      const MixDraw d = DrawMix(o, 28, 28, 0, i);
+      ASSERT_FALSE(d.cutmix);
+      ASSERT_GE(d.lambda, 0.0);
+      ASSERT_LE(d.lambda, 1.0);
+      sum += d.lambda;
+      sq += d.lambda * d.lambda;
+    }
+    const double mean = sum / n, var = sq / n - mean * mean, want = 1.0 / (4.0 * (2.0 * alpha + 1.0));
+    EXPECT_NEAR(mean, 0.5, 4 * std::sqrt(want / n)) << "alpha " << alpha;
+    EXPECT_NEAR(var, want, 0.05 * want) << "alpha " << alpha;
+  }
+  MixOptions both;
+  both.mixup_alpha = 0.2;
+  both.cutmix_alpha = 1.0;
+  int cut = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const MixDraw d = DrawMix(both, 20, 30, 3, i);
+    if (!d.cutmix) continue;
+    ++cut;
+    ASSERT_TRUE(0 <= d.y1 && d.y1 <= d.y2 && d.y2 <= 20 && 0 <= d.x1 && d.x1 <= d.x2 && d.x2 <= 30);
+    ASSERT_DOUBLE_EQ(d.lambda, 1.0 - static_cast<double>((d.y2 - d.y1) * (d.x2 - d.x1)) / 600.0);
+  }
+  EXPECT_NEAR(cut / 4000.0, 0.5, 0.03);
+  const MixDraw a = DrawMix(both, 20, 30, 3, 7), b = DrawMix(both, 20, 30, 3, 7), c = DrawMix(both, 20, 30, 3, 8);
+  EXPECT_EQ(a.lambda, b.lambda);
+  EXPECT_NE(a.lambda, c.lambda);
 }
 
 }  // namespace
