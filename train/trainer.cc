@@ -533,6 +533,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     const int64_t session_images = job.seen - prior_seen;
     summary.images_per_second = summary.seconds > 0 ? static_cast<double>(session_images) / summary.seconds : 0;
     const bool final_epoch = epoch + 1 == o.epochs;
+    std::string ema_line;  // --model-ema: both test accuracies, after the epoch line
     if (lead && (final_epoch || (!stop && o.eval_every > 0 && (epoch + 1) % o.eval_every == 0))) {
       Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return session.Evaluate(x); }, test,
                                       o.fixed_batch > 0 ? o.fixed_batch : std::max<int64_t>(o.batch, 256), device,
@@ -549,13 +550,14 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
                                             o.fixed_batch > 0 ? o.fixed_batch : std::max<int64_t>(o.batch, 256), device,
                                             o.fixed_batch > 0);
         result.ema_test_accuracy = ema_acc.Fraction();
-        say(StrFormat("epoch %lld: test accuracy %.2f%% (model), %.2f%% (EMA of the weights, decay %.6g every %lld "
-                      "steps, %lld updates)",
-                      (long long)epoch + 1, 100 * acc.Fraction(), 100 * ema_acc.Fraction(), ema->decay(),
-                      (long long)o.model_ema_steps, (long long)ema->updates()));
+        ema_line = StrFormat("epoch %lld: test accuracy %.2f%% (model), %.2f%% (EMA of the weights, decay %.6g every "
+                             "%lld steps, %lld updates)",
+                             (long long)epoch + 1, 100 * acc.Fraction(), 100 * ema_acc.Fraction(), ema->decay(),
+                             (long long)o.model_ema_steps, (long long)ema->updates());
       }
     }
     if (lead) progress.EndEpoch(summary);
+    if (!ema_line.empty()) say(ema_line);
     const bool interrupted = stop && !final_epoch;
     if (lead && o.save_checkpoints &&
         (final_epoch || interrupted || (o.save_every > 0 && (epoch + 1) % o.save_every == 0))) {
