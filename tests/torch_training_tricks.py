@@ -406,6 +406,23 @@ def check_bad_input(args, report):
         report.check(ok, f"{' '.join(flags)}: exit {proc.returncode}, {lines[-1] if lines else '(no message)'}")
 
 
+def check_resume_mismatch(args, report):
+    """A run resumed with other trick flags than it was started with is refused in one line."""
+    path = os.path.join(args.workdir, "simplenn.onnx")
+    ckpt = os.path.join(args.workdir, "mismatch")
+    for f in glob.glob(os.path.join(ckpt, "*")):
+        os.remove(f)
+    base = [args.onnx_train, path, "--data", "synthetic:128", "--batch", "16", "--max-steps", "2", "--quiet",
+            "--threads", "2", "--checkpoint-dir", ckpt]
+    run(base + ["--epochs", "1", "--label-smoothing", "0.1"])
+    for flags, word in [([], "label_smoothing"), (["--label-smoothing", "0.1", "--model-ema"], "model_ema")]:
+        proc = run(base + ["--epochs", "2", "--resume"] + flags)
+        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+        ok = proc.returncode == 1 and len(lines) == 1 and word in lines[0] and "resume with the" in lines[0]
+        report.check(ok, f"resume with {' '.join(flags) or 'no flags'} after --label-smoothing 0.1: exit "
+                         f"{proc.returncode}, {lines[-1] if lines else '(no message)'}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--onnx-train", required=True)
@@ -426,6 +443,7 @@ def main():
     check_export(args, report)
     check_erase_resume(args, report)
     check_bad_input(args, report)
+    check_resume_mismatch(args, report)
     print(f"torch_training_tricks: {report.passed} passed, {report.failed} failed in {time.time() - start:.1f} s")
     return 0 if report.failed == 0 and report.passed > 0 else 1
 

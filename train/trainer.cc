@@ -148,19 +148,25 @@ SamplerState Resume(TrainingSession& session, const Model& forward, const Traine
            "was trained from",
            path.c_str(), fp.c_str(), ModelFingerprint(forward).c_str());
   const std::map<std::string, std::string> settings = RunSettings(o);
+  const std::vector<std::string> optional = {"transforms", "val_fraction", "label_smoothing", "random_erase", "mix",
+                                             "model_ema"};  // recorded only when used
   for (const auto& [key, value] : settings) {
+    OT_CHECK(state.scalars.count(key) || std::find(optional.begin(), optional.end(), key) == optional.end(),
+             "checkpoint '%s' was made without the %s setting this run has (%s); resume with the flags the run was "
+             "started with",
+             path.c_str(), key.c_str(), value.c_str());
     const std::string& saved = state.Scalar(key, path);
     OT_CHECK(saved == value,
              "checkpoint '%s' was made with %s=%s but this run has %s=%s; resume with the same setting to continue "
              "the same run",
              path.c_str(), key.c_str(), saved.c_str(), key.c_str(), value.c_str());
   }
-  for (const char* key : {"transforms", "val_fraction", "label_smoothing", "random_erase", "mix", "model_ema"}) {  // recorded only when used
+  for (const std::string& key : optional) {
     auto it = state.scalars.find(key);
     OT_CHECK(it == state.scalars.end() || settings.count(key),
-             "checkpoint '%s' was made with %s=%s but this run has none; resume with the same data flags to continue "
+             "checkpoint '%s' was made with %s=%s but this run has none; resume with the same flags to continue "
              "the same run",
-             path.c_str(), key, it->second.c_str());
+             path.c_str(), key.c_str(), it->second.c_str());
   }
   for (const auto& [name, tensor] : session.StateTensors()) {
     const HostTensor* saved = state.FindTensor(name);
