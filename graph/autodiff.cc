@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "graph/error.h"
 #include "graph/gradient_registry.h"
@@ -82,7 +83,63 @@ class Differentiability {
   std::set<std::string> blocked_;
 };
 
-// Attaches SoftmaxCrossEntropyLoss(mean) to the logits; returns the loss name.
+// Cross entropy of `logits` against the class indices `labels`, mean over the samples, as
+// PyTorch's CrossEntropyLoss(label_smoothing=eps), into the value `out`; value names start
+// with `prefix`. Without smoothing one SoftmaxCrossEntropyLoss; with it, in ordinary ONNX
+// nodes that have gradient rules,
+//   out = (1 - eps) * nll - eps * ReduceMean(LogSoftmax(logits, axis 1))
+// (ReduceMean over all axes of [N, C, d...] is the mean over the N*d positions of
+// sum_c log p_c / C, PyTorch's smoothing term for reduction 'mean' without weights).
+void EmitCrossEntropy(Model& m, const std::string& logits, int rank, const std::string& labels, float eps,
+                      const std::string& prefix, const std::string& out) {
+  Graph& g = m.graph;
+  const int64_t opset = m.OpsetFor("");
+  Node sce;
+  sce.name = prefix + "/SoftmaxCrossEntropyLoss";
+  sce.op_type = "SoftmaxCrossEntropyLoss";
+  if (opset < 12) {  // ONNX has the op from opset 12; older models get ours
+    sce.domain = kGradDomain;
+    m.opsets[kGradDomain] = 1;
+  }
+  sce.inputs = {logits, labels};
+  sce.outputs = {eps > 0.f ? prefix + "/nll" : out, prefix + "/log_prob"};
+  sce.SetString("reduction", "mean");
+  g.nodes.push_back(sce);
+  if (eps == 0.f) return;
+  // Before opset 13 LogSoftmax flattens from its axis on: right only for [N, C] logits.
+  OT_CHECK(opset >= 13 || rank == 2,
+           "label smoothing on logits of rank %d needs an opset 13 or newer model (this one is %lld); re-export it "
+           "with opset_version=13 or more",
+           rank, (long long)opset);
+  auto constant = [&](const std::string& name, float v) {
+    Node c;
+    c.name = name;
+    c.op_type = "Constant";
+    c.outputs = {name};
+    c.SetTensor("value", HostTensor::FromVector<float>({v}, {}));
+    g.nodes.push_back(c);
+    return name;
+  };
+  auto node = [&](const std::string& op, std::vector<std::string> inputs, const std::string& o) {
+    Node n;
+    n.name = o + "/" + op;
+    n.op_type = op;
+    n.inputs = std::move(inputs);
+    n.outputs = {o};
+    g.nodes.push_back(n);
+    return &g.nodes.back();
+  };
+  node("LogSoftmax", {logits}, prefix + "/smooth_log_prob")->SetInt("axis", 1);
+  node("ReduceMean", {prefix + "/smooth_log_prob"}, prefix + "/smooth_mean_log_prob")->SetInt("keepdims", 0);
+  node("Mul", {prefix + "/nll", constant(prefix + "/one_minus_eps", 1.f - eps)}, prefix + "/nll_scaled");
+  node("Mul", {prefix + "/smooth_mean_log_prob", constant(prefix + "/eps", eps)}, prefix + "/smooth_scaled");
+  node("Sub", {prefix + "/nll_scaled", prefix + "/smooth_scaled"}, out);
+}
+
+// Attaches the cross-entropy loss (with label smoothing when asked) to the logits; returns
+// the loss name. With mixed targets the loss is lambda * CE(labels) + (1 - lambda) *
+// CE(labels_b), with the inputs kMixLabelsInput and kMixLambdaInput: CE is linear in a soft
+// target, so this equals CE against torchvision's mixed (smoothed) one-hot targets.
 std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* labels) {
   Graph& g = m.graph;
   OT_CHECK(!g.outputs.empty(), "the model has no outputs to attach a loss to");
@@ -106,17 +163,39 @@ std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* la
     for (size_t d = 2; d < info->dims.size(); ++d) lab.dims.push_back(info->dims[d]);
   }
   g.inputs.push_back(lab);
-  Node sce;
-  sce.name = "loss/SoftmaxCrossEntropyLoss";
-  sce.op_type = "SoftmaxCrossEntropyLoss";
-  if (m.OpsetFor("") < 12) {  // ONNX has the op from opset 12; older models get ours
-    sce.domain = kGradDomain;
-    m.opsets[kGradDomain] = 1;
+  const float eps = options.label_smoothing;
+  OT_CHECK(eps >= 0.f && eps < 1.f, "label smoothing %g is outside [0, 1); give a value such as 0.1", eps);
+  const int rank = info->has_shape ? static_cast<int>(info->dims.size()) : -1;
+  if (!options.mixed_targets) {
+    EmitCrossEntropy(m, logits, rank, lab.name, eps, "loss", "loss");
+  } else {
+    ValueInfo lab_b = lab;
+    lab_b.name = kMixLabelsInput;
+    ValueInfo lambda;
+    lambda.name = kMixLambdaInput;
+    lambda.dtype = DType::kFloat32;
+    lambda.has_shape = true;
+    for (const ValueInfo* v : {&lab_b, &lambda})
+      OT_CHECK(!g.FindInput(v->name) && !g.FindInitializer(v->name), "the model already has a value named '%s'",
+               v->name.c_str());
+    g.inputs.push_back(lab_b);
+    g.inputs.push_back(lambda);
+    EmitCrossEntropy(m, logits, rank, lab.name, eps, "loss/a", "loss/a/ce");
+    EmitCrossEntropy(m, logits, rank, lab_b.name, eps, "loss/b", "loss/b/ce");
+    // loss = ce_b + lambda * (ce_a - ce_b)
+    for (auto [op, inputs, out] :
+         std::vector<std::tuple<const char*, std::vector<std::string>, std::string>>{
+             {"Sub", {"loss/a/ce", "loss/b/ce"}, "loss/mix_diff"},
+             {"Mul", {"loss/mix_diff", lambda.name}, "loss/mix_scaled"},
+             {"Add", {"loss/b/ce", "loss/mix_scaled"}, "loss"}}) {
+      Node n;
+      n.name = out + "/" + op;
+      n.op_type = op;
+      n.inputs = inputs;
+      n.outputs = {out};
+      g.nodes.push_back(n);
+    }
   }
-  sce.inputs = {logits, lab.name};
-  sce.outputs = {"loss", "loss/log_prob"};
-  sce.SetString("reduction", "mean");
-  g.nodes.push_back(sce);
   ValueInfo loss;
   loss.name = "loss";
   loss.dtype = DType::kFloat32;
@@ -334,6 +413,10 @@ TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& op
   } else {
     tg.loss = AttachLoss(m, options, &tg.labels);
   }
+  OT_CHECK(options.label_smoothing == 0.f || !tg.labels.empty(),
+           "label smoothing applies to the loss onnx-train attaches, but the model has its own loss '%s'; leave out "
+           "--label-smoothing or export the model without its loss",
+           tg.loss.c_str());
   // The loss gradient needs SoftmaxCrossEntropyLoss's log_prob output.
   for (auto& n : g.nodes)
     if (n.op_type == "SoftmaxCrossEntropyLoss" && (n.domain.empty() || n.domain == kGradDomain) && !n.HasOutput(1)) {

@@ -16,7 +16,16 @@ struct AutodiffOptions {
   std::string loss_output;          // an existing scalar loss output; "" = detect or attach
   std::string logits_output;        // where to attach the loss; "" = the first graph output
   std::string labels_name = "labels";
+  // Label smoothing of the attached loss, as PyTorch's CrossEntropyLoss(label_smoothing=):
+  // (1 - eps) * NLL + eps * mean over samples of (-sum_c log p_c / C). In [0, 1).
+  float label_smoothing = 0.f;
+  // Mixup/CutMix: the loss is lambda * CE(labels) + (1 - lambda) * CE(kMixLabelsInput), the
+  // second labels and lambda (a float scalar) being inputs of the training graph.
+  bool mixed_targets = false;
 };
+
+constexpr const char* kMixLabelsInput = "labels_mixed";
+constexpr const char* kMixLambdaInput = "mix_lambda";
 
 struct TrainingGraph {
   Model model;                      // graph outputs: loss, the forward outputs, then grads

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "graph/error.h"
 #include "tests/test_util.h"
 #include "train/augment.h"
+#include "train/mix_batch.h"
 #include "train/batch_loader.h"
 #include "train/cifar10_reader.h"
 #include "train/data_random.h"
@@ -719,6 +721,104 @@ TEST(ModelInputCheckTest, NamesBothShapes) {
   EXPECT_EQ(ErrorOf([&] { CheckClassesFitOutput(logits, "cifar10", 10); }),
             "data set cifar10 has 10 classes but the model's output 'logits' scores only 5 ([batch, 5])");
   EXPECT_EQ(ErrorOf([&] { CheckClassesFitOutput(logits, "synthetic", 5); }), "");
+}
+
+
+// Random erasing against torchvision's RandomErasing (scale 0.02-0.33, ratio 0.3-3.3,
+// value 0): on 28x28 images torchvision erases a mean fraction 0.1746 of the image (20000
+// draws of torchvision 0.14 RandomErasing(p=1) on ones(1, 28, 28): mean 0.17462, standard
+// deviation 0.0890, never nothing); each box obeys the scale and ratio ranges up to
+// rounding; p is the share of images erased; the rest of the batch is untouched.
+TEST(AugmentTest, RandomErasingAsTorchvision) {
+  const int64_t n = 8000, c = 2, h = 28, w = 28;
+  AugmentOptions o;
+  o.random_erase = 0.5f;
+  o.seed = 11;
+  HostTensor batch(DType::kFloat32, {n, c, h, w});
+  for (int64_t i = 0; i < batch.NumElements(); ++i) batch.Data<float>()[i] = 1.f + static_cast<float>(i % 7);
+  const HostTensor before = batch;
+  EraseBatch(batch, o, 1, 4);
+  const std::vector<EraseBox> boxes = DrawEraseBoxes(o, n, h, w, 1, 4);
+  int64_t erased = 0;
+  double fraction_sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const EraseBox& b = boxes[i];
+    if (b.h == 0) continue;
+    ++erased;
+    const double area = static_cast<double>(h * w);
+    fraction_sum += static_cast<double>(b.h * b.w) / area;
+    ASSERT_LT(b.h, h);
+    ASSERT_LT(b.w, w);
+    ASSERT_GE(b.top, 0);
+    ASSERT_LE(b.top + b.h, h);
+    ASSERT_LE(b.left + b.w, w);
+    // h = round(sqrt(a * r)), w = round(sqrt(a / r)): a within the scale range up to rounding.
+    EXPECT_LE((b.h - 0.5) * (b.w - 0.5), 0.33 * area) << "image " << i;
+    EXPECT_GE((b.h + 0.5) * (b.w + 0.5), 0.02 * area) << "image " << i;
+    EXPECT_LE((b.h - 0.5) / (b.w + 0.5), 3.3) << "image " << i;
+    EXPECT_GE((b.h + 0.5) / (b.w - 0.5), 0.3) << "image " << i;
+  }
+  EXPECT_NEAR(static_cast<double>(erased) / n, 0.5, 0.025);
+  EXPECT_NEAR(fraction_sum / static_cast<double>(erased), 0.1746, 0.006);
+  // The boxes are 0 in every channel, everything else as it was.
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x) {
+          const EraseBox& b = boxes[i];
+          const bool in = y >= b.top && y < b.top + b.h && x >= b.left && x < b.left + b.w;
+          const int64_t k = ((i * c + ch) * h + y) * w + x;
+          ASSERT_EQ(batch.Data<float>()[k], in ? 0.f : before.Data<float>()[k]) << "image " << i;
+        }
+  // Seeded by (seed, epoch, batch index): the same again, another batch differs; off by default.
+  HostTensor again = before;
+  EraseBatch(again, o, 1, 4);
+  EXPECT_EQ(again.bytes, batch.bytes);
+  HostTensor other = before;
+  EraseBatch(other, o, 1, 5);
+  EXPECT_NE(other.bytes, batch.bytes);
+  HostTensor untouched = before;
+  EraseBatch(untouched, AugmentOptions{}, 1, 4);
+  EXPECT_EQ(untouched.bytes, before.bytes);
+}
+
+// Mixup/CutMix draws: lambda ~ Beta(alpha, alpha) (mean 1/2, variance 1 / (4 (2 alpha + 1))),
+// one of the two kinds with probability 1/2 when both are on, a CutMix lambda is the share
+// of the image outside its box, and the draws are fixed by (seed, epoch, batch).
+TEST(MixTest, BetaLambdasAndBoxes) {
+  for (double alpha : {0.2, 1.0, 4.0}) {
+    MixOptions o;
+    o.mixup_alpha = alpha;
+    o.seed = 9;
+    const int n = 20000;
+    double sum = 0, sq = 0;
+    for (int i = 0; i < n; ++i) {
+      const MixDraw d = DrawMix(o, 28, 28, 0, i);
+      ASSERT_FALSE(d.cutmix);
+      ASSERT_GE(d.lambda, 0.0);
+      ASSERT_LE(d.lambda, 1.0);
+      sum += d.lambda;
+      sq += d.lambda * d.lambda;
+    }
+    const double mean = sum / n, var = sq / n - mean * mean, want = 1.0 / (4.0 * (2.0 * alpha + 1.0));
+    EXPECT_NEAR(mean, 0.5, 4 * std::sqrt(want / n)) << "alpha " << alpha;
+    EXPECT_NEAR(var, want, 0.05 * want) << "alpha " << alpha;
+  }
+  MixOptions both;
+  both.mixup_alpha = 0.2;
+  both.cutmix_alpha = 1.0;
+  int cut = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const MixDraw d = DrawMix(both, 20, 30, 3, i);
+    if (!d.cutmix) continue;
+    ++cut;
+    ASSERT_TRUE(0 <= d.y1 && d.y1 <= d.y2 && d.y2 <= 20 && 0 <= d.x1 && d.x1 <= d.x2 && d.x2 <= 30);
+    ASSERT_DOUBLE_EQ(d.lambda, 1.0 - static_cast<double>((d.y2 - d.y1) * (d.x2 - d.x1)) / 600.0);
+  }
+  EXPECT_NEAR(cut / 4000.0, 0.5, 0.03);
+  const MixDraw a = DrawMix(both, 20, 30, 3, 7), b = DrawMix(both, 20, 30, 3, 7), c = DrawMix(both, 20, 30, 3, 8);
+  EXPECT_EQ(a.lambda, b.lambda);
+  EXPECT_NE(a.lambda, c.lambda);
 }
 
 }  // namespace

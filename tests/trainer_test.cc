@@ -18,6 +18,7 @@
 #include "models/reference_models.h"
 #include "train/checkpoint.h"
 #include "train/lr_schedule.h"
+#include "train/model_ema.h"
 #include "train/trainer.h"
 #include "train/training_session.h"
 
@@ -304,6 +305,51 @@ TEST(TrainingSession, PlainSgdHasNoMomentumState) {
       }
     }
   }
+}
+
+// torchvision's train.py: alpha = min(1, (1 - decay) * world * batch * steps / epochs),
+// decay used = 1 - alpha. By hand: 2e-5 * 1 * 32 * 32 / 5 = 0.004096; 2e-5 * 8 * 128 * 32 / 1
+// = 0.65536; 0.01 * 1 * 64 * 32 / 1 > 1 gives 0.
+TEST(ModelEmaTest, AdjustedDecayAsTorchvision) {
+  EXPECT_NEAR(AdjustedEmaDecay(0.99998, 32, 1, 32, 5), 1 - 0.004096, 1e-12);
+  EXPECT_NEAR(AdjustedEmaDecay(0.99998, 128, 8, 32, 1), 1 - 0.65536, 1e-12);
+  EXPECT_EQ(AdjustedEmaDecay(0.99, 64, 1, 32, 1), 0.0);
+  EXPECT_THROW(AdjustedEmaDecay(1.0, 32, 1, 32, 5), Error);
+  EXPECT_THROW(AdjustedEmaDecay(0.0, 32, 1, 32, 5), Error);
+}
+
+// The first update copies (AveragedModel's n_averaged == 0), later ones blend in float32,
+// ResetCount (the warmup rule) makes the next one copy again; integer initializers are left
+// as they are; Restore takes the "ema/<name>" tensors of a checkpoint.
+TEST(ModelEmaTest, CopyThenBlendThenResetAndRestore) {
+  auto model_with = [](float a, float b) {
+    Model m;
+    m.graph.initializers.push_back(HostTensor::FromVector<float>({a, b}, {2}, "w"));
+    m.graph.initializers.push_back(HostTensor::FromVector<int64_t>({7}, {1}, "count"));
+    return m;
+  };
+  const Model start = model_with(0.f, 0.f);
+  ModelEma ema(start, 0.75);
+  ASSERT_EQ(ema.tensors().size(), 1u);
+  ema.Update(model_with(4.f, 8.f));
+  EXPECT_EQ(ema.tensors()[0].Data<float>()[0], 4.f);
+  EXPECT_EQ(ema.tensors()[0].Data<float>()[1], 8.f);
+  ema.Update(model_with(0.f, 4.f));  // 0.75 * (4, 8) + 0.25 * (0, 4)
+  EXPECT_EQ(ema.tensors()[0].Data<float>()[0], 3.f);
+  EXPECT_EQ(ema.tensors()[0].Data<float>()[1], 7.f);
+  EXPECT_EQ(ema.updates(), 2);
+  ema.ResetCount();
+  ema.Update(model_with(1.f, 2.f));
+  EXPECT_EQ(ema.tensors()[0].Data<float>()[0], 1.f);
+  const Model averaged = ema.AveragedModel(start);
+  EXPECT_EQ(averaged.graph.FindInitializer("w")->Data<float>()[1], 2.f);
+  EXPECT_EQ(averaged.graph.FindInitializer("count")->Data<int64_t>()[0], 7);
+  ModelEma restored(start, 0.75);
+  restored.Restore({HostTensor::FromVector<float>({5.f, 6.f}, {2}, ModelEma::StateName("w"))}, 9);
+  EXPECT_EQ(restored.updates(), 9);
+  EXPECT_EQ(restored.tensors()[0].Data<float>()[1], 6.f);
+  EXPECT_EQ(restored.tensors()[0].name, "w");
+  EXPECT_THROW(restored.Restore({}, 1), Error);
 }
 
 }  // namespace

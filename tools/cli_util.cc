@@ -52,4 +52,17 @@ void ApplyTf32Flag(bool tf32, Device device) {
   BackendFor(DeviceType::kCUDA).SetAllowTf32(true);  // loads the CUDA plugin, or says why it cannot
 }
 
+float ParseLabelSmoothing(const Args& args) {
+  const double eps = args.GetDouble("label-smoothing", 0.0);
+  OT_CHECK(eps >= 0.0 && eps < 1.0, "--label-smoothing %g is outside [0, 1); give the smoothing as a fraction, e.g. 0.1",
+           eps);
+  return static_cast<float>(eps);
+}
+
+float ParseProbability(const Args& args, const std::string& flag) {
+  const double p = args.GetDouble(flag, 0.0);
+  OT_CHECK(p >= 0.0 && p <= 1.0, "--%s %g is not a probability; give a value in [0, 1], e.g. 0.25", flag.c_str(), p);
+  return static_cast<float>(p);
+}
+
 }  // namespace ot

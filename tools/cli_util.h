@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/tensor.h"
+#include "tools/args.h"
 
 namespace ot {
 
@@ -24,5 +25,9 @@ std::vector<std::string> SplitList(const std::string& s);
 // --tf32: lets float32 matrix products and convolutions use TF32 tensor cores on CUDA.
 // Throws ot::Error when asked for on a CPU device or in a build without CUDA.
 void ApplyTf32Flag(bool tf32, Device device);
+// --label-smoothing EPS (default 0); throws ot::Error unless 0 <= EPS < 1.
+float ParseLabelSmoothing(const Args& args);
+// A probability flag (--random-erase P, default 0); throws ot::Error unless 0 <= P <= 1.
+float ParseProbability(const Args& args, const std::string& flag);
 
 }  // namespace ot

@@ -50,6 +50,8 @@ const char* kTrainUsage =
     "  --hflip              random horizontal flips in training\n"
     "  --mean a[,b,c] --std a[,b,c]  Normalize, on the [0, 1] scale (default: the data set's, or none)\n"
     "  --augment            random crop (4-pixel padding) and horizontal flip\n"
+  "  --random-erase P     torchvision's RandomErasing with probability P per image (scale 0.02-0.33,\n"
+  "                       ratio 0.3-3.3, value 0 after normalisation)\n"
     "  --no-shuffle         keep the data set's order\n"
     "  --seed S             shuffling, augmentation and initial randomness (default 0)\n"
     "recipe:\n"
@@ -76,6 +78,14 @@ const char* kTrainUsage =
     "  --accumulate N       N micro-batches of --batch per optimizer step, gradients averaged (as batch\n"
     "                       N x B; data parallel: one allreduce per step, like DDP's no_sync); N must\n"
     "                       divide an epoch's batches; --max-steps counts optimizer steps\n"
+    "  --label-smoothing E  the loss as PyTorch's CrossEntropyLoss(label_smoothing=E), 0 <= E < 1 (0)\n"
+    "  --mixup-alpha A      torchvision's RandomMixup: each batch blended with itself rolled by one,\n"
+    "                       lambda ~ Beta(A, A); the loss mixes the two labels' (0: off)\n"
+    "  --cutmix-alpha A     torchvision's RandomCutmix (with --mixup-alpha: one of the two per batch)\n"
+    "  --model-ema          also keep an EMA of the weights and BatchNorm statistics (torchvision's):\n"
+    "                       evaluated beside the model, checkpointed, written as epoch_N_ema.onnx\n"
+    "  --model-ema-steps N  update it every N steps (32)   --model-ema-decay D  (0.99998), adjusted as\n"
+    "                       torchvision: 1 - min(1, (1 - D) * world * batch * N / epochs)\n"
     "  --freeze A,B         initializers that stay fixed\n"
     "  --frozen-bn          BatchNormalization normalises with its running statistics, which stay fixed\n"
     "                       (default: training form, and layers PyTorch folded in eval mode restored)\n"
@@ -200,9 +210,10 @@ int CmdTrain(std::vector<std::string> argv) {
              "grace-period", "snapshot-every", "keep", "backend", "timeout", "rdzv", "monitor-interval", "bucket-cap-mb",
              "heartbeat-timeout", "bind-addr", "data-workers", "resize", "center-crop", "random-resized-crop", "mean",
              "std", "val-fraction", "npz-keys", "lr-warmup-epochs", "lr-warmup-method", "lr-warmup-decay",
-             "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha", "accumulate"},
+             "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha", "accumulate",
+             "label-smoothing", "random-erase", "model-ema-steps", "model-ema-decay", "mixup-alpha", "cutmix-alpha"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
-             "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn", "sync-bn", "centered", "lr-per-step"});
+             "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn", "sync-bn", "centered", "lr-per-step", "model-ema"});
   if (args.Has("help")) {
     std::cout << kTrainUsage;
     return 0;
@@ -257,6 +268,23 @@ int CmdTrain(std::vector<std::string> argv) {
   o.optimizer.clip_grad_norm = static_cast<float>(clip);
   o.freeze = SplitList(args.Get("freeze"));
   o.augment = args.Has("augment");
+  o.label_smoothing = ParseLabelSmoothing(args);
+  o.random_erase = ParseProbability(args, "random-erase");
+  o.mixup_alpha = args.GetDouble("mixup-alpha", 0.0);
+  o.cutmix_alpha = args.GetDouble("cutmix-alpha", 0.0);
+  OT_CHECK(o.mixup_alpha >= 0 && std::isfinite(o.mixup_alpha), "--mixup-alpha %g must be 0 (off) or positive, e.g. 0.2",
+           o.mixup_alpha);
+  OT_CHECK(o.cutmix_alpha >= 0 && std::isfinite(o.cutmix_alpha),
+           "--cutmix-alpha %g must be 0 (off) or positive, e.g. 1.0", o.cutmix_alpha);
+  o.model_ema = args.Has("model-ema");
+  o.model_ema_steps = args.GetInt("model-ema-steps", o.model_ema_steps);
+  o.model_ema_decay = args.GetDouble("model-ema-decay", o.model_ema_decay);
+  o.model_ema_warmup_epochs = o.schedule.warmup_epochs;  // torchvision: EMA updates copy during warmup
+  OT_CHECK(o.model_ema || (!args.Has("model-ema-steps") && !args.Has("model-ema-decay")),
+           "--model-ema-steps and --model-ema-decay need --model-ema");
+  OT_CHECK(o.model_ema_decay > 0.0 && o.model_ema_decay < 1.0,
+           "--model-ema-decay %g is outside (0, 1); torchvision's default is 0.99998", o.model_ema_decay);
+  OT_CHECK(o.model_ema_steps >= 1, "--model-ema-steps must be at least 1");
   o.shuffle = !args.Has("no-shuffle");
   o.eval_every = static_cast<int>(args.GetInt("eval-every", 0));
   o.save_every = static_cast<int>(args.GetInt("save-every", o.save_every));
@@ -406,7 +434,8 @@ std::vector<std::string> ClassNames(const std::string& model_path, const ImageDa
 int CmdEval(const std::vector<std::string>& argv) {
   Args args(argv,
             {"data", "split", "batch", "threads", "device", "seed", "data-workers", "resize", "center-crop",
-             "random-resized-crop", "mean", "std", "val-fraction", "npz-keys"},
+             "random-resized-crop", "mean", "std", "val-fraction", "npz-keys", "label-smoothing", "random-erase", "model-ema-steps",
+             "model-ema-decay", "mixup-alpha", "cutmix-alpha"},
             {"skip-bad-images", "hflip", "per-class"});
   OT_CHECK(args.positional().size() == 1, "eval needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   ExportedModelOptions eo;

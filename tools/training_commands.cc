@@ -36,13 +36,15 @@ AutodiffOptions ReadAutodiffOptions(const Args& args) {
   o.freeze = SplitList(args.Get("freeze"));
   o.loss_output = args.Get("loss-output");
   o.logits_output = args.Get("logits-output");
+  o.label_smoothing = ParseLabelSmoothing(args);
   return o;
 }
 
 }  // namespace
 
 int CmdGrad(const std::vector<std::string>& argv) {
-  Args args(argv, {"input", "o", "device", "threads", "freeze", "loss-output", "logits-output", "seed"}, {"frozen-bn"});
+  Args args(argv, {"input", "o", "device", "threads", "freeze", "loss-output", "logits-output", "seed", "label-smoothing"},
+            {"frozen-bn"});
   OT_CHECK(args.positional().size() == 1, "grad needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "grad needs -o DIR (where the loss and gradients are written)");
   AutodiffOptions ao = ReadAutodiffOptions(args);
@@ -72,8 +74,8 @@ int CmdGrad(const std::vector<std::string>& argv) {
 
 int CmdExport(const std::vector<std::string>& argv) {
   Args args(argv,
-            {"o", "freeze", "loss-output", "logits-output", "optimizer", "momentum", "weight-decay", "beta1", "beta2",
-             "epsilon", "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha"},
+            {"o", "freeze", "loss-output", "logits-output", "label-smoothing", "optimizer", "momentum", "weight-decay",
+             "beta1", "beta2", "epsilon", "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha"},
             {"nesterov", "no-optimizer", "frozen-bn", "centered"});
   OT_CHECK(args.positional().size() == 1, "export needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "export needs -o TRAINING.onnx");

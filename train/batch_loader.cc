@@ -17,11 +17,13 @@ Batch PrepareBatch(const ImageDataset& dataset, std::vector<int64_t> samples, co
   b.labels = dataset.Labels(b.samples);  // checks the indices
   if (dataset.source) {  // made on demand, augmented per sample
     b.images = dataset.source->Inputs(b.samples, &augment, epoch, index);
+    EraseBatch(b.images, augment, epoch, index);
     return b;
   }
   HostTensor raw = dataset.RawImages(b.samples);
   AugmentBatch(raw, augment, epoch, index);
   b.images = dataset.Normalize(raw);
+  EraseBatch(b.images, augment, epoch, index);
   return b;
 }
 

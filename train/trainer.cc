@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "comm/rendezvous.h"
+#include "runtime/executor.h"
 #include "graph/error.h"
 #include "graph/file_util.h"
 #include "graph/onnx_io.h"
@@ -26,6 +27,8 @@
 #include "train/batch_loader.h"
 #include "train/image_dataset.h"
 #include "train/interrupt.h"
+#include "train/mix_batch.h"
+#include "train/model_ema.h"
 #include "train/model_input_check.h"
 #include "train/progress.h"
 #include "train/replica_sum.h"
@@ -57,6 +60,14 @@ std::map<std::string, std::string> RunSettings(const TrainerOptions& o) {
   }
   if (d.val_fraction != DataSourceOptions().val_fraction) s["val_fraction"] = StrFormat("%g", d.val_fraction);
   if (o.accumulate > 1) s["accumulate"] = std::to_string(o.accumulate);  // positions count micro-batches
+  // Label smoothing and random erasing too (recorded only when used).
+  if (o.label_smoothing != 0.f) s["label_smoothing"] = StrFormat("%.9g", o.label_smoothing);
+  if (o.random_erase != 0.f) s["random_erase"] = StrFormat("%.9g", o.random_erase);
+  if (o.mixup_alpha > 0 || o.cutmix_alpha > 0)
+    s["mix"] = StrFormat("mixup_alpha=%.17g,cutmix_alpha=%.17g", o.mixup_alpha, o.cutmix_alpha);
+  if (o.model_ema)
+    s["model_ema"] = StrFormat("steps=%lld,decay=%.17g,warmup_epochs=%d", (long long)o.model_ema_steps,
+                               o.model_ema_decay, o.model_ema_warmup_epochs);
   return s;
 }
 
@@ -69,7 +80,7 @@ struct EpochTally {
 
 // The training state file; `path` is an epoch checkpoint's .state or a snapshot.
 void SaveState(TrainingSession& session, const Model& forward, const TrainerOptions& o, int64_t epochs_done,
-               const SamplerState& sampler, const std::string& path, const EpochTally& tally = {}) {
+               const SamplerState& sampler, const std::string& path, const EpochTally& tally, const ModelEma* ema) {
   TrainingState state;
   state.epochs_done = epochs_done;
   state.global_step = session.steps_done();
@@ -85,13 +96,22 @@ void SaveState(TrainingSession& session, const Model& forward, const TrainerOpti
     state.scalars["epoch_correct"] = std::to_string(tally.correct);
   }
   for (const auto& [name, tensor] : session.StateTensors()) state.tensors.push_back(tensor->ToHost(name));
+  if (ema) {
+    state.scalars["ema_updates"] = std::to_string(ema->updates());
+    for (const HostTensor& t : ema->tensors()) {
+      state.tensors.push_back(t);
+      state.tensors.back().name = ModelEma::StateName(t.name);
+    }
+  }
   WriteTrainingState(state, path);
 }
 
 void SaveCheckpoint(TrainingSession& session, const Model& forward, const TrainerOptions& o, int64_t epochs_done,
-                    const SamplerState& sampler, const std::string& stem) {
-  SaveModel(session.InferenceModel(), stem + ".onnx");
-  SaveState(session, forward, o, epochs_done, sampler, stem + ".state");
+                    const SamplerState& sampler, const std::string& stem, const ModelEma* ema) {
+  const Model inference = session.InferenceModel();
+  SaveModel(inference, stem + ".onnx");
+  if (ema) SaveModel(ema->AveragedModel(inference), stem + "_ema.onnx");
+  SaveState(session, forward, o, epochs_done, sampler, stem + ".state", {}, ema);
 }
 
 // Fault injection for the chaos tests: ONNXTRAIN_FAULT_KILL_AT_STEPS="s0,s1,..." makes the
@@ -123,7 +143,7 @@ void MaybeInjectFault(int64_t global_step, int rank) {
 // Restores the session from a checkpoint; returns where the sampler stood and fills the
 // epoch's tally so far (zero at an epoch boundary).
 SamplerState Resume(TrainingSession& session, const Model& forward, const TrainerOptions& o, const std::string& path,
-                    EpochTally* tally) {
+                    EpochTally* tally, ModelEma* ema) {
   TrainingState state = ReadTrainingState(path);
   const std::string fp = state.Scalar("model_fingerprint", path);
   OT_CHECK(fp == ModelFingerprint(forward),
@@ -131,19 +151,25 @@ SamplerState Resume(TrainingSession& session, const Model& forward, const Traine
            "was trained from",
            path.c_str(), fp.c_str(), ModelFingerprint(forward).c_str());
   const std::map<std::string, std::string> settings = RunSettings(o);
+  const std::vector<std::string> optional = {"transforms", "val_fraction", "accumulate", "label_smoothing",
+                                             "random_erase", "mix", "model_ema"};  // recorded only when used
   for (const auto& [key, value] : settings) {
+    OT_CHECK(state.scalars.count(key) || std::find(optional.begin(), optional.end(), key) == optional.end(),
+             "checkpoint '%s' was made without the %s setting this run has (%s); resume with the flags the run was "
+             "started with",
+             path.c_str(), key.c_str(), value.c_str());
     const std::string& saved = state.Scalar(key, path);
     OT_CHECK(saved == value,
              "checkpoint '%s' was made with %s=%s but this run has %s=%s; resume with the same setting to continue "
              "the same run",
              path.c_str(), key.c_str(), saved.c_str(), key.c_str(), value.c_str());
   }
-  for (const char* key : {"transforms", "val_fraction", "accumulate"}) {  // recorded only when used
+  for (const std::string& key : optional) {
     auto it = state.scalars.find(key);
     OT_CHECK(it == state.scalars.end() || settings.count(key),
-             "checkpoint '%s' was made with %s=%s but this run has none; resume with the same data flags to continue "
+             "checkpoint '%s' was made with %s=%s but this run has none; resume with the same flags to continue "
              "the same run",
-             path.c_str(), key, it->second.c_str());
+             path.c_str(), key.c_str(), it->second.c_str());
   }
   for (const auto& [name, tensor] : session.StateTensors()) {
     const HostTensor* saved = state.FindTensor(name);
@@ -153,6 +179,7 @@ SamplerState Resume(TrainingSession& session, const Model& forward, const Traine
              DTypeName(saved->dtype).c_str(), ShapeString(saved->dims).c_str(), tensor->Describe().c_str());
     tensor->CopyFrom(Tensor::FromHost(*saved, tensor->device()));
   }
+  if (ema) ema->Restore(state.tensors, state.Count("ema_updates", path));
   session.set_steps_done(state.global_step);
   session.SetRngState(state.Scalar("executor_rng", path));
   if (state.scalars.count("executor_rng_micro")) session.SetMicroRngState(state.scalars.at("executor_rng_micro"));
@@ -280,6 +307,12 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   config.sync_batch_norm = sync_bn;
   if (sync_bn) config.executor.cross_replica = &replica_sum;
   config.autodiff.freeze = o.freeze;
+  config.autodiff.label_smoothing = o.label_smoothing;
+  MixOptions mix;
+  mix.mixup_alpha = o.mixup_alpha;
+  mix.cutmix_alpha = o.cutmix_alpha;
+  mix.seed = o.seed;
+  config.autodiff.mixed_targets = mix.Enabled();
   config.optimizer = o.optimizer;
   OT_CHECK(o.accumulate >= 1, "--accumulate must be at least 1");
   config.accumulate = o.accumulate;
@@ -288,6 +321,11 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   config.executor.num_threads = o.threads;
   config.executor.seed = o.seed;
   TrainingSession session(forward, config);
+  std::unique_ptr<ModelEma> ema;
+  if (o.model_ema && rank == 0)  // the weights are the same on every rank: rank 0 averages, evaluates, saves
+    ema = std::make_unique<ModelEma>(
+        session.InferenceModel(),
+        AdjustedEmaDecay(o.model_ema_decay, o.batch, world, o.model_ema_steps, o.epochs));
 
   std::unique_ptr<Communicator> comm;
   std::unique_ptr<GradientReducer> reducer;
@@ -357,7 +395,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     if (path.empty()) {
       say("no checkpoint in " + o.checkpoint_dir + " yet: starting from the beginning");
     } else {
-      sampler.Restore(Resume(session, forward, o, path, &resumed_tally));
+      sampler.Restore(Resume(session, forward, o, path, &resumed_tally, ema.get()));
       if (!lead) resumed_tally = EpochTally{};  // rank 0 adds the job's tally once
       const int64_t done = sampler.State().epoch;
       if (done >= o.epochs) {
@@ -391,6 +429,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   BatchLoaderOptions lo;
   lo.augment.random_crop = lo.augment.horizontal_flip = o.augment;
   lo.augment.seed = o.seed;
+  lo.augment.random_erase = o.random_erase;
 
   // An interrupted run says where it stopped, what it saved and how to go on.
   auto report_interrupt = [&](int64_t epoch, int64_t step, const std::string& saved) {
@@ -459,9 +498,19 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     int64_t group_n = 0;
     for (int64_t s = first; s < last && loader.Next(&batch); ++s) {
       if (s % accumulate == 0) step_start = std::chrono::steady_clock::now();
+      std::map<std::string, Tensor> mixed;  // Mixup/CutMix: the paired labels and lambda
+      std::string mix_json;
+      if (mix.Enabled()) {
+        OT_CHECK(batch.images.dims.size() == 4, "--mixup-alpha and --cutmix-alpha need image batches [n, C, H, W]");
+        const MixDraw draw = DrawMix(mix, batch.images.dims[2], batch.images.dims[3], epoch, batch.index);
+        mixed[kMixLabelsInput] = Tensor::FromHost(MixBatch(batch.images, batch.labels, draw), device);
+        mixed[kMixLambdaInput] =
+            Tensor::FromHost(HostTensor::FromVector<float>({static_cast<float>(draw.lambda)}, {}), device);
+        mix_json = MixDrawJson(draw);
+      }
       if ((s + 1) % accumulate != 0) {  // a micro-batch before the step's last: no update, no allreduce
-        StepResult r =
-            session.MicroStep(Tensor::FromHost(batch.images, device), Tensor::FromHost(batch.labels, device));
+        StepResult r = session.MicroStep(Tensor::FromHost(batch.images, device), Tensor::FromHost(batch.labels, device),
+                                         mixed);
         OT_CHECK(std::isfinite(r.loss), "the loss became %f at epoch %lld step %lld; lower the learning rate", r.loss,
                  (long long)epoch, (long long)(s / accumulate));
         const int64_t n = batch.labels.NumElements();
@@ -475,7 +524,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
       const double step_lr = lr_at(session.steps_done());
       progress.SetLr(step_lr);
       StepResult r = session.Step(Tensor::FromHost(batch.images, device), Tensor::FromHost(batch.labels, device),
-                                  static_cast<float>(step_lr), reducer ? reducer->Hooks() : RunOptions{});
+                                  static_cast<float>(step_lr), reducer ? reducer->Hooks() : RunOptions{}, mixed);
       if (reducer) {
         reducer->FinishStep();
         result.allreduce_wait_seconds += reducer->last_wait_seconds();
@@ -483,7 +532,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
       // Step time (forward, backward, update, allreduce waits) and the reducer's overlap
       // counters for the metrics file.
       std::string extra = StrFormat(",\"step_ms\":%.3f",
-          1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
+          1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count()) + mix_json;
       if (reducer) {
         const GradientReducer::StepStats& st = reducer->last_stats();
         extra += StrFormat(",\"allreduce_ms\":%.3f,\"allreduce_wait_ms\":%.3f,\"buckets\":%zu",
@@ -503,11 +552,17 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
       result.step_losses.push_back(step_loss);
       progress.Step(s / accumulate, session.steps_done(), step_loss, loss_sum / static_cast<double>(seen), step_n,
                     extra);
+      // torchvision updates its EMA after the optimizer steps i % model_ema_steps == 0 of each epoch.
+      if (ema && (s / accumulate) % o.model_ema_steps == 0) {
+        ema->Update(session.InferenceModel());
+        if (epoch < o.model_ema_warmup_epochs) ema->ResetCount();
+      }
       if (o.save_checkpoints && o.snapshot_every > 0 && session.steps_done() % o.snapshot_every == 0 &&
           batch.next.position < full_steps) {
         const EpochTally tally = JobTally(comm.get(), comm_timeout, prior, loss_sum, seen, correct);
         if (lead) {
-          SaveState(session, forward, o, epoch, batch.next, SnapshotPath(o.checkpoint_dir, session.steps_done()), tally);
+          SaveState(session, forward, o, epoch, batch.next, SnapshotPath(o.checkpoint_dir, session.steps_done()), tally,
+                    ema.get());
           PruneSnapshots(o.checkpoint_dir, o.keep_snapshots);
         }
       }
@@ -520,7 +575,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
           if (o.save_checkpoints) {
             saved = SnapshotPath(o.checkpoint_dir, session.steps_done());
             const EpochTally tally = JobTally(comm.get(), comm_timeout, prior, loss_sum, seen, correct);
-            if (lead) SaveState(session, forward, o, epoch, batch.next, saved, tally);
+            if (lead) SaveState(session, forward, o, epoch, batch.next, saved, tally, ema.get());
           }
           report_interrupt(epoch, (s + 1) / accumulate, saved);
           return result;
@@ -545,19 +600,36 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     const int64_t session_images = job.seen - prior_seen;
     summary.images_per_second = summary.seconds > 0 ? static_cast<double>(session_images) / summary.seconds : 0;
     const bool final_epoch = epoch + 1 == o.epochs;
+    std::string ema_line;  // --model-ema: both test accuracies, after the epoch line
     if (lead && (final_epoch || (!stop && o.eval_every > 0 && (epoch + 1) % o.eval_every == 0))) {
       Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return session.Evaluate(x); }, test,
                                       o.fixed_batch > 0 ? o.fixed_batch : std::max<int64_t>(o.batch, 256), device,
                                       o.fixed_batch > 0);
       summary.test_accuracy = acc.Fraction();
       result.test_accuracy = acc.Fraction();
+      if (ema) {
+        ExecutorOptions eo;
+        eo.device = device;
+        eo.num_threads = o.threads;
+        Executor averaged(ema->AveragedModel(session.InferenceModel()), eo);
+        const std::string in = forward.graph.inputs[0].name;
+        Accuracy ema_acc = EvaluateAccuracy([&](const Tensor& x) { return averaged.Run({{in, x}})[0]; }, test,
+                                            o.fixed_batch > 0 ? o.fixed_batch : std::max<int64_t>(o.batch, 256), device,
+                                            o.fixed_batch > 0);
+        result.ema_test_accuracy = ema_acc.Fraction();
+        ema_line = StrFormat("epoch %lld: test accuracy %.2f%% (model), %.2f%% (EMA of the weights, decay %.6g every "
+                             "%lld steps, %lld updates)",
+                             (long long)epoch + 1, 100 * acc.Fraction(), 100 * ema_acc.Fraction(), ema->decay(),
+                             (long long)o.model_ema_steps, (long long)ema->updates());
+      }
     }
     if (lead) progress.EndEpoch(summary);
+    if (!ema_line.empty()) say(ema_line);
     const bool interrupted = stop && !final_epoch;
     if (lead && o.save_checkpoints &&
         (final_epoch || interrupted || (o.save_every > 0 && (epoch + 1) % o.save_every == 0))) {
       const std::string stem = CheckpointStem(o.checkpoint_dir, epoch + 1);
-      SaveCheckpoint(session, forward, o, epoch + 1, sampler.State(), stem);
+      SaveCheckpoint(session, forward, o, epoch + 1, sampler.State(), stem, ema.get());
       if (!train.class_names.empty()) WriteClassNames(train.class_names, o.checkpoint_dir + "/classes.txt");
       result.last_checkpoint = stem;
       say((tag.empty() ? "" : "[" + tag + "] ") + "saved checkpoint " + stem + ".onnx and .state");

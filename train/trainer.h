@@ -26,6 +26,16 @@ struct TrainerOptions {
   std::vector<std::string> freeze;
   bool shuffle = true;
   bool augment = false;
+  float label_smoothing = 0.f;  // --label-smoothing: PyTorch's CrossEntropyLoss(label_smoothing=)
+  float random_erase = 0.f;     // --random-erase: probability of torchvision's RandomErasing per image
+  // --model-ema: an EMA of the weights and BatchNorm statistics (train/model_ema.h), evaluated,
+  // checkpointed and exported beside the model. The decay is adjusted as torchvision's.
+  double mixup_alpha = 0;   // --mixup-alpha: torchvision's RandomMixup (train/mix_batch.h)
+  double cutmix_alpha = 0;  // --cutmix-alpha: torchvision's RandomCutmix
+  bool model_ema = false;
+  int64_t model_ema_steps = 32;
+  double model_ema_decay = 0.99998;
+  int model_ema_warmup_epochs = 0;  // epochs whose EMA updates copy the model (torchvision: --lr-warmup-epochs)
   uint64_t seed = 0;
   int eval_every = 0;  // epochs; 0: only at the end
   int save_every = 0;  // epochs; 0: only at the end
@@ -67,6 +77,7 @@ struct TrainResult {
   int64_t global_step = 0;
   double last_epoch_loss = 0;
   double test_accuracy = -1;
+  double ema_test_accuracy = -1;  // --model-ema: the averaged weights' test accuracy
   std::vector<double> step_losses;  // every step's loss, in order
   std::string last_checkpoint;      // stem of the last checkpoint written ("" if none)
   int world_size = 1;

@@ -51,7 +51,8 @@ TrainingSession::TrainingSession(const Model& forward, const TrainingConfig& con
 
 TrainingSession::~TrainingSession() = default;
 
-StepResult TrainingSession::Step(const Tensor& input, const Tensor& labels, float lr, const RunOptions& options) {
+StepResult TrainingSession::Step(const Tensor& input, const Tensor& labels, float lr, const RunOptions& options,
+                                  const std::map<std::string, Tensor>& extra) {
   HostTensor lr_t = HostTensor::FromVector<float>({lr}, {});
   HostTensor step_t = HostTensor::FromVector<int64_t>({steps_done_ + 1}, {});
   const Device dev = train_->options().device;
@@ -59,6 +60,7 @@ StepResult TrainingSession::Step(const Tensor& input, const Tensor& labels, floa
                                          {tg_.labels, labels},
                                          {kLearningRateInput, Tensor::FromHost(lr_t, dev)},
                                          {kStepInput, Tensor::FromHost(step_t, dev)}};
+  feeds.insert(extra.begin(), extra.end());
   if (micro_ && micro_ran_last_) SyncState(*micro_, *train_);
   micro_ran_last_ = false;
   std::vector<Tensor> out = train_->Run(feeds, {tg_.loss, logits_name_}, options);
@@ -69,7 +71,8 @@ StepResult TrainingSession::Step(const Tensor& input, const Tensor& labels, floa
   return r;
 }
 
-StepResult TrainingSession::MicroStep(const Tensor& input, const Tensor& labels) {
+StepResult TrainingSession::MicroStep(const Tensor& input, const Tensor& labels,
+                                       const std::map<std::string, Tensor>& extra) {
   OT_CHECK(micro_ != nullptr, "MicroStep needs a session made with accumulate > 1");
   if (!micro_ran_last_) SyncState(*train_, *micro_);
   micro_ran_last_ = true;
@@ -79,6 +82,7 @@ StepResult TrainingSession::MicroStep(const Tensor& input, const Tensor& labels)
       {tg_.labels, labels},
       {kLearningRateInput, Tensor::FromHost(HostTensor::FromVector<float>({0.f}, {}), dev)},
       {kStepInput, Tensor::FromHost(HostTensor::FromVector<int64_t>({steps_done_ + 1}, {}), dev)}};
+  feeds.insert(extra.begin(), extra.end());
   std::vector<Tensor> out = micro_->Run(feeds, {tg_.loss, logits_name_});
   StepResult r;
   r.loss = out[0].ToHost().Data<float>()[0];

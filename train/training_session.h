@@ -43,10 +43,12 @@ class TrainingSession {
 
   // One step: forward, loss, backward, optimizer update at learning rate `lr`. The step
   // counter (the optimizers' T) advances by one.
-  StepResult Step(const Tensor& input, const Tensor& labels, float lr, const RunOptions& options = {});
+  // `extra` feeds further inputs of the training graph (Mixup/CutMix's second labels and lambda).
+  StepResult Step(const Tensor& input, const Tensor& labels, float lr, const RunOptions& options = {},
+                  const std::map<std::string, Tensor>& extra = {});
   // With accumulation: forward and backward of one micro-batch, its gradients added to the
   // accumulators; no update, the step counter stays. Needs no gradient communication.
-  StepResult MicroStep(const Tensor& input, const Tensor& labels);
+  StepResult MicroStep(const Tensor& input, const Tensor& labels, const std::map<std::string, Tensor>& extra = {});
   // Forward in evaluation mode (BatchNorm running statistics, no Dropout) with the
   // current weights; returns the logits.
   Tensor Evaluate(const Tensor& input);
