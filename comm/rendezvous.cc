@@ -424,7 +424,7 @@ struct LauncherVars {
 
 }  // namespace
 
-LaunchInfo LaunchInfoFromEnvironment(const EnvLookup& lookup) {
+LaunchInfo LaunchInfoFromEnvironment(const EnvLookup& lookup, bool store_needed) {
   EnvLookup env = lookup ? lookup : EnvLookup([](const char* n) { return std::getenv(n); });
   static const LauncherVars kLaunchers[] = {
       {"onnx-train", "ONNXTRAIN_RANK", "ONNXTRAIN_WORLD_SIZE", "ONNXTRAIN_LOCAL_RANK"},
@@ -479,7 +479,7 @@ LaunchInfo LaunchInfoFromEnvironment(const EnvLookup& lookup) {
     if (c == '/' || c == ':') c = '_';
   }
   info.rendezvous = ReadText(env, "ONNXTRAIN_RDZV");
-  if (info.rendezvous.empty() && multi_host) {
+  if (info.rendezvous.empty() && multi_host && store_needed) {
     throw CommError(CommErrorKind::kInvalid,
                     StrFormat("%s started ranks on several hosts (%s) but no rendezvous store "
                               "is set: start redis-server on a host every rank can reach and "

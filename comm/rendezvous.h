@@ -94,7 +94,8 @@ using EnvLookup = std::function<const char*(const char*)>;
 // SLURM_LOCALID (+SLURM_JOB_ID, SLURM_STEP_ID, SLURM_NNODES) and Open MPI's
 // OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK (+_LOCAL_SIZE). ONNXTRAIN_RDZV and
 // ONNXTRAIN_RUN_ID override the store and run id of any launcher. Throws CommError(kInvalid)
-// for malformed values or a multi-host launch without a store.
-LaunchInfo LaunchInfoFromEnvironment(const EnvLookup& lookup = nullptr);
+// for malformed values, or a multi-host launch without a store when `store_needed` (the MPI
+// backend finds its peers through MPI itself, across hosts too).
+LaunchInfo LaunchInfoFromEnvironment(const EnvLookup& lookup = nullptr, bool store_needed = true);
 
 }  // namespace ot

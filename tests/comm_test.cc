@@ -536,11 +536,13 @@ TEST(Comm, RedisStoreRendezvous) {
 }
 
 TEST(Comm, LaunchEnvironments) {
-  auto from = [](std::map<std::string, std::string> vars) {
-    return LaunchInfoFromEnvironment([vars](const char* name) -> const char* {
-      auto it = vars.find(name);
-      return it == vars.end() ? nullptr : it->second.c_str();
-    });
+  auto from = [](std::map<std::string, std::string> vars, bool store_needed = true) {
+    return LaunchInfoFromEnvironment(
+        [vars](const char* name) -> const char* {
+          auto it = vars.find(name);
+          return it == vars.end() ? nullptr : it->second.c_str();
+        },
+        store_needed);
   };
   LaunchInfo none = from({});
   EXPECT_EQ(none.source, "");
@@ -577,6 +579,14 @@ TEST(Comm, LaunchEnvironments) {
   }
   EXPECT_THROW(from({{"RANK", "x"}, {"WORLD_SIZE", "2"}}), CommError);
   EXPECT_THROW(from({{"RANK", "2"}, {"WORLD_SIZE", "2"}}), CommError);
+  // mpirun over two hosts: Gloo needs a store, the MPI backend does not.
+  const std::map<std::string, std::string> two_hosts = {{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                                                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}};
+  EXPECT_THROW(from(two_hosts), CommError);
+  LaunchInfo mpi = from(two_hosts, /*store_needed=*/false);
+  EXPECT_EQ(mpi.source, "openmpi");
+  EXPECT_EQ(mpi.rank, 3);
+  EXPECT_EQ(mpi.rendezvous, "");
 }
 
 TEST(Comm, SixteenBitConversions) {

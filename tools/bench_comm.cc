@@ -284,7 +284,7 @@ int RunMpi(BenchCommOptions o, const std::vector<std::string>& argv) {
     execv(cmd[0].c_str(), c_args.data());
     throw Error(StrFormat("bench-comm: cannot start %s: %s", cmd[0].c_str(), std::strerror(errno)));
   }
-  const LaunchInfo launch = LaunchInfoFromEnvironment();
+  const LaunchInfo launch = LaunchInfoFromEnvironment(nullptr, /*store_needed=*/false);
   o.world_size = launch.size;
   try {
     RunRank(o, launch.rank, "", "mpi");

@@ -372,7 +372,8 @@ int CmdTrain(std::vector<std::string> argv) {
     if (const char* t = std::getenv("OMP_NUM_THREADS")) o.threads = std::atoi(t);
   }
 
-  const LaunchInfo launch = LaunchInfoFromEnvironment();  // onnx-train's launcher, torchrun, Slurm, MPI
+  // onnx-train's launcher, torchrun, Slurm, MPI (whose backend needs no rendezvous store)
+  const LaunchInfo launch = LaunchInfoFromEnvironment(nullptr, o.backend != "mpi");
   const bool lead = launch.rank <= 0;
   // Exports from PyTorch: a fixed batch rebound (or checked against --batch, before any
   // training), BatchNormalization in training form or frozen.

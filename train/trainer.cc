@@ -288,7 +288,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
   CheckClassesFitOutput(forward.graph.outputs.at(0), train.name, train.classes);
 
   // Data parallel: the launcher's environment says which rank this is.
-  const LaunchInfo launch = LaunchInfoFromEnvironment();
+  const LaunchInfo launch = LaunchInfoFromEnvironment(nullptr, o.backend != "mpi");
   const int world = std::max(launch.size, 1), rank = std::max(launch.rank, 0);
   // One GPU per rank, like DDP: rank with local rank i runs on cuda:((K + i) mod count).
   Device device = o.device;
