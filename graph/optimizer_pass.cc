@@ -54,6 +54,17 @@ float WeightDecayFor(const OptimizerConfig& config, ParamKind kind) {
 
 namespace {
 
+// Appends a node of `op` (default domain) named after its one output `out`; returns `out`.
+std::string AddNode(Graph& g, const std::string& op, std::vector<std::string> inputs, const std::string& out) {
+  Node n;
+  n.op_type = op;
+  n.name = out;
+  n.inputs = std::move(inputs);
+  n.outputs = {out};
+  g.nodes.push_back(std::move(n));
+  return out;
+}
+
 ValueInfo ScalarInput(const std::string& name, DType t) {
   ValueInfo v;
   v.name = name;
@@ -80,13 +91,7 @@ std::vector<std::string> ClipGradients(TrainingGraph& tg, float max_norm) {
   Graph& g = tg.model.graph;
   const std::string prefix = "clip_grad_norm/";
   auto add = [&](const std::string& op, std::vector<std::string> inputs, const std::string& out) {
-    Node n;
-    n.op_type = op;
-    n.name = out;
-    n.inputs = std::move(inputs);
-    n.outputs = {out};
-    g.nodes.push_back(std::move(n));
-    return out;
+    return AddNode(g, op, std::move(inputs), out);
   };
   auto constant = [&](const std::string& name, float v) {
     Node n;
@@ -130,13 +135,7 @@ std::vector<std::pair<std::string, std::string>> AppendGradientAccumulation(Trai
     const HostTensor* param = g.FindInitializer(p);
     g.initializers.push_back(HostTensor(param->dtype, param->dims, acc));
     auto add = [&](const std::string& op, std::vector<std::string> inputs, const std::string& out) {
-      Node n;
-      n.op_type = op;
-      n.name = out;
-      n.inputs = std::move(inputs);
-      n.outputs = {out};
-      g.nodes.push_back(std::move(n));
-      return out;
+      return AddNode(g, op, std::move(inputs), out);
     };
     const std::string sum = add("Add", {acc, tg.grads[i]}, p + "/grad_accumulated");
     const std::string mean = add("Mul", {sum, "grad_accumulation/scale"}, p + "/grad_mean");
