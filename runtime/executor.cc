@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "graph/error.h"
+#include "runtime/cpu/conv_algorithm.h"
 #include "runtime/cpu/cpu_threads.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/memory_plan.h"
@@ -186,6 +187,23 @@ Executor::Executor(std::unique_ptr<Model> model, const std::vector<HostTensor>* 
   binds_ = Bind(g, order_, value_ids_);
   value_independent_inputs_ = InputsWhoseValuesNeverShapeThePlan(g);
   if (options_.device.type == DeviceType::kCPU && options_.num_threads > 0) SetCpuThreads(options_.num_threads);
+  if (!options_.conv_algo.empty()) SetCpuConvAlgorithm(ParseConvAlgorithm(options_.conv_algo));
+}
+
+std::string Executor::PlanNotes() const {
+  std::ostringstream out;
+  int index = 0;
+  for (const auto& [key, plan] : plans_) {
+    for (size_t step = 0; step < plan->kernels.size(); ++step) {
+      if (!plan->kernels[step]) continue;
+      const std::string note = plan->kernels[step]->PlanNote();
+      if (note.empty()) continue;
+      const Node& node = model_->graph.nodes[order_[step]];
+      out << "plan " << index << ": node '" << node.name << "' (" << node.op_type << "): " << note << "\n";
+    }
+    ++index;
+  }
+  return out.str();
 }
 
 Executor::~Executor() = default;

@@ -82,6 +82,9 @@ class OpKernel {
   // training state in place (optimizer outputs written straight into the weights and
   // moments instead of into new buffers copied back after the step).
   virtual int InPlaceInput(int output) const { return -1; }
+  // Asked after Prepare: what the kernel chose at plan time that a plan dump should show
+  // (e.g. a convolution's algorithm per primitive); empty when nothing.
+  virtual std::string PlanNote() const { return {}; }
 
  protected:
   // Error helpers that name the node.

@@ -14,6 +14,7 @@
 #include "comm/rendezvous.h"
 #include "graph/error.h"
 #include "graph/onnx_io.h"
+#include "runtime/cpu/conv_algorithm.h"
 #include "runtime/executor.h"
 #include "tools/args.h"
 #include "tools/cli_util.h"
@@ -73,6 +74,8 @@ const char* kTrainUsage =
     "  --metrics FILE.jsonl one JSON object per step and per epoch\n"
     "  --quiet              no progress bar\n"
     "  --threads N          CPU threads (default: all)\n"
+    "  --conv-algo auto|direct|winograd  CPU 3x3 stride-1 convolutions: oneDNN's Winograd or direct\n"
+    "                       primitives (auto: the faster, timed once per shape at plan time)\n"
     "  --device cpu|cuda[:K] with --world-size N on CUDA, local rank i uses cuda:((K + i) mod GPUs)\n"
     "  --tf32               CUDA: float32 matrix products and convolutions on TF32 tensor cores\n"
     "  --cuda-graphs        CUDA: replay each training step as one CUDA graph (same shapes;\n"
@@ -164,7 +167,7 @@ int CmdTrain(std::vector<std::string> argv) {
              "checkpoint-dir", "resume", "metrics", "threads", "device", "max-steps", "world-size", "max-restarts",
              "grace-period", "snapshot-every", "keep", "backend", "timeout", "rdzv", "monitor-interval", "bucket-cap-mb",
              "heartbeat-timeout", "bind-addr", "data-workers", "resize", "center-crop", "random-resized-crop", "mean",
-             "std", "val-fraction", "npz-keys"},
+             "std", "val-fraction", "npz-keys", "conv-algo"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
              "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn"});
   if (args.Has("help")) {
@@ -203,6 +206,7 @@ int CmdTrain(std::vector<std::string> argv) {
   o.metrics_path = args.Get("metrics");
   o.quiet = args.Has("quiet");
   o.threads = static_cast<int>(args.GetInt("threads", 0));
+  SetCpuConvAlgorithm(ParseConvAlgorithm(args.Get("conv-algo", "auto")));
   o.device = Device::Parse(args.Get("device", "cpu"));
   ApplyTf32Flag(args.Has("tf32"), o.device);
   o.cuda_graphs = args.Has("cuda-graphs");
