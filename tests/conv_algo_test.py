@@ -89,6 +89,14 @@ def main():
         convs = [line for line in dump if "(Conv)" in line]
         grads = [line for line in dump if "(ConvGrad)" in line]
         want = "winograd" if algo == "winograd" else "direct"
+        # Each primitive's entry: kind=algorithm[oneDNN implementation], e.g.
+        # fwd=winograd[jit_wino_4x3:avx512_core]; the implementation must agree.
+        impl_ok = all(("wino" in entry.split("[")[1]) == entry.split("=")[1].startswith("winograd")
+                      for line in dump for entry in line.split(": ", 1)[1].split(" ")
+                      if "=" in entry and "[" in entry)
+        if not impl_ok:
+            failures.append(f"{algo}: an algorithm in the plan dump is not the primitive's implementation:\n"
+                            + "\n".join(dump))
         if algo == "auto":
             if not any("timed: direct" in line and "winograd" in line for line in dump):
                 failures.append("auto: the plan dump shows no timed choice:\n" + "\n".join(dump))

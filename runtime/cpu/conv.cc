@@ -145,8 +145,10 @@ double CpuSeconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// CPU time (all threads) of the fastest of two runs of a primitive, after one warm-up
-// run, on zeroed buffers of the descriptor's layouts (zeros: no denormals).
+// CPU time (all threads) of the fastest of several runs of a primitive (after one warm-up
+// run: at least 3, more for short ones, up to 9 or 30 ms), on zeroed buffers of the
+// descriptor's layouts (zeros: no denormals). The fastest run is the least disturbed by
+// other work on the machine.
 double TimePrimitive(const dnnl::primitive& prim, const dnnl::primitive_desc_base& pd) {
   std::unordered_map<int, dnnl::memory> args;
   for (int arg : {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST, DNNL_ARG_DIFF_SRC,
@@ -157,12 +159,13 @@ double TimePrimitive(const dnnl::primitive& prim, const dnnl::primitive_desc_bas
     std::memset(m.get_data_handle(), 0, md.get_size());
     args[arg] = m;
   }
-  double best = std::numeric_limits<double>::infinity();
-  for (int run = 0; run < 3; ++run) {
+  double best = std::numeric_limits<double>::infinity(), spent = 0;
+  for (int run = 0; run < 10 && (run < 4 || spent < 0.03); ++run) {
     const double t0 = CpuSeconds();
     prim.execute(Stream(), args);
     Stream().wait();
-    if (run > 0) best = std::min(best, CpuSeconds() - t0);
+    const double t = CpuSeconds() - t0;
+    if (run > 0) best = std::min(best, t), spent += t;
   }
   return best;
 }
@@ -194,7 +197,7 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_n
   const ConvAlgorithm setting = GetCpuConvAlgorithm();
   auto finish = [&](decltype(direct) pd, const char* how) {
     if (!note->empty()) *note += " ";
-    *note += std::string(kind) + "=" + how;
+    *note += std::string(kind) + "=" + how + "[" + pd.impl_info_str() + "]";
     return pd;
   };
   if (setting == ConvAlgorithm::kDirect || !WinogradShaped(p)) return finish(direct, "direct");
@@ -206,7 +209,7 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_n
   } catch (const dnnl::error&) {
     winograd = decltype(direct)();
   }
-  if (!winograd) return finish(direct, "direct(no-winograd)");
+  if (!winograd) return finish(direct, "direct(no Winograd primitive)");
   if (setting == ConvAlgorithm::kWinograd) return finish(winograd, "winograd");
   const std::string key = ProblemKey(kind, p, DescOf(src_now ? *src_now : *dst_now));
   {
@@ -222,7 +225,7 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_n
     g_timed_winograd[key] = use_winograd;
   }
   char timing[96];
-  std::snprintf(timing, sizeof timing, "(timed: direct %.3g ms, winograd %.3g ms)", 1e3 * t_direct,
+  std::snprintf(timing, sizeof timing, "(timed: direct %.3g ms, winograd %.3g ms CPU)", 1e3 * t_direct,
                 1e3 * t_winograd);
   return finish(use_winograd ? winograd : direct, (std::string(use_winograd ? "winograd" : "direct") + timing).c_str());
 }
