@@ -145,11 +145,15 @@ double CpuSeconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// CPU time (all threads) of the fastest of several runs of a primitive (after one warm-up
+// CPU time (all threads) of the fastest of several runs of a primitive and its weight reorder (after one warm-up
 // run: at least 3, more for short ones, up to 9 or 30 ms), on zeroed buffers of the
 // descriptor's layouts (zeros: no denormals). The fastest run is the least disturbed by
 // other work on the machine.
-double TimePrimitive(const dnnl::primitive& prim, const dnnl::primitive_desc_base& pd) {
+// The weights travel plain (optimizer state), so each run also reorders them into the
+// primitive's layout (or its weight gradient out of it): that reorder is timed with it
+// (Winograd's own weight layout costs more to reach than the direct one's).
+double TimePrimitive(const dnnl::primitive& prim, const dnnl::primitive_desc_base& pd,
+                     const dnnl::memory::desc& plain_weights) {
   std::unordered_map<int, dnnl::memory> args;
   for (int arg : {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST, DNNL_ARG_DIFF_SRC,
                   DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS, DNNL_ARG_DIFF_DST}) {
@@ -159,10 +163,18 @@ double TimePrimitive(const dnnl::primitive& prim, const dnnl::primitive_desc_bas
     std::memset(m.get_data_handle(), 0, md.get_size());
     args[arg] = m;
   }
+  dnnl::memory plain(plain_weights, Engine());
+  std::memset(plain.get_data_handle(), 0, plain_weights.get_size());
+  dnnl::reorder weights_in, weights_out;
+  auto w = args.find(DNNL_ARG_WEIGHTS), dw = args.find(DNNL_ARG_DIFF_WEIGHTS);
+  if (w != args.end() && w->second.get_desc() != plain_weights) weights_in = dnnl::reorder(plain, w->second);
+  if (dw != args.end() && dw->second.get_desc() != plain_weights) weights_out = dnnl::reorder(dw->second, plain);
   double best = std::numeric_limits<double>::infinity(), spent = 0;
   for (int run = 0; run < 10 && (run < 4 || spent < 0.03); ++run) {
     const double t0 = CpuSeconds();
+    if (weights_in) weights_in.execute(Stream(), plain, w->second);
     prim.execute(Stream(), args);
+    if (weights_out) weights_out.execute(Stream(), dw->second, plain);
     Stream().wait();
     const double t = CpuSeconds() - t0;
     if (run > 0) best = std::min(best, t), spent += t;
@@ -201,13 +213,24 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_n
     return pd;
   };
   if (setting == ConvAlgorithm::kDirect || !WinogradShaped(p)) return finish(direct, "direct");
+  // Winograd on blocked activations, with its weights in the direct kernels' OIhw16i16o
+  // where it takes them (it transforms them itself, far faster than a reorder into its own
+  // "wino" layout, which format_tag::any asks for on larger images), else as it wants.
   decltype(direct) winograd;
-  try {
-    winograd = make_pd(ChooseConvDescs(p, ConvLayouts::kBlocked, src_now, dst_now),
-                       dnnl::algorithm::convolution_winograd);
-    if (std::string(winograd.impl_info_str()).rfind("ref", 0) == 0) winograd = decltype(direct)();
-  } catch (const dnnl::error&) {
-    winograd = decltype(direct)();
+  ConvDescs wd = ChooseConvDescs(p, ConvLayouts::kBlocked, src_now, dst_now);
+  for (bool blocked_weights : {true, false}) {
+    if (blocked_weights)
+      wd.weights = dnnl::memory::desc(ToDims(p.weights), dnnl::memory::data_type::f32,
+                                      dnnl::memory::format_tag::OIhw16i16o);
+    else
+      wd.weights = dnnl::memory::desc(ToDims(p.weights), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+    try {
+      winograd = make_pd(wd, dnnl::algorithm::convolution_winograd);
+      if (std::string(winograd.impl_info_str()).rfind("ref", 0) == 0) winograd = decltype(direct)();
+    } catch (const dnnl::error&) {
+      winograd = decltype(direct)();
+    }
+    if (winograd) break;
   }
   if (!winograd) return finish(direct, "direct(no Winograd primitive)");
   if (setting == ConvAlgorithm::kWinograd) return finish(winograd, "winograd");
@@ -217,8 +240,9 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_n
     auto it = g_timed_winograd.find(key);
     if (it != g_timed_winograd.end()) return it->second ? finish(winograd, "winograd") : finish(direct, "direct");
   }
-  const double t_direct = TimePrimitive(Primitive(direct), direct);
-  const double t_winograd = TimePrimitive(Primitive(winograd), winograd);
+  const dnnl::memory::desc plain_weights = PlainDesc(p.weights, DType::kFloat32);
+  const double t_direct = TimePrimitive(Primitive(direct), direct, plain_weights);
+  const double t_winograd = TimePrimitive(Primitive(winograd), winograd, plain_weights);
   const bool use_winograd = t_winograd < t_direct;
   {
     std::lock_guard<std::mutex> lock(g_timed_mutex);
