@@ -98,8 +98,10 @@ def main():
             failures.append(f"{algo}: an algorithm in the plan dump is not the primitive's implementation:\n"
                             + "\n".join(dump))
         if algo == "auto":
-            if not any("timed: direct" in line and "winograd" in line for line in dump):
-                failures.append("auto: the plan dump shows no timed choice:\n" + "\n".join(dump))
+            if (not any("timed: direct" in line and "winograd" in line for line in grads)
+                    or not all("fwd=direct" in line for line in convs)):
+                failures.append("auto: the plan dump shows no timed backward choice or a forward not direct:\n"
+                                + "\n".join(dump))
         elif (len(convs) != 2 or len(grads) != 2 or not all(f"fwd={want}" in line for line in convs)
               or not all(f"bwd_weights={want}" in line for line in grads)
               or sum(f"bwd_data={want}" in line for line in grads) != 1):

@@ -212,7 +212,13 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_n
     *note += std::string(kind) + "=" + how + "[" + pd.impl_info_str() + "]";
     return pd;
   };
+  // auto leaves the forward direct: Winograd's forward rounds its activations more (about
+  // 1-6x PyTorch float32's distance from float64 against 1-1.5x direct), enough to move
+  // ReLU decisions near zero and with them whole gradients (the ResNet parity cases fail
+  // with it); in the backward primitives its rounding stays within the parity rule.
+  const bool forward = std::string(kind) == "fwd";
   if (setting == ConvAlgorithm::kDirect || !WinogradShaped(p)) return finish(direct, "direct");
+  if (setting == ConvAlgorithm::kAuto && forward) return finish(direct, "direct(auto: forward stays direct)");
   // Winograd on blocked activations, with its weights in the direct kernels' OIhw16i16o
   // where it takes them (it transforms them itself, far faster than a reorder into its own
   // "wino" layout, which format_tag::any asks for on larger images), else as it wants.

@@ -1,8 +1,9 @@
 // Which convolution algorithm the CPU convolutions use (--conv-algo): oneDNN's direct
 // convolution, its Winograd F(4x4, 3x3) one (3x3 stride-1 convolutions only; others stay
-// direct), or, by default, whichever of the two runs a primitive faster on the planned
-// shapes, timed once at plan time for each forward, backward-data and backward-weights
-// primitive. The setting is process-wide, like the thread count.
+// direct), or, by default (auto), whichever of the two runs faster on the planned shapes
+// for the backward-data and backward-weights primitives, timed once per shape at plan
+// time, with the forward direct (Winograd's forward rounding moves ReLU decisions; see
+// conv.cc). The setting is process-wide, like the thread count.
 #pragma once
 
 #include <string>
