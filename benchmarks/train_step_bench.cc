@@ -5,6 +5,7 @@
 // Any ONNX model too (benchmarks/zoo_step.py): ONNXTRAIN_BENCH_ONNX=FILE with
 // ONNXTRAIN_BENCH_BATCH (32), ONNXTRAIN_BENCH_CLASSES (10) and, for an int64 token input,
 // ONNXTRAIN_BENCH_VOCAB (100) adds train_step/onnx/batch:B on random inputs.
+// ONNXTRAIN_BENCH_CONV_ALGO=auto|direct|winograd: the convolutions' --conv-algo (auto).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -38,6 +39,7 @@ void BenchStep(benchmark::State& state, const StepCase& c) {
     TrainingConfig config;
     config.optimizer.momentum = 0.9f;
     config.executor.num_threads = bench::Threads();
+    if (const char* algo = std::getenv("ONNXTRAIN_BENCH_CONV_ALGO")) config.executor.conv_algo = algo;
     TrainingSession session(model, config);
     Tensor x = Tensor::FromHost(bench::RandomImages(session.input_name(), c.batch, c.shape));
     Tensor y = Tensor::FromHost(bench::RandomLabels(c.batch, c.shape.classes));
@@ -92,6 +94,7 @@ void BenchOnnxStep(benchmark::State& state, const std::string& path, int64_t bat
     TrainingConfig config;
     config.optimizer.momentum = 0.9f;
     config.executor.num_threads = bench::Threads();
+    if (const char* algo = std::getenv("ONNXTRAIN_BENCH_CONV_ALGO")) config.executor.conv_algo = algo;
     TrainingSession session(model, config);
     const ValueInfo* in = model.graph.FindInput(session.input_name());
     OT_CHECK(in, "the model has no input '%s'", session.input_name().c_str());

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "graph/error.h"
+#include "runtime/cpu/conv_algorithm.h"
 #include "runtime/cpu/cpu_threads.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/memory_plan.h"
@@ -30,6 +31,7 @@ struct Executor::Plan {
     bool external = true;  // allocated per run (fetched values), not in the arena
     size_t offset = 0;
     int state = -1;        // >= 0: written in place into this state value (not in the arena)
+    int view_of = -1;      // >= 0: a view of this value's buffer (OpKernel::OutputIsInputView; not in the arena)
   };
   // (laid-out value, plain temporary): converted before a step whose kernel reads only
   // plain inputs.
@@ -38,6 +40,7 @@ struct Executor::Plan {
   std::vector<bool> active;                        // by step: needed for the fetches or state updates
   std::vector<StepBinding> binds;                  // by step; inputs may name conversion temporaries
   std::vector<std::vector<Conversion>> conversions;  // by step
+  std::vector<std::vector<int>> views;               // by step: outputs bound to a view of their input
   std::vector<Slot> slots;  // by value id (node outputs only), then conversion temporaries
   std::vector<int> external_ids;                   // values allocated per run
   Tensor arena;
@@ -229,6 +232,23 @@ Executor::Executor(std::unique_ptr<Model> model, const std::vector<HostTensor>* 
   binds_ = Bind(g, order_, value_ids_);
   value_independent_inputs_ = InputsWhoseValuesNeverShapeThePlan(g);
   if (options_.device.type == DeviceType::kCPU && options_.num_threads > 0) SetCpuThreads(options_.num_threads);
+  if (!options_.conv_algo.empty()) SetCpuConvAlgorithm(ParseConvAlgorithm(options_.conv_algo));
+}
+
+std::string Executor::PlanNotes() const {
+  std::ostringstream out;
+  int index = 0;
+  for (const auto& [key, plan] : plans_) {
+    for (size_t step = 0; step < plan->kernels.size(); ++step) {
+      if (!plan->kernels[step]) continue;
+      const std::string note = plan->kernels[step]->PlanNote();
+      if (note.empty()) continue;
+      const Node& node = model_->graph.nodes[order_[step]];
+      out << "plan " << index << ": node '" << node.name << "' (" << node.op_type << "): " << note << "\n";
+    }
+    ++index;
+  }
+  return out.str();
 }
 
 Executor::~Executor() = default;
@@ -344,6 +364,9 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
 
   plan->binds = binds;
   plan->conversions.resize(order_.size());
+  plan->views.resize(order_.size());
+  std::map<int, size_t> lifetime_of;  // planned value id -> its entry in lifetimes
+  std::map<int, int> view_root;       // view value id -> the value whose buffer it shares
   for (size_t step = 0; step < order_.size(); ++step) {
     if (!plan->active[step]) continue;
     const Node& node = g.nodes[order_[step]];
@@ -401,8 +424,25 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
         continue;
       }
       spec = Tensor::Empty(slot.dtype, slot.shape, options_.device, slot.layout);
+      const int last = std::max(static_cast<int>(step), last_use[static_cast<size_t>(id)]);
+      // A plain output that is its plain input's bytes (Flatten, Reshape) shares that
+      // input's buffer in replay, which then lives as long as the view. Not for state
+      // (updated in place), fetched values or state updates (handed out or copied back).
+      const int in0 = k == 0 && !binds[step].inputs.empty() ? binds[step].inputs[0] : -1;
+      if (in0 >= 0 && options_.device.type == DeviceType::kCPU && kernel.OutputIsInputView() && !slot.external &&
+          !slot.layout && upd == update_of.end() && plan->binds[step].inputs[0] == in0 &&
+          !state_[static_cast<size_t>(in0)].defined() && slots[static_cast<size_t>(in0)].is_plain() &&
+          slots[static_cast<size_t>(in0)].nbytes() == spec.nbytes()) {
+        const int root = view_root.count(in0) ? view_root[in0] : in0;
+        view_root[id] = root;
+        slot.view_of = in0;
+        plan->views[step].push_back(id);
+        auto lt = lifetime_of.find(root);
+        if (lt != lifetime_of.end()) lifetimes[lt->second].last_step = std::max(lifetimes[lt->second].last_step, last);
+        continue;
+      }
       if (!slot.external) {
-        int last = std::max(static_cast<int>(step), last_use[static_cast<size_t>(id)]);
+        lifetime_of[id] = lifetimes.size();
         lifetimes.push_back(BufferLifetime{spec.nbytes(), static_cast<int>(step), last});
         planned_ids.push_back(id);
       } else {
@@ -457,7 +497,7 @@ void Executor::PrepareReplay(Plan& plan) {
     const Plan::Slot& s = plan.slots[id];
     if (s.state >= 0)
       plan.run_slots[id] = state_[static_cast<size_t>(s.state)];
-    else if (s.dtype != DType::kUndefined && !s.external)
+    else if (s.dtype != DType::kUndefined && !s.external && s.view_of < 0)
       plan.run_slots[id] = Tensor::View(s.dtype, s.shape, arena + s.offset, options_.device, s.layout);
   }
   plan.contexts.resize(order_.size());
@@ -542,6 +582,11 @@ void Executor::Replay(Plan& plan, const std::map<std::string, Tensor>& feeds, co
     if (options.before_node) options.before_node(model_->graph.nodes[order_[step]]);
     for (const auto& [from, to] : plan.conversions[step])
       slots[static_cast<size_t>(to)].CopyFrom(slots[static_cast<size_t>(from)]);
+    for (int id : plan.views[step]) {
+      const Plan::Slot& s = plan.slots[static_cast<size_t>(id)];
+      slots[static_cast<size_t>(id)] =
+          Tensor::View(s.dtype, s.shape, slots[static_cast<size_t>(s.view_of)].raw(), options_.device);
+    }
     plan.kernels[step]->Compute(*plan.contexts[step]);
     if (options.on_value_ready)
       for (int id : binds_[step].outputs)

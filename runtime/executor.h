@@ -39,6 +39,9 @@ struct ExecutorOptions {
   // Data-parallel training: the kernels' sums over replicas (KernelContext::cross_replica);
   // must outlive this executor. Null: none.
   CrossReplicaSum* cross_replica = nullptr;
+  // CPU convolutions: "auto", "direct" or "winograd" (runtime/cpu/conv_algorithm.h);
+  // empty leaves the process-wide setting as it is.
+  std::string conv_algo;
 };
 
 struct RunOptions {
@@ -86,6 +89,9 @@ class Executor {
   const std::vector<std::string>& OutputNames() const { return output_names_; }
   PlanStats LastPlanStats() const { return last_stats_; }
   size_t NumPlans() const { return plans_.size(); }
+  // What the kernels chose at plan time (OpKernel::PlanNote), one line per such node and
+  // plan: "plan N: node 'name' (OpType): note".
+  std::string PlanNotes() const;
   // The random stream of random ops (Dropout in training mode), saved in checkpoints so
   // that a resumed run draws the same masks.
   std::string RngState() const;

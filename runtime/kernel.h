@@ -92,6 +92,13 @@ class OpKernel {
   // training state in place (optimizer outputs written straight into the weights and
   // moments instead of into new buffers copied back after the step).
   virtual int InPlaceInput(int output) const { return -1; }
+  // Asked after Prepare: what the kernel chose at plan time that a plan dump should show
+  // (e.g. a convolution's algorithm per primitive); empty when nothing.
+  virtual std::string PlanNote() const { return {}; }
+  // Asked after Prepare: true when output 0 is input 0's bytes unchanged (Flatten,
+  // Reshape). The CPU executor may then bind output 0 to input 0's buffer; Compute still
+  // runs (for its checks) and must skip the copy when the two are the same memory.
+  virtual bool OutputIsInputView() const { return false; }
 
  protected:
   // Error helpers that name the node.

@@ -247,5 +247,46 @@ TEST(Executor, StateUpdatesWrittenInPlaceOnlyWhereNothingReadsTheOldValueLater) 
   }
 }
 
+// y = Relu(x); f = Flatten(y) (a view of y's buffer in replay); t = Neg(Neg(x)) (two
+// buffers the planner could place where y was, were y taken as dead after Flatten);
+// out = f + t = relu(x) + x.
+TEST(Executor, FlattenViewKeepsItsInputBufferAlive) {
+  Model m;
+  m.opsets[""] = 17;
+  ValueInfo x;
+  x.name = "x";
+  x.dtype = DType::kFloat32;
+  x.has_shape = true;
+  x.dims = {Dim{-1, "batch"}, Dim{4, ""}};
+  m.graph.inputs.push_back(x);
+  auto add_node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
+    Node n;
+    n.name = out;
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    m.graph.nodes.push_back(n);
+  };
+  add_node("Relu", {"x"}, "y");
+  add_node("Flatten", {"y"}, "f");
+  add_node("Neg", {"x"}, "t1");
+  add_node("Neg", {"t1"}, "t2");
+  add_node("Add", {"f", "t2"}, "out");
+  ValueInfo out;
+  out.name = "out";
+  out.dtype = DType::kFloat32;
+  m.graph.outputs.push_back(out);
+  Executor exec(m);
+  for (int run = 0; run < 3; ++run) {  // the first run traces; later ones replay
+    HostTensor h(DType::kFloat32, {3, 4});
+    for (int64_t i = 0; i < h.NumElements(); ++i) h.Data<float>()[i] = static_cast<float>((i + run) % 5) - 2.f;
+    HostTensor r = exec.Run({{"x", Tensor::FromHost(h)}})[0].ToHost();
+    for (int64_t i = 0; i < h.NumElements(); ++i) {
+      const float v = h.Data<float>()[i];
+      EXPECT_EQ(r.Data<float>()[i], std::max(0.f, v) + v) << "run " << run << " element " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ot

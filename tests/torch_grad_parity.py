@@ -109,7 +109,8 @@ def run_grad(binary, model_path, xp, yp, workdir, tag):
         yp, y = os.path.join(workdir, tag + "_y.pb"), yp
         write_tensor(y, "labels", yp)
     out = os.path.join(workdir, tag + "_grads")
-    run_tool(binary, ["grad", model_path, "--input", "input=" + xp, "--input", "labels=" + yp, "-o", out])
+    run_tool(binary, ["grad", model_path, "--input", "input=" + xp, "--input", "labels=" + yp, "-o", out,
+                      "--conv-algo", CONV_ALGO[0]])
     return read_dir(out)
 
 
@@ -254,13 +255,18 @@ CASES = [
 ]
 
 
+CONV_ALGO = ["auto"]  # --conv-algo of every `onnx-train grad`
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--onnx-train", required=True)
     p.add_argument("--workdir", required=True)
     p.add_argument("--seeds", type=int, default=1, help="batches (and weights) per case, seeds 100+i+1000*k")
     p.add_argument("--only", default="", help="run the cases whose tag contains this (e.g. resnet18_1x28x28)")
+    p.add_argument("--conv-algo", default="auto", help="onnx-train grad's --conv-algo (auto, direct, winograd)")
     args = p.parse_args()
+    CONV_ALGO[0] = args.conv_algo
     os.makedirs(args.workdir, exist_ok=True)
     torch.set_num_threads(2)
     start = time.time()

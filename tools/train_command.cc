@@ -15,6 +15,7 @@
 #include "comm/rendezvous.h"
 #include "graph/error.h"
 #include "graph/onnx_io.h"
+#include "runtime/cpu/conv_algorithm.h"
 #include "runtime/plugin.h"
 #include "runtime/executor.h"
 #include "tools/args.h"
@@ -100,6 +101,8 @@ const char* kTrainUsage =
     "  --metrics FILE.jsonl one JSON object per step and per epoch\n"
     "  --quiet              no progress bar\n"
     "  --threads N          CPU threads (default: all)\n"
+    "  --conv-algo auto|direct|winograd  CPU 3x3 stride-1 convolutions: oneDNN's Winograd or direct\n"
+    "                       primitives (auto: the faster, timed once per shape at plan time)\n"
     "  --device cpu|cuda[:K] with --world-size N on CUDA, local rank i uses cuda:((K + i) mod GPUs)\n"
     "  --tf32               CUDA: float32 matrix products and convolutions on TF32 tensor cores\n"
     "  --cuda-graphs        CUDA: replay each training step as one CUDA graph (same shapes;\n"
@@ -211,7 +214,8 @@ int CmdTrain(std::vector<std::string> argv) {
              "heartbeat-timeout", "bind-addr", "data-workers", "resize", "center-crop", "random-resized-crop", "mean",
              "std", "val-fraction", "npz-keys", "lr-warmup-epochs", "lr-warmup-method", "lr-warmup-decay",
              "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha", "accumulate",
-             "label-smoothing", "random-erase", "model-ema-steps", "model-ema-decay", "mixup-alpha", "cutmix-alpha"},
+             "label-smoothing", "random-erase", "model-ema-steps", "model-ema-decay", "mixup-alpha", "cutmix-alpha",
+             "conv-algo"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
              "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn", "sync-bn", "centered", "lr-per-step", "model-ema"});
   if (args.Has("help")) {
@@ -294,6 +298,7 @@ int CmdTrain(std::vector<std::string> argv) {
   o.metrics_path = args.Get("metrics");
   o.quiet = args.Has("quiet");
   o.threads = static_cast<int>(args.GetInt("threads", 0));
+  SetCpuConvAlgorithm(ParseConvAlgorithm(args.Get("conv-algo", "auto")));
   o.device = Device::Parse(args.Get("device", "cpu"));
   ApplyTf32Flag(args.Has("tf32"), o.device);
   o.cuda_graphs = args.Has("cuda-graphs");

@@ -43,8 +43,9 @@ AutodiffOptions ReadAutodiffOptions(const Args& args) {
 }  // namespace
 
 int CmdGrad(const std::vector<std::string>& argv) {
-  Args args(argv, {"input", "o", "device", "threads", "freeze", "loss-output", "logits-output", "seed", "label-smoothing"},
-            {"frozen-bn"});
+  Args args(argv, {"input", "o", "device", "threads", "freeze", "loss-output", "logits-output", "seed", "label-smoothing",
+                   "conv-algo"},
+            {"frozen-bn", "plan-dump"});
   OT_CHECK(args.positional().size() == 1, "grad needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "grad needs -o DIR (where the loss and gradients are written)");
   AutodiffOptions ao = ReadAutodiffOptions(args);
@@ -54,6 +55,7 @@ int CmdGrad(const std::vector<std::string>& argv) {
   opts.device = Device::Parse(args.Get("device", "cpu"));
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
   opts.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
+  opts.conv_algo = args.Get("conv-algo", "auto");
   Executor exec(tg.model, opts);
   std::map<std::string, Tensor> feeds = ReadFeeds(args.GetAll("input"), opts.device);
   if (!tg.labels.empty())
@@ -62,6 +64,7 @@ int CmdGrad(const std::vector<std::string>& argv) {
   std::vector<std::string> fetch = {tg.loss};
   fetch.insert(fetch.end(), tg.grads.begin(), tg.grads.end());
   std::vector<Tensor> out = exec.Run(feeds, fetch);
+  if (args.Has("plan-dump")) std::cout << exec.PlanNotes();
   const std::string dir = args.Get("o");
   EnsureDir(dir);
   WriteTensorFile(out[0].ToHost(tg.loss), dir + "/" + FileNameFor(tg.loss) + ".pb");

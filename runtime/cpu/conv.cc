@@ -3,11 +3,21 @@
 // oneDNN chooses the activation and weight layouts (format_tag::any, usually channel
 // blocked); activations stay in its layout between kernels that accept layouts, and the
 // plain weights (state the optimizer updates) are reordered each run.
+// 3x3 stride-1 convolutions may run on oneDNN's Winograd primitives instead
+// (runtime/cpu/conv_algorithm.h): chosen per primitive at plan time.
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "graph/gradient_registry.h"
 
+#include "runtime/cpu/conv_algorithm.h"
 #include "runtime/cpu/dnnl_layout.h"
 #include "runtime/cpu/window_geometry.h"
 #include "runtime/kernel_registry.h"
@@ -114,12 +124,140 @@ ConvProblem DescribeConv(const Node& node, const Tensor& x, const Tensor& w, con
 }
 
 // Forward descriptor of the problem (prop: inference, or training as the gradient's hint).
-dnnl::convolution_forward::desc ConvForwardDesc(const ConvProblem& p, const ConvDescs& d, dnnl::prop_kind prop) {
+dnnl::convolution_forward::desc ConvForwardDesc(const ConvProblem& p, const ConvDescs& d, dnnl::prop_kind prop,
+                                                dnnl::algorithm alg) {
   if (p.has_bias)
-    return dnnl::convolution_forward::desc(prop, dnnl::algorithm::convolution_direct, d.src, d.weights, d.bias, d.dst,
-                                           p.strides, p.dilations, p.pads_begin, p.pads_end);
-  return dnnl::convolution_forward::desc(prop, dnnl::algorithm::convolution_direct, d.src, d.weights, d.dst, p.strides,
-                                         p.dilations, p.pads_begin, p.pads_end);
+    return dnnl::convolution_forward::desc(prop, alg, d.src, d.weights, d.bias, d.dst, p.strides, p.dilations,
+                                           p.pads_begin, p.pads_end);
+  return dnnl::convolution_forward::desc(prop, alg, d.src, d.weights, d.dst, p.strides, p.dilations, p.pads_begin,
+                                         p.pads_end);
+}
+
+// Problems oneDNN's Winograd F(4x4, 3x3) may take: 2D, 3x3, stride 1, dense, not grouped.
+bool WinogradShaped(const ConvProblem& p) {
+  return p.src.size() == 4 && p.weights.size() == 4 && p.weights[2] == 3 && p.weights[3] == 3 &&
+         p.strides == dnnl::memory::dims{1, 1} && p.dilations == dnnl::memory::dims{0, 0};
+}
+
+double CpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// CPU time (all threads) of the fastest of several runs of a primitive and its weight reorder (after one warm-up
+// run: at least 3, more for short ones, up to 9 or 30 ms), on zeroed buffers of the
+// descriptor's layouts (zeros: no denormals). The fastest run is the least disturbed by
+// other work on the machine.
+// The weights travel plain (optimizer state), so each run also reorders them into the
+// primitive's layout (or its weight gradient out of it): that reorder is timed with it
+// (Winograd's own weight layout costs more to reach than the direct one's).
+double TimePrimitive(const dnnl::primitive& prim, const dnnl::primitive_desc_base& pd,
+                     const dnnl::memory::desc& plain_weights) {
+  std::unordered_map<int, dnnl::memory> args;
+  for (int arg : {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST, DNNL_ARG_DIFF_SRC,
+                  DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS, DNNL_ARG_DIFF_DST}) {
+    const dnnl::memory::desc md = pd.query_md(dnnl::query::exec_arg_md, arg);
+    if (md.get_size() == 0) continue;
+    dnnl::memory m(md, Engine());
+    std::memset(m.get_data_handle(), 0, md.get_size());
+    args[arg] = m;
+  }
+  dnnl::memory plain(plain_weights, Engine());
+  std::memset(plain.get_data_handle(), 0, plain_weights.get_size());
+  dnnl::reorder weights_in, weights_out;
+  auto w = args.find(DNNL_ARG_WEIGHTS), dw = args.find(DNNL_ARG_DIFF_WEIGHTS);
+  if (w != args.end() && w->second.get_desc() != plain_weights) weights_in = dnnl::reorder(plain, w->second);
+  if (dw != args.end() && dw->second.get_desc() != plain_weights) weights_out = dnnl::reorder(dw->second, plain);
+  double best = std::numeric_limits<double>::infinity(), spent = 0;
+  for (int run = 0; run < 10 && (run < 4 || spent < 0.03); ++run) {
+    const double t0 = CpuSeconds();
+    if (weights_in) weights_in.execute(Stream(), plain, w->second);
+    prim.execute(Stream(), args);
+    if (weights_out) weights_out.execute(Stream(), dw->second, plain);
+    Stream().wait();
+    const double t = CpuSeconds() - t0;
+    if (run > 0) best = std::min(best, t), spent += t;
+  }
+  return best;
+}
+
+// Timed choices, by problem and primitive: a model repeats its convolution shapes (ResNet34
+// has 6 of 64 channels at 32x32), each timed once per process.
+std::mutex g_timed_mutex;
+std::map<std::string, bool> g_timed_winograd;
+
+std::string ProblemKey(const char* kind, const ConvProblem& p, const dnnl::memory::desc& src) {
+  std::string key = std::string(kind) + ShapeString(p.src) + ShapeString(p.weights) + ShapeString(p.dst);
+  for (const auto* v : {&p.strides, &p.dilations, &p.pads_begin, &p.pads_end})
+    for (int64_t x : *v) key += "," + std::to_string(x);
+  key += p.has_bias ? "b" : "";
+  key += std::to_string(static_cast<int>(src.data.format_kind));
+  return key;
+}
+
+// The primitive descriptor for one of a convolution's primitives (kind: "fwd", "bwd_data",
+// "bwd_weights") under the process's --conv-algo. `make_pd(descs, algorithm)` makes it;
+// the direct one on the best layouts (WithBestLayouts), the Winograd one on blocked
+// activations only (all oneDNN 2.6 has it for). Appends "kind=algorithm" to `note`.
+template <typename Primitive, typename MakePd>
+auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_now, const Tensor* dst_now,
+                     MakePd make_pd, std::string* note) {
+  auto direct = WithBestLayouts(p, src_now, dst_now, [&](const ConvDescs& d) {
+    return make_pd(d, dnnl::algorithm::convolution_direct);
+  });
+  const ConvAlgorithm setting = GetCpuConvAlgorithm();
+  auto finish = [&](decltype(direct) pd, const char* how) {
+    if (!note->empty()) *note += " ";
+    *note += std::string(kind) + "=" + how + "[" + pd.impl_info_str() + "]";
+    return pd;
+  };
+  // auto leaves the forward direct: Winograd's forward rounds its activations more (about
+  // 1-6x PyTorch float32's distance from float64 against 1-1.5x direct), enough to move
+  // ReLU decisions near zero and with them whole gradients (the ResNet parity cases fail
+  // with it); in the backward primitives its rounding stays within the parity rule.
+  const bool forward = std::string(kind) == "fwd";
+  if (setting == ConvAlgorithm::kDirect || !WinogradShaped(p)) return finish(direct, "direct");
+  if (setting == ConvAlgorithm::kAuto && forward) return finish(direct, "direct(auto: forward stays direct)");
+  // Winograd on blocked activations, with its weights in the direct kernels' OIhw16i16o
+  // where it takes them (it transforms them itself, far faster than a reorder into its own
+  // "wino" layout, which format_tag::any asks for on larger images), else as it wants.
+  decltype(direct) winograd;
+  ConvDescs wd = ChooseConvDescs(p, ConvLayouts::kBlocked, src_now, dst_now);
+  for (bool blocked_weights : {true, false}) {
+    if (blocked_weights)
+      wd.weights = dnnl::memory::desc(ToDims(p.weights), dnnl::memory::data_type::f32,
+                                      dnnl::memory::format_tag::OIhw16i16o);
+    else
+      wd.weights = dnnl::memory::desc(ToDims(p.weights), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+    try {
+      winograd = make_pd(wd, dnnl::algorithm::convolution_winograd);
+      if (std::string(winograd.impl_info_str()).rfind("ref", 0) == 0) winograd = decltype(direct)();
+    } catch (const dnnl::error&) {
+      winograd = decltype(direct)();
+    }
+    if (winograd) break;
+  }
+  if (!winograd) return finish(direct, "direct(no Winograd primitive)");
+  if (setting == ConvAlgorithm::kWinograd) return finish(winograd, "winograd");
+  const std::string key = ProblemKey(kind, p, DescOf(src_now ? *src_now : *dst_now));
+  {
+    std::lock_guard<std::mutex> lock(g_timed_mutex);
+    auto it = g_timed_winograd.find(key);
+    if (it != g_timed_winograd.end()) return it->second ? finish(winograd, "winograd") : finish(direct, "direct");
+  }
+  const dnnl::memory::desc plain_weights = PlainDesc(p.weights, DType::kFloat32);
+  const double t_direct = TimePrimitive(Primitive(direct), direct, plain_weights);
+  const double t_winograd = TimePrimitive(Primitive(winograd), winograd, plain_weights);
+  const bool use_winograd = t_winograd < t_direct;
+  {
+    std::lock_guard<std::mutex> lock(g_timed_mutex);
+    g_timed_winograd[key] = use_winograd;
+  }
+  char timing[96];
+  std::snprintf(timing, sizeof timing, "(timed: direct %.3g ms, winograd %.3g ms CPU)", 1e3 * t_direct,
+                1e3 * t_winograd);
+  return finish(use_winograd ? winograd : direct, (std::string(use_winograd ? "winograd" : "direct") + timing).c_str());
 }
 
 class ConvKernel final : public OpKernel {
@@ -127,8 +265,10 @@ class ConvKernel final : public OpKernel {
   explicit ConvKernel(const KernelInfo& info) : OpKernel(info) {}
 
   bool AcceptsLayouts(const KernelContext&) const override { return true; }
+  std::string PlanNote() const override { return note_; }
 
   void Prepare(KernelContext& ctx) override {
+    note_.clear();
     const Tensor& x = ctx.Input(0);
     const Tensor& w = ctx.Input(1);
     const Tensor* b = ctx.OptionalInput(2);
@@ -142,10 +282,13 @@ class ConvKernel final : public OpKernel {
     }
     dnnl::convolution_forward::primitive_desc pd;
     try {
-      pd = WithBestLayouts(p, &x, nullptr, [&](const ConvDescs& d) {
-        return dnnl::convolution_forward::primitive_desc(ConvForwardDesc(p, d, dnnl::prop_kind::forward_inference),
-                                                         Engine());
-      });
+      pd = ChooseAlgorithm<dnnl::convolution_forward>(
+          "fwd", p, &x, nullptr,
+          [&](const ConvDescs& d, dnnl::algorithm alg) {
+            return dnnl::convolution_forward::primitive_desc(
+                ConvForwardDesc(p, d, dnnl::prop_kind::forward_inference, alg), Engine());
+          },
+          &note_);
     } catch (const dnnl::error& e) {
       Unsupported(std::string("oneDNN has no convolution for this configuration: ") + e.what());
     }
@@ -168,6 +311,7 @@ class ConvKernel final : public OpKernel {
   }
 
  private:
+  std::string note_;
   Reorder src_, weights_;
   dnnl::memory::desc dst_desc_, bias_desc_;
   bool has_bias_ = false;
@@ -182,8 +326,10 @@ class ConvGradKernel final : public OpKernel {
   explicit ConvGradKernel(const KernelInfo& info) : OpKernel(info) {}
 
   bool AcceptsLayouts(const KernelContext&) const override { return true; }
+  std::string PlanNote() const override { return note_; }
 
   void Prepare(KernelContext& ctx) override {
+    note_.clear();
     const Tensor& dy = ctx.Input(0);
     const Tensor& x = ctx.Input(1);
     const Tensor& w = ctx.Input(2);
@@ -196,17 +342,20 @@ class ConvGradKernel final : public OpKernel {
     if (p.dst != dy.shape()) Fail("gradient " + dy.Describe() + " does not match the output shape " + ShapeString(p.dst));
     if (x.numel() == 0 || dy.numel() == 0) Unsupported("empty tensors in ConvGrad");
     has_bias_ = p.has_bias;
-    auto forward_hint = [&](const ConvDescs& d) {
-      return dnnl::convolution_forward::primitive_desc(ConvForwardDesc(p, d, dnnl::prop_kind::forward_training),
+    auto forward_hint = [&](const ConvDescs& d, dnnl::algorithm alg) {
+      return dnnl::convolution_forward::primitive_desc(ConvForwardDesc(p, d, dnnl::prop_kind::forward_training, alg),
                                                        Engine());
     };
     const dnnl::memory::desc plain_weights = PlainDesc(p.weights, DType::kFloat32);
     if (ctx.HasOutput(0)) {
-      auto pd = WithBestLayouts(p, nullptr, &dy, [&](const ConvDescs& d) {
-        dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.src, d.weights, d.dst,
-                                                   p.strides, p.dilations, p.pads_begin, p.pads_end);
-        return dnnl::convolution_backward_data::primitive_desc(desc, Engine(), forward_hint(d));
-      });
+      auto pd = ChooseAlgorithm<dnnl::convolution_backward_data>(
+          "bwd_data", p, nullptr, &dy,
+          [&](const ConvDescs& d, dnnl::algorithm alg) {
+            dnnl::convolution_backward_data::desc desc(alg, d.src, d.weights, d.dst, p.strides, p.dilations,
+                                                       p.pads_begin, p.pads_end);
+            return dnnl::convolution_backward_data::primitive_desc(desc, Engine(), forward_hint(d, alg));
+          },
+          &note_);
       data_ = dnnl::convolution_backward_data(pd);
       data_dy_ = Reorder(DescOf(dy), pd.diff_dst_desc());
       data_w_ = Reorder(plain_weights, pd.weights_desc());
@@ -217,15 +366,17 @@ class ConvGradKernel final : public OpKernel {
     ctx.SetOutput(1, DType::kFloat32, w.shape());
     ctx.SetOutput(2, DType::kFloat32, {w.dim(0)});
     if (ctx.HasOutput(1) || ctx.HasOutput(2)) {
-      auto pd = WithBestLayouts(p, &x, &dy, [&](const ConvDescs& d) {
-        auto desc = p.has_bias ? dnnl::convolution_backward_weights::desc(
-                                     dnnl::algorithm::convolution_direct, d.src, d.weights, d.bias, d.dst, p.strides,
-                                     p.dilations, p.pads_begin, p.pads_end)
-                               : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, d.src,
-                                                                          d.weights, d.dst, p.strides, p.dilations,
-                                                                          p.pads_begin, p.pads_end);
-        return dnnl::convolution_backward_weights::primitive_desc(desc, Engine(), forward_hint(d));
-      });
+      auto pd = ChooseAlgorithm<dnnl::convolution_backward_weights>(
+          "bwd_weights", p, &x, &dy,
+          [&](const ConvDescs& d, dnnl::algorithm alg) {
+            auto desc = p.has_bias ? dnnl::convolution_backward_weights::desc(alg, d.src, d.weights, d.bias, d.dst,
+                                                                              p.strides, p.dilations, p.pads_begin,
+                                                                              p.pads_end)
+                                   : dnnl::convolution_backward_weights::desc(alg, d.src, d.weights, d.dst, p.strides,
+                                                                              p.dilations, p.pads_begin, p.pads_end);
+            return dnnl::convolution_backward_weights::primitive_desc(desc, Engine(), forward_hint(d, alg));
+          },
+          &note_);
       weights_ = dnnl::convolution_backward_weights(pd);
       weights_dy_ = Reorder(DescOf(dy), pd.diff_dst_desc());
       weights_x_ = Reorder(DescOf(x), pd.src_desc());
@@ -255,6 +406,7 @@ class ConvGradKernel final : public OpKernel {
   }
 
  private:
+  std::string note_;
   dnnl::memory::desc dx_desc_, bias_desc_, dw_desc_;
   bool has_bias_ = false, want_dw_ = false;
   dnnl::convolution_backward_data data_;

@@ -61,5 +61,12 @@ dnnl::memory Wrap(const dnnl::memory::desc& md, const Tensor& t) { return dnnl::
 
 dnnl::memory Wrap(const Tensor& t) { return Wrap(PlainDesc(t.shape(), t.dtype()), t); }
 
+void PrimitiveArgs::Set(int arg, const dnnl::memory::desc& md, const void* data) {
+  void* handle = const_cast<void*>(data);
+  auto it = args_.find(arg);
+  if (it == args_.end()) args_.emplace(arg, dnnl::memory(md, Engine(), handle));
+  else if (it->second.get_data_handle() != handle) it->second.set_data_handle(handle);
+}
+
 }  // namespace cpu
 }  // namespace ot

@@ -2,6 +2,8 @@
 // (row-major) tensors, and wrapping runtime Tensors as dnnl::memory without copies.
 #pragma once
 
+#include <unordered_map>
+
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "runtime/tensor.h"
@@ -22,6 +24,19 @@ dnnl::memory::desc PlainDesc(const Shape& shape, dnnl::memory::data_type t);
 // A memory object over the tensor's buffer.
 dnnl::memory Wrap(const dnnl::memory::desc& md, const Tensor& t);
 dnnl::memory Wrap(const Tensor& t);
+
+// A primitive's arguments kept from one Compute to the next: each memory object is made
+// on first use and afterwards only pointed at the new buffer (no allocation per step).
+// Descriptors must stay the same (they do within a plan); plain ones only (re-pointing a
+// padded blocked memory zero-fills its padding).
+class PrimitiveArgs {
+ public:
+  void Set(int arg, const dnnl::memory::desc& md, const void* data);
+  const std::unordered_map<int, dnnl::memory>& map() const { return args_; }
+
+ private:
+  std::unordered_map<int, dnnl::memory> args_;
+};
 
 }  // namespace cpu
 }  // namespace ot

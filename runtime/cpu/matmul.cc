@@ -65,6 +65,7 @@ class GemmKernel final : public OpKernel {
   explicit GemmKernel(const KernelInfo& info) : OpKernel(info) {}
 
   void Prepare(KernelContext& ctx) override {
+    args_ = PrimitiveArgs();
     const Tensor& a = ctx.Input(0);
     const Tensor& b = ctx.Input(1);
     const Tensor* c = ctx.OptionalInput(2);
@@ -103,18 +104,18 @@ class GemmKernel final : public OpKernel {
       else ComputeByLoop<double>(a, b, c, y);
       return;
     }
-    std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, Wrap(a_desc_, a)}, {DNNL_ARG_WEIGHTS, Wrap(b_desc_, b)}, {DNNL_ARG_DST, Wrap(y_desc_, y)}};
+    args_.Set(DNNL_ARG_SRC, a_desc_, a.raw());
+    args_.Set(DNNL_ARG_WEIGHTS, b_desc_, b.raw());
+    args_.Set(DNNL_ARG_DST, y_desc_, y.raw());
     if (c) {
       const float* c_data = c->data<float>();
       if (!c_buffer_.empty()) {
         FillCBuffer(c_data);
         c_data = c_buffer_.data();
       }
-      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] =
-          dnnl::memory(c_desc_, Engine(), const_cast<float*>(c_data));
+      args_.Set(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, c_desc_, c_data);
     }
-    primitive_.execute(Stream(), args);
+    primitive_.execute(Stream(), args_.map());
     Stream().wait();
   }
 
@@ -188,6 +189,7 @@ class GemmKernel final : public OpKernel {
   bool expand_c_ = false;
   bool primitive_ready_ = false;
   dnnl::memory::desc a_desc_, b_desc_, c_desc_, y_desc_;
+  PrimitiveArgs args_;
   dnnl::matmul primitive_;
   std::vector<float> c_buffer_;  // beta * C (possibly expanded), refilled each Compute
 };
@@ -199,6 +201,7 @@ class MatMulKernel final : public OpKernel {
   explicit MatMulKernel(const KernelInfo& info) : OpKernel(info) {}
 
   void Prepare(KernelContext& ctx) override {
+    args_ = PrimitiveArgs();
     const Tensor& a = ctx.Input(0);
     const Tensor& b = ctx.Input(1);
     dtype_ = a.dtype();
@@ -233,9 +236,10 @@ class MatMulKernel final : public OpKernel {
     Tensor& y = ctx.Output(0);
     if (y.numel() == 0) return;
     if (primitive_ready_) {
-      primitive_.execute(Stream(), {{DNNL_ARG_SRC, Wrap(a_desc_, a)},
-                                    {DNNL_ARG_WEIGHTS, Wrap(b_desc_, b)},
-                                    {DNNL_ARG_DST, Wrap(y_desc_, y)}});
+      args_.Set(DNNL_ARG_SRC, a_desc_, a.raw());
+      args_.Set(DNNL_ARG_WEIGHTS, b_desc_, b.raw());
+      args_.Set(DNNL_ARG_DST, y_desc_, y.raw());
+      primitive_.execute(Stream(), args_.map());
       Stream().wait();
       return;
     }
@@ -312,6 +316,7 @@ class MatMulKernel final : public OpKernel {
   std::vector<int64_t> a_matrix_, b_matrix_;
   bool primitive_ready_ = false;
   dnnl::memory::desc a_desc_, b_desc_, y_desc_;
+  PrimitiveArgs args_;
   dnnl::matmul primitive_;
 };
 

@@ -38,8 +38,10 @@ class ReshapeLikeKernel : public OpKernel {
 
   void Compute(KernelContext& ctx) final {
     shape_inputs_.Check(ctx);
-    ctx.Output(0).CopyFrom(ctx.Input(0));
+    if (ctx.Output(0).raw() != ctx.Input(0).raw()) ctx.Output(0).CopyFrom(ctx.Input(0));
   }
+
+  bool OutputIsInputView() const final { return true; }
 
  protected:
   virtual Shape OutputShape(const KernelContext& ctx) = 0;

@@ -1,0 +1,33 @@
+// The process-wide convolution algorithm setting.
+#include "runtime/cpu/conv_algorithm.h"
+
+#include <atomic>
+
+#include "graph/error.h"
+
+namespace ot {
+
+namespace {
+std::atomic<ConvAlgorithm> g_conv_algorithm{ConvAlgorithm::kAuto};
+}
+
+ConvAlgorithm ParseConvAlgorithm(const std::string& name) {
+  if (name == "auto") return ConvAlgorithm::kAuto;
+  if (name == "direct") return ConvAlgorithm::kDirect;
+  if (name == "winograd") return ConvAlgorithm::kWinograd;
+  throw Error("--conv-algo '" + name + "' is not known; use auto, direct or winograd");
+}
+
+const char* ConvAlgorithmName(ConvAlgorithm a) {
+  switch (a) {
+    case ConvAlgorithm::kAuto: return "auto";
+    case ConvAlgorithm::kDirect: return "direct";
+    case ConvAlgorithm::kWinograd: return "winograd";
+  }
+  return "?";
+}
+
+void SetCpuConvAlgorithm(ConvAlgorithm a) { g_conv_algorithm = a; }
+ConvAlgorithm GetCpuConvAlgorithm() { return g_conv_algorithm; }
+
+}  // namespace ot

@@ -1,0 +1,21 @@
+// Which convolution algorithm the CPU convolutions use (--conv-algo): oneDNN's direct
+// convolution, its Winograd F(4x4, 3x3) one (3x3 stride-1 convolutions only; others stay
+// direct), or, by default (auto), whichever of the two runs faster on the planned shapes
+// for the backward-data and backward-weights primitives, timed once per shape at plan
+// time, with the forward direct (Winograd's forward rounding moves ReLU decisions; see
+// conv.cc). The setting is process-wide, like the thread count.
+#pragma once
+
+#include <string>
+
+namespace ot {
+
+enum class ConvAlgorithm { kAuto, kDirect, kWinograd };
+
+// "auto", "direct" or "winograd"; anything else throws ot::Error naming the choices.
+ConvAlgorithm ParseConvAlgorithm(const std::string& name);
+const char* ConvAlgorithmName(ConvAlgorithm a);
+void SetCpuConvAlgorithm(ConvAlgorithm a);
+ConvAlgorithm GetCpuConvAlgorithm();
+
+}  // namespace ot

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""--conv-algo auto|direct|winograd of the CPU convolutions (issue 16 item 1).
+
+A model of two 3x3 stride-1 convolutions (16 -> 32 -> 32 channels, 12x12, with and
+without bias), global average pooling and a Linear layer, exported from PyTorch, gets one
+`onnx-train grad` per algorithm with --plan-dump. The dump must name the algorithm asked
+for in each primitive (forward, backward-data, backward-weights; auto shows its timings),
+and each algorithm's loss and gradients must lie within max(1e-4, 3x PyTorch float32's
+own distance) of PyTorch float64 (tests/grad_compare.py). An unknown --conv-algo fails
+with one line naming the flag.
+
+Run by CTest (target conv_algo_test); by hand:
+    /usr/bin/python3 tests/conv_algo_test.py --onnx-train build/tools/onnx-train --workdir /tmp/ca
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_parity import export, write_tensor  # noqa: E402  (same folder; exits if torch is missing)
+from grad_compare import compare_gradients  # noqa: E402
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import onnx.numpy_helper  # noqa: E402
+import torch  # noqa: E402
+
+
+class TwoConvs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(16, 32, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(32, 32, 3, padding=1, bias=False)
+        self.fc = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        y = self.conv2(self.conv1(x))
+        return self.fc(y.mean(dim=(2, 3)))
+
+
+def torch_grads(module, x, y, dtype):
+    m = TwoConvs().to(dtype)
+    m.load_state_dict({k: v.to(dtype) for k, v in module.state_dict().items()})
+    loss = torch.nn.functional.cross_entropy(m(torch.from_numpy(x).to(dtype)), torch.from_numpy(y))
+    loss.backward()
+    return float(loss), {n: p.grad.double().numpy() for n, p in m.named_parameters()}
+
+
+def read_dir(out):
+    tensors = {}
+    for f in os.listdir(out):
+        t = onnx.TensorProto()
+        with open(os.path.join(out, f), "rb") as fh:
+            t.ParseFromString(fh.read())
+        tensors[t.name or os.path.splitext(f)[0]] = onnx.numpy_helper.to_array(t)
+    return tensors
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--onnx-train", required=True)
+    p.add_argument("--workdir", required=True)
+    args = p.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    torch.manual_seed(16)
+    module = TwoConvs()
+    model_path = os.path.join(args.workdir, "two_convs.onnx")
+    export(module, (16, 12, 12), model_path, training=True, opset=14)
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((8, 16, 12, 12)).astype(np.float32)
+    y = rng.integers(0, 10, size=8).astype(np.int64)
+    xp, yp = os.path.join(args.workdir, "x.pb"), os.path.join(args.workdir, "y.pb")
+    write_tensor(x, "input", xp)
+    write_tensor(y, "labels", yp)
+    ref_loss, ref = torch_grads(module, x, y, torch.float64)
+    _, ref32 = torch_grads(module, x, y, torch.float32)
+
+    failures = []
+    for algo in ["direct", "winograd", "auto"]:
+        out = os.path.join(args.workdir, algo)
+        proc = subprocess.run([args.onnx_train, "grad", model_path, "--input", "input=" + xp, "--input",
+                               "labels=" + yp, "-o", out, "--conv-algo", algo, "--plan-dump", "--threads", "2"],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            failures.append(f"{algo}: grad failed: {proc.stderr.strip()[-300:]}")
+            continue
+        dump = [line for line in proc.stdout.splitlines() if line.startswith("plan ")]
+        convs = [line for line in dump if "(Conv)" in line]
+        grads = [line for line in dump if "(ConvGrad)" in line]
+        want = "winograd" if algo == "winograd" else "direct"
+        # Each primitive's entry: kind=algorithm[oneDNN implementation], e.g.
+        # fwd=winograd[jit_wino_4x3:avx512_core]; the implementation must agree.
+        impl_ok = all(("wino" in entry.split("[")[1]) == entry.split("=")[1].startswith("winograd")
+                      for line in dump for entry in line.split(": ", 1)[1].split(" ")
+                      if "=" in entry and "[" in entry)
+        if not impl_ok:
+            failures.append(f"{algo}: an algorithm in the plan dump is not the primitive's implementation:\n"
+                            + "\n".join(dump))
+        if algo == "auto":
+            if (not any("timed: direct" in line and "winograd" in line for line in grads)
+                    or not all("fwd=direct" in line for line in convs)):
+                failures.append("auto: the plan dump shows no timed backward choice or a forward not direct:\n"
+                                + "\n".join(dump))
+        elif (len(convs) != 2 or len(grads) != 2 or not all(f"fwd={want}" in line for line in convs)
+              or not all(f"bwd_weights={want}" in line for line in grads)
+              or sum(f"bwd_data={want}" in line for line in grads) != 1):
+            failures.append(f"{algo}: the plan dump does not show {want} in every primitive:\n" + "\n".join(dump))
+        ours = read_dir(out)
+        f, loss_err, worst, worst_name, worst_t32 = compare_gradients(ours, ref_loss, ref, ref32, 1e-5)
+        print(f"  {algo:<8} loss rel err {loss_err:.1e}, worst gradient {worst:.2e} ({worst_name}) from float64, "
+              f"torch float32 {worst_t32:.2e}  {'ok' if not f else 'FAILED'}")
+        failures += [f"{algo}: {line}" for line in f]
+
+    proc = subprocess.run([args.onnx_train, "grad", model_path, "--input", "input=" + xp, "--input", "labels=" + yp,
+                           "-o", os.path.join(args.workdir, "bad"), "--conv-algo", "fastest"],
+                          capture_output=True, text=True)
+    err = proc.stderr.strip().splitlines()
+    if proc.returncode == 0 or len(err) != 1 or "--conv-algo" not in err[0]:
+        failures.append(f"--conv-algo fastest: exit {proc.returncode}, stderr {proc.stderr.strip()[:300]!r}")
+    for f in failures:
+        print("  " + f)
+    print("conv_algo_test: " + ("ok" if not failures else f"{len(failures)} failures"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
