@@ -292,45 +292,29 @@ LossGradScale ComputeLossScale(const Node& node, const Tensor& dy, const Tensor&
   return out;
 }
 
-// SoftmaxCrossEntropyLossGrad(dY, log_prob, labels[, weight]) -> dScores
-// = (exp(log_prob) - onehot(label)) * scale; exp on oneDNN's eltwise primitive.
+// SoftmaxCrossEntropyLossGrad(dY, log_prob, labels[, weight]) -> dScores.
 class SoftmaxCrossEntropyLossGradKernel final : public OpKernel {
  public:
   explicit SoftmaxCrossEntropyLossGradKernel(const KernelInfo& info) : OpKernel(info) {}
   void Prepare(KernelContext& ctx) override {
-    const Tensor& lp = ctx.Input(1);
-    if (lp.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(lp.dtype()));
-    ctx.SetOutput(0, DType::kFloat32, lp.shape());
-    if (lp.numel() == 0) return;
-    desc_ = PlainDesc(Shape{lp.numel()}, DType::kFloat32);
-    exp_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
-        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_exp, desc_), Engine()));
+    if (ctx.Input(1).dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(ctx.Input(1).dtype()));
+    ctx.SetOutput(0, DType::kFloat32, ctx.Input(1).shape());
   }
   void Compute(KernelContext& ctx) override {
     const Tensor& lp = ctx.Input(1);
-    if (lp.numel() == 0) return;
     const int64_t n = lp.dim(0), c = lp.dim(1), inner = lp.numel() / std::max<int64_t>(n * c, 1);
     LossGradScale s = ComputeLossScale(node_, ctx.Input(0), ctx.Input(2), ctx.OptionalInput(3), c);
-    exp_.execute(Stream(), {{DNNL_ARG_SRC, Wrap(desc_, lp)}, {DNNL_ARG_DST, Wrap(desc_, ctx.Output(0))}});
+    const float* logp = lp.data<float>();
     float* dx = ctx.Output(0).data<float>();
     for (int64_t b = 0; b < n; ++b)
-      for (int64_t j = 0; j < inner; ++j) {
-        const size_t pos = static_cast<size_t>(b * inner + j);
-        const float scale = s.scale[pos];
-        float* row = dx + b * c * inner + j;  // class k at row[k * inner]
-        if (scale == 0.f) {
-          for (int64_t k = 0; k < c; ++k) row[k * inner] = 0.f;
-          continue;
+      for (int64_t k = 0; k < c; ++k)
+        for (int64_t j = 0; j < inner; ++j) {
+          const size_t pos = static_cast<size_t>(b * inner + j);
+          const int64_t at = (b * c + k) * inner + j;
+          const float onehot = s.label[pos] == k ? 1.f : 0.f;
+          dx[at] = s.scale[pos] == 0.f ? 0.f : (std::exp(logp[at]) - onehot) * s.scale[pos];
         }
-        for (int64_t k = 0; k < c; ++k) row[k * inner] *= scale;
-        const int64_t label = s.label[pos];
-        if (label >= 0 && label < c) row[label * inner] -= scale;  // the forward rejected any other
-      }
   }
-
- private:
-  dnnl::memory::desc desc_;
-  dnnl::eltwise_forward exp_;
 };
 
 // NegativeLogLikelihoodLossGrad(dY, input, labels[, weight]) -> dInput.

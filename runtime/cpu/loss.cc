@@ -9,15 +9,11 @@
 // count of them without a weight input). When every label is ignored that is 0 / 0 = NaN,
 // which is also the answer of ONNX's reference implementation and of PyTorch.
 // Any other label outside [0, C) is an error naming the batch index and the value.
-// float32 SCE over [N, C] (no spatial axes, the classifier case) takes log_softmax from
-// oneDNN's vectorised logsoftmax primitive instead.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
-#include <type_traits>
 
-#include "runtime/cpu/dnnl_util.h"
 #include "runtime/cpu/kernel_util.h"
 #include "graph/gradient_registry.h"
 #include "runtime/kernel_registry.h"
@@ -54,12 +50,6 @@ class ClassificationLossKernel final : public OpKernel {
 
     ctx.SetOutput(0, dtype_, reduce_ ? Shape{} : expected_labels);
     if (softmax_) ctx.SetOutput(1, dtype_, scores.shape());
-    use_library_ = softmax_ && dtype_ == DType::kFloat32 && D_ == 1 && ctx.HasOutput(1) && scores.numel() > 0;
-    if (use_library_) {
-      scores_desc_ = PlainDesc(scores.shape(), DType::kFloat32);
-      log_softmax_ = dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(
-          dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_inference, scores_desc_, 1), Engine()));
-    }
   }
 
   void Compute(KernelContext& ctx) override {
@@ -78,26 +68,6 @@ class ClassificationLossKernel final : public OpKernel {
     T* log_prob = softmax_ && ctx.HasOutput(1) ? ctx.Output(1).data<T>() : nullptr;
 
     double loss_sum = 0, weight_sum = 0;
-    if constexpr (std::is_same<T, float>::value) {
-      if (use_library_) {
-        log_softmax_.execute(Stream(), {{DNNL_ARG_SRC, Wrap(scores_desc_, ctx.Input(0))},
-                                        {DNNL_ARG_DST, Wrap(scores_desc_, ctx.Output(1))}});
-        for (int64_t n = 0; n < N_; ++n) {
-          const int64_t label = static_cast<int64_t>(labels[n]);
-          double element_loss = 0;
-          if (!(has_ignore_index_ && label == ignore_index_)) {
-            if (label < 0 || label >= C_) FailLabel(label, n, 0);
-            const double w = weight ? static_cast<double>(weight[label]) : 1.0;
-            element_loss = -w * static_cast<double>(log_prob[n * C_ + label]);
-            weight_sum += w;
-          }
-          if (reduce_) loss_sum += element_loss;
-          else loss[n] = static_cast<float>(element_loss);
-        }
-        if (reduce_) loss[0] = static_cast<float>(mean_ ? loss_sum / weight_sum : loss_sum);
-        return;
-      }
-    }
     for (int64_t n = 0; n < N_; ++n) {
       for (int64_t d = 0; d < D_; ++d) {
         const T* x_nd = x + n * C_ * D_ + d;  // class c at x_nd[c * D_]
@@ -151,9 +121,6 @@ class ClassificationLossKernel final : public OpKernel {
   }
 
   const bool softmax_;
-  bool use_library_ = false;
-  dnnl::memory::desc scores_desc_;
-  dnnl::logsoftmax_forward log_softmax_;
   DType dtype_ = DType::kUndefined;
   int64_t N_ = 0, C_ = 0, D_ = 0;
   Shape spatial_shape_;
