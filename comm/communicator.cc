@@ -134,6 +134,20 @@ void CheckWorldSized(const CommBuffer& part, const CommBuffer& whole, int world_
   }
 }
 
+void CheckHostReducible(const CommBuffer& buffer, const char* op, const char* backend, bool reducible) {
+  if (!reducible) {
+    throw CommError(CommErrorKind::kInvalid,
+                    StrFormat("%s: the %s backend reduces float32, float64, float16 and bfloat16 buffers, not %s", op,
+                              backend, DTypeName(buffer.dtype).c_str()));
+  }
+  if (buffer.device.type != DeviceType::kCPU) {
+    throw CommError(CommErrorKind::kInvalid,
+                    StrFormat("%s: the %s backend works on host memory; this buffer is on a CUDA device (use --backend "
+                              "nccl or auto)",
+                              op, backend));
+  }
+}
+
 void CheckBuffer(const CommBuffer& buffer, const char* op, const char* which) {
   if (buffer.count > 0 && buffer.data == nullptr) {
     throw CommError(CommErrorKind::kInvalid,

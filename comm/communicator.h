@@ -186,6 +186,10 @@ std::unique_ptr<Communicator> CreateCommunicator(const std::string& backend,
 // Throws CommError(kInvalid) naming the op when a buffer is unusable (null with a count,
 // an unsupported dtype).
 void CheckBuffer(const CommBuffer& buffer, const char* op, const char* which);
+// Throws CommError(kInvalid) naming `backend` unless a host backend can sum `buffer`: its
+// dtype is one it reduces (`reducible`: float32, float64, float16 and bfloat16) and it lies
+// in host memory.
+void CheckHostReducible(const CommBuffer& buffer, const char* op, const char* backend, bool reducible);
 // Throws CommError(kInvalid) unless `whole` holds world_size x `part` elements of the same
 // dtype (allgather: part in, whole out; reduce-scatter: whole in, part out). `which` names
 // the whole buffer ("output", "input").

@@ -664,18 +664,7 @@ class GlooCommunicator : public Communicator {
 
  private:
   static void CheckReducible(const CommBuffer& b, const char* op) {
-    if (SumFunctionFor(b.dtype) == nullptr) {
-      throw CommError(CommErrorKind::kInvalid,
-                      StrFormat("%s: the gloo backend reduces float32, float64, float16 and "
-                                "bfloat16 buffers, not %s",
-                                op, DTypeName(b.dtype).c_str()));
-    }
-    if (b.device.type != DeviceType::kCPU) {
-      throw CommError(CommErrorKind::kInvalid,
-                      StrFormat("%s: the gloo backend works on host memory; this buffer is on "
-                                "a CUDA device (use --backend nccl or auto)",
-                                op));
-    }
+    CheckHostReducible(b, op, "gloo", SumFunctionFor(b.dtype) != nullptr);
   }
 
   std::shared_ptr<GlooState> state_;

@@ -389,8 +389,8 @@ class MpiCommunicator : public Communicator {
 
   WorkPtr AllReduce(CommBuffer b, const AllReduceOptions& options) override {
     CheckBuffer(b, "allreduce", "");
-    MPI_Datatype type;
-    MPI_Op op;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_Op op = MPI_OP_NULL;
     CheckReducible(b, "allreduce", &type, &op);
     const bool average = options.op == ReduceOp::kAverage;
     const int n = size();
@@ -442,8 +442,8 @@ class MpiCommunicator : public Communicator {
                         const ReduceScatterOptions& options) override {
     CheckBuffer(in, "reduce-scatter", "input");
     CheckBuffer(out, "reduce-scatter", "output");
-    MPI_Datatype type;
-    MPI_Op op;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_Op op = MPI_OP_NULL;
     CheckReducible(in, "reduce-scatter", &type, &op);
     CheckWorldSized(out, in, size(), "reduce-scatter", "input");
     const int count = CheckedCount(out.count, "reduce-scatter");
@@ -472,18 +472,7 @@ class MpiCommunicator : public Communicator {
   }
 
   static void CheckReducible(const CommBuffer& b, const char* op, MPI_Datatype* type, MPI_Op* mpi_op) {
-    if (!ReductionFor(b.dtype, type, mpi_op)) {
-      throw CommError(CommErrorKind::kInvalid,
-                      StrFormat("%s: the mpi backend reduces float32, float64, float16 and "
-                                "bfloat16 buffers, not %s",
-                                op, DTypeName(b.dtype).c_str()));
-    }
-    if (b.device.type != DeviceType::kCPU) {
-      throw CommError(CommErrorKind::kInvalid,
-                      StrFormat("%s: the mpi backend works on host memory; this buffer is on a "
-                                "CUDA device (use --backend nccl or auto)",
-                                op));
-    }
+    CheckHostReducible(b, op, "mpi", ReductionFor(b.dtype, type, mpi_op));
   }
 
   std::shared_ptr<MpiState> state_;

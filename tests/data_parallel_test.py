@@ -22,6 +22,9 @@ import onnx
 import onnx.numpy_helper
 from onnx import TensorProto, helper
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_tally import Checks, fresh_workdir  # noqa: E402  (same folder)
+
 
 def conv_net(path):
     """Conv(1->8, 3x3, pad 1) -> Relu -> Conv(8->8, 3x3, stride 2) -> Relu -> GlobalAveragePool
@@ -72,15 +75,8 @@ def main():
     p.add_argument("--onnx-train", required=True)
     p.add_argument("--workdir", required=True)
     args = p.parse_args()
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
-    passed = failed = 0
-
-    def check(name, ok, detail=""):
-        nonlocal passed, failed
-        print(f"  {name:<66} {'ok' if ok else 'FAILED'} {detail}", flush=True)
-        passed += ok
-        failed += not ok
+    fresh_workdir(args.workdir)
+    check = Checks()
 
     simplenn = os.path.join(args.workdir, "simplenn.onnx")
     subprocess.run([args.onnx_train, "make-model", "simplenn", "-o", simplenn, "--seed", "2"], check=True,
@@ -106,7 +102,6 @@ def main():
     # A rank killed mid-epoch: the others end within the timeout, naming it.
     r, _, secs = train(args, simplenn, "kill", 2, 16, ["--timeout", "10", "--grace-period", "5"],
                        {"ONNXTRAIN_FAULT_KILL_AT_STEPS": "15", "ONNXTRAIN_FAULT_RANK": "1"})
-    out = r.stdout + r.stderr
     check("rank 1 SIGKILLed: launcher exits non-zero naming rank 1", r.returncode != 0 and "rank 1" in r.stderr,
           f"({secs:.1f} s)")
     check("  and within the timeout (no hang)", secs < 40, f"({secs:.1f} s)")
@@ -122,8 +117,7 @@ def main():
           r.returncode != 0 and "rank 0: rank 1 of 2 did not join" in r.stderr,
           f"({secs:.1f} s) {r.stderr.strip()[-160:]}")
     check("  within the timeout", secs < 30, f"({secs:.1f} s)")
-    print(f"data_parallel_test: {passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return check.finish("data_parallel_test")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ Run by CTest (target mpi_test, which sets OMPI_ALLOW_RUN_AS_ROOT for root); by h
 """
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -22,6 +21,9 @@ import time
 import numpy as np
 import onnx
 import onnx.numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_tally import Checks, fresh_workdir  # noqa: E402  (same folder)
 
 STEPS = 20
 MPIRUN = ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader"]
@@ -41,16 +43,9 @@ def main():
     p.add_argument("--onnx-train", required=True)
     p.add_argument("--workdir", required=True)
     args = p.parse_args()
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
+    fresh_workdir(args.workdir)
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    passed = failed = 0
-
-    def check(name, ok, detail=""):
-        nonlocal passed, failed
-        print(f"  {name:<70} {'ok' if ok else 'FAILED'} {detail}", flush=True)
-        passed += ok
-        failed += not ok
+    check = Checks(width=70)
 
     model = os.path.join(args.workdir, "simplenn.onnx")
     subprocess.run([args.onnx_train, "make-model", "simplenn", "-o", model, "--seed", "2"], check=True,
@@ -113,8 +108,7 @@ def main():
           r.returncode == 0 and "backend mpi" in r.stdout and len(rows) == 10 and all(row[5] == "0" for row in rows),
           f"({len(rows)} rows) {r.stderr.strip()[-200:]}")
 
-    print(f"mpi_test: {passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return check.finish("mpi_test")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ import onnx
 import onnx.numpy_helper
 from onnx import TensorProto, helper
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_tally import Checks, fresh_workdir  # noqa: E402  (same folder)
+
 STEPS = 40
 
 
@@ -106,15 +109,8 @@ def main():
     p.add_argument("--onnx-train", required=True)
     p.add_argument("--workdir", required=True)
     args = p.parse_args()
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
-    passed = failed = 0
-
-    def check(name, ok, detail=""):
-        nonlocal passed, failed
-        print(f"  {name:<66} {'ok' if ok else 'FAILED'} {detail if not ok or detail.startswith('(') else ''}", flush=True)
-        passed += ok
-        failed += not ok
+    fresh_workdir(args.workdir)
+    check = Checks(detail_on_failure=True)
 
     model = os.path.join(args.workdir, "bn_resnet.onnx")
     bn_net(model)
@@ -152,8 +148,7 @@ def main():
     check("--sync-bn on a model without BatchNormalization: a warning, trains",
           r.returncode == 0 and "warning: --sync-bn: the model has no BatchNormalization in training mode" in out,
           out[-300:])
-    print(f"sync_bn_test: {passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return check.finish("sync_bn_test")
 
 
 if __name__ == "__main__":

@@ -105,7 +105,7 @@ class BatchNormKernel final : public OpKernel {
     // PyTorch updates the running variance with the unbiased batch variance (times
     // M / (M - 1) over the M values of a channel); the ONNX operator with the population one.
     const int64_t count = x.shape().size() >= 2 && x.shape()[1] > 0 ? x.numel() / x.shape()[1] : 0;
-    var_factor_ = node_.GetInt("unbiased_running_var", 0) != 0 && count > 1
+    unbiased_count_ = node_.GetInt("unbiased_running_var", 0) != 0 && count > 1
                       ? static_cast<double>(count) : 0.0;
     ctx.SetOutput(0, DType::kFloat32, x.shape(), x.layout());
     for (int i = 1; i < 5; ++i) ctx.SetOutput(i, DType::kFloat32, {channels});
@@ -134,9 +134,9 @@ class BatchNormKernel final : public OpKernel {
     // Element-wise, so an output may share its buffer with the running-stat input.
     UpdateRunningStat(ctx, 1, ctx.Input(3).data<float>(), mean, 1.0);
     double factor = 1.0;
-    if (var_factor_ > 0) {
+    if (unbiased_count_ > 0) {
       const CrossReplicaSum* replicas = sync_ ? ctx.cross_replica() : nullptr;
-      const double m = var_factor_ * (replicas ? replicas->replicas() : 1);  // values per channel, all replicas
+      const double m = unbiased_count_ * (replicas ? replicas->replicas() : 1);  // values per channel, all replicas
       factor = m / (m - 1);
     }
     UpdateRunningStat(ctx, 2, ctx.Input(4).data<float>(), var, factor);
@@ -155,7 +155,7 @@ class BatchNormKernel final : public OpKernel {
   bool training_ = false;
   bool sync_ = false;  // SyncBatchNormTraining: statistics over every replica's batch
   float momentum_ = 0.9f;
-  double var_factor_ = 0;  // > 0: values per channel per replica (unbiased running variance)
+  double unbiased_count_ = 0;  // > 0: values per channel per replica (unbiased running variance)
   std::vector<float> batch_mean_, batch_var_;  // when saved_mean / saved_var are not outputs
   BatchNormPrimitive prim_;
 };
