@@ -58,6 +58,9 @@ class DeviceBackend {
   // A recorder of queued work for whole-step replay; nullptr where the device has none.
   virtual std::unique_ptr<StepGraph> NewStepGraph(int device_index) { return nullptr; }
   virtual void* Allocate(size_t bytes, int device_index) = 0;
+  // Gives back memory the backend keeps for reuse after frees (a plan's arena is about to be
+  // made from other sizes).
+  virtual void ReleaseCached(int device_index) {}
   virtual void Free(void* ptr, int device_index) = 0;
   virtual void CopyToHost(void* host_dst, const void* src, size_t bytes, int device_index) = 0;
   virtual void CopyFromHost(void* dst, const void* host_src, size_t bytes, int device_index) = 0;

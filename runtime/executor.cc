@@ -465,6 +465,7 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
 #ifdef __GLIBC__
   malloc_trim(0);
 #endif
+  BackendFor(options_.device.type).ReleaseCached(options_.device.index);
   MemoryPlan mp = PlanMemory(lifetimes, kBufferAlignment);
   for (size_t i = 0; i < planned_ids.size(); ++i) plan->slots[static_cast<size_t>(planned_ids[i])].offset = mp.offsets[i];
   try {
