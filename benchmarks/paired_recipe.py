@@ -23,7 +23,6 @@ and both mean training losses (whole run, last 100 steps).
         --workdir build/bench-recipe --models resnet18 [--seeds 0] [--train-count N]
 """
 import argparse
-import copy
 import json
 import math
 import os
@@ -40,7 +39,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import torchvision  # noqa: E402
-from torch_fmnist_epoch import load  # noqa: E402
+from torch_fmnist_epoch import load, test_accuracy  # noqa: E402
 from torch_parity import export  # noqa: E402
 
 BATCH, EPOCHS, LR, WD = 128, 3, 1e-3, 0.05
@@ -109,12 +108,6 @@ def torch_run(module, xs, ys):
     return losses, ema.module
 
 
-def accuracy(m, xt, yt):
-    m.eval()
-    with torch.no_grad():
-        return sum(int((m(xt[i:i + 500]).argmax(1) == yt[i:i + 500]).sum()) for i in range(0, len(xt), 500)) / len(xt)
-
-
 def data_for(name, workdir, train, test):
     """The arrays both sides train on, and the .npz of them that our side reads (the
     normalised floats themselves, so both see the same numbers)."""
@@ -148,7 +141,7 @@ def pair(args, name, seed, train, test):
     ours = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     torch_loss, torch_ema = torch_run(model, xs, ys)
     torch_s = time.time() - start
-    torch_acc, torch_ema_acc = accuracy(model, xt, yt), accuracy(torch_ema, xt, yt)
+    torch_acc, torch_ema_acc = test_accuracy(model, xt, yt), test_accuracy(torch_ema, xt, yt)
     out = ours.communicate()[0]
     ours_s = time.time() - start
     found = re.findall(r"test accuracy ([0-9.]+)% \(model\), ([0-9.]+)% \(EMA", out)

@@ -10,10 +10,11 @@
 // committed on first touch, so nothing is cleared by hand.
 //
 // Up to kCachedBytes of freed mapped blocks are kept for the next request of the same
-// length (cleared by hand then): a run that is not replayed from a plan (evaluation, the
-// first step) frees and asks again for blocks of the same few sizes layer after layer, and
-// without the cache each request was a fresh mapping whose every page faulted and was
-// zeroed by the kernel (a ViT run with evaluation: 4.2 million faults before, 3.2 after).
+// length (cleared by hand then): the tracing run of each plan (one per shape: the training
+// step, evaluation, a last short batch) frees and asks again for blocks of the same few
+// sizes layer after layer, and without the cache each request was a fresh mapping whose
+// every page faulted and was zeroed by the kernel (a ViT run with evaluation: 4.2 million
+// faults before, 3.2 after).
 // A plan gives the cache back before it makes its arena (ReleaseCached), so the cache does
 // not add to the peak of a planned step.
 #include <sys/mman.h>
