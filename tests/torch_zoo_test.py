@@ -11,6 +11,16 @@ gradients must lie within max(1e-4, 3x PyTorch float32's own distance) of float6
 by norm per tensor; gradients that are zero in exact arithmetic (a conv bias before
 BatchNorm) are measured against the median gradient norm instead of their own.
 The loss is held to the same max(1e-4, 3x PyTorch float32's distance).
+
+PyTorch float32's own distance is the largest over three runs of its own that round
+differently: default, one thread, and (image models) channels-last, which picks other
+convolution kernels. Where float32 is well conditioned the three agree to a few percent.
+Where it is not (BatchNorm over 2 or 3 values per channel: batch 2 or 3 on the last 1x1
+maps of MobileNet, MNASNet, ShuffleNet), a rounding difference anywhere is amplified through
+every later layer, and the three land 3x to 20x apart: measured on four such cases (e.g.
+MobileNetV3 at batch 2, MNASNet at batch 3), PyTorch's channels-last or one-thread run
+exceeded 3x its default run's distance in 10 of 12 checks, on up to 139 of 158 tensors. One
+draw of PyTorch's rounding is then no measure of float32's noise; the largest of three is.
 `onnx-train export` of each model must write a training graph that onnx.checker accepts.
 
 Small configurations keep the whole test near a few minutes on 2 cores. AlexNet and VGG end
@@ -290,16 +300,26 @@ class Kinks:
         F.relu, F.hardtanh, F.hardsigmoid, F.hardswish = self.saved
 
 
-def torch_grads(module, x, y, dtype, decide=None):
-    """Loss, parameter gradients and the ReLU/Hardtanh inputs (Kinks.inputs) of one step."""
+def torch_grads(module, x, y, dtype, decide=None, variant="default"):
+    """Loss, parameter gradients and the ReLU/Hardtanh inputs (Kinks.inputs) of one step.
+    variant: "default", "one_thread" or "channels_last" (PyTorch's float32 variants)."""
     m = copy.deepcopy(module).to(dtype).train()
     m.zero_grad()
     xt = torch.from_numpy(x)
     if xt.is_floating_point():
         xt = xt.to(dtype)
-    with Kinks(decide) as kinks:
-        loss = F.cross_entropy(m(xt), torch.from_numpy(y))
-    loss.backward()
+    if variant == "channels_last":
+        m = m.to(memory_format=torch.channels_last)
+        xt = xt.contiguous(memory_format=torch.channels_last)
+    threads = torch.get_num_threads()
+    if variant == "one_thread":
+        torch.set_num_threads(1)
+    try:
+        with Kinks(decide) as kinks:
+            loss = F.cross_entropy(m(xt), torch.from_numpy(y))
+        loss.backward()
+    finally:
+        torch.set_num_threads(threads)
     grads = {n: p.grad.double().numpy() for n, p in m.named_parameters() if p.grad is not None}
     return float(loss), grads, kinks.inputs
 
@@ -340,13 +360,13 @@ def our_kink_inputs(binary, model_path, workdir, tag, calls):
 
 def kink_decisions(ours, calls64, calls32):
     """Per call: (where, inside) with our decision where the float64 input lies within
-    KINK_BAND x PyTorch float32's distance of a kink, and how many such decisions differ
-    from float64's. A forward far from float64 is an error, not a kink."""
+    KINK_BAND x PyTorch float32's distance of a kink (the largest over its runs, calls32: one
+    Kinks.inputs list per run), and how many such decisions differ from float64's. A forward far from float64 is an error, not a kink."""
     decide, taken = [], 0
-    for a, (kind, b, low, high), (_, c, _, _) in zip(ours, calls64, calls32):
+    for k, (a, (kind, b, low, high)) in enumerate(zip(ours, calls64)):
         if a.shape != b.shape:
             raise RuntimeError(f"{kind} input shape {a.shape} vs torch {b.shape}: calls out of graph order")
-        band = KINK_BAND * float(np.max(np.abs(c - b)))
+        band = KINK_BAND * max(float(np.max(np.abs(run[k][1] - b))) for run in calls32)
         err = float(np.max(np.abs(a - b)))
         if err > max(1e-2 * float(np.std(b)), 10 * band / KINK_BAND, 1e-12):
             raise RuntimeError(f"{kind} input {err:.1e} from torch float64 (PyTorch float32 {band / KINK_BAND:.1e}, "
@@ -425,14 +445,15 @@ def denominators(ref):
     return {k: (n if n > 1e-6 * median else max(median, 1e-3)) for k, n in norms.items()}
 
 
-def compare(ours, ref_loss, loss32, ref, ref32, oracle_loss, oracle):
+def compare(ours, ref_loss, runs32, ref, oracle_loss, oracle):
     """(worst distance, its tensor, worst torch f32 distance, failure lines). PyTorch float32
-    is measured from float64 (ref_loss, ref); ours from the oracle, which is float64 with
+    is measured from float64 (ref_loss, ref), as the largest distance over its runs
+    (runs32: [(loss, grads)], see the docstring); ours from the oracle, which is float64 with
     our decisions at activation kinks (the same as ref where none differ)."""
     failures = []
     loss = float(ours.pop("loss"))
     loss_err = abs(loss - oracle_loss) / max(abs(oracle_loss), 1e-3)
-    loss_t32 = abs(loss32 - ref_loss) / max(abs(ref_loss), 1e-3)
+    loss_t32 = max(abs(loss32 - ref_loss) for loss32, _ in runs32) / max(abs(ref_loss), 1e-3)
     if loss_err > max(1e-4, 3 * loss_t32):
         failures.append(f"loss {loss:.6g} vs torch float64 {oracle_loss:.6g} ({loss_err:.1e}; torch float32 "
                         f"{loss_t32:.1e})")
@@ -452,7 +473,7 @@ def compare(ours, ref_loss, loss32, ref, ref32, oracle_loss, oracle):
             continue
         scale = denominator[name]
         err = float(np.linalg.norm(a - o) / scale)
-        t32 = float(np.linalg.norm(ref32[name] - g) / scale)
+        t32 = max(float(np.linalg.norm(ref32[name] - g)) for _, ref32 in runs32) / scale
         worst_t32 = max(worst_t32, t32)
         if err > worst:
             worst, worst_name = err, name
@@ -491,6 +512,13 @@ def check_model(args, name, opsets, seed):
         if t32 < 1e-3:
             break
     _, x, y, ref_loss, loss32, ref, ref32, calls64, calls32 = best
+    runs32 = [(loss32, ref32)]
+    variants = ["one_thread"] + (["channels_last"] if np.asarray(x).ndim == 4 else [])
+    calls32 = [calls32]
+    for variant in variants:
+        loss_v, grads_v, calls_v = torch_grads(module, x, y, torch.float32, variant=variant)
+        runs32.append((loss_v, grads_v))
+        calls32.append(calls_v)
     rows = []
     for opset in opsets:
         tag = f"{name}_opset{opset}"
@@ -515,7 +543,7 @@ def check_model(args, name, opsets, seed):
                     row["kinks"] = taken
                     if taken:  # the oracle again, with our decisions at the kinks
                         oracle_loss, oracle, _ = torch_grads(module, x, y, torch.float64, decide)
-            row["worst"], row["where"], row["t32"], row["failures"] = compare(ours, ref_loss, loss32, ref, ref32,
+            row["worst"], row["where"], row["t32"], row["failures"] = compare(ours, ref_loss, runs32, ref,
                                                                               oracle_loss, oracle)
         except RuntimeError as e:
             row["failures"].append(str(e))
