@@ -51,6 +51,7 @@ def train(args, model, tag, options, env=None):
     with open(metrics) as f:
         rows = [json.loads(line) for line in f]
     steps = [(r["global_step"], r["loss"], r["lr"]) for r in rows if r["type"] == "step"]
+    train.rows = rows  # the last run's metrics rows
     return weights, steps, proc.stdout
 
 
@@ -104,6 +105,16 @@ def main():
               "--snapshot-every", "3", "--max-restarts", "1"]
     try:
         whole, whole_steps, _ = train(args, model, "whole", recipe)
+        # With a per-step schedule an epoch row states its last step's rate, not its first.
+        last = {r["epoch"]: r["lr"] for r in train.rows if r["type"] == "step"}
+        first = {}
+        for r in train.rows:
+            if r["type"] == "step":
+                first.setdefault(r["epoch"], r["lr"])
+        epochs = [(r["epoch"], r["lr"]) for r in train.rows if r["type"] == "epoch"]
+        check("per-step schedule: each epoch row's rate is its last step's",
+              len(epochs) == 2 and all(lr == last[e] and lr != first[e] for e, lr in epochs),
+              f"epoch rows {epochs}, first and last step rates {first} {last}")
         resumed, resumed_steps, out = train(args, model, "killed", recipe, {"ONNXTRAIN_FAULT_KILL_AT_STEPS": "5"})
     except RuntimeError as e:
         check("resume: trains", False, str(e))

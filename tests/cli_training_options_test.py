@@ -121,6 +121,11 @@ def main():
         our_lrs = [r["lr"] for r in steps]
         check(f"{name}: learning rate of each step as torch's scheduler",
               np.allclose(our_lrs, lrs, rtol=1e-5, atol=0), f"{our_lrs} vs {lrs}")
+        # An epoch row states the rate of its last step (per-step schedules move within it).
+        last_lr = {r["epoch"]: r["lr"] for r in steps}
+        epoch_lrs = [(r["lr"], last_lr.get(r["epoch"])) for r in ours if r["type"] == "epoch"]
+        check(f"{name}: each epoch row's rate is its last step's",
+              epoch_lrs and all(a == b for a, b in epoch_lrs), f"{epoch_lrs}")
         rel = [abs(r["loss"] - b) / abs(b) for r, b in zip(steps, ref64)]
         torch_rel = max(abs(a - b) / abs(b) for a, b in zip(ref32, ref64))
         bound = max(1e-5, 3 * torch_rel)

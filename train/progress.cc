@@ -86,7 +86,7 @@ void ProgressReporter::EndEpoch(const EpochSummary& s) {
   const std::string batch = s.world_size > 1 ? StrFormat("%lld per rank (%lld global)", (long long)s.batch,
                                                         (long long)s.batch * s.world_size)
                                               : std::to_string(s.batch);
-  std::string line = StrFormat("%sEpoch %d | Batchsize: %s | Steps: %lld | LR: %.4f | Loss: %.4f | Acc: %.2f%%",
+  std::string line = StrFormat("%sEpoch %d | Batchsize: %s | Steps: %lld | LR: %.4g | Loss: %.4f | Acc: %.2f%%",
                                tag_.c_str(), s.epoch, batch.c_str(), (long long)s.steps, s.lr, s.loss,
                                100.0 * s.accuracy);
   if (s.test_accuracy >= 0) line += StrFormat(" | Test acc: %.2f%%", 100.0 * s.test_accuracy);

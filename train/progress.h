@@ -23,7 +23,7 @@ struct EpochSummary {
   int64_t batch = 0;       // per rank
   int world_size = 1;      // ranks (the global batch is batch x world_size)
   int64_t steps = 0;
-  double lr = 0;
+  double lr = 0;         // the rate of the epoch's last step
   double loss = 0;      // mean over the epoch's samples
   double accuracy = 0;  // training accuracy over the epoch, in [0, 1]
   double images_per_second = 0;  // the whole job's

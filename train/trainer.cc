@@ -482,6 +482,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     };
     const double lr = lr_at(session.steps_done());
     progress.StartEpoch(static_cast<int>(epoch), updates, lr);
+    double last_lr = lr;  // the rate of the epoch's last step (per-step schedules move within an epoch)
     const auto start = std::chrono::steady_clock::now();
     sampler.Restore(SamplerState{epoch, first});
     lo.end_epoch = epoch + 1;
@@ -523,6 +524,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
       }
       const double step_lr = lr_at(session.steps_done());
       progress.SetLr(step_lr);
+      last_lr = step_lr;
       StepResult r = session.Step(Tensor::FromHost(batch.images, device), Tensor::FromHost(batch.labels, device),
                                   static_cast<float>(step_lr), reducer ? reducer->Hooks() : RunOptions{}, mixed);
       if (reducer) {
@@ -593,7 +595,7 @@ TrainResult RunTraining(const Model& forward, const TrainerOptions& o) {
     summary.batch = o.batch;
     summary.world_size = world;
     summary.steps = updates;
-    summary.lr = lr;
+    summary.lr = last_lr;
     summary.loss = job.loss_sum / static_cast<double>(std::max<int64_t>(job.seen, 1));
     summary.accuracy = static_cast<double>(job.correct) / static_cast<double>(std::max<int64_t>(job.seen, 1));
     summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
