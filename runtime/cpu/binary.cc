@@ -5,7 +5,7 @@
 // everything else runs a strided loop. Opsets before 7 (8 for the variadic ops) use the
 // legacy broadcast rules, handled here. float32 inputs of equal shapes may come in any
 // layout (a convolution's blocked one): the output takes the first laid-out input's. So may
-// two inputs where one is a channel-blocked-by-16 activation and the other a per-sample,
+// two inputs where one is a channel-blocked activation (ChannelBlocked) and the other a per-sample,
 // per-channel scale [N or 1, C, 1, ...] (squeeze-and-excitation's x * s): the scale is
 // reordered to the same blocking (small) and oneDNN broadcasts it.
 #include <cmath>
@@ -36,7 +36,7 @@ Shape PadToRank(const Shape& s, size_t rank) {
   return out;
 }
 
-// x (channel-blocked by 16) op s, s of shape [N or 1, C, 1, ...] broadcast over x's
+// x (channel-blocked, ChannelBlock()) op s, s of shape [N or 1, C, 1, ...] broadcast over x's
 // spatial axes (or a plain [C, 1, ...] of lower rank, as ConvNeXt's layer scale): the
 // descriptor s takes. Null when the pair is not of that kind.
 std::optional<dnnl::memory::desc> ScaleDescFor(const Tensor& x, const Tensor& s) {
@@ -44,11 +44,11 @@ std::optional<dnnl::memory::desc> ScaleDescFor(const Tensor& x, const Tensor& s)
   if (x.is_plain() || xs.size() < 3 || xs.size() > 5 || s.shape().size() > xs.size()) return std::nullopt;
   if (s.shape().size() != xs.size() && !s.is_plain()) return std::nullopt;
   const Shape ss = PadToRank(s.shape(), xs.size());
-  if (DescOf(x) != ChannelBlocked16(xs)) return std::nullopt;
+  if (DescOf(x) != ChannelBlocked(xs)) return std::nullopt;
   if (ss[1] != xs[1] || (ss[0] != xs[0] && ss[0] != 1)) return std::nullopt;
   for (size_t d = 2; d < ss.size(); ++d)
     if (ss[d] != 1) return std::nullopt;
-  return ChannelBlocked16(ss);
+  return ChannelBlocked(ss);
 }
 
 template <typename T, typename E>
@@ -118,7 +118,7 @@ class BroadcastBinaryKernel final : public OpKernel {
     dnnl::binary prim;
   };
 
-  // For two inputs x (channel-blocked by 16) and s (per-channel scale, see ScaleDescFor),
+  // For two inputs x (channel-blocked, ChannelBlocked) and s (per-channel scale, see ScaleDescFor),
   // the position of x, when oneDNN has a fast (jit) binary for them and the op can take x
   // as its first source; else -1.
   int ScaledActivation(const KernelContext& ctx) const {

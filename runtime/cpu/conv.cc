@@ -37,23 +37,19 @@ struct ConvProblem {
 };
 
 // Memory descriptors the primitives are created with. Activations (src, dst and their
-// gradients) are channel-blocked by 16 (nChw16c: what oneDNN's AVX-512 forward and
-// backward kernels share, so no reorders happen between them), or kept in the layout
-// they already have (a plain input of fewer than 16 channels stays plain); weights are
-// format_tag::any (oneDNN's choice, reordered each run).
-// Where oneDNN 2.6 has only its reference kernel for nChw16c (grouped convolutions with
-// a channel count per group that is not a multiple of 16, e.g. RegNet's 8; the weight
-// gradient of a 5x5 depthwise convolution), channels-last (nhwc) is next: it has AVX-512
-// kernels for those. Plain descriptors are the last resort.
+// gradients) are channel-blocked (ChannelBlocked: nChw16c on AVX-512, nChw8c on AVX2,
+// what oneDNN's forward and backward kernels of that ISA share, so no reorders happen
+// between them), or kept in the layout they already have (a plain input of fewer channels
+// than a block stays plain); weights are format_tag::any (oneDNN's choice, reordered each
+// run).
+// Where oneDNN 2.6 has only its reference kernel for the blocked layout (grouped
+// convolutions with a channel count per group that is not a multiple of the block, e.g.
+// RegNet's 8 on AVX-512; the weight gradient of a 5x5 depthwise convolution),
+// channels-last (nhwc) is next: it has JIT kernels for those. Plain descriptors are the
+// last resort.
 struct ConvDescs {
   dnnl::memory::desc src, weights, bias, dst;
 };
-
-dnnl::memory::desc ChannelBlocked(const Shape& s) {
-  using tag = dnnl::memory::format_tag;
-  const tag t = s.size() == 3 ? tag::aBc16b : s.size() == 4 ? tag::aBcd16b : tag::aBcde16b;
-  return dnnl::memory::desc(ToDims(s), dnnl::memory::data_type::f32, t);
-}
 
 dnnl::memory::desc ChannelsLast(const Shape& s) {
   using tag = dnnl::memory::format_tag;
@@ -70,8 +66,8 @@ ConvDescs ChooseConvDescs(const ConvProblem& p, ConvLayouts layouts, const Tenso
     if (layouts == ConvLayouts::kPlain) return PlainDesc(s, DType::kFloat32);
     if (layouts == ConvLayouts::kChannelsLast) return ChannelsLast(s);
     if (now && !now->is_plain()) return DescOf(*now);
-    // A plain input of few channels (the images) stays plain: no padding to 16.
-    if (now && s[1] < 16) return PlainDesc(s, DType::kFloat32);
+    // A plain input of few channels (the images) stays plain: no padding to a block.
+    if (now && s[1] < ChannelBlock()) return PlainDesc(s, DType::kFloat32);
     return ChannelBlocked(s);
   };
   ConvDescs d;

@@ -35,9 +35,26 @@ std::shared_ptr<const TensorLayout> LayoutFor(const dnnl::memory::desc& md, cons
   return std::make_shared<DnnlLayout>(md, plain);
 }
 
-dnnl::memory::desc ChannelBlocked16(const Shape& dims) {
+int64_t ChannelBlock() {
+  static const int64_t block = [] {
+    // $ONNXTRAIN_CHANNEL_BLOCK=8 or 16 forces one (tests of the other ISA's layout, benchmarks).
+    if (const char* env = std::getenv("ONNXTRAIN_CHANNEL_BLOCK")) {
+      const std::string v = env;
+      if (v == "8" || v == "16") return static_cast<int64_t>(std::stoi(v));
+    }
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+    return (isa & avx512) == avx512 ? int64_t{16} : int64_t{8};
+  }();
+  return block;
+}
+
+dnnl::memory::desc ChannelBlocked(const Shape& dims) {
   using tag = dnnl::memory::format_tag;
-  const tag t = dims.size() == 3 ? tag::aBc16b : dims.size() == 4 ? tag::aBcd16b : tag::aBcde16b;
+  const bool wide = ChannelBlock() == 16;
+  const tag t = dims.size() == 3   ? (wide ? tag::aBc16b : tag::aBc8b)
+                : dims.size() == 4 ? (wide ? tag::aBcd16b : tag::aBcd8b)
+                                   : (wide ? tag::aBcde16b : tag::aBcde8b);
   return dnnl::memory::desc(ToDims(dims), dnnl::memory::data_type::f32, t);
 }
 

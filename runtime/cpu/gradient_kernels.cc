@@ -75,7 +75,7 @@ class SumToShapeKernel final : public OpKernel {
   explicit SumToShapeKernel(const KernelInfo& info) : OpKernel(info) {}
 
   // A gradient already of the target shape is copied as it is, in any layout; one
-  // blocked by 16 channels is summed to a per-channel shape [N or 1, C, 1, ...] (the
+  // blocked by ChannelBlock() channels is summed to a per-channel shape [N or 1, C, 1, ...] (the
   // scale of squeeze-and-excitation) where it lies.
   bool AcceptsLayouts(const KernelContext& ctx) const override {
     if (!ctx.Input(1).is_plain()) return false;
@@ -190,36 +190,43 @@ class SumToShapeKernel final : public OpKernel {
 
   int64_t outer_ = -1, kept_ = 1, inner_ = 1;
 
-  // g float32 blocked by 16 channels, target [N or 1, C, 1, ...] of g's rank (or [C, 1, ...]).
+  // g float32 blocked by ChannelBlock() channels, target [N or 1, C, 1, ...] of g's rank (or [C, 1, ...]).
   static bool PerChannelOfBlocked(const Tensor& g, const Shape& target_shape) {
     const Shape& s = g.shape();
     if (g.is_plain() || g.dtype() != DType::kFloat32 || s.size() < 3 || s.size() > 5 || target_shape.size() > s.size())
       return false;
     Shape target(s.size() - target_shape.size(), 1);
     target.insert(target.end(), target_shape.begin(), target_shape.end());
-    if (DescOf(g) != ChannelBlocked16(s) || target[1] != s[1] || (target[0] != s[0] && target[0] != 1)) return false;
+    if (DescOf(g) != ChannelBlocked(s) || target[1] != s[1] || (target[0] != s[0] && target[0] != 1)) return false;
     for (size_t d = 2; d < s.size(); ++d)
       if (target[d] != 1) return false;
     return true;
   }
 
   // out[n or 0, c] = sum over the spatial positions (and n when target N is 1) of g, whose
-  // storage is [N][C/16][spatial][16].
+  // storage is [N][C/B][spatial][B], B = ChannelBlock().
   static void SumBlockedPerChannel(const Tensor& g, Tensor& out) {
+    if (ChannelBlock() == 16)
+      SumBlockedPerChannelOf<16>(g, out);
+    else
+      SumBlockedPerChannelOf<8>(g, out);
+  }
+  template <int B>
+  static void SumBlockedPerChannelOf(const Tensor& g, Tensor& out) {
     const Shape& s = g.shape();
-    const int64_t n = s[0], c = s[1], blocks = (c + 15) / 16, spatial = NumElements(Shape(s.begin() + 2, s.end()));
+    const int64_t n = s[0], c = s[1], blocks = (c + B - 1) / B, spatial = NumElements(Shape(s.begin() + 2, s.end()));
     const bool per_sample = out.shape().size() == s.size() && out.shape()[0] == n;
     const float* src = g.data<float>();
     float* dst = out.data<float>();
     std::memset(dst, 0, out.nbytes());
     for (int64_t i = 0; i < n; ++i)
       for (int64_t b = 0; b < blocks; ++b) {
-        float acc[16] = {};
-        const float* p = src + (i * blocks + b) * spatial * 16;
+        float acc[B] = {};
+        const float* p = src + (i * blocks + b) * spatial * B;
         for (int64_t q = 0; q < spatial; ++q)
-          for (int k = 0; k < 16; ++k) acc[k] += p[q * 16 + k];
-        float* o = dst + (per_sample ? i * c : 0) + b * 16;
-        for (int64_t k = 0; k < 16 && b * 16 + k < c; ++k) o[k] += acc[k];
+          for (int k = 0; k < B; ++k) acc[k] += p[q * B + k];
+        float* o = dst + (per_sample ? i * c : 0) + b * B;
+        for (int64_t k = 0; k < B && b * B + k < c; ++k) o[k] += acc[k];
       }
   }
 
