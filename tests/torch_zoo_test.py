@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The model zoo of issue 13: PyTorch autograd parity of `onnx-train grad` on one small model
 of every torchvision classification family, a token transformer encoder, an LSTM and a GRU
-classifier, each exported by torch.onnx.export in training mode at opsets 13 and 17.
+classifier, and four models beyond them (issue 13 item 4's recipe-stem ResNet18 at batch 8; a
+sequence-first pre-norm GELU transformer; an encoder-decoder with GroupNorm, PReLU,
+ConvTranspose, bilinear Upsample and ELU; a Conv1d signal classifier with InstanceNorm1d
+and Softplus), each exported by torch.onnx.export in training mode at opsets 13 and 17.
 
 Each model is built in PyTorch with random weights (BatchNorm affine parameters and running
 statistics away from 1/0/0/1), dropout and stochastic depth at 0, a dynamic batch axis. The
@@ -12,7 +15,7 @@ by norm per tensor; gradients that are zero in exact arithmetic (a conv bias bef
 BatchNorm) are measured against the median gradient norm instead of their own.
 The loss is held to the same max(1e-4, 3x PyTorch float32's distance).
 
-PyTorch float32's own distance is the largest over three runs of its own that round
+PyTorch float32's own distance is the median over three runs of its own that round
 differently: default, one thread, and (image models) channels-last, which picks other
 convolution kernels. Where float32 is well conditioned the three agree to a few percent.
 Where it is not (BatchNorm over 2 or 3 values per channel: batch 2 or 3 on the last 1x1
@@ -20,7 +23,10 @@ maps of MobileNet, MNASNet, ShuffleNet), a rounding difference anywhere is ampli
 every later layer, and the three land 3x to 20x apart: measured on four such cases (e.g.
 MobileNetV3 at batch 2, MNASNet at batch 3), PyTorch's channels-last or one-thread run
 exceeded 3x its default run's distance in 10 of 12 checks, on up to 139 of 158 tensors. One
-draw of PyTorch's rounding is then no measure of float32's noise; the largest of three is.
+draw of PyTorch's rounding is then no measure of float32's noise. The median, not the
+largest: one variant can be far off on its own (torch 1.13's channels-last run of a
+LayerNorm over [C, H, W] was 1e27 from float64, of the recipe-stem ResNet18 3e-3 where the
+other two are 2e-6), and must not loosen the limit.
 `onnx-train export` of each model must write a training graph that onnx.checker accepts.
 
 Small configurations keep the whole test near a few minutes on 2 cores. AlexNet and VGG end
@@ -223,6 +229,67 @@ class RecurrentClassifier(nn.Module):
         return self.fc(h[:, -1])
 
 
+# Beyond the families: shapes and ops users bring that the family models do not cover.
+
+def resnet18_stem():
+    """Issue 13 item 4's case: torchvision's ResNet18 with the recipe's stem for 1x28x28 images
+    (3x3 stride-2 convolution, no max pool), at batch 8."""
+    m = torchvision.models.resnet18(num_classes=CLASSES)
+    m.conv1 = nn.Conv2d(1, 64, kernel_size=3, stride=2, padding=1, bias=False)
+    m.maxpool = nn.Identity()
+    return m, (1, 28, 28)
+
+
+class SeqFirstTransformer(nn.Module):
+    """Pre-norm nn.TransformerEncoder with GELU and a final LayerNorm, sequence-first (the
+    default layout), classifying from the first position."""
+
+    def __init__(self, width=24, heads=3, layers=2):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, width)
+        layer = nn.TransformerEncoderLayer(width, heads, 2 * width, dropout=0.0, activation="gelu", norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, norm=nn.LayerNorm(width), enable_nested_tensor=False)
+        self.fc = nn.Linear(width, CLASSES)
+
+    def forward(self, ids):
+        return self.fc(self.encoder(self.embed(ids).transpose(0, 1))[0])
+
+
+class UpsamplingNet(nn.Module):
+    """A small encoder-decoder: GroupNorm, PReLU, ConvTranspose2d, bilinear Upsample, Concat,
+    ELU, then global pooling and a linear classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.down1 = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+        self.down2 = nn.Sequential(nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.GroupNorm(4, 16), nn.PReLU())
+        self.up = nn.ConvTranspose2d(16, 8, 2, stride=2)
+        self.resize = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.head = nn.Conv2d(24, 12, 1)
+        self.fc = nn.Linear(12, CLASSES)
+
+    def forward(self, x):
+        a = self.down1(x)
+        b = self.down2(a)
+        h = F.elu(self.head(torch.cat([self.up(b), a, self.resize(b)[:, :8]], 1)))
+        return self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1))
+
+
+class Audio1d(nn.Module):
+    """A 1-D convolutional classifier of raw signals: Conv1d, BatchNorm1d, LeakyReLU, MaxPool1d,
+    InstanceNorm1d, Softplus, AdaptiveAvgPool1d."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv1d(1, 16, 9, stride=4), nn.BatchNorm1d(16), nn.LeakyReLU(0.1),
+                                 nn.MaxPool1d(3), nn.Conv1d(16, 24, 3, padding=1), nn.InstanceNorm1d(24, affine=True),
+                                 nn.Softplus(), nn.AdaptiveAvgPool1d(1))
+        self.fc = nn.Linear(24, CLASSES)
+
+    def forward(self, x):
+        return self.fc(self.net(x).flatten(1))
+
+
 ZOO = {
     "alexnet": alexnet, "vgg11_bn": vgg_bn, "resnet": resnet, "resnext": resnext, "wide_resnet": wide_resnet,
     "densenet": densenet, "googlenet": googlenet, "inception_v3": inception_v3, "squeezenet": squeezenet,
@@ -231,8 +298,13 @@ ZOO = {
     "transformer": lambda: (TokenTransformer(), (SEQ,)),
     "lstm": lambda: (RecurrentClassifier("lstm"), (7, 6)),
     "gru": lambda: (RecurrentClassifier("gru"), (7, 6)),
+    "resnet18_stem": resnet18_stem,
+    "transformer_prenorm": lambda: (SeqFirstTransformer(), (SEQ,)),
+    "upsampling_net": lambda: (UpsamplingNet(), (3, 16, 16)),
+    "audio1d": lambda: (Audio1d(), (1, 400)),
 }
-BATCH = {}  # default 4 (BatchNorm over 1x1 maps wants more than 2)
+BATCH = {"resnet18_stem": 8}  # default 4 (BatchNorm over 1x1 maps wants more than 2)
+TOKEN_MODELS = {"transformer", "transformer_prenorm"}  # int64 token ids in
 # Nets whose BatchNorm -> ReLU -> (depthwise) conv -> BatchNorm chains reach 1x1 maps: with
 # BatchNorm biases around 0 a few samples often all fall below the ReLU, the next BatchNorm
 # sees a channel of nearly equal values, and float32 (PyTorch's as much as ours) cancels to
@@ -254,7 +326,7 @@ def randomise_norms(module, gen, bias_mean):
 
 
 def make_input(name, shape, batch, rng):
-    if name == "transformer":
+    if name in TOKEN_MODELS:
         return rng.integers(0, VOCAB, size=(batch,) + shape).astype(np.int64)
     return rng.standard_normal((batch,) + shape).astype(np.float32)
 
@@ -360,13 +432,13 @@ def our_kink_inputs(binary, model_path, workdir, tag, calls):
 
 def kink_decisions(ours, calls64, calls32):
     """Per call: (where, inside) with our decision where the float64 input lies within
-    KINK_BAND x PyTorch float32's distance of a kink (the largest over its runs, calls32: one
+    KINK_BAND x PyTorch float32's distance of a kink (the median over its runs, calls32: one
     Kinks.inputs list per run), and how many such decisions differ from float64's. A forward far from float64 is an error, not a kink."""
     decide, taken = [], 0
     for k, (a, (kind, b, low, high)) in enumerate(zip(ours, calls64)):
         if a.shape != b.shape:
             raise RuntimeError(f"{kind} input shape {a.shape} vs torch {b.shape}: calls out of graph order")
-        band = KINK_BAND * max(float(np.max(np.abs(run[k][1] - b))) for run in calls32)
+        band = KINK_BAND * float(np.median([np.max(np.abs(run[k][1] - b)) for run in calls32]))
         err = float(np.max(np.abs(a - b)))
         if err > max(1e-2 * float(np.std(b)), 10 * band / KINK_BAND, 1e-12):
             raise RuntimeError(f"{kind} input {err:.1e} from torch float64 (PyTorch float32 {band / KINK_BAND:.1e}, "
@@ -447,13 +519,13 @@ def denominators(ref):
 
 def compare(ours, ref_loss, runs32, ref, oracle_loss, oracle):
     """(worst distance, its tensor, worst torch f32 distance, failure lines). PyTorch float32
-    is measured from float64 (ref_loss, ref), as the largest distance over its runs
+    is measured from float64 (ref_loss, ref), as the median distance over its runs
     (runs32: [(loss, grads)], see the docstring); ours from the oracle, which is float64 with
     our decisions at activation kinks (the same as ref where none differ)."""
     failures = []
     loss = float(ours.pop("loss"))
     loss_err = abs(loss - oracle_loss) / max(abs(oracle_loss), 1e-3)
-    loss_t32 = max(abs(loss32 - ref_loss) for loss32, _ in runs32) / max(abs(ref_loss), 1e-3)
+    loss_t32 = float(np.median([abs(loss32 - ref_loss) for loss32, _ in runs32])) / max(abs(ref_loss), 1e-3)
     if loss_err > max(1e-4, 3 * loss_t32):
         failures.append(f"loss {loss:.6g} vs torch float64 {oracle_loss:.6g} ({loss_err:.1e}; torch float32 "
                         f"{loss_t32:.1e})")
@@ -473,7 +545,7 @@ def compare(ours, ref_loss, runs32, ref, oracle_loss, oracle):
             continue
         scale = denominator[name]
         err = float(np.linalg.norm(a - o) / scale)
-        t32 = max(float(np.linalg.norm(ref32[name] - g)) for _, ref32 in runs32) / scale
+        t32 = float(np.median([np.linalg.norm(ref32[name] - g) for _, ref32 in runs32])) / scale
         worst_t32 = max(worst_t32, t32)
         if err > worst:
             worst, worst_name = err, name
@@ -576,7 +648,7 @@ def main():
         p.error(f"unknown models {unknown}; the zoo has {', '.join(ZOO)}")
     opsets = [int(o) for o in args.opsets.split(",")]
     rows = []
-    print(f"{'model':<14} {'opset':>5} {'ours worst':>11} {'torch f32':>10} {'limit':>9}  {'result':<8} seconds  kink decisions ours",
+    print(f"{'model':<19} {'opset':>5} {'ours worst':>11} {'torch f32':>10} {'limit':>9}  {'result':<8} seconds  kink decisions ours",
           flush=True)
     for name in names:
         for row in check_model(args, name, opsets, seed=args.seed + list(ZOO).index(name)):
@@ -585,7 +657,7 @@ def main():
             row["result"] = ("pass" if not known else "XPASS") if ok else ("known" if known else "FAIL")
             limit = max(1e-4, 3 * row["t32"]) if row["t32"] == row["t32"] else float("nan")
             kinks = row.get("kinks", "-")
-            print(f"{name:<14} {row['opset']:>5} {row['worst']:>11.2e} {row['t32']:>10.2e} {limit:>9.1e}  "
+            print(f"{name:<19} {row['opset']:>5} {row['worst']:>11.2e} {row['t32']:>10.2e} {limit:>9.1e}  "
                   f"{row['result']:<8} {row.get('seconds', 0):>7.1f}  {kinks}", flush=True)
             for f in row["failures"][:4]:
                 print("      " + f, flush=True)
