@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""`onnx-train MODEL --data synthetic` on the image models of the zoo (tests/torch_zoo_test.py):
-each is exported by torch.onnx.export in training mode (opset 17, dynamic batch), trained for
-one epoch (Adam, lr 3e-4, batch 32) on synthetic data (class patterns learnable from the pixels, see
-train/image_dataset.h), and the inference ONNX it writes is run by `onnx-train eval`.
+"""`onnx-train MODEL --data synthetic` on the models of the zoo (tests/torch_zoo_test.py): each
+is exported by torch.onnx.export in training mode (opset 17, dynamic batch), trained for one
+epoch (Adam, lr 3e-4, batch 32) on synthetic data shaped as its input (images with class
+patterns learnable from the pixels; token ids, sequences and signals with class patterns of
+their own: train/image_dataset.h), and the inference ONNX it writes is run by `onnx-train eval`.
 
 A model passes when training exits 0, the mean loss of the last quarter of the steps is
 below that of the first quarter, and eval of the written checkpoint exits 0 with an
@@ -31,7 +32,7 @@ import torch_zoo_test as zoo  # noqa: E402  (the zoo's builders; exits if torch 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-IMAGE_MODELS = [n for n in zoo.ZOO if n not in ("transformer", "lstm", "gru")]
+MODELS = list(zoo.ZOO)
 
 
 def last_line(text):
@@ -46,7 +47,7 @@ def train_one(args, name):
     torch.manual_seed(0)
     module, shape = zoo.ZOO[name]()
     path = os.path.join(work, name + ".onnx")
-    zoo.export(module, np.zeros((2,) + shape, np.float32), path, 17)
+    zoo.export(module, zoo.make_input(name, shape, 2, np.random.default_rng(0)), path, 17)
     metrics, ckpt = os.path.join(work, "metrics.jsonl"), os.path.join(work, "checkpoints")
     start = time.time()
     proc = subprocess.run([args.onnx_train, path, "--data", f"synthetic:{args.images}", "--epochs", "1", "--batch",
@@ -87,7 +88,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--onnx-train", required=True)
     p.add_argument("--workdir", required=True)
-    p.add_argument("--models", default=",".join(IMAGE_MODELS))
+    p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--images", type=int, default=1024, help="synthetic training images (eval uses half)")
     p.add_argument("--batch", type=int, default=32)
     # Adam: SGD at 0.01 leaves AlexNet (no BatchNorm) at loss 2.30 after 32 steps, in
@@ -101,10 +102,10 @@ def main():
     torch.set_num_threads(args.threads)
     os.makedirs(args.workdir, exist_ok=True)
     names = args.models.split(",")
-    bad = [n for n in names if n not in IMAGE_MODELS]
+    bad = [n for n in names if n not in MODELS]
     if bad:
-        p.error(f"not image models of the zoo: {bad}; choose from {', '.join(IMAGE_MODELS)}")
-    print(f"{'model':<14} {'steps':>5} {'loss first':>10} {'loss last':>10} {'train acc':>9} {'eval acc':>9} "
+        p.error(f"not models of the zoo: {bad}; choose from {', '.join(MODELS)}")
+    print(f"{'model':<19} {'steps':>5} {'loss first':>10} {'loss last':>10} {'train acc':>9} {'eval acc':>9} "
           f"{'seconds':>8}  result", flush=True)
     failed = 0
     for name in names:
@@ -115,12 +116,12 @@ def main():
         ok = "error" not in row
         failed += not ok
         nan = float("nan")
-        print(f"{name:<14} {row.get('steps', 0):>5} {row.get('first', nan):>10.3f} {row.get('last', nan):>10.3f} "
+        print(f"{name:<19} {row.get('steps', 0):>5} {row.get('first', nan):>10.3f} {row.get('last', nan):>10.3f} "
               f"{row.get('train_acc', nan):>9.3f} {row.get('eval_acc', nan):>9.3f} {row.get('seconds', 0):>8.1f}  "
               f"{'ok' if ok else 'FAILED'}", flush=True)
         if not ok:
             print("      " + row["error"], flush=True)
-    print(f"zoo_train: {len(names) - failed} of {len(names)} image models trained an epoch on synthetic data "
+    print(f"zoo_train: {len(names) - failed} of {len(names)} models trained an epoch on synthetic data "
           "(loss fell) and their checkpoints ran in eval")
     return 1 if failed else 0
 

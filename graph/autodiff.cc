@@ -379,6 +379,19 @@ std::vector<std::pair<std::string, std::string>> FindStateUpdates(const Model& m
   return out;
 }
 
+namespace {
+
+// False for a float32 tensor holding an infinity or NaN (or without data to read).
+bool AllFinite(const HostTensor& t) {
+  if (t.bytes.size() != static_cast<size_t>(t.NumElements()) * sizeof(float)) return true;  // no data: unknown
+  const float* v = t.Data<float>();
+  for (int64_t i = 0; i < t.NumElements(); ++i)
+    if (!std::isfinite(v[i])) return false;
+  return true;
+}
+
+}  // namespace
+
 std::vector<std::string> DefaultTrainableParams(const Model& model, const std::vector<std::string>& freeze) {
   std::set<std::string> excluded(freeze.begin(), freeze.end());
   for (const auto& n : model.graph.nodes)
@@ -390,7 +403,7 @@ std::vector<std::string> DefaultTrainableParams(const Model& model, const std::v
              f.c_str());
   std::vector<std::string> out;
   for (const auto& t : model.graph.initializers)
-    if (t.dtype == DType::kFloat32 && !excluded.count(t.name)) out.push_back(t.name);
+    if (t.dtype == DType::kFloat32 && !excluded.count(t.name) && AllFinite(t)) out.push_back(t.name);
   return out;
 }
 

@@ -48,7 +48,10 @@ std::vector<std::pair<std::string, std::string>> FindStateUpdates(const Model& m
 // statistics), Dropout off.
 Model DeriveEvalModel(const Model& model);
 
-// Float initializers except BatchNormalization running statistics, minus `freeze`.
+// Float initializers except BatchNormalization running statistics and tensors holding an
+// infinity or NaN (constants such as PyTorch's causal attention-mask buffer, -inf above the
+// diagonal, which torch.onnx.export writes as initializers like parameters: a gradient step
+// would turn -inf into NaN, and PyTorch never trains buffers), minus `freeze`.
 std::vector<std::string> DefaultTrainableParams(const Model& model, const std::vector<std::string>& freeze);
 
 // Throws ot::Error for: no trainable initializers, a loss output that does not exist,

@@ -3,7 +3,7 @@
 #  1. training-step time and peak RSS at batch 32 (benchmarks/zoo_step.py): MobileNetV2 and
 #     EfficientNet-B0 at 3x64x64, a ViT (patch 4, 32x32, 6 layers, width 192) and a token
 #     transformer encoder; ratios ours/PyTorch (at most 1.0 is the goal);
-#  2. with --train: one epoch of `onnx-train MODEL --data synthetic` on every image model of
+#  2. with --train: one epoch of `onnx-train MODEL --data synthetic` on every model of
 #     the zoo, loss falling, the checkpoint run by `onnx-train eval` (benchmarks/zoo_train.py).
 #   scripts/bench-zoo.sh [--train] [THREADS] [MODELS]
 #   e.g. scripts/bench-zoo.sh 2 mobilenet_v2,vit

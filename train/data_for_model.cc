@@ -1,11 +1,39 @@
 // Data-source options fitted to a model.
 #include "train/data_for_model.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "graph/error.h"
 #include "train/model_input_check.h"
 
 namespace ot {
+
+namespace {
+
+bool IsImageInput(const ValueInfo& input) {
+  bool fixed = input.has_shape && input.dims.size() == 4;
+  for (size_t i = 1; fixed && i < 4; ++i) fixed = input.dims[i].IsStatic() && input.dims[i].value > 0;
+  return fixed;
+}
+
+// The rows of the embedding table that integer input `name` indexes: the first dim of the
+// initializer a Gather (axis 0) reads with it, directly or through a Cast; 0 when none does.
+int64_t VocabularyOf(const Graph& g, const std::string& name) {
+  std::vector<std::string> ids = {name};
+  for (const Node& n : g.nodes)
+    if (n.op_type == "Cast" && n.inputs.size() == 1 && n.inputs[0] == name && !n.outputs.empty())
+      ids.push_back(n.outputs[0]);
+  for (const Node& n : g.nodes) {
+    if (n.op_type != "Gather" || n.inputs.size() != 2 || n.GetInt("axis", 0) != 0) continue;
+    if (std::find(ids.begin(), ids.end(), n.inputs[1]) == ids.end()) continue;
+    if (const HostTensor* table = g.FindInitializer(n.inputs[0]))
+      if (!table->dims.empty() && table->dims[0] > 0) return table->dims[0];
+  }
+  return 0;
+}
+
+}  // namespace
 
 DataSourceOptions DataSourceForModel(const Model& model, const std::string& spec, uint64_t seed,
                                      DataSourceOptions flags) {
@@ -17,7 +45,26 @@ DataSourceOptions DataSourceForModel(const Model& model, const std::string& spec
     const ValueInfo& out = model.graph.outputs[0];
     if (out.has_shape && out.dims.size() == 2 && out.dims[1].IsStatic()) source.model_classes = out.dims[1].value;
   }
-  if (spec.rfind("synthetic", 0) == 0) {  // synthetic data takes the model's shape
+  if (spec.rfind("synthetic", 0) == 0 && !IsImageInput(model.graph.inputs[0])) {
+    // Not an image: samples of the input's own fixed shape and element type.
+    const ValueInfo& input = model.graph.inputs[0];
+    bool fixed = input.has_shape && input.dims.size() >= 2;
+    for (size_t i = 1; fixed && i < input.dims.size(); ++i) fixed = input.dims[i].IsStatic() && input.dims[i].value > 0;
+    OT_CHECK(fixed, "the model's input '%s' is %s; synthetic data needs a fixed shape after the batch dimension",
+             input.name.c_str(), input.ShapeString().c_str());
+    auto& s = source.synthetic;
+    for (size_t i = 1; i < input.dims.size(); ++i) s.sample_dims.push_back(input.dims[i].value);
+    s.input_type = input.dtype == DType::kUndefined ? DType::kFloat32 : input.dtype;
+    if (s.input_type == DType::kInt64 || s.input_type == DType::kInt32) {
+      s.vocabulary = VocabularyOf(model.graph, input.name);
+      OT_CHECK(s.vocabulary > 0,
+               "the model's input '%s' holds %s token ids but feeds no embedding table (a Gather of an initializer), "
+               "so synthetic data cannot tell their range; train it on --data npz:FILE.npz",
+               input.name.c_str(), DTypeName(s.input_type).c_str());
+    }
+    s.seed = seed;
+    if (source.model_classes > 0) s.classes = source.model_classes;
+  } else if (spec.rfind("synthetic", 0) == 0) {  // synthetic images take the model's shape
     std::vector<int64_t> chw = ImageShapeOfInput(model.graph.inputs[0]);
     source.synthetic.channels = chw[0];
     source.synthetic.height = chw[1];

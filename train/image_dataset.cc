@@ -81,6 +81,10 @@ ImageDataset LoadSynthetic(const std::string& spec, const std::string& rest, con
   if (!rest.empty()) {
     const size_t colon = rest.find(':');
     opts.count = ParsePositive(rest.substr(0, colon), spec);
+    OT_CHECK(colon == std::string::npos || opts.sample_dims.empty(),
+             "data spec '%s': an image shape is for image models; this model's input is not an image, so "
+             "synthetic samples take its shape (use synthetic or synthetic:N)",
+             spec.c_str());
     if (colon != std::string::npos) {
       const std::string shape = rest.substr(colon + 1);
       const size_t x1 = shape.find('x'), x2 = x1 == std::string::npos ? x1 : shape.find('x', x1 + 1);
@@ -95,9 +99,100 @@ ImageDataset LoadSynthetic(const std::string& spec, const std::string& rest, con
   return MakeSyntheticDataset(opts);
 }
 
+// Synthetic samples of any shape, made on demand from (seed, stream, sample index):
+//   float: pattern[class] + noise, the pattern a unit Gaussian per element and class, the
+//          noise Gaussian with standard deviation 1 (learnable, not separable at a glance);
+//   integer: token ids, each with probability 1/2 one of the class's 4 signature tokens
+//          (drawn from the vocabulary per class), else uniform over the vocabulary.
+class SyntheticSampleSource : public SampleSource {
+ public:
+  SyntheticSampleSource(const SyntheticDataOptions& o, std::vector<int64_t> labels)
+      : o_(o), labels_(std::move(labels)) {
+    for (int64_t d : o.sample_dims) size_ *= d;
+    std::mt19937_64 rng(StreamSeed(o.seed, 0xc1a55, 1));
+    const size_t k = static_cast<size_t>(o.classes);
+    if (IsFloat()) {
+      pattern_.resize(k * static_cast<size_t>(size_));
+      for (float& v : pattern_) v = static_cast<float>(Gaussian(rng));
+    } else {
+      signature_.resize(k * kSignature);
+      for (int64_t& t : signature_) t = static_cast<int64_t>(UniformBelow(rng, static_cast<uint64_t>(o.vocabulary)));
+    }
+  }
+  std::vector<int64_t> SampleDims() const override { return o_.sample_dims; }
+  DType InputType() const override { return o_.input_type; }
+  HostTensor Inputs(const std::vector<int64_t>& indices, const AugmentOptions*, int64_t, int64_t) const override {
+    std::vector<int64_t> dims = o_.sample_dims;
+    dims.insert(dims.begin(), static_cast<int64_t>(indices.size()));
+    HostTensor t(o_.input_type, dims, "input");
+    for (size_t i = 0; i < indices.size(); ++i) {
+      const int64_t index = indices[i];
+      OT_CHECK(index >= 0 && index < static_cast<int64_t>(labels_.size()),
+               "sample index %lld is outside the synthetic data set (%zu samples)", (long long)index, labels_.size());
+      const size_t label = static_cast<size_t>(labels_[static_cast<size_t>(index)]);
+      std::mt19937_64 rng(StreamSeed(o_.seed, 0x5eed0 + o_.sample_stream, static_cast<uint64_t>(index)));
+      const size_t at = i * static_cast<size_t>(size_);
+      for (int64_t e = 0; e < size_; ++e) {
+        const size_t j = at + static_cast<size_t>(e);
+        if (IsFloat()) {
+          t.Data<float>()[j] = pattern_[label * static_cast<size_t>(size_) + static_cast<size_t>(e)] +
+                               static_cast<float>(Gaussian(rng));
+          continue;
+        }
+        const bool signature = (rng() >> 63) != 0;
+        const int64_t token = signature ? signature_[label * kSignature + UniformBelow(rng, kSignature)]
+                                        : static_cast<int64_t>(UniformBelow(rng, static_cast<uint64_t>(o_.vocabulary)));
+        if (o_.input_type == DType::kInt64) t.Data<int64_t>()[j] = token;
+        else t.Data<int32_t>()[j] = static_cast<int32_t>(token);
+      }
+    }
+    return t;
+  }
+
+ private:
+  static constexpr size_t kSignature = 4;
+  bool IsFloat() const { return o_.input_type == DType::kFloat32; }
+  // A standard normal value by Box-Muller on our own uniform draws (std::normal_distribution's
+  // values differ between standard libraries).
+  static double Gaussian(std::mt19937_64& rng) {
+    const double u1 = (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+    const double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * 3.14159265358979323846 * u2);
+  }
+  SyntheticDataOptions o_;
+  std::vector<int64_t> labels_;
+  int64_t size_ = 1;
+  std::vector<float> pattern_;
+  std::vector<int64_t> signature_;
+};
+
+ImageDataset MakeSyntheticSamples(const SyntheticDataOptions& o) {
+  OT_CHECK(o.count > 0 && o.classes > 0, "synthetic data needs a positive count and classes (got %lld, %lld)",
+           (long long)o.count, (long long)o.classes);
+  for (int64_t d : o.sample_dims)
+    OT_CHECK(d > 0, "synthetic data needs a fixed positive sample shape, got %s", ShapeString(o.sample_dims).c_str());
+  const bool tokens = o.input_type == DType::kInt64 || o.input_type == DType::kInt32;
+  OT_CHECK(tokens || o.input_type == DType::kFloat32, "synthetic data feeds float32, int64 or int32 inputs, not %s",
+           DTypeName(o.input_type).c_str());
+  OT_CHECK(!tokens || o.vocabulary > 0, "synthetic token ids need the vocabulary size (the embedding's rows)");
+  ImageDataset ds;
+  ds.name = "synthetic";
+  ds.count = o.count;
+  ds.classes = o.classes;
+  ds.labels.resize(static_cast<size_t>(o.count));
+  std::mt19937_64 rng(StreamSeed(o.seed, 0x1abe1, o.sample_stream));
+  for (int64_t& label : ds.labels) label = static_cast<int64_t>(UniformBelow(rng, static_cast<uint64_t>(o.classes)));
+  ds.source = std::make_shared<SyntheticSampleSource>(o, ds.labels);
+  ds.notes.push_back(StrFormat("synthetic: %lld samples of %s %s%s", (long long)o.count,
+                               DTypeName(o.input_type).c_str(), ShapeString(o.sample_dims).c_str(),
+                               tokens ? StrFormat(" (token ids below %lld)", (long long)o.vocabulary).c_str() : ""));
+  return ds;
+}
+
 }  // namespace
 
 ImageDataset MakeSyntheticDataset(const SyntheticDataOptions& o) {
+  if (!o.sample_dims.empty()) return MakeSyntheticSamples(o);
   OT_CHECK(o.count > 0 && o.channels > 0 && o.height > 0 && o.width > 0 && o.classes > 0,
            "synthetic data needs positive count, image shape and classes (got %lld images of %lldx%lldx%lld, "
            "%lld classes)",

@@ -72,7 +72,16 @@ struct SyntheticDataOptions {
   int64_t classes = 10;
   uint64_t seed = 0;
   uint64_t sample_stream = 0;
+  // A model input that is not an image: the shape of one sample ({12} token ids, {7, 6}
+  // a sequence of features, {1, 400} a signal) and its element type; empty: images of
+  // channels x height x width.
+  std::vector<int64_t> sample_dims;
+  DType input_type = DType::kFloat32;
+  int64_t vocabulary = 0;  // integer inputs: token ids in [0, vocabulary) (the embedding's rows)
 };
+// Images with learnable class patterns, or (sample_dims set) samples made on demand: float
+// features of a per-class pattern plus noise, or token ids of which about half are drawn
+// from a few tokens of the sample's class and the rest at random.
 ImageDataset MakeSyntheticDataset(const SyntheticDataOptions& options);
 
 // What a data spec alone does not fix. For `synthetic` the trainer sets the image shape and
