@@ -113,9 +113,8 @@ def main():
 
     def train(model, tag, extra):
         ckpt, metrics = os.path.join(args.workdir, tag + "_ckpt"), os.path.join(args.workdir, tag + ".jsonl")
-        for f in [metrics]:
-            if os.path.exists(f):
-                os.remove(f)
+        if os.path.exists(metrics):
+            os.remove(metrics)
         proc = subprocess.run([args.onnx_train, model, "--data", "synthetic", "--checkpoint-dir", ckpt, "--metrics",
                                metrics, "--threads", "2", "--quiet", "--seed", "3"] + extra,
                               capture_output=True, text=True, timeout=600)

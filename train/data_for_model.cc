@@ -11,12 +11,6 @@ namespace ot {
 
 namespace {
 
-bool IsImageInput(const ValueInfo& input) {
-  bool fixed = input.has_shape && input.dims.size() == 4;
-  for (size_t i = 1; fixed && i < 4; ++i) fixed = input.dims[i].IsStatic() && input.dims[i].value > 0;
-  return fixed;
-}
-
 // The rows of the embedding table that integer input `name` indexes: the first dim of the
 // initializer a Gather (axis 0) reads with it, directly or through a Cast; 0 when none does.
 int64_t VocabularyOf(const Graph& g, const std::string& name) {

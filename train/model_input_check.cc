@@ -47,10 +47,14 @@ void CheckClassesFitOutput(const ValueInfo& scores, const std::string& dataset_n
            (long long)classes, scores.name.c_str(), (long long)k.value, scores.ShapeString().c_str());
 }
 
-std::vector<int64_t> ImageShapeOfInput(const ValueInfo& input) {
+bool IsImageInput(const ValueInfo& input) {
   bool fixed = input.has_shape && input.dims.size() == 4;
   for (size_t i = 1; fixed && i < 4; ++i) fixed = input.dims[i].IsStatic() && input.dims[i].value > 0;
-  OT_CHECK(fixed, "the model's input '%s' is %s; images need a fixed shape [batch, C, H, W]", input.name.c_str(),
+  return fixed;
+}
+
+std::vector<int64_t> ImageShapeOfInput(const ValueInfo& input) {
+  OT_CHECK(IsImageInput(input), "the model's input '%s' is %s; images need a fixed shape [batch, C, H, W]", input.name.c_str(),
            input.ShapeString().c_str());
   return {input.dims[1].value, input.dims[2].value, input.dims[3].value};
 }

@@ -24,8 +24,10 @@ void CheckDataFitsInput(const ValueInfo& input, const ImageDataset& data);
 // Throws ot::Error when `scores` ([batch, K] logits) has a static K below `classes`.
 void CheckClassesFitOutput(const ValueInfo& scores, const std::string& dataset_name, int64_t classes);
 
-// {C, H, W} of an image input [batch, C, H, W] whose last three dimensions are static (to
-// make synthetic data for any model); throws ot::Error naming the input otherwise.
+// Whether the input is an image [batch, C, H, W] whose last three dimensions are static.
+bool IsImageInput(const ValueInfo& input);
+// {C, H, W} of such an image input (to make synthetic data for any model); throws
+// ot::Error naming the input otherwise.
 std::vector<int64_t> ImageShapeOfInput(const ValueInfo& input);
 
 }  // namespace ot

@@ -205,8 +205,7 @@ ImageDataset LoadNumpyDataset(const std::string& kind, const std::string& rest, 
   const DType out = InputTypeFor(x, input);
   // uint8 images ([N, H, W], [N, C, H, W] or [N, H, W, C]) of another size or channel count
   // than the model's image input go through the image pipeline, as image files do.
-  const bool image_input = input.has_shape && input.dims.size() == 4 && input.dims[1].IsStatic() &&
-                           input.dims[2].IsStatic() && input.dims[3].IsStatic();
+  const bool image_input = IsImageInput(input);
   std::shared_ptr<SampleSource> adapted;
   std::string adapted_note;
   if (x.dtype() == DType::kUInt8 && out == DType::kFloat32 && image_input &&

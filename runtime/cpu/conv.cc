@@ -8,7 +8,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>

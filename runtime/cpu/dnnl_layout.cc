@@ -38,10 +38,9 @@ std::shared_ptr<const TensorLayout> LayoutFor(const dnnl::memory::desc& md, cons
 int64_t ChannelBlock() {
   static const int64_t block = [] {
     // $ONNXTRAIN_CHANNEL_BLOCK=8 or 16 forces one (tests of the other ISA's layout, benchmarks).
-    if (const char* env = std::getenv("ONNXTRAIN_CHANNEL_BLOCK")) {
-      const std::string v = env;
-      if (v == "8" || v == "16") return static_cast<int64_t>(std::stoi(v));
-    }
+    const std::string forced = std::getenv("ONNXTRAIN_CHANNEL_BLOCK") ? std::getenv("ONNXTRAIN_CHANNEL_BLOCK") : "";
+    if (forced == "8") return int64_t{8};
+    if (forced == "16") return int64_t{16};
     const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
     const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
     return (isa & avx512) == avx512 ? int64_t{16} : int64_t{8};
