@@ -9,6 +9,8 @@
 
 #include "graph/error.h"
 #include "graph/gradient_registry.h"
+#include "graph/fusion.h"
+#include "graph/rank_inference.h"
 
 namespace ot {
 
@@ -438,6 +440,7 @@ TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& op
     }
 
   RemoveInertDropout(m);
+  if (options.fuse) FuseDecomposedOps(m);
   ConvertToTrainingMode(m, tg);
 
   // 2. Trainable parameters.
@@ -555,6 +558,7 @@ TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& op
     parts = {sum.outputs[0]};
     return sum.outputs[0];
   };
+  const std::map<std::string, int> ranks = InferRanks(g, m.OpsetFor(""));
   for (size_t idx : on_path) {
     const Node& n = g.nodes[idx];
     const GradientRuleDef* def = registry.Find(n.domain, n.op_type, m.OpsetFor(n.domain));
@@ -576,6 +580,7 @@ TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& op
     size_t first_new = emitted.size();
     GradientBuilder builder(n, m.OpsetFor(n.domain), go, need, gi, &emitted, &constants, &counter);
     builder.SetGraph(&g);
+    builder.SetRanks(&ranks);
     def->rule(builder);
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       if (!need[i]) continue;

@@ -22,6 +22,9 @@ struct AutodiffOptions {
   // Mixup/CutMix: the loss is lambda * CE(labels) + (1 - lambda) * CE(kMixLabelsInput), the
   // second labels and lambda (a float scalar) being inputs of the training graph.
   bool mixed_targets = false;
+  // Fuse PyTorch's decompositions of GELU and LayerNorm into one op each before
+  // differentiating (graph/fusion.h).
+  bool fuse = true;
 };
 
 constexpr const char* kMixLabelsInput = "labels_mixed";

@@ -53,7 +53,10 @@ int GradientBuilder::Rank(const std::string& value) const {
   for (const auto& o : graph_->outputs)
     if (o.name == value) return rank_of(o);
   auto it = graph_->value_info.find(value);
-  return it == graph_->value_info.end() ? -1 : rank_of(it->second);
+  const int known = it == graph_->value_info.end() ? -1 : rank_of(it->second);
+  if (known >= 0 || !ranks_) return known;
+  auto r = ranks_->find(value);
+  return r == ranks_->end() ? -1 : r->second;
 }
 
 std::string GradientBuilder::Constant(HostTensor value, const std::string& hint) {

@@ -49,8 +49,10 @@ class GradientBuilder {
   // The forward graph, for rules whose emitted nodes depend on an input's rank (set by
   // autodiff; without it Rank answers -1).
   void SetGraph(const Graph* g) { graph_ = g; }
+  // Ranks beyond what the graph records (InferRanks); must outlive the builder.
+  void SetRanks(const std::map<std::string, int>* ranks) { ranks_ = ranks; }
   // Rank of a forward value where the graph knows it (graph inputs and outputs,
-  // initializers, inferred value_info); -1 when unknown.
+  // initializers, inferred value_info) or the ranks set say; -1 when unknown.
   int Rank(const std::string& value) const;
 
   // Attribute builders.
@@ -69,6 +71,7 @@ class GradientBuilder {
   std::vector<HostTensor>* constants_;
   int* counter_;
   const Graph* graph_ = nullptr;
+  const std::map<std::string, int>* ranks_ = nullptr;
 };
 
 using GradientRule = std::function<void(GradientBuilder&)>;

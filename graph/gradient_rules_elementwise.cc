@@ -97,6 +97,7 @@ void RegisterElementwiseGradientRules(GradientRegistry& r) {
       {"Elu", 1},         {"Selu", 1},       {"Celu", 12},     {"Mish", 18},    {"ThresholdedRelu", 10},
       {"Shrink", 9}};
   for (const auto& [op, since] : unary) RegisterRule(r, op, since, kAnyOpset, ActivationGrad);
+  RegisterRule(r, "Gelu", 1, kAnyOpset, ActivationGrad, {}, kGradDomain);  // fused (graph/fusion.h)
   RegisterRule(r, "Clip", 1, kAnyOpset, ClipGrad, {1, 2});
   for (const char* op : {"Floor", "Ceil"}) RegisterRule(r, op, 1, kAnyOpset, ZeroGrad);
   RegisterRule(r, "Sign", 9, kAnyOpset, ZeroGrad);

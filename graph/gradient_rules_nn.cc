@@ -204,6 +204,7 @@ void MaxUnpoolGrad(B& b) {
 
 void RegisterNnGradientRules(GradientRegistry& r) {
   RegisterRule(r, "LayerNormalization", 17, kAnyOpset, LayerNormalizationGrad);
+  RegisterRule(r, "LayerNormalization", 1, kAnyOpset, LayerNormalizationGrad, {}, kGradDomain);
   for (const char* op : {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
                          "ReduceLogSumExp"})
     RegisterRule(r, op, 1, kAnyOpset, ReduceValueGrad, {1});

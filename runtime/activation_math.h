@@ -22,7 +22,7 @@ namespace ot {
 #define OT_UNARY_FNS(X)                                                                                    \
   X(Erf) X(Sin) X(Cos) X(Tan) X(Asin) X(Acos) X(Atan) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(Sign)     \
       X(Abs) X(Reciprocal) X(HardSigmoid) X(HardSwish) X(Softplus) X(Softsign) X(Elu) X(Selu) X(Celu) X(Mish) \
-          X(ThresholdedRelu) X(Shrink) X(Clip)
+          X(ThresholdedRelu) X(Shrink) X(Clip) X(Gelu)
 
 enum class UnaryFn {
 #define OT_UNARY_ENUM(name) k##name,
@@ -137,6 +137,7 @@ OT_ACTIVATION_HD inline T UnaryForward(T x, const UnaryParams& p) {
     if constexpr (F == UnaryFn::kThresholdedRelu) return x > a ? x : T(0);
     if constexpr (F == UnaryFn::kShrink) return x < -a ? x + b : x > a ? x - b : T(0);
     if constexpr (F == UnaryFn::kClip) return x < a ? a : x > b ? b : x;  // a > b gives b, as ONNX says
+    if constexpr (F == UnaryFn::kGelu) return T(0.5) * x * (T(1) + unary_detail::Erf(x * T(0.70710678118654752)));
   }
 }
 
@@ -189,6 +190,9 @@ OT_ACTIVATION_HD inline T UnaryDerivative(T x, const UnaryParams& p) {
   if constexpr (F == UnaryFn::kThresholdedRelu) return x > a ? T(1) : T(0);
   if constexpr (F == UnaryFn::kShrink) return x < -a || x > a ? T(1) : T(0);
   if constexpr (F == UnaryFn::kClip) return x > a && x < b ? T(1) : T(0);
+  if constexpr (F == UnaryFn::kGelu)  // Phi(x) + x phi(x)
+    return T(0.5) * (T(1) + unary_detail::Erf(x * T(0.70710678118654752))) +
+           x * T(0.39894228040143268) * unary_detail::Exp(T(-0.5) * x * x);
 }
 
 // Calls fn(std::integral_constant<UnaryFn, F>{}) for the runtime value `f`, so that a

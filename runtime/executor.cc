@@ -5,6 +5,9 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -49,6 +52,9 @@ struct Executor::Plan {
   std::vector<Tensor> run_slots;
   std::vector<std::unique_ptr<KernelContext>> contexts;
   PlanStats stats;
+  // ExecutorOptions::profile: seconds spent in each step over `profiled_runs` replays.
+  std::vector<double> step_seconds;
+  int profiled_runs = 0;
   // This run's fetched node outputs live in buffers the plan keeps (CUDA graph replay):
   // they are handed out as copies.
   bool fetch_copies = false;
@@ -173,6 +179,7 @@ Executor::Executor(std::unique_ptr<Model> model, const std::vector<HostTensor>* 
                    ExecutorOptions options)
     : model_(std::move(model)), options_(options), rng_(options.seed) {
   RequireDevice(options_.device);
+  if (std::getenv("ONNXTRAIN_PROFILE") != nullptr) options_.profile = true;
   const Graph& g = model_->graph;
   order_ = ShapeReadsFirst(g, g.TopologicalOrder());
   auto add_value = [&](const std::string& name) {
@@ -251,7 +258,56 @@ std::string Executor::PlanNotes() const {
   return out.str();
 }
 
-Executor::~Executor() = default;
+std::string Executor::ProfileReport() const {
+  struct Sum {
+    double seconds = 0;
+    int nodes = 0;
+  };
+  std::map<std::string, Sum> by_op;
+  std::vector<std::pair<double, size_t>> by_node;  // (seconds per run, node index)
+  double total = 0;
+  int runs = 0;
+  for (const auto& [key, plan] : plans_) {
+    if (plan->profiled_runs == 0) continue;
+    runs += plan->profiled_runs;
+    for (size_t step = 0; step < plan->step_seconds.size(); ++step) {
+      if (!plan->active[step]) continue;
+      const double s = plan->step_seconds[step];
+      const Node& node = model_->graph.nodes[order_[step]];
+      by_op[node.op_type].seconds += s;
+      ++by_op[node.op_type].nodes;
+      by_node.emplace_back(s / plan->profiled_runs, order_[step]);
+      total += s;
+    }
+  }
+  if (runs == 0) return "";
+  std::vector<std::pair<std::string, Sum>> ops(by_op.begin(), by_op.end());
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  std::sort(by_node.begin(), by_node.end(), std::greater<>());
+  char line[512];
+  std::ostringstream out;
+  std::snprintf(line, sizeof(line), "profile: %d run(s), %.3f ms per run in kernels\n", runs, 1e3 * total / runs);
+  out << line << "  op type                       ms/run      %  nodes\n";
+  for (const auto& [op, sum] : ops) {
+    std::snprintf(line, sizeof(line), "  %-26s %9.3f %6.1f %6d\n", op.c_str(), 1e3 * sum.seconds / runs,
+                  100.0 * sum.seconds / total, sum.nodes);
+    out << line;
+  }
+  out << "  slowest nodes                 ms/run\n";
+  for (size_t i = 0; i < by_node.size() && i < (std::getenv("ONNXTRAIN_PROFILE_NODES") ? 100000 : 15); ++i) {
+    const Node& node = model_->graph.nodes[by_node[i].second];
+    std::snprintf(line, sizeof(line), "  %9.3f  %s (%s)\n", 1e3 * by_node[i].first, node.name.c_str(),
+                  node.op_type.c_str());
+    out << line;
+  }
+  return out.str();
+}
+
+Executor::~Executor() {
+  if (std::getenv("ONNXTRAIN_PROFILE") == nullptr) return;
+  const std::string report = ProfileReport();
+  if (!report.empty()) std::fprintf(stderr, "%s", report.c_str());
+}
 
 Tensor* Executor::FindState(const std::string& name) {
   auto it = value_ids_.find(name);
@@ -578,9 +634,16 @@ void Executor::Replay(Plan& plan, const std::map<std::string, Tensor>& feeds, co
     const Plan::Slot& s = plan.slots[static_cast<size_t>(id)];
     slots[static_cast<size_t>(id)] = Tensor::Empty(s.dtype, s.shape, options_.device, s.layout);
   }
+  using Clock = std::chrono::steady_clock;
+  const bool profiling = options_.profile;
+  if (profiling) {
+    plan.step_seconds.resize(order_.size(), 0.0);
+    ++plan.profiled_runs;
+  }
   for (size_t step = 0; step < order_.size(); ++step) {
     if (!plan.active[step]) continue;
     if (options.before_node) options.before_node(model_->graph.nodes[order_[step]]);
+    const Clock::time_point started = profiling ? Clock::now() : Clock::time_point();
     for (const auto& [from, to] : plan.conversions[step])
       slots[static_cast<size_t>(to)].CopyFrom(slots[static_cast<size_t>(from)]);
     for (int id : plan.views[step]) {
@@ -589,6 +652,7 @@ void Executor::Replay(Plan& plan, const std::map<std::string, Tensor>& feeds, co
           Tensor::View(s.dtype, s.shape, slots[static_cast<size_t>(s.view_of)].raw(), options_.device);
     }
     plan.kernels[step]->Compute(*plan.contexts[step]);
+    if (profiling) plan.step_seconds[step] += std::chrono::duration<double>(Clock::now() - started).count();
     if (options.on_value_ready)
       for (int id : binds_[step].outputs)
         if (id >= 0) options.on_value_ready(value_names_[static_cast<size_t>(id)], slots[static_cast<size_t>(id)]);

@@ -42,6 +42,11 @@ struct ExecutorOptions {
   // CPU convolutions: "auto", "direct" or "winograd" (runtime/cpu/conv_algorithm.h);
   // empty leaves the process-wide setting as it is.
   std::string conv_algo;
+  // Times every node's kernel (with its layout conversions) on each replayed run;
+  // ProfileReport() sums the times by op type and names the slowest nodes. Also on when
+  // the environment sets ONNXTRAIN_PROFILE (then the report goes to stderr as the executor
+  // ends). CPU kernels are synchronous; on CUDA the figures are launch times.
+  bool profile = false;
 };
 
 struct RunOptions {
@@ -96,6 +101,8 @@ class Executor {
   // that a resumed run draws the same masks.
   std::string RngState() const;
   void SetRngState(const std::string& state);
+  // Node times of the replayed runs (ExecutorOptions::profile); empty when not profiling.
+  std::string ProfileReport() const;
 
  private:
   struct Plan;

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <tuple>
@@ -74,6 +75,26 @@ TEST(Executor, RunsAndCachesOnePlanPerShape) {
     for (int64_t i = 0; i < h.NumElements(); ++i) EXPECT_EQ(r.Data<float>()[i], std::max(0.f, h.Data<float>()[i]));
   }
   EXPECT_EQ(exec.NumPlans(), 2u);
+}
+
+// ExecutorOptions::profile: the replayed runs' node times, summed by op type, with the
+// slowest nodes named; the planning run is not counted; nothing without profiling.
+TEST(Executor, ProfileCountsReplayedRunsByOpTypeAndNode) {
+  ExecutorOptions options;
+  options.profile = true;
+  Executor exec(ChainModel(), options);
+  const Tensor x = Tensor::Empty(DType::kFloat32, {64, 4});
+  EXPECT_EQ(exec.ProfileReport(), "");  // nothing replayed yet
+  for (int i = 0; i < 4; ++i) exec.Run({{"x", x}});
+  const std::string report = exec.ProfileReport();
+  EXPECT_NE(report.find("profile: 3 run(s)"), std::string::npos) << report;
+  EXPECT_NE(report.find("Relu"), std::string::npos) << report;
+  for (const char* node : {"relu0", "relu1", "relu2"}) EXPECT_NE(report.find(node), std::string::npos) << report;
+
+  if (std::getenv("ONNXTRAIN_PROFILE")) return;
+  Executor quiet(ChainModel());
+  for (int i = 0; i < 2; ++i) quiet.Run({{"x", x}});
+  EXPECT_EQ(quiet.ProfileReport(), "");
 }
 
 TEST(Executor, RunsOnlyWhatTheFetchesNeedAndReportsValuesAsTheyAreReady) {

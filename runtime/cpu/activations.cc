@@ -1,10 +1,11 @@
 // Forward kernels of the unary activations and functions oneDNN has no eltwise algorithm
-// for (Erf, trigonometry and the hyperbolic functions, Sign, Softsign, Selu,
+// for (Erf, GELU, trigonometry and the hyperbolic functions, Sign, Softsign, Selu,
 // Celu, ThresholdedRelu, Shrink), as loops over runtime/activation_math.h, and PRelu
 // (slope broadcast to X). A function that keeps 0 at 0 runs on any layout (blocked
 // padding stays zero), the others on plain data.
 #include <cstring>
 
+#include "graph/gradient_registry.h"
 #include "runtime/activation_attrs.h"
 #include "runtime/cpu/dtype_dispatch.h"
 #include "runtime/cpu/strided_loop.h"
@@ -123,6 +124,8 @@ OT_REGISTER_CPU_KERNEL("Celu", 12, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("ThresholdedRelu", 10, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("Shrink", 9, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("PRelu", 1, kLatest, PReluKernel);
+// GELU (erf form), fused from PyTorch's exported Div/Erf/Add/Mul/Mul (graph/fusion.h).
+OT_REGISTER_KERNEL(kGradDomain, "Gelu", 1, kLatest, DeviceType::kCPU, UnaryLoopKernel);
 
 }  // namespace
 }  // namespace cpu

@@ -88,17 +88,22 @@ class SumToShapeKernel final : public OpKernel {
     const Shape target = SumToShapeTarget(node_, ctx);
     ctx.SetOutput(0, DType::kFloat32, target, target == g.shape() ? g.layout() : nullptr);
     per_channel_ = target != g.shape() && !g.is_plain();
+    same_plain_ = target == g.shape() && g.is_plain();
     if (per_channel_ && !PerChannelOfBlocked(g, target)) Fail("a laid-out gradient needs a per-channel target");
     outer_ = -1;
     if (!per_channel_ && target != g.shape()) PlanOuterKeptInner(g.shape(), target);
   }
+
+  // A gradient that needs no summing is passed on in place (the executor binds the
+  // output to the input's buffer).
+  bool OutputIsInputView() const override { return same_plain_; }
 
   void Compute(KernelContext& ctx) override {
     const Tensor& g = ctx.Input(0);
     Tensor& out = ctx.Output(0);
     if (per_channel_) return SumBlockedPerChannel(g, out);
     if (out.numel() == g.numel()) {
-      std::memcpy(out.raw(), g.raw(), g.nbytes());
+      if (out.raw() != g.raw()) std::memcpy(out.raw(), g.raw(), g.nbytes());
       return;
     }
     const float* src = g.data<float>();
@@ -231,6 +236,7 @@ class SumToShapeKernel final : public OpKernel {
   }
 
   bool per_channel_ = false;
+  bool same_plain_ = false;
 };
 
 // Swaps the last two axes (for MatMul gradients of any rank >= 2), as one oneDNN reorder

@@ -327,6 +327,8 @@ class LayerNormGradKernel final : public OpKernel {
 };
 
 OT_REGISTER_CPU_KERNEL("LayerNormalization", 17, 1 << 30, LayerNormKernel);
+// The same op fused from an older opset's decomposition (graph/fusion.h).
+OT_REGISTER_KERNEL(kGradDomain, "LayerNormalization", 1, 1 << 30, DeviceType::kCPU, LayerNormKernel);
 OT_REGISTER_KERNEL(kGradDomain, "LayerNormalizationGrad", 1, 1 << 30, DeviceType::kCPU, LayerNormGradKernel);
 
 }  // namespace

@@ -1,0 +1,245 @@
+#include "graph/fusion.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "graph/gradient_registry.h"
+
+namespace ot {
+namespace {
+
+class Fuser {
+ public:
+  explicit Fuser(Model& m) : m_(m), g_(m.graph) {
+    for (const auto& o : g_.outputs) graph_outputs_.insert(o.name);
+    Index();
+  }
+
+  FusionCounts Run() {
+    FusionCounts counts;
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      if (IsOp(g_.nodes[i], "Erf") && FuseGelu(i)) ++counts.gelu;
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      if (IsOp(g_.nodes[i], "Sqrt") && FuseLayerNorm(i)) ++counts.layer_norm;
+    if (counts.gelu + counts.layer_norm == 0) return counts;
+    std::vector<Node> kept;
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      if (!removed_.count(i)) kept.push_back(std::move(g_.nodes[i]));
+    g_.nodes = std::move(kept);
+    if (!m_.opsets.count(kGradDomain)) m_.opsets[kGradDomain] = 1;
+    return counts;
+  }
+
+ private:
+  static bool IsOp(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
+
+  void Index() {
+    producer_.clear();
+    readers_.clear();
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      for (const auto& o : g_.nodes[i].outputs)
+        if (!o.empty()) producer_[o] = i;
+      for (const auto& in : g_.nodes[i].inputs)
+        if (!in.empty()) readers_[in].push_back(i);
+    }
+  }
+
+  // The node producing `v` when it is `op` and not yet fused away; -1 otherwise.
+  long Producer(const std::string& v, const char* op) const {
+    auto it = producer_.find(v);
+    if (it == producer_.end() || removed_.count(it->second) || !IsOp(g_.nodes[it->second], op)) return -1;
+    return static_cast<long>(it->second);
+  }
+  // The only reader of `v` when it is `op` and `v` is no graph output; -1 otherwise.
+  long SoleReader(const std::string& v, const char* op) const {
+    auto it = readers_.find(v);
+    if (graph_outputs_.count(v) || it == readers_.end() || it->second.size() != 1) return -1;
+    const size_t r = it->second[0];
+    return !removed_.count(r) && IsOp(g_.nodes[r], op) ? static_cast<long>(r) : -1;
+  }
+  size_t Readers(const std::string& v) const {
+    auto it = readers_.find(v);
+    return it == readers_.end() ? 0 : it->second.size();
+  }
+  // The value of a constant float scalar (initializer or Constant node); NaN otherwise.
+  float Scalar(const std::string& v) const {
+    const HostTensor* t = g_.FindInitializer(v);
+    if (!t) {
+      auto it = producer_.find(v);
+      if (it != producer_.end() && IsOp(g_.nodes[it->second], "Constant")) t = g_.nodes[it->second].GetTensor("value");
+    }
+    if (!t || t->NumElements() != 1) return std::nanf("");
+    if (t->dtype == DType::kFloat32) return t->Data<float>()[0];
+    if (t->dtype == DType::kFloat64) return static_cast<float>(t->Data<double>()[0]);
+    return std::nanf("");
+  }
+  static bool Near(float v, double want) { return std::fabs(v - want) <= 1e-5 * std::fabs(want); }
+  // The input of a binary node other than `v`; "" when `v` is not one of its two inputs.
+  static std::string Other(const Node& n, const std::string& v) {
+    if (n.inputs.size() != 2) return "";
+    if (n.inputs[0] == v) return n.inputs[1];
+    if (n.inputs[1] == v) return n.inputs[0];
+    return "";
+  }
+
+  // Replaces node `last`'s place with `fused` (keeping the graph's topological order: all
+  // its inputs exist before `last`) and removes the pattern's nodes.
+  void Replace(const std::vector<size_t>& pattern, size_t last, Node fused) {
+    for (size_t i : pattern)
+      if (i != last) removed_.insert(i);
+    g_.nodes[last] = std::move(fused);
+  }
+
+  // erf form, either association:
+  //   y = Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5)      (torch.onnx's gelu)
+  //   y = Mul(Mul(x, 0.5), Add(Erf(Div(x, sqrt2)), 1))      (x * 0.5 * (1 + erf(x / sqrt2)))
+  // and Mul(x, 1/sqrt2) for the Div.
+  bool FuseGelu(size_t erf) {
+    const Node& e = g_.nodes[erf];
+    long scale = Producer(e.inputs[0], "Div");
+    std::string x;
+    if (scale >= 0 && Near(Scalar(g_.nodes[scale].inputs[1]), std::sqrt(2.0))) {
+      x = g_.nodes[scale].inputs[0];
+    } else {
+      scale = Producer(e.inputs[0], "Mul");
+      if (scale < 0) return false;
+      const Node& s = g_.nodes[scale];
+      for (int k = 0; k < 2 && x.empty(); ++k)
+        if (Near(Scalar(s.inputs[1 - k]), std::sqrt(0.5))) x = s.inputs[k];
+      if (x.empty()) return false;
+    }
+    if (Readers(e.inputs[0]) != 1 || graph_outputs_.count(e.inputs[0])) return false;
+    const long add = SoleReader(e.outputs[0], "Add");
+    if (add < 0 || !Near(Scalar(Other(g_.nodes[add], e.outputs[0])), 1.0)) return false;
+    const long mul1 = SoleReader(g_.nodes[add].outputs[0], "Mul");
+    if (mul1 < 0) return false;
+    const std::string other = Other(g_.nodes[mul1], g_.nodes[add].outputs[0]);
+    std::vector<size_t> pattern = {static_cast<size_t>(scale), erf, static_cast<size_t>(add), static_cast<size_t>(mul1)};
+    size_t last;
+    if (other == x) {  // (x * (1 + erf)) * 0.5
+      const long mul2 = SoleReader(g_.nodes[mul1].outputs[0], "Mul");
+      if (mul2 < 0 || !Near(Scalar(Other(g_.nodes[mul2], g_.nodes[mul1].outputs[0])), 0.5)) return false;
+      pattern.push_back(static_cast<size_t>(mul2));
+      last = static_cast<size_t>(mul2);
+    } else {  // (x * 0.5) * (1 + erf)
+      const long half = Producer(other, "Mul");
+      if (half < 0 || Readers(other) != 1 || graph_outputs_.count(other) ||
+          !Near(Scalar(Other(g_.nodes[half], x)), 0.5))
+        return false;
+      pattern.push_back(static_cast<size_t>(half));
+      last = static_cast<size_t>(mul1);
+    }
+    Node fused;
+    fused.name = g_.nodes[last].name.empty() ? "Gelu_fused_" + std::to_string(erf) : g_.nodes[last].name + "/Gelu";
+    fused.op_type = "Gelu";
+    fused.domain = kGradDomain;
+    fused.inputs = {x};
+    fused.outputs = {g_.nodes[last].outputs[0]};
+    Replace(pattern, last, std::move(fused));
+    return true;
+  }
+
+  // ReduceMean axes of a node (attribute, or input 1 from opset 18) when all negative and
+  // a contiguous suffix ending at -1; 0 otherwise, else the number of axes.
+  int SuffixAxes(const Node& n) const {
+    std::vector<int64_t> axes = n.GetInts("axes");
+    if (!n.HasAttr("axes") && n.HasInput(1)) {
+      const HostTensor* t = g_.FindInitializer(n.inputs[1]);
+      if (!t) {
+        auto it = producer_.find(n.inputs[1]);
+        if (it != producer_.end() && IsOp(g_.nodes[it->second], "Constant")) t = g_.nodes[it->second].GetTensor("value");
+      }
+      if (!t) return 0;
+      axes = t->AsInt64s();
+    }
+    if (axes.empty() || n.GetInt("keepdims", 1) == 0) return 0;
+    std::set<int64_t> s(axes.begin(), axes.end());
+    const int k = static_cast<int>(s.size());
+    for (int i = 1; i <= k; ++i)
+      if (!s.count(-i)) return 0;
+    return k;
+  }
+
+  //   mean = ReduceMean(x, axes); d = Sub(x, mean); var = ReduceMean(Pow(d, 2), axes)
+  //   y = Div(d, Sqrt(Add(var, eps))) [Mul(y, gamma) [Add(., beta)]]
+  // with axes the last k (negative); gamma is required (LayerNormalization's Scale).
+  bool FuseLayerNorm(size_t sqrt) {
+    const Node& sq = g_.nodes[sqrt];
+    const long add_eps = Producer(sq.inputs[0], "Add");
+    if (add_eps < 0 || Readers(sq.inputs[0]) != 1) return false;
+    const Node& ae = g_.nodes[add_eps];
+    long var = -1;
+    float eps = std::nanf("");
+    for (int k = 0; k < 2 && var < 0; ++k) {
+      var = Producer(ae.inputs[k], "ReduceMean");
+      if (var >= 0) eps = Scalar(ae.inputs[1 - k]);
+    }
+    if (var < 0 || !(eps >= 0.f) || Readers(g_.nodes[var].outputs[0]) != 1) return false;
+    const long pow = Producer(g_.nodes[var].inputs[0], "Pow");
+    if (pow < 0 || Readers(g_.nodes[pow].outputs[0]) != 1 || Scalar(g_.nodes[pow].inputs[1]) != 2.f) return false;
+    const std::string d = g_.nodes[pow].inputs[0];
+    const long sub = Producer(d, "Sub");
+    if (sub < 0 || Readers(d) != 2 || graph_outputs_.count(d)) return false;
+    const std::string x = g_.nodes[sub].inputs[0];
+    const long mean = Producer(g_.nodes[sub].inputs[1], "ReduceMean");
+    if (mean < 0 || g_.nodes[mean].inputs[0] != x || Readers(g_.nodes[mean].outputs[0]) != 1) return false;
+    const int k = SuffixAxes(g_.nodes[mean]);
+    if (k == 0 || SuffixAxes(g_.nodes[var]) != k) return false;
+    const long div = SoleReader(sq.outputs[0], "Div");
+    if (div < 0 || g_.nodes[div].inputs[0] != d) return false;
+    const long scale = SoleReader(g_.nodes[div].outputs[0], "Mul");
+    if (scale < 0) return false;
+    const std::string gamma = Other(g_.nodes[scale], g_.nodes[div].outputs[0]);
+    if (gamma.empty() || !g_.FindInitializer(gamma)) return false;
+    std::vector<size_t> pattern = {static_cast<size_t>(mean), static_cast<size_t>(sub), static_cast<size_t>(pow),
+                                   static_cast<size_t>(var), static_cast<size_t>(add_eps), sqrt,
+                                   static_cast<size_t>(div), static_cast<size_t>(scale)};
+    // Scale must be X's normalised shape (or broadcast to it with its own rank).
+    if (static_cast<int>(g_.FindInitializer(gamma)->dims.size()) > k) return false;
+    size_t last = static_cast<size_t>(scale);
+    std::string beta;
+    const long bias = SoleReader(g_.nodes[scale].outputs[0], "Add");
+    if (bias >= 0) {
+      const std::string b = Other(g_.nodes[bias], g_.nodes[scale].outputs[0]);
+      const HostTensor* bt = g_.FindInitializer(b);
+      if (bt && static_cast<int>(bt->dims.size()) <= k) {
+        beta = b;
+        pattern.push_back(static_cast<size_t>(bias));
+        last = static_cast<size_t>(bias);
+      }
+    }
+    Node fused;
+    fused.name = g_.nodes[last].name.empty() ? "LayerNorm_fused_" + std::to_string(sqrt)
+                                             : g_.nodes[last].name + "/LayerNormalization";
+    fused.op_type = "LayerNormalization";
+    fused.domain = kGradDomain;
+    fused.inputs = {x, gamma};
+    if (!beta.empty()) fused.inputs.push_back(beta);
+    fused.outputs = {g_.nodes[last].outputs[0]};
+    Attribute axis;
+    axis.kind = Attribute::Kind::kInt;
+    axis.i = -k;
+    fused.attrs["axis"] = axis;
+    Attribute epsilon;
+    epsilon.kind = Attribute::Kind::kFloat;
+    epsilon.f = eps;
+    fused.attrs["epsilon"] = epsilon;
+    Replace(pattern, last, std::move(fused));
+    return true;
+  }
+
+  Model& m_;
+  Graph& g_;
+  std::set<std::string> graph_outputs_;
+  std::map<std::string, size_t> producer_;
+  std::map<std::string, std::vector<size_t>> readers_;
+  std::set<size_t> removed_;
+};
+
+}  // namespace
+
+FusionCounts FuseDecomposedOps(Model& m) { return Fuser(m).Run(); }
+
+}  // namespace ot

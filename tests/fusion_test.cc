@@ -1,0 +1,250 @@
+// Fusion of PyTorch's decomposed GELU and LayerNorm before differentiation
+// (graph/fusion.h), and rank inference through run-time shapes (graph/rank_inference.h):
+// which graphs are rewritten and which are left alone, finite differences through the
+// fused kernels, and the fused training graph against the unfused one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "graph/autodiff.h"
+#include "graph/fusion.h"
+#include "graph/gradient_registry.h"
+#include "graph/rank_inference.h"
+#include "runtime/executor.h"
+#include "tests/grad_check.h"
+
+namespace ot {
+namespace {
+
+using testing::ExpectGradientsMatchFiniteDifferences;
+using testing::ModelBuilder;
+
+void Scalar(ModelBuilder& b, const std::string& name, float v) {
+  b.Op("Constant", {}, name).SetTensor("value", HostTensor::FromVector<float>({v}, {}));
+}
+
+// torch.onnx's GELU: Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5).
+void TorchGelu(ModelBuilder& b, const std::string& x, const std::string& y) {
+  Scalar(b, y + "/sqrt2", 1.4142135f);
+  Scalar(b, y + "/one", 1.f);
+  Scalar(b, y + "/half", 0.5f);
+  b.Op("Div", {x, y + "/sqrt2"}, y + "/div");
+  b.Op("Erf", {y + "/div"}, y + "/erf");
+  b.Op("Add", {y + "/erf", y + "/one"}, y + "/add");
+  b.Op("Mul", {x, y + "/add"}, y + "/mul");
+  b.Op("Mul", {y + "/mul", y + "/half"}, y);
+}
+
+// x * 0.5 * (1 + erf(x * (1 / sqrt2))), as hand-written GELUs export.
+void HalfFirstGelu(ModelBuilder& b, const std::string& x, const std::string& y) {
+  Scalar(b, y + "/rsqrt2", 0.70710678f);
+  Scalar(b, y + "/one", 1.f);
+  Scalar(b, y + "/half", 0.5f);
+  b.Op("Mul", {y + "/half", x}, y + "/h");
+  b.Op("Mul", {x, y + "/rsqrt2"}, y + "/scaled");
+  b.Op("Erf", {y + "/scaled"}, y + "/erf");
+  b.Op("Add", {y + "/one", y + "/erf"}, y + "/add");
+  b.Op("Mul", {y + "/h", y + "/add"}, y);
+}
+
+// torch.onnx's layer_norm before opset 17, over the last `axes` axes.
+void TorchLayerNorm(ModelBuilder& b, const std::string& x, const std::string& y, std::vector<int64_t> axes,
+                    const std::string& gamma, const std::string& beta) {
+  Scalar(b, y + "/two", 2.f);
+  Scalar(b, y + "/eps", 1e-5f);
+  b.Op("ReduceMean", {x}, y + "/mean").SetInts("axes", axes);
+  b.Op("Sub", {x, y + "/mean"}, y + "/d");
+  b.Op("Pow", {y + "/d", y + "/two"}, y + "/sq");
+  b.Op("ReduceMean", {y + "/sq"}, y + "/var").SetInts("axes", axes);
+  b.Op("Add", {y + "/var", y + "/eps"}, y + "/ve");
+  b.Op("Sqrt", {y + "/ve"}, y + "/std");
+  b.Op("Div", {y + "/d", y + "/std"}, y + "/n");
+  b.Op("Mul", {y + "/n", gamma}, beta.empty() ? y : y + "/scaled");
+  if (!beta.empty()) b.Op("Add", {y + "/scaled", beta}, y);
+}
+
+// loss = ReduceSum(y * w), w fixed and frozen.
+Model WithLoss(ModelBuilder& b, const std::string& y, std::vector<int64_t> dims) {
+  HostTensor w(DType::kFloat32, dims, "loss_w");
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int64_t i = 0; i < w.NumElements(); ++i) w.Data<float>()[i] = u(b.rng());
+  b.Const(w);
+  b.Op("Mul", {y, "loss_w"}, "weighted");
+  b.Op("ReduceSum", {"weighted"}, "loss").SetInt("keepdims", 0);
+  b.Output("loss", {});
+  return b.Build();
+}
+
+TrainingGraph Train(const Model& m, bool fuse) {
+  AutodiffOptions opts;
+  opts.freeze = {"loss_w"};
+  opts.fuse = fuse;
+  return BuildTrainingGraph(m, opts);
+}
+
+int Count(const Model& m, const std::string& op, const std::string& domain = "") {
+  int n = 0;
+  for (const auto& node : m.graph.nodes) n += node.op_type == op && node.domain == domain;
+  return n;
+}
+
+// The fused and the unfused training graphs: same loss and gradients within float32
+// rounding.
+void ExpectSameAsUnfused(const Model& m, const TrainingGraph& fused) {
+  const TrainingGraph plain = Train(m, false);
+  ASSERT_EQ(plain.params, fused.params);
+  Executor a(fused.model), b(plain.model);
+  std::vector<std::string> fetch = {fused.loss};
+  fetch.insert(fetch.end(), fused.grads.begin(), fused.grads.end());
+  std::vector<std::string> fetch_plain = {plain.loss};
+  fetch_plain.insert(fetch_plain.end(), plain.grads.begin(), plain.grads.end());
+  const std::vector<Tensor> ya = a.Run({}, fetch), yb = b.Run({}, fetch_plain);
+  for (size_t i = 0; i < ya.size(); ++i) {
+    const HostTensor ta = ya[i].ToHost(), tb = yb[i].ToHost();
+    ASSERT_EQ(ta.dims, tb.dims) << fetch[i];
+    for (int64_t k = 0; k < ta.NumElements(); ++k)
+      EXPECT_NEAR(ta.Data<float>()[k], tb.Data<float>()[k], 2e-5 * (1 + std::fabs(tb.Data<float>()[k])))
+          << fetch[i] << "[" << k << "]";
+  }
+}
+
+TEST(Fusion, TorchLayerNormAndBothGeluFormsFuseAndMatchFiniteDifferences) {
+  for (std::vector<int64_t> axes : {std::vector<int64_t>{-1}, std::vector<int64_t>{-2, -1}}) {
+    SCOPED_TRACE("LayerNorm over " + std::to_string(axes.size()) + " axes");
+    ModelBuilder b;
+    b.Param("x", {2, 3, 8}, -2.f, 2.f);
+    b.Param("gamma", axes.size() == 1 ? std::vector<int64_t>{8} : std::vector<int64_t>{3, 8}, 0.5f, 1.5f);
+    b.Param("beta", {8}, -0.5f, 0.5f);
+    TorchLayerNorm(b, "x", "ln", axes, "gamma", "beta");
+    TorchGelu(b, "ln", "g1");
+    HalfFirstGelu(b, "g1", "g2");
+    const Model m = WithLoss(b, "g2", {2, 3, 8});
+    const TrainingGraph tg = Train(m, true);
+    EXPECT_EQ(Count(tg.model, "Gelu", kGradDomain), 2);
+    EXPECT_EQ(Count(tg.model, "LayerNormalization", kGradDomain), 1);
+    EXPECT_EQ(Count(tg.model, "Erf"), 0);
+    EXPECT_EQ(Count(tg.model, "Sqrt"), 0);
+    ASSERT_EQ(tg.params.size(), 3u);
+    ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+    ExpectSameAsUnfused(m, tg);
+  }
+}
+
+TEST(Fusion, LayerNormWithoutBiasFusesWithScaleOnly) {
+  ModelBuilder b;
+  b.Param("x", {4, 6}, -1.f, 1.f).Param("gamma", {6}, 0.5f, 1.5f);
+  TorchLayerNorm(b, "x", "ln", {-1}, "gamma", "");
+  const Model m = WithLoss(b, "ln", {4, 6});
+  const TrainingGraph tg = Train(m, true);
+  EXPECT_EQ(Count(tg.model, "LayerNormalization", kGradDomain), 1);
+  ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+  ExpectSameAsUnfused(m, tg);
+}
+
+// A pattern whose intermediate value is read elsewhere, or whose constants or axes differ,
+// stays as it is (and still trains right).
+TEST(Fusion, PatternsWithOtherReadersOrOtherConstantsAreLeftAlone) {
+  {
+    SCOPED_TRACE("erf output also read by another node");
+    ModelBuilder b;
+    b.Param("x", {3, 5}, -2.f, 2.f);
+    TorchGelu(b, "x", "g");
+    b.Op("Add", {"g", "g/erf"}, "y");
+    const TrainingGraph tg = Train(WithLoss(b, "y", {3, 5}), true);
+    EXPECT_EQ(Count(tg.model, "Gelu", kGradDomain), 0);
+    ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+  }
+  {
+    SCOPED_TRACE("Div by 2 is not GELU");
+    ModelBuilder b;
+    b.Param("x", {3, 5}, -2.f, 2.f);
+    Scalar(b, "two", 2.f);
+    Scalar(b, "one", 1.f);
+    Scalar(b, "half", 0.5f);
+    b.Op("Div", {"x", "two"}, "d");
+    b.Op("Erf", {"d"}, "e");
+    b.Op("Add", {"e", "one"}, "a");
+    b.Op("Mul", {"x", "a"}, "m");
+    b.Op("Mul", {"m", "half"}, "y");
+    const TrainingGraph tg = Train(WithLoss(b, "y", {3, 5}), true);
+    EXPECT_EQ(Count(tg.model, "Gelu", kGradDomain), 0);
+  }
+  {
+    SCOPED_TRACE("LayerNorm-like statistics over a middle axis");
+    ModelBuilder b;
+    b.Param("x", {2, 3, 4}, -1.f, 1.f).Param("gamma", {4}, 0.5f, 1.5f);
+    TorchLayerNorm(b, "x", "ln", {1}, "gamma", "");
+    const TrainingGraph tg = Train(WithLoss(b, "ln", {2, 3, 4}), true);
+    EXPECT_EQ(Count(tg.model, "LayerNormalization", kGradDomain), 0);
+    EXPECT_EQ(Count(tg.model, "Sqrt"), 1);
+    ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+  }
+  {
+    SCOPED_TRACE("the centred value is a graph output");
+    ModelBuilder b;
+    b.Param("x", {2, 6}, -1.f, 1.f).Param("gamma", {6}, 0.5f, 1.5f);
+    TorchLayerNorm(b, "x", "ln", {-1}, "gamma", "");
+    b.Output("ln/d", {2, 6});
+    const TrainingGraph tg = Train(WithLoss(b, "ln", {2, 6}), true);
+    EXPECT_EQ(Count(tg.model, "LayerNormalization", kGradDomain), 0);
+  }
+}
+
+// x.view(n, t, e) with n read from x's shape at run time (as ViT's patch embedding):
+// ranks flow through Shape, Gather, Unsqueeze, Concat and Reshape, so the weight of a
+// following MatMul gets its gradient from one Gemm over the flattened batch, not from a
+// batched product summed down.
+TEST(RankInference, RanksFlowThroughRunTimeShapesToTheMatMulWeightGradient) {
+  ModelBuilder b;
+  b.Param("x", {2, 30}, -1.f, 1.f).Param("w", {6, 4}, -1.f, 1.f);
+  b.Const(HostTensor::FromVector<int64_t>({0}, {}, "zero"));
+  b.Const(HostTensor::FromVector<int64_t>({5, 6}, {2}, "te"));
+  b.Const(HostTensor::FromVector<int64_t>({0}, {1}, "axes0"));
+  b.Op("Shape", {"x"}, "shape");
+  b.Op("Gather", {"shape", "zero"}, "n");
+  b.Op("Unsqueeze", {"n", "axes0"}, "n1");
+  b.Op("Concat", {"n1", "te"}, "target").SetInt("axis", 0);
+  b.Op("Reshape", {"x", "target"}, "r");
+  b.Op("Tanh", {"r"}, "a");
+  b.Op("MatMul", {"a", "w"}, "y");
+  const Model m = WithLoss(b, "y", {2, 5, 4});
+  const std::map<std::string, int> ranks = InferRanks(m.graph, 13);
+  EXPECT_EQ(ranks.at("shape"), 1);
+  EXPECT_EQ(ranks.at("n"), 0);
+  EXPECT_EQ(ranks.at("target"), 1);
+  EXPECT_EQ(ranks.at("r"), 3);
+  EXPECT_EQ(ranks.at("a"), 3);
+  EXPECT_EQ(ranks.at("y"), 3);
+  EXPECT_EQ(ranks.at("loss"), 0);
+
+  const TrainingGraph tg = Train(m, true);
+  const std::string wgrad = "w/grad";
+  bool from_gemm = false;
+  for (const auto& n : tg.model.graph.nodes)
+    for (const auto& o : n.outputs)
+      if (o == wgrad) from_gemm = n.op_type == "Gemm";
+  EXPECT_TRUE(from_gemm) << "the weight gradient should be one Gemm over the flattened batch";
+  ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+}
+
+// Unknown stays unknown: a Reshape to a shape computed by an op rank inference does not
+// follow, and a Squeeze without axes.
+TEST(RankInference, LeavesUnknownWhatTheGraphDoesNotDetermine) {
+  ModelBuilder b;
+  b.Param("x", {2, 1, 3}, -1.f, 1.f);
+  b.Op("Shape", {"x"}, "shape");
+  b.Op("NonZero", {"shape"}, "nz");
+  b.Op("Reshape", {"x", "nz"}, "r");
+  b.Op("Squeeze", {"x"}, "s");
+  b.Op("Relu", {"s"}, "t");
+  const std::map<std::string, int> ranks = InferRanks(b.Build().graph, 13);
+  EXPECT_EQ(ranks.count("r"), 0u);
+  EXPECT_EQ(ranks.count("s"), 0u);
+  EXPECT_EQ(ranks.count("t"), 0u);
+  EXPECT_EQ(ranks.at("x"), 3);
+}
+
+}  // namespace
+}  // namespace ot
