@@ -65,15 +65,9 @@ void TorchLayerNorm(ModelBuilder& b, const std::string& x, const std::string& y,
   if (!beta.empty()) b.Op("Add", {y + "/scaled", beta}, y);
 }
 
-// loss = ReduceSum(y * w), w fixed and frozen.
+// loss = ReduceSum(y * w), w fixed (frozen by Train).
 Model WithLoss(ModelBuilder& b, const std::string& y, std::vector<int64_t> dims) {
-  HostTensor w(DType::kFloat32, dims, "loss_w");
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (int64_t i = 0; i < w.NumElements(); ++i) w.Data<float>()[i] = u(b.rng());
-  b.Const(w);
-  b.Op("Mul", {y, "loss_w"}, "weighted");
-  b.Op("ReduceSum", {"weighted"}, "loss").SetInt("keepdims", 0);
-  b.Output("loss", {});
+  testing::AddWeightedSumLoss(b, y, std::move(dims));
   return b.Build();
 }
 

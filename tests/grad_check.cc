@@ -40,8 +40,7 @@ void ExpectGradientsMatchFiniteDifferences(const TrainingGraph& tg, const std::m
   std::cout << "finite differences: worst relative error " << worst << "\n";
 }
 
-TrainingGraph TrainWithWeightedSumLoss(ModelBuilder& b, const std::string& y, std::vector<int64_t> dims,
-                                       std::vector<std::string> freeze) {
+void AddWeightedSumLoss(ModelBuilder& b, const std::string& y, std::vector<int64_t> dims) {
   HostTensor w(DType::kFloat32, dims, "loss_w");
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   for (int64_t i = 0; i < w.NumElements(); ++i) w.Data<float>()[i] = u(b.rng());
@@ -49,6 +48,11 @@ TrainingGraph TrainWithWeightedSumLoss(ModelBuilder& b, const std::string& y, st
   b.Op("Mul", {y, "loss_w"}, "weighted");
   b.Op("ReduceSum", {"weighted"}, "loss").SetInt("keepdims", 0);
   b.Output("loss", {});
+}
+
+TrainingGraph TrainWithWeightedSumLoss(ModelBuilder& b, const std::string& y, std::vector<int64_t> dims,
+                                       std::vector<std::string> freeze) {
+  AddWeightedSumLoss(b, y, std::move(dims));
   AutodiffOptions opts;
   opts.freeze = std::move(freeze);
   opts.freeze.push_back("loss_w");

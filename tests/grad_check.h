@@ -77,8 +77,12 @@ class ModelBuilder {
 void ExpectGradientsMatchFiniteDifferences(const TrainingGraph& tg, const std::map<std::string, Tensor>& feeds,
                                            float eps = 2e-3f, double tol = 2e-2);
 
-// Ends a model in loss = ReduceSum(y * w) over all axes, w a fixed random constant of y's
-// shape (so every element of y's gradient differs), and returns the training graph.
+// Ends the model in loss = ReduceSum(y * w) over all axes (a scalar graph output "loss"),
+// w a fixed random constant "loss_w" of y's shape (so every element of y's gradient
+// differs); freeze "loss_w" when training.
+void AddWeightedSumLoss(ModelBuilder& b, const std::string& y, std::vector<int64_t> dims);
+
+// AddWeightedSumLoss, then the training graph.
 TrainingGraph TrainWithWeightedSumLoss(ModelBuilder& b, const std::string& y, std::vector<int64_t> dims,
                                        std::vector<std::string> freeze = {});
 

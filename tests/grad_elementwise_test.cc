@@ -31,13 +31,9 @@ TrainingGraph EndInWeightedSum(ModelBuilder& b, const std::string& y, std::vecto
   if (b.model().opsets[""] < 7) {
     b.Op("ReduceSumSquare", {y}, "loss").SetInt("keepdims", 0);
   } else {
-    HostTensor w(DType::kFloat32, dims, "loss_w");
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
-    for (int64_t i = 0; i < w.NumElements(); ++i) w.Data<float>()[i] = u(b.rng());
-    b.Const(w);
-    b.Op("Mul", {y, "loss_w"}, "weighted");
-    b.Op("ReduceSum", {"weighted"}, "loss").SetInt("keepdims", 0);
+    testing::AddWeightedSumLoss(b, y, std::move(dims));
     opts.freeze.push_back("loss_w");
+    return BuildTrainingGraph(b.Build(), opts);
   }
   b.Output("loss", {});
   return BuildTrainingGraph(b.Build(), opts);

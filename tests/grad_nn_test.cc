@@ -15,23 +15,7 @@ namespace {
 
 using testing::ExpectGradientsMatchFiniteDifferences;
 using testing::ModelBuilder;
-
-// Ends a model in loss = ReduceSum(y * w) over all axes, with w a fixed random weight of
-// y's shape (so every element of y's gradient differs), and returns the training graph.
-TrainingGraph WithWeightedSumLoss(ModelBuilder& b, const std::string& y, std::vector<int64_t> dims,
-                                  std::vector<std::string> freeze = {}) {
-  HostTensor w(DType::kFloat32, dims, "loss_w");
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (int64_t i = 0; i < w.NumElements(); ++i) w.Data<float>()[i] = u(b.rng());
-  b.Const(w);
-  b.Op("Mul", {y, "loss_w"}, "weighted");
-  b.Op("ReduceSum", {"weighted"}, "loss").SetInt("keepdims", 0);
-  b.Output("loss", {});
-  AutodiffOptions opts;
-  opts.freeze = std::move(freeze);
-  opts.freeze.push_back("loss_w");
-  return BuildTrainingGraph(b.Build(), opts);
-}
+using testing::TrainWithWeightedSumLoss;
 
 // --- LayerNormalization ---------------------------------------------------------------
 
@@ -54,7 +38,7 @@ TrainingGraph LayerNormModel(const LayerNormCase& c, std::vector<int64_t> xdims 
   ln.SetInt("axis", c.axis);
   ln.SetFloat("epsilon", 1e-3f);
   if (c.outputs == 3) ln.outputs = {"y", "mean", "inv_std"};
-  return WithWeightedSumLoss(b, "y", xdims);
+  return TrainWithWeightedSumLoss(b, "y", xdims);
 }
 
 TEST(GradNn, LayerNormalizationMatchesFiniteDifferences) {
@@ -156,7 +140,7 @@ TrainingGraph ReduceModel(const ReduceCase& c) {
   Node& n = b.Op(c.op, ins, "y");
   n.SetInt("keepdims", c.keepdims);
   if (!c.axes_as_input && !c.axes.empty()) n.SetInts("axes", c.axes);
-  return WithWeightedSumLoss(b, "y", ReducedDims(xdims, c.axes, c.keepdims != 0), {"signs"});
+  return TrainWithWeightedSumLoss(b, "y", ReducedDims(xdims, c.axes, c.keepdims != 0), {"signs"});
 }
 
 TEST(GradNn, ValueReductionsMatchFiniteDifferences) {
@@ -336,7 +320,7 @@ TEST(GradNn, ConvTransposeMatchesFiniteDifferences) {
     yv.dtype = DType::kFloat32;
     fwd.graph.outputs.push_back(yv);
     Shape ydims = Executor(fwd).Run({}, {"y"})[0].shape();
-    TrainingGraph tg = WithWeightedSumLoss(b, "y", ydims);
+    TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", ydims);
     ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
   }
 }
@@ -353,7 +337,7 @@ TEST(GradNn, InstanceNormalizationMatchesFiniteDifferences) {
     b.Opset(9);
     b.Param("x", dims, -1.f, 1.f).Param("scale", {dims[1]}, 0.5f, 1.5f).Param("bias", {dims[1]}, -0.5f, 0.5f);
     b.Op("InstanceNormalization", {"x", "scale", "bias"}, "y").SetFloat("epsilon", eps);
-    TrainingGraph tg = WithWeightedSumLoss(b, "y", dims);
+    TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", dims);
     ASSERT_EQ(tg.params.size(), 3u);
     ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
   }
@@ -379,7 +363,7 @@ TEST(GradNn, GroupNormAsExportedByTorchMatchesFiniteDifferences) {
     b.Op("Reshape", {"normed", "x_shape"}, "back");
     b.Op("Mul", {"back", "weight"}, "scaled");
     b.Op("Add", {"scaled", "bias"}, "y");
-    TrainingGraph tg = WithWeightedSumLoss(b, "y", dims, {"ones", "zeros"});
+    TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", dims, {"ones", "zeros"});
     ASSERT_EQ(tg.params.size(), 3u);
     ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
   }
@@ -409,7 +393,7 @@ TEST(GradNn, MatMulOneDimensionalAndBroadcastMatchesFiniteDifferences) {
       b.Opset(opset);
       b.Param("a", c.a, -1.f, 1.f).Param("b", c.b, -1.f, 1.f);
       b.Op("MatMul", {"a", "b"}, "y");
-      TrainingGraph tg = WithWeightedSumLoss(b, "y", c.y);
+      TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", c.y);
       ASSERT_EQ(tg.params.size(), 2u);
       ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
     }
@@ -531,7 +515,7 @@ TEST(GradNn, EinsumMatchesFiniteDifferences) {
       b.Param(ins.back(), c.shapes[i], -1.f, 1.f);
     }
     b.Op("Einsum", ins, "y").SetString("equation", c.equation);
-    TrainingGraph tg = WithWeightedSumLoss(b, "y", c.out);
+    TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", c.out);
     ASSERT_EQ(tg.params.size(), c.shapes.size());
     ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
   }
@@ -542,7 +526,7 @@ TEST(GradNn, EinsumDiagonalHasAClearErrorInsteadOfAGradient) {
   b.Param("x", {3, 3}, -1.f, 1.f);
   b.Op("Einsum", {"x"}, "y").SetString("equation", "ii->i");
   try {
-    WithWeightedSumLoss(b, "y", {3});
+    TrainWithWeightedSumLoss(b, "y", {3});
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("repeats within input 0"), std::string::npos) << e.what();
@@ -568,7 +552,7 @@ TEST(GradNn, MaxPoolWithIndicesOutputTrainsThroughY) {
   n.SetInts("strides", {2, 1});
   n.SetInts("pads", {1, 0, 1, 1});
   n.SetInt("storage_order", 1);
-  TrainingGraph tg = WithWeightedSumLoss(b, "y", {2, 2, 3, 4});
+  TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", {2, 2, 3, 4});
   ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-3f);
   // The indices: the first maximum of each window, as a flat column-major position.
   Executor exec(tg.model);
@@ -608,7 +592,7 @@ TEST(GradNn, SoftmaxFamilyAtAnyAxisMatchesFiniteDifferences) {
         b.Opset(opset);
         b.Param("x", dims, -2.f, 2.f);
         b.Op(op, {"x"}, "y").SetInt("axis", axis);
-        TrainingGraph tg = WithWeightedSumLoss(b, "y", dims);
+        TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", dims);
         ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
       }
 }
@@ -650,7 +634,7 @@ TEST(GradNn, LpNormalizationForwardAndFiniteDifferences) {
       Node& n = b.Op("LpNormalization", {"xs"}, "y");
       n.SetInt("p", p);
       n.SetInt("axis", axis);
-      TrainingGraph tg = WithWeightedSumLoss(b, "y", dims, {"signs"});
+      TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", dims, {"signs"});
       ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-3f);
       // Forward: every slice along the axis has unit p-norm and keeps its direction.
       Executor exec(tg.model);
@@ -759,7 +743,7 @@ TEST(GradNn, MaxUnpoolAfterMaxPoolMatchesFiniteDifferences) {
     Node& un = b.Op("MaxUnpool", ins, "y");
     un.SetInts("kernel_shape", c.kernel);
     un.SetInts("strides", c.strides);
-    TrainingGraph tg = WithWeightedSumLoss(b, "y", c.y);
+    TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", c.y);
     ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-3f);
   }
 }
@@ -775,7 +759,7 @@ TEST(GradNn, ConvTransposeAndInstanceNormWithFrozenInputsMatchFiniteDifferences)
     b.Param("x", {1, 2, 3, 3}, -1.f, 1.f).Param("w", {2, 3, 2, 2}, -1.f, 1.f).Param("b", {3}, -1.f, 1.f);
     Node& n = b.Op("ConvTranspose", {"x", "w", "b"}, "y");
     n.SetInts("strides", {2, 2});
-    TrainingGraph tg = WithWeightedSumLoss(b, "y", {1, 3, 6, 6}, freeze);
+    TrainingGraph tg = TrainWithWeightedSumLoss(b, "y", {1, 3, 6, 6}, freeze);
     ASSERT_EQ(tg.params.size(), 3 - freeze.size());
     ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
 
@@ -783,7 +767,7 @@ TEST(GradNn, ConvTransposeAndInstanceNormWithFrozenInputsMatchFiniteDifferences)
     bi.Opset(9);
     bi.Param("x", {2, 3, 4}, -1.f, 1.f).Param("w", {3}, 0.5f, 1.5f).Param("b", {3}, -0.5f, 0.5f);
     bi.Op("InstanceNormalization", {"x", "w", "b"}, "y");
-    TrainingGraph ti = WithWeightedSumLoss(bi, "y", {2, 3, 4}, freeze);
+    TrainingGraph ti = TrainWithWeightedSumLoss(bi, "y", {2, 3, 4}, freeze);
     ExpectGradientsMatchFiniteDifferences(ti, {}, 1e-2f);
   }
 }
