@@ -31,16 +31,12 @@ import subprocess
 import sys
 import time
 
-# PyTorch's matrix products run on OpenBLAS, whose own thread pool ignores
-# torch.set_num_threads: without this the "1 thread" PyTorch side used both cores for them
-# (ViT step 1.8 s instead of 2.6 s on 2 cores, slowing our side that shared the machine).
-# Set before torch (and with it OpenBLAS) is loaded.
-_threads = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv[:-1] else "1"
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
-    os.environ.setdefault(_var, _threads)
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 sys.path.insert(0, HERE)
+from blas_threads import hold_blas_threads  # noqa: E402
+
+hold_blas_threads(default=1)  # before torch loads OpenBLAS
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402

@@ -21,6 +21,11 @@ import tempfile
 import time
 import warnings
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blas_threads import hold_blas_threads  # noqa: E402
+
+hold_blas_threads(default=1)  # before torch loads OpenBLAS
+
 BATCH, SEQ, FEATURES, HIDDEN, CLASSES, LAYERS = 32, 32, 32, 128, 10, 2
 
 
