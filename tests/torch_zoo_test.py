@@ -56,6 +56,7 @@ Run by CTest (target torch_zoo_test); by hand:
 """
 import argparse
 import copy
+import math
 import os
 import subprocess
 import sys
@@ -255,6 +256,52 @@ class SeqFirstTransformer(nn.Module):
         return self.fc(self.encoder(self.embed(ids).transpose(0, 1))[0])
 
 
+class BertLikeEncoder(nn.Module):
+    """A hand-written BERT-style encoder, as Hugging Face models are written: per-head views and
+    permutes of q, k and v, scaled scores plus an additive padding mask made from the ids,
+    post-norm nn.LayerNorm, and GELUs written out (x * 0.5 * (1 + erf(x / sqrt 2)), F.gelu, and
+    the tanh approximation in the last layer); a normalisation without affine parameters,
+    written out, pools (torch 1.13 exports nn.LayerNorm(elementwise_affine=False) at opset 17
+    as a LayerNormalization without its Scale, which ONNX rejects)."""
+
+    def __init__(self, width=24, heads=3, layers=3):
+        super().__init__()
+        self.heads = heads
+        self.embed = nn.Embedding(VOCAB, width)
+        self.pos = nn.Parameter(torch.randn(1, SEQ, width) * 0.5)
+        self.ln_embed = nn.LayerNorm(width, eps=1e-12)
+        self.qkv = nn.ModuleList(nn.Linear(width, 3 * width) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(width, width) for _ in range(layers))
+        self.ln1 = nn.ModuleList(nn.LayerNorm(width) for _ in range(layers))
+        self.up = nn.ModuleList(nn.Linear(width, 2 * width) for _ in range(layers))
+        self.down = nn.ModuleList(nn.Linear(2 * width, width) for _ in range(layers))
+        self.ln2 = nn.ModuleList(nn.LayerNorm(width) for _ in range(layers))
+        self.fc = nn.Linear(width, CLASSES)
+
+    def gelu(self, x, layer):
+        if layer == len(self.up) - 1:
+            return F.gelu(x, approximate="tanh")
+        if layer % 2 == 0:
+            return x * 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
+        return F.gelu(x)
+
+    def forward(self, ids):
+        n, t = ids.shape
+        d = self.embed.embedding_dim // self.heads
+        mask = (ids == 0).to(torch.float32)[:, None, None, :] * -10000.0
+        h = self.ln_embed(self.embed(ids) + self.pos)
+        for i in range(len(self.qkv)):
+            q, k, v = self.qkv[i](h).split(h.shape[-1], dim=-1)
+            q, k, v = (z.view(n, t, self.heads, d).permute(0, 2, 1, 3) for z in (q, k, v))
+            scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d) + mask
+            ctx = torch.matmul(scores.softmax(-1), v).permute(0, 2, 1, 3).reshape(n, t, -1)
+            h = self.ln1[i](h + self.out[i](ctx))
+            h = self.ln2[i](h + self.down[i](self.gelu(self.up[i](h), i)))
+        centred = h - h.mean(-1, keepdim=True)
+        h = centred / torch.sqrt((centred * centred).mean(-1, keepdim=True) + 1e-5)
+        return self.fc(h.mean(1))
+
+
 class UpsamplingNet(nn.Module):
     """A small encoder-decoder: GroupNorm, PReLU, ConvTranspose2d, bilinear Upsample, Concat,
     ELU, then global pooling and a linear classifier."""
@@ -300,11 +347,12 @@ ZOO = {
     "gru": lambda: (RecurrentClassifier("gru"), (7, 6)),
     "resnet18_stem": resnet18_stem,
     "transformer_prenorm": lambda: (SeqFirstTransformer(), (SEQ,)),
+    "bert_like": lambda: (BertLikeEncoder(), (SEQ,)),
     "upsampling_net": lambda: (UpsamplingNet(), (3, 16, 16)),
     "audio1d": lambda: (Audio1d(), (1, 400)),
 }
 BATCH = {"resnet18_stem": 8}  # default 4 (BatchNorm over 1x1 maps wants more than 2)
-TOKEN_MODELS = {"transformer", "transformer_prenorm"}  # int64 token ids in
+TOKEN_MODELS = {"transformer", "transformer_prenorm", "bert_like"}  # int64 token ids in
 # Nets whose BatchNorm -> ReLU -> (depthwise) conv -> BatchNorm chains reach 1x1 maps: with
 # BatchNorm biases around 0 a few samples often all fall below the ReLU, the next BatchNorm
 # sees a channel of nearly equal values, and float32 (PyTorch's as much as ours) cancels to
