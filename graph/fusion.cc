@@ -75,6 +75,19 @@ class Fuser {
     if (t->dtype == DType::kFloat64) return static_cast<float>(t->Data<double>()[0]);
     return std::nanf("");
   }
+  // The initializer behind `v`: itself, or through Identity nodes (PyTorch's export shares
+  // initializers of equal values, so a second LayerNorm's fresh weight arrives as an
+  // Identity of the first's); null when `v` is computed.
+  const HostTensor* Parameter(const std::string& v) const {
+    std::string name = v;
+    for (int depth = 0; depth < 8; ++depth) {
+      if (const HostTensor* t = g_.FindInitializer(name)) return t;
+      auto it = producer_.find(name);
+      if (it == producer_.end() || !IsOp(g_.nodes[it->second], "Identity")) return nullptr;
+      name = g_.nodes[it->second].inputs[0];
+    }
+    return nullptr;
+  }
   static bool Near(float v, double want) { return std::fabs(v - want) <= 1e-5 * std::fabs(want); }
   // The input of a binary node other than `v`; "" when `v` is not one of its two inputs.
   static std::string Other(const Node& n, const std::string& v) {
@@ -192,18 +205,19 @@ class Fuser {
     const long scale = SoleReader(g_.nodes[div].outputs[0], "Mul");
     if (scale < 0) return false;
     const std::string gamma = Other(g_.nodes[scale], g_.nodes[div].outputs[0]);
-    if (gamma.empty() || !g_.FindInitializer(gamma)) return false;
+    const HostTensor* gamma_t = Parameter(gamma);
+    if (!gamma_t) return false;
     std::vector<size_t> pattern = {static_cast<size_t>(mean), static_cast<size_t>(sub), static_cast<size_t>(pow),
                                    static_cast<size_t>(var), static_cast<size_t>(add_eps), sqrt,
                                    static_cast<size_t>(div), static_cast<size_t>(scale)};
     // Scale must be X's normalised shape (or broadcast to it with its own rank).
-    if (static_cast<int>(g_.FindInitializer(gamma)->dims.size()) > k) return false;
+    if (static_cast<int>(gamma_t->dims.size()) > k) return false;
     size_t last = static_cast<size_t>(scale);
     std::string beta;
     const long bias = SoleReader(g_.nodes[scale].outputs[0], "Add");
     if (bias >= 0) {
       const std::string b = Other(g_.nodes[bias], g_.nodes[scale].outputs[0]);
-      const HostTensor* bt = g_.FindInitializer(b);
+      const HostTensor* bt = Parameter(b);
       if (bt && static_cast<int>(bt->dims.size()) <= k) {
         beta = b;
         pattern.push_back(static_cast<size_t>(bias));

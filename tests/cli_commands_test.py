@@ -2,7 +2,8 @@
 reference (cli_usage_test.py covers their help and option errors, first_hour_test.py `eval`):
 
 - `check`: prints the model's inputs, outputs and op counts as the onnx package reads them;
-  a model with an op the runtime lacks is reported and exits non-zero.
+  a model with an op the runtime lacks is reported and exits non-zero; a PyTorch export with
+  LayerNorm and GELU decomposed (opset 13) gets a note counting what training fuses.
 - `dump-batch`: the samples and labels of Fashion-MNIST read here from the IDX files
   (gzip + numpy), normalised with the data set's mean/std, at the asked offset.
 - `export --optimizer adam|adagrad [--weight-decay W]`: the exported training graph run with
@@ -70,6 +71,15 @@ def main():
     r = run("check", "bad.onnx")
     check("check: an op without a kernel is named, exit non-zero",
           r.returncode != 0 and "NoSuchOp" in r.stdout + r.stderr, f"rc {r.returncode}; {r.stdout}{r.stderr}")
+
+    # A PyTorch export at opset 13 with LayerNorm and GELU decomposed: the note counts them.
+    ln_gelu = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 16), torch.nn.LayerNorm(16),
+                                  torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 10))
+    torch.onnx.export(ln_gelu, torch.randn(2, 1, 28, 28), os.path.join(w, "ln_gelu.onnx"), opset_version=13,
+                      input_names=["input"], dynamic_axes={"input": {0: "N"}})
+    r = run("check", "ln_gelu.onnx")
+    check("check: notes that training fuses 1 GELU and 2 LayerNorm decompositions",
+          r.returncode == 0 and "training fuses 1 GELU and 2 LayerNorm" in r.stdout, f"rc {r.returncode}; {r.stdout}{r.stderr}")
 
     # --- dump-batch ---
     r = run("dump-batch", "--split", "test", "--count", "6", "--offset", "17", "-o", "batch")

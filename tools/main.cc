@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "graph/error.h"
+#include "graph/fusion.h"
 #include "graph/onnx_io.h"
 #include "graph/tensor_proto.h"
 #include "models/reference_models.h"
@@ -161,6 +162,12 @@ int CmdCheck(const std::vector<std::string>& argv) {
   std::cout << "ok: every op has a CPU kernel\n";
   // What training would change about an export (fixed batch, BatchNormalization forms).
   for (const auto& note : PrepareExportedModel(m, ExportedModelOptions{}).notes) std::cout << "note: " << note << "\n";
+  Model fused = m;
+  const FusionCounts fusions = FuseDecomposedOps(fused);
+  if (fusions.gelu + fusions.layer_norm > 0)
+    std::cout << "note: training fuses " << fusions.gelu << " GELU and " << fusions.layer_norm
+              << " LayerNorm decomposition(s) into one op each (org.onnxtrain Gelu, LayerNormalization); the "
+                 "trained model keeps the ops as exported\n";
   return 0;
 }
 
