@@ -448,12 +448,14 @@ LaunchInfo LaunchInfoFromEnvironment(const EnvLookup& lookup, bool store_needed)
 
   // Run id and whether the ranks span several hosts, per launcher.
   bool multi_host = false;
+  if (info.source == "onnx-train") info.local_size = info.size;  // its launcher starts ranks on one host
   std::string where;
   if (info.source == "torchrun") {
     std::string addr = ReadText(env, "MASTER_ADDR");
     int local_size = info.size;
     ReadInt(env, "LOCAL_WORLD_SIZE", &local_size);
     multi_host = local_size < info.size && !IsLoopbackHost(addr);
+    info.local_size = local_size;
     info.run_id = "torchrun-" + ReadText(env, "TORCHELASTIC_RUN_ID") + "-" + addr + "-" +
                   ReadText(env, "MASTER_PORT");
     where = StrFormat("LOCAL_WORLD_SIZE %d < WORLD_SIZE %d", local_size, info.size);
@@ -461,12 +463,14 @@ LaunchInfo LaunchInfoFromEnvironment(const EnvLookup& lookup, bool store_needed)
     int nodes = 1;
     ReadInt(env, "SLURM_NNODES", &nodes);
     multi_host = nodes > 1;
+    info.local_size = (info.size + std::max(nodes, 1) - 1) / std::max(nodes, 1);  // block distribution's most
     info.run_id = "slurm-" + ReadText(env, "SLURM_JOB_ID") + "." + ReadText(env, "SLURM_STEP_ID");
     where = StrFormat("SLURM_NNODES %d", nodes);
   } else if (info.source == "openmpi") {
     int local_size = info.size;
     ReadInt(env, "OMPI_COMM_WORLD_LOCAL_SIZE", &local_size);
     multi_host = local_size < info.size;
+    info.local_size = local_size;
     std::string job = ReadText(env, "OMPI_MCA_ess_base_jobid");
     if (job.empty()) job = ReadText(env, "PMIX_NAMESPACE");
     info.run_id = "ompi-" + job;

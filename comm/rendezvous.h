@@ -84,6 +84,9 @@ struct LaunchInfo {
   int rank = -1;
   int size = 0;
   int local_rank = 0;
+  // Ranks of this run on this host (LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, Slurm's
+  // tasks over its nodes, every rank for onnx-train's own launcher); 0 when not known.
+  int local_size = 0;
   std::string run_id;
   std::string rendezvous;  // a store spec when the environment names one
 };

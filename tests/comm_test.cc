@@ -554,6 +554,7 @@ TEST(Comm, LaunchEnvironments) {
   EXPECT_EQ(t.size, 4);
   EXPECT_EQ(t.local_rank, 1);
   EXPECT_EQ(t.run_id, "torchrun-abc-127.0.0.1-29500");
+  EXPECT_EQ(t.local_size, 4);  // no LOCAL_WORLD_SIZE: all on this host
   EXPECT_EQ(t.rendezvous, "");
   LaunchInfo s = from({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
                        {"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NNODES", "2"},
@@ -562,14 +563,18 @@ TEST(Comm, LaunchEnvironments) {
   EXPECT_EQ(s.rank, 5);
   EXPECT_EQ(s.run_id, "slurm-77.0");
   EXPECT_EQ(s.rendezvous, "redis://head:6379");
+  EXPECT_EQ(s.local_size, 4);  // 8 tasks over 2 nodes
+  EXPECT_EQ(from({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "3"}}).local_size, 3);  // srun -n 3, one node
   LaunchInfo m = from({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
                        {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
   EXPECT_EQ(m.source, "openmpi");
   EXPECT_EQ(m.size, 2);
+  EXPECT_EQ(m.local_size, 2);
   LaunchInfo own = from({{"ONNXTRAIN_RANK", "1"}, {"ONNXTRAIN_WORLD_SIZE", "2"},
                          {"ONNXTRAIN_RUN_ID", "r1"}, {"RANK", "0"}, {"WORLD_SIZE", "9"}});
   EXPECT_EQ(own.source, "onnx-train");
   EXPECT_EQ(own.run_id, "r1");
+  EXPECT_EQ(own.local_size, 2);
   // Several hosts without a store, and malformed values, are refused with a sentence.
   try {
     from({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}, {"SLURM_NNODES", "2"}});

@@ -5,7 +5,7 @@
   same weights as --backend gloo (max relative difference 1e-6; both sum the same float32
   gradients, so they agree to rounding).
 - `mpirun -np 2 onnx-train MODEL --backend mpi` (MPI's own rank discovery, no --world-size)
-  trains to those weights too.
+  trains to those weights too; without --threads each rank takes its share of the cores.
 - A rank killed mid-epoch: the launcher exits non-zero naming it, within the timeout.
 - `onnx-train bench-comm --backend mpi` computes right sums (its `wrong` column is 0).
 
@@ -85,6 +85,16 @@ def main():
                 worst = max_rel_diff(weights(ck_gloo), weights(ck))
                 check("mpirun -np 2 onnx-train MODEL --backend mpi == --backend gloo", worst <= 1e-6,
                       f"(max rel diff {worst:.1e}, {secs:.1f} s)")
+
+    # Started by mpirun without --threads or OMP_NUM_THREADS, each rank takes its share of the
+    # cores (before, every rank took every core, and MPI's busy polling made that 100x slower).
+    bare = {k: v for k, v in env.items() if k != "OMP_NUM_THREADS"}
+    r = subprocess.run(MPIRUN + ["-np", "2", args.onnx_train, model, "--backend", "mpi", "--max-steps", "3",
+                                 "--epochs", "1", "--no-checkpoints"], capture_output=True, text=True, timeout=300,
+                       env=bare)
+    share = max(1, (os.cpu_count() or 1) // 2)
+    check(f"mpirun -np 2 without --threads: {share} thread(s) per rank, said once",
+          r.returncode == 0 and r.stdout.count(f"threads: {share} per rank") == 1, (r.stdout + r.stderr)[-400:])
 
     # A rank killed mid-epoch: mpirun ends the job; the launcher names the rank.
     ckpt, opts = options("kill", 16, 4)
