@@ -216,18 +216,10 @@ bool IsRunningStatsState(const Graph& g, const Node& n) {
 // The float value of `name` when it is a constant scalar (an initializer or a Constant
 // node's value); NaN otherwise.
 float ConstantScalar(const Graph& g, const std::string& name) {
-  const HostTensor* t = g.FindInitializer(name);
-  if (!t)
-    for (const auto& n : g.nodes)
-      if (n.op_type == "Constant" && n.domain.empty() && !n.outputs.empty() && n.outputs[0] == name) {
-        t = n.GetTensor("value");
-        if (!t && n.HasAttr("value_float")) return n.GetFloat("value_float", 0.f);
-        break;
-      }
-  if (!t || t->NumElements() != 1) return std::nanf("");
-  if (t->dtype == DType::kFloat32) return t->Data<float>()[0];
-  if (t->dtype == DType::kFloat64) return static_cast<float>(t->Data<double>()[0]);
-  return std::nanf("");
+  const Node* producer = nullptr;
+  for (const auto& n : g.nodes)
+    if (!n.outputs.empty() && n.outputs[0] == name) producer = &n;
+  return g.StaticScalar(name, producer);
 }
 
 // A Dropout whose ratio is a constant 0 (torch exports nn.Dropout(0.0) and the dropout of

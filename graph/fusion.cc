@@ -36,8 +36,6 @@ class Fuser {
   static bool IsOp(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
 
   void Index() {
-    producer_.clear();
-    readers_.clear();
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       for (const auto& o : g_.nodes[i].outputs)
         if (!o.empty()) producer_[o] = i;
@@ -63,18 +61,11 @@ class Fuser {
     auto it = readers_.find(v);
     return it == readers_.end() ? 0 : it->second.size();
   }
-  // The value of a constant float scalar (initializer or Constant node); NaN otherwise.
-  float Scalar(const std::string& v) const {
-    const HostTensor* t = g_.FindInitializer(v);
-    if (!t) {
-      auto it = producer_.find(v);
-      if (it != producer_.end() && IsOp(g_.nodes[it->second], "Constant")) t = g_.nodes[it->second].GetTensor("value");
-    }
-    if (!t || t->NumElements() != 1) return std::nanf("");
-    if (t->dtype == DType::kFloat32) return t->Data<float>()[0];
-    if (t->dtype == DType::kFloat64) return static_cast<float>(t->Data<double>()[0]);
-    return std::nanf("");
+  const Node* ProducerNode(const std::string& v) const {
+    auto it = producer_.find(v);
+    return it == producer_.end() ? nullptr : &g_.nodes[it->second];
   }
+  float Scalar(const std::string& v) const { return g_.StaticScalar(v, ProducerNode(v)); }
   // The initializer behind `v`: itself, or through Identity nodes (PyTorch's export shares
   // initializers of equal values, so a second LayerNorm's fresh weight arrives as an
   // Identity of the first's); null when `v` is computed.
@@ -82,9 +73,9 @@ class Fuser {
     std::string name = v;
     for (int depth = 0; depth < 8; ++depth) {
       if (const HostTensor* t = g_.FindInitializer(name)) return t;
-      auto it = producer_.find(name);
-      if (it == producer_.end() || !IsOp(g_.nodes[it->second], "Identity")) return nullptr;
-      name = g_.nodes[it->second].inputs[0];
+      const Node* p = ProducerNode(name);
+      if (!p || !IsOp(*p, "Identity")) return nullptr;
+      name = p->inputs[0];
     }
     return nullptr;
   }
@@ -159,11 +150,7 @@ class Fuser {
   int SuffixAxes(const Node& n) const {
     std::vector<int64_t> axes = n.GetInts("axes");
     if (!n.HasAttr("axes") && n.HasInput(1)) {
-      const HostTensor* t = g_.FindInitializer(n.inputs[1]);
-      if (!t) {
-        auto it = producer_.find(n.inputs[1]);
-        if (it != producer_.end() && IsOp(g_.nodes[it->second], "Constant")) t = g_.nodes[it->second].GetTensor("value");
-      }
+      const HostTensor* t = g_.FindStatic(n.inputs[1], ProducerNode(n.inputs[1]));
       if (!t) return 0;
       axes = t->AsInt64s();
     }

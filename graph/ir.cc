@@ -1,6 +1,7 @@
 // Graph IR helpers: attribute access, topological order, shape strings.
 #include "graph/ir.h"
 
+#include <cmath>
 #include <queue>
 #include <set>
 #include <unordered_map>
@@ -120,6 +121,22 @@ HostTensor* Graph::FindInitializer(const std::string& n) {
 const ValueInfo* Graph::FindInput(const std::string& n) const {
   for (const auto& v : inputs) if (v.name == n) return &v;
   return nullptr;
+}
+
+const HostTensor* Graph::FindStatic(const std::string& n, const Node* producer) const {
+  if (const HostTensor* t = FindInitializer(n)) return t;
+  if (producer && producer->domain.empty() && producer->op_type == "Constant") return producer->GetTensor("value");
+  return nullptr;
+}
+
+float Graph::StaticScalar(const std::string& n, const Node* producer) const {
+  const HostTensor* t = FindStatic(n, producer);
+  if (!t && producer && producer->domain.empty() && producer->op_type == "Constant" && producer->HasAttr("value_float"))
+    return producer->GetFloat("value_float", 0.f);
+  if (!t || t->NumElements() != 1) return std::nanf("");
+  if (t->dtype == DType::kFloat32) return t->Data<float>()[0];
+  if (t->dtype == DType::kFloat64) return static_cast<float>(t->Data<double>()[0]);
+  return std::nanf("");
 }
 
 std::vector<size_t> Graph::TopologicalOrder() const {

@@ -82,6 +82,12 @@ struct Graph {
   const HostTensor* FindInitializer(const std::string& name) const;
   HostTensor* FindInitializer(const std::string& name);
   const ValueInfo* FindInput(const std::string& name) const;
+  // A static tensor: the initializer `name`, else the value of `producer` (the node that
+  // produces `name`; null when none) when that is a Constant node; null otherwise.
+  const HostTensor* FindStatic(const std::string& name, const Node* producer) const;
+  // The value of a one-element float32 or float64 static tensor, or of a Constant's
+  // value_float; NaN otherwise.
+  float StaticScalar(const std::string& name, const Node* producer) const;
   // Node indices in an order where every node comes after the producers of its inputs.
   // Throws naming a value that is used but never produced (or a cycle).
   std::vector<size_t> TopologicalOrder() const;

@@ -48,13 +48,10 @@ class RankInference {
   }
   int In(const Node& n, size_t i) const { return i < n.inputs.size() && !n.inputs[i].empty() ? RankOf(n.inputs[i]) : -1; }
 
-  // The static contents of an int64 value: an initializer or a Constant node's tensor.
+  // The static contents of a value: an initializer or a Constant node's tensor.
   const HostTensor* StaticTensor(const std::string& v) const {
-    if (const HostTensor* t = g_.FindInitializer(v)) return t;
     auto it = producer_.find(v);
-    if (it != producer_.end() && it->second->op_type == "Constant" && it->second->domain.empty())
-      return it->second->GetTensor("value");
-    return nullptr;
+    return g_.FindStatic(v, it == producer_.end() ? nullptr : it->second);
   }
 
   // Number of elements of a 1-D value (a shape), -1 when unknown.

@@ -294,7 +294,8 @@ std::string Executor::ProfileReport() const {
     out << line;
   }
   out << "  slowest nodes                 ms/run\n";
-  for (size_t i = 0; i < by_node.size() && i < (std::getenv("ONNXTRAIN_PROFILE_NODES") ? 100000 : 15); ++i) {
+  const size_t shown = std::getenv("ONNXTRAIN_PROFILE_NODES") ? by_node.size() : std::min<size_t>(by_node.size(), 15);
+  for (size_t i = 0; i < shown; ++i) {
     const Node& node = model_->graph.nodes[by_node[i].second];
     std::snprintf(line, sizeof(line), "  %9.3f  %s (%s)\n", 1e3 * by_node[i].first, node.name.c_str(),
                   node.op_type.c_str());

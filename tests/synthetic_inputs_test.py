@@ -35,6 +35,9 @@ try:
 except ImportError as e:
     sys.exit(f"synthetic_inputs_test: {e}; install python3-torch and python3-onnx (scripts/install-deps.sh)")
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_tally import Checks  # noqa: E402  (same folder)
+
 SEQ, VOCAB, CLASSES = 12, 40, 10
 
 
@@ -104,12 +107,7 @@ def main():
     args = p.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     torch.manual_seed(0)
-    failures = []
-
-    def check(name, ok, detail=""):
-        print(f"  {name:<70} {'ok' if ok else 'FAILED'} {detail}", flush=True)
-        if not ok:
-            failures.append(name)
+    check = Checks(width=70)
 
     def train(model, tag, extra):
         ckpt, metrics = os.path.join(args.workdir, tag + "_ckpt"), os.path.join(args.workdir, tag + ".jsonl")
@@ -177,8 +175,7 @@ def main():
     one_error_line([free_len, "--data", "synthetic", "--no-checkpoints"], ["'input'", "fixed shape"],
                    "a sequence length that is not fixed: one error line")
 
-    print("synthetic_inputs_test: " + ("ok" if not failures else f"{len(failures)} failed"))
-    return 1 if failures else 0
+    return check.finish("synthetic_inputs_test")
 
 
 if __name__ == "__main__":
