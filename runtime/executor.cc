@@ -55,6 +55,8 @@ struct Executor::Plan {
   // ExecutorOptions::profile: seconds spent in each step over `profiled_runs` replays.
   std::vector<double> step_seconds;
   int profiled_runs = 0;
+  // CPU threads of this plan's kernels (ExecutorOptions::serial_below_bytes); 0: as set.
+  int threads = 0;
   // This run's fetched node outputs live in buffers the plan keeps (CUDA graph replay):
   // they are handed out as copies.
   bool fetch_copies = false;
@@ -686,6 +688,29 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& given_fee
   const Graph& g = model_->graph;
   std::string key = PlanKey(feeds, fetch_ids);
   auto it = plans_.find(key);
+  // A small run's plan is prepared and replayed on one thread; the thread count returns to
+  // what it was when the run ends.
+  struct ThreadsFor {
+    int before = 0;
+    explicit ThreadsFor(int n) {
+      if (n <= 0 || n == GetCpuThreads()) return;
+      before = GetCpuThreads();
+      SetCpuThreads(n);
+    }
+    ~ThreadsFor() {
+      if (before > 0) SetCpuThreads(before);
+    }
+  };
+  int plan_threads = 0;
+  if (it != plans_.end()) {
+    plan_threads = it->second->threads;
+  } else if (options_.device.type == DeviceType::kCPU) {
+    size_t bytes = 0;
+    for (const auto& [name, t] : feeds) bytes += t.nbytes();
+    for (const Tensor& t : state_) bytes += t.defined() ? t.nbytes() : 0;
+    plan_threads = bytes < options_.serial_below_bytes ? 1 : GetCpuThreads();
+  }
+  ThreadsFor threads_for(plan_threads);
   std::vector<Tensor> traced;
   std::vector<Tensor>* slots = &traced;
   const Plan* ran = nullptr;  // the plan this run built or replayed
@@ -706,6 +731,8 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& given_fee
                   " while planning: the run that sizes the memory plan for these input shapes did not fit (" + what +
                   "); use a smaller batch");
     }
+    plan->threads = plan_threads;
+    plan->stats.threads = plan_threads;
     last_stats_ = plan->stats;
     ran = plan.get();
     plans_[key] = std::move(plan);

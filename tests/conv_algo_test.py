@@ -102,7 +102,9 @@ def main():
         # Each primitive's entry: kind=algorithm[oneDNN implementation], e.g.
         # fwd=winograd[jit_wino_4x3:avx512_core]; the implementation must agree.
         # entries: (kind, algorithm, reason or timing, implementation)
-        entries = [m.groups() for line in dump for m in ENTRY.finditer(line.split(": ", 1)[1])]
+        # (no reason or timing: None, read as "")
+        entries = [(k, alg, why or "", impl) for line in dump
+                   for k, alg, why, impl in (m.groups() for m in ENTRY.finditer(line.split(": ", 1)[1]))]
         impl_ok = all(("wino" in impl) == (alg == "winograd") for _, alg, _, impl in entries)
         if not impl_ok:
             failures.append(f"{algo}: an algorithm in the plan dump is not the primitive's implementation:\n"

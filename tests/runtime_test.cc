@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "graph/error.h"
+#include "runtime/cpu/cpu_threads.h"
 #include "runtime/executor.h"
 #include "runtime/memory_plan.h"
 
@@ -95,6 +96,34 @@ TEST(Executor, ProfileCountsReplayedRunsByOpTypeAndNode) {
   Executor quiet(ChainModel());
   for (int i = 0; i < 2; ++i) quiet.Run({{"x", x}});
   EXPECT_EQ(quiet.ProfileReport(), "");
+}
+
+// ExecutorOptions::serial_below_bytes: a run whose feeds and state are small plans and
+// replays on one thread (seen from inside the run), a large one on all of them, and the
+// caller's thread count is back after either.
+TEST(Executor, SmallRunsTakeOneThread) {
+  ExecutorOptions options;
+  options.num_threads = 2;
+  Executor exec(ChainModel(), options);
+  ASSERT_EQ(GetCpuThreads(), 2);
+  for (int64_t rows : {int64_t{8}, int64_t{1} << 16}) {  // 128 bytes, 1 MiB
+    const Tensor x = Tensor::Empty(DType::kFloat32, {rows, 4});
+    const int want = rows == 8 ? 1 : 2;
+    for (int run = 0; run < 2; ++run) {  // planning, then replay
+      std::vector<int> seen;
+      RunOptions ro;
+      ro.on_value_ready = [&](const std::string&, const Tensor&) { seen.push_back(GetCpuThreads()); };
+      exec.Run({{"x", x}}, {}, ro);
+      ASSERT_EQ(seen.size(), 3u);
+      for (int t : seen) EXPECT_EQ(t, want) << rows << " rows, run " << run;
+      EXPECT_EQ(exec.LastPlanStats().threads, want);
+      EXPECT_EQ(GetCpuThreads(), 2);
+    }
+  }
+  options.serial_below_bytes = 0;
+  Executor never(ChainModel(), options);
+  never.Run({{"x", Tensor::Empty(DType::kFloat32, {8, 4})}});
+  EXPECT_EQ(never.LastPlanStats().threads, 2);
 }
 
 TEST(Executor, RunsOnlyWhatTheFetchesNeedAndReportsValuesAsTheyAreReady) {

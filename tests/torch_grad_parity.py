@@ -127,7 +127,7 @@ def our_relu_inputs(binary, model_path, xp, shapes, workdir, tag):
     path = os.path.join(workdir, tag + "_relu.onnx")
     onnx.save(model, path)
     out = os.path.join(workdir, tag + "_relu_out")
-    run_tool(binary, ["infer", path, "--input", "input=" + xp, "-o", out])
+    run_tool(binary, ["infer", path, "--input", "input=" + xp, "-o", out, "--conv-algo", CONV_ALGO[0]])
     tensors = read_dir(out)
     return [tensors[n].astype(np.float64) for n in names]
 

@@ -39,6 +39,7 @@ const char* kUsage =
     "      set's classes must fit the model's output; --per-class adds a table per class (names from\n"
     "      classes.txt beside the model, or the image folder's class folders)\n"
     "  infer MODEL.onnx --input NAME=FILE.pb ... -o DIR [--device cpu|cuda[:K]] [--tf32] [--threads N]\n"
+    "      [--conv-algo auto|direct|winograd]\n"
     "      run the forward pass; writes each graph output as DIR/<output>.pb (binary TensorProto)\n"
     "  make-model resnet34|simplenn -o FILE [--input CxHxW] [--classes K] [--seed S]\n"
     "      write a reference model as ONNX\n"
@@ -62,12 +63,13 @@ const char* kUsage =
     "onnx-train COMMAND --help prints a command's options; onnx-train --version its version.\n";
 
 int CmdInfer(const std::vector<std::string>& argv) {
-  Args args(argv, {"input", "o", "device", "threads"}, {"tf32"});
+  Args args(argv, {"input", "o", "device", "threads", "conv-algo"}, {"tf32"});
   OT_CHECK(args.positional().size() == 1, "infer needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "infer needs -o DIR (where the outputs are written)");
   ExecutorOptions opts;
   opts.device = Device::Parse(args.Get("device", "cpu"));
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
+  opts.conv_algo = args.Get("conv-algo", "auto");
   ApplyTf32Flag(args.Has("tf32"), opts.device);
   Model model = LoadModel(args.positional()[0]);
   Executor exec(model, opts);

@@ -399,7 +399,6 @@ int CmdTrain(std::vector<std::string> argv) {
   eo.frozen_bn = args.Has("frozen-bn");
   eo.batch = o.batch;
   PreparedModel prepared = PrepareExportedModel(LoadModel(args.positional()[0]), eo);
-  const Model& model = prepared.model;
   o.freeze.insert(o.freeze.end(), prepared.freeze.begin(), prepared.freeze.end());
   o.fixed_batch = prepared.fixed_batch;
   const int64_t ranks = std::max(1, launch.size);
@@ -416,7 +415,7 @@ int CmdTrain(std::vector<std::string> argv) {
     headline << ", " << o.accumulate << " micro-batches a step (" << o.batch * o.accumulate * ranks << " images)";
   o.headline = headline.str();
   for (const auto& note : prepared.notes) o.headline += "\n" + note;
-  TrainResult r = RunTraining(model, o);
+  TrainResult r = RunTraining(std::move(prepared.model), o);
   if (r.interrupted) return kInterruptedExitStatus;  // the trainer said where it stopped
   if (!lead || r.already_complete) return 0;  // a finished run said so, with no figures to report
   // The whole run's counts, also after a resume.

@@ -90,6 +90,8 @@ struct TrainResult {
 // `interrupted` set; a second one ends the process at once (see train/interrupt.h).
 // Throws ot::Error for bad input (data that does not fit the model, an unwritable
 // checkpoint folder, a checkpoint of another model, ...).
-TrainResult RunTraining(const Model& forward, const TrainerOptions& options);
+// `forward` is taken by value: pass it with std::move where the caller needs it no more,
+// and the run keeps no second copy of its weights.
+TrainResult RunTraining(Model forward, const TrainerOptions& options);
 
 }  // namespace ot

@@ -1,6 +1,8 @@
 // TrainingSession.
 #include "train/training_session.h"
 
+#include <set>
+
 #include "graph/error.h"
 #include "graph/sync_batch_norm.h"
 
@@ -131,6 +133,13 @@ std::vector<std::pair<std::string, Tensor*>> TrainingSession::StateTensors() {
   std::vector<std::pair<std::string, Tensor*>> out;
   for (const auto& n : state_names_) out.emplace_back(n, train_->FindState(n));
   return out;
+}
+
+void ReleaseStateBytes(TrainingSession& session, Model* model) {
+  std::set<std::string> held;
+  for (const auto& [name, tensor] : session.StateTensors()) held.insert(name);
+  for (auto& t : model->graph.initializers)
+    if (held.count(t.name)) std::vector<uint8_t>().swap(t.bytes);
 }
 
 }  // namespace ot

@@ -91,4 +91,9 @@ class TrainingSession {
   int sync_batch_norm_nodes_ = 0;
 };
 
+// Frees the bytes of `model`'s initializers that `session` holds as state (the weights it
+// was made from), keeping their names, shapes and types: a caller that keeps the model for
+// its structure drops its copy of the weights.
+void ReleaseStateBytes(TrainingSession& session, Model* model);
+
 }  // namespace ot
