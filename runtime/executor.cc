@@ -182,6 +182,8 @@ Executor::Executor(std::unique_ptr<Model> model, const std::vector<HostTensor>* 
     : model_(std::move(model)), options_(options), rng_(options.seed) {
   RequireDevice(options_.device);
   if (std::getenv("ONNXTRAIN_PROFILE") != nullptr) options_.profile = true;
+  if (const char* serial = std::getenv("ONNXTRAIN_SERIAL_BELOW_BYTES"))
+    options_.serial_below_bytes = static_cast<size_t>(std::strtoull(serial, nullptr, 10));
   const Graph& g = model_->graph;
   order_ = ShapeReadsFirst(g, g.TopologicalOrder());
   auto add_value = [&](const std::string& name) {

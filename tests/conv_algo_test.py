@@ -3,7 +3,8 @@
 
 A model of two 3x3 stride-1 convolutions (16 -> 32 -> 32 channels, 12x12, with and
 without bias), global average pooling and a Linear layer, exported from PyTorch, gets one
-`onnx-train grad` per algorithm with --plan-dump. The dump must name the algorithm asked
+`onnx-train grad` per algorithm with --plan-dump; a model of convolutions on 2x2 and 1x1
+maps (SmallMaps) checks auto's dense matrix products the same way. The dump must name the algorithm asked
 for in each primitive (forward, backward-data, backward-weights; auto shows its timings),
 and each algorithm's loss and gradients must lie within max(1e-4, 3x PyTorch float32's
 own distance) of PyTorch float64 (tests/grad_compare.py). On a CPU without oneDNN's
@@ -15,6 +16,7 @@ Run by CTest (target conv_algo_test); by hand:
     /usr/bin/python3 tests/conv_algo_test.py --onnx-train build/tools/onnx-train --workdir /tmp/ca
 """
 import argparse
+import copy
 import os
 import subprocess
 import sys
@@ -43,13 +45,70 @@ class TwoConvs(torch.nn.Module):
         return self.fc(y.mean(dim=(2, 3)))
 
 
+class SmallMaps(torch.nn.Module):
+    """Convolutions whose maps fit in their window (2x2 and 1x1 maps under 3x3 kernels),
+    which auto runs as one matrix product each: channel-blocked in and out (conv3),
+    blocked in and plain out with stride 2 (conv4: 20 channels are no block), plain in and
+    out on a 1x1 map (conv5), all with bias; conv1 and conv2 (4x4 maps) stay oneDNN's."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(16, 32, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(32, 32, 3, stride=2, padding=1)
+        self.conv3 = torch.nn.Conv2d(32, 32, 3, padding=1)
+        self.conv4 = torch.nn.Conv2d(32, 20, 3, stride=2, padding=1)
+        self.conv5 = torch.nn.Conv2d(20, 24, 3, padding=1)
+        self.fc = torch.nn.Linear(24, 10)
+
+    def forward(self, x):
+        y = self.conv5(self.conv4(self.conv3(self.conv2(self.conv1(x)))))
+        return self.fc(y.mean(dim=(2, 3)))
+
+
+def prepare_case(args, make_module, name, shape, seed):
+    """Exports make_module() (seeded) and writes a batch of 8: the model and batch paths, and
+    PyTorch's float64 loss and gradients with its float32 gradients."""
+    torch.manual_seed(seed)
+    module = make_module()
+    model_path = os.path.join(args.workdir, name + ".onnx")
+    export(module, shape, model_path, training=True, opset=14)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((8,) + shape).astype(np.float32)
+    y = rng.integers(0, 10, size=8).astype(np.int64)
+    xp, yp = os.path.join(args.workdir, name + "_x.pb"), os.path.join(args.workdir, name + "_y.pb")
+    write_tensor(x, "input", xp)
+    write_tensor(y, "labels", yp)
+    ref_loss, ref = torch_grads(module, x, y, torch.float64)
+    _, ref32 = torch_grads(module, x, y, torch.float32)
+    return model_path, xp, yp, ref_loss, ref, ref32
+
+
+def check_small_maps(args, failures):
+    model_path, xp, yp, ref_loss, ref, ref32 = prepare_case(args, SmallMaps, "small_maps", (16, 4, 4), 17)
+    out = os.path.join(args.workdir, "small_auto")
+    proc = subprocess.run([args.onnx_train, "grad", model_path, "--input", "input=" + xp, "--input", "labels=" + yp,
+                           "-o", out, "--plan-dump", "--threads", "2"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        failures.append(f"small maps: grad failed: {proc.stderr.strip()[-300:]}")
+        return
+    dump = [line for line in proc.stdout.splitlines() if line.startswith("plan ") and "Conv" in line]
+    dense = sorted(re.search(r"/(conv\d)/", line).group(1) for line in dump if "=dense" in line)
+    if dense != ["conv3", "conv3", "conv4", "conv4", "conv5", "conv5"]:
+        failures.append("small maps: auto must run conv3-5 (forward and gradient) as dense products and no other:\n"
+                        + "\n".join(dump))
+    f, loss_err, worst, worst_name, worst_t32 = compare_gradients(read_dir(out), ref_loss, ref, ref32, 1e-5)
+    print(f"  small maps (dense) loss rel err {loss_err:.1e}, worst gradient {worst:.2e} ({worst_name}) from "
+          f"float64, torch float32 {worst_t32:.2e}  {'ok' if not f else 'FAILED'}")
+    failures += [f"small maps: {line}" for line in f]
+
+
 # One primitive's entry in a plan-dump line: kind=algorithm(reason or timing)[implementation],
 # e.g. fwd=direct(no Winograd primitive)[jit:avx2] or bwd_data=winograd(timed: ...)[jit_wino_4x3:avx512_core].
 ENTRY = re.compile(r"(fwd|bwd_data|bwd_weights)=(\w+)(?:\(([^)]*)\))?\[([^\]]*)\]")
 
 
 def torch_grads(module, x, y, dtype):
-    m = TwoConvs().to(dtype)
+    m = copy.deepcopy(module).to(dtype)
     m.load_state_dict({k: v.to(dtype) for k, v in module.state_dict().items()})
     loss = torch.nn.functional.cross_entropy(m(torch.from_numpy(x).to(dtype)), torch.from_numpy(y))
     loss.backward()
@@ -72,18 +131,7 @@ def main():
     p.add_argument("--workdir", required=True)
     args = p.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
-    torch.manual_seed(16)
-    module = TwoConvs()
-    model_path = os.path.join(args.workdir, "two_convs.onnx")
-    export(module, (16, 12, 12), model_path, training=True, opset=14)
-    rng = np.random.default_rng(16)
-    x = rng.standard_normal((8, 16, 12, 12)).astype(np.float32)
-    y = rng.integers(0, 10, size=8).astype(np.int64)
-    xp, yp = os.path.join(args.workdir, "x.pb"), os.path.join(args.workdir, "y.pb")
-    write_tensor(x, "input", xp)
-    write_tensor(y, "labels", yp)
-    ref_loss, ref = torch_grads(module, x, y, torch.float64)
-    _, ref32 = torch_grads(module, x, y, torch.float32)
+    model_path, xp, yp, ref_loss, ref, ref32 = prepare_case(args, TwoConvs, "two_convs", (16, 12, 12), 16)
 
     failures = []
     winograd_here = True  # until the winograd run's dump says otherwise
@@ -135,6 +183,7 @@ def main():
               f"torch float32 {worst_t32:.2e}  {'ok' if not f else 'FAILED'}")
         failures += [f"{algo}: {line}" for line in f]
 
+    check_small_maps(args, failures)
     proc = subprocess.run([args.onnx_train, "grad", model_path, "--input", "input=" + xp, "--input", "labels=" + yp,
                            "-o", os.path.join(args.workdir, "bad"), "--conv-algo", "fastest"],
                           capture_output=True, text=True)

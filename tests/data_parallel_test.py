@@ -51,6 +51,8 @@ def conv_net(path):
 # oneDNN sums in the same blocking: with one thread per rank, the first conv layer's bias
 # gradient (a sum over 16x28x28 positions) rounds differently enough that its weights drift
 # ~2e-5 apart (norm-relative) within 20 steps, which is rounding, not a different update.
+# So small runs keep their threads too (ONNXTRAIN_SERIAL_BELOW_BYTES=0; by default a run
+# this small plans on one thread, runtime/executor.h).
 STEPS = 40
 
 
@@ -66,7 +68,7 @@ def train(args, model, tag, world, batch, extra=(), env=None, timeout=300):
            "--max-steps", str(STEPS), "--lr", "0.05", "--momentum", "0.9", "--seed", "9", "--checkpoint-dir", ckpt,
            "--quiet", "--threads", str(2 * world)] + list(extra)  # two threads per rank, as in the 1-rank run
     start = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE", **(env or {})))
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE", ONNXTRAIN_SERIAL_BELOW_BYTES="0", **(env or {})))
     return r, ckpt, time.time() - start
 
 

@@ -2,8 +2,10 @@
 // convolution, its Winograd F(4x4, 3x3) one (3x3 stride-1 convolutions only; others stay
 // direct), or, by default (auto), whichever of the two runs faster on the planned shapes
 // for the backward-data and backward-weights primitives, timed once per shape at plan
-// time, with the forward direct (Winograd's forward rounding moves ReLU decisions; see
-// conv.cc). The setting is process-wide, like the thread count.
+// time, with the forward direct (Winograd's forward rounds 5-9x PyTorch float32's distance
+// from float64; see conv.cc). auto also runs a convolution whose maps fit inside its
+// window (a 3x3 on a 2x2 or 1x1 map) as one matrix product per primitive
+// (runtime/cpu/conv_dense.h). The setting is process-wide, like the thread count.
 #pragma once
 
 #include <string>
