@@ -41,7 +41,7 @@ void BenchStep(benchmark::State& state, const StepCase& c) {
     config.executor.num_threads = bench::Threads();
     if (const char* algo = std::getenv("ONNXTRAIN_BENCH_CONV_ALGO")) config.executor.conv_algo = algo;
     TrainingSession session(model, config);
-    ReleaseStateBytes(session, &model);  // as the trainer does: the session holds the weights
+    session.ReleaseStateBytes(&model);  // as the trainer does: the session holds the weights
     Tensor x = Tensor::FromHost(bench::RandomImages(session.input_name(), c.batch, c.shape));
     Tensor y = Tensor::FromHost(bench::RandomLabels(c.batch, c.shape.classes));
     for (int i = 0; i < 2; ++i) session.Step(x, y, c.lr);  // planning and warm-up: not timed
@@ -97,7 +97,7 @@ void BenchOnnxStep(benchmark::State& state, const std::string& path, int64_t bat
     config.executor.num_threads = bench::Threads();
     if (const char* algo = std::getenv("ONNXTRAIN_BENCH_CONV_ALGO")) config.executor.conv_algo = algo;
     TrainingSession session(model, config);
-    ReleaseStateBytes(session, &model);  // as the trainer does: the session holds the weights
+    session.ReleaseStateBytes(&model);  // as the trainer does: the session holds the weights
     const ValueInfo* in = model.graph.FindInput(session.input_name());
     OT_CHECK(in, "the model has no input '%s'", session.input_name().c_str());
     Tensor x = Tensor::FromHost(RandomInput(*in, batch, vocab));

@@ -324,7 +324,7 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
   // The session holds the weights now (its state); the forward model serves only its
   // structure from here on (fingerprints, input and output names), so its copy of the
   // initial weights goes (ResNet34: 85 MB less for the whole run).
-  ReleaseStateBytes(session, &forward);
+  session.ReleaseStateBytes(&forward);
   std::unique_ptr<ModelEma> ema;
   if (o.model_ema && rank == 0)  // the weights are the same on every rank: rank 0 averages, evaluates, saves
     ema = std::make_unique<ModelEma>(

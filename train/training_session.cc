@@ -1,8 +1,6 @@
 // TrainingSession.
 #include "train/training_session.h"
 
-#include <set>
-
 #include "graph/error.h"
 #include "graph/sync_batch_norm.h"
 
@@ -45,13 +43,17 @@ TrainingSession::TrainingSession(const Model& forward, const TrainingConfig& con
   eval_opts.state_updates.clear();
   eval_opts.shared_state = train_.get();
   eval_ = std::make_unique<Executor>(eval_model_, eval_opts);
-  for (auto& t : eval_model_.graph.initializers)  // InferenceModel takes these from the state
-    if (train_->FindState(t.name)) std::vector<uint8_t>().swap(t.bytes);
+  ReleaseStateBytes(&eval_model_);  // InferenceModel takes these from the state
   for (const auto& t : tg_.model.graph.initializers)
     if (t.dtype == DType::kFloat32 && train_->FindState(t.name)) state_names_.push_back(t.name);
 }
 
 TrainingSession::~TrainingSession() = default;
+
+void TrainingSession::ReleaseStateBytes(Model* model) const {
+  for (auto& t : model->graph.initializers)
+    if (train_->FindState(t.name)) std::vector<uint8_t>().swap(t.bytes);
+}
 
 StepResult TrainingSession::Step(const Tensor& input, const Tensor& labels, float lr, const RunOptions& options,
                                   const std::map<std::string, Tensor>& extra) {
@@ -133,13 +135,6 @@ std::vector<std::pair<std::string, Tensor*>> TrainingSession::StateTensors() {
   std::vector<std::pair<std::string, Tensor*>> out;
   for (const auto& n : state_names_) out.emplace_back(n, train_->FindState(n));
   return out;
-}
-
-void ReleaseStateBytes(TrainingSession& session, Model* model) {
-  std::set<std::string> held;
-  for (const auto& [name, tensor] : session.StateTensors()) held.insert(name);
-  for (auto& t : model->graph.initializers)
-    if (held.count(t.name)) std::vector<uint8_t>().swap(t.bytes);
 }
 
 }  // namespace ot

@@ -58,6 +58,10 @@ class TrainingSession {
   // Every tensor of training state by name: parameters, BatchNorm statistics, optimizer
   // state. Checkpoints and broadcasts walk this list; it is the same order every time.
   std::vector<std::pair<std::string, Tensor*>> StateTensors();
+  // Frees the bytes of `model`'s initializers that this session holds as state (the
+  // weights it was made from), keeping their names, shapes and types: a caller that keeps
+  // the model for its structure drops its copy of the weights.
+  void ReleaseStateBytes(Model* model) const;
   int64_t steps_done() const { return steps_done_; }
   // How many batch normalizations are synchronised (TrainingConfig::sync_batch_norm).
   int sync_batch_norm_nodes() const { return sync_batch_norm_nodes_; }
@@ -90,10 +94,5 @@ class TrainingSession {
   int64_t eval_synced_at_ = -1;
   int sync_batch_norm_nodes_ = 0;
 };
-
-// Frees the bytes of `model`'s initializers that `session` holds as state (the weights it
-// was made from), keeping their names, shapes and types: a caller that keeps the model for
-// its structure drops its copy of the weights.
-void ReleaseStateBytes(TrainingSession& session, Model* model);
 
 }  // namespace ot

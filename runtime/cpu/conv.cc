@@ -318,9 +318,9 @@ class ConvKernel final : public OpKernel {
       return;
     }
     const int64_t block = DenseBlock(x);
-    dense_ = MaybeDense(p, block, block > 0 && p.out_channels % block == 0 ? block : 0);
+    const int64_t out_block = block > 0 && p.out_channels % block == 0 ? block : 0;
+    dense_ = MaybeDense(p, block, out_block);
     if (dense_) {
-      const int64_t out_block = block > 0 && p.out_channels % block == 0 ? block : 0;
       note_ = "fwd=dense(maps within the window: one matmul)[matmul]";
       ctx.SetOutput(0, DType::kFloat32, p.dst, BlockedOrPlain(p.dst, out_block));
       return;

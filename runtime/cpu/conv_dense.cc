@@ -89,10 +89,9 @@ void DenseConv::BuildMatrix(const float* w, float* m) const {
 }
 
 void DenseConv::Forward(const float* x, const float* w, const float* b, float* y) {
-  if (!made_forward_) {
+  if (!forward_) {  // made on first use (whether there is a bias is known then)
     auto desc = b ? dnnl::matmul::desc(x_md_, mt_md_, bias_md_, y_md_) : dnnl::matmul::desc(x_md_, mt_md_, y_md_);
     forward_ = dnnl::matmul(dnnl::matmul::primitive_desc(desc, Engine()));
-    made_forward_ = true;
   }
   float* m = static_cast<float*>(ScratchBuffer(kMatrixScratch, matrix_bytes()));
   BuildMatrix(w, m);
@@ -109,10 +108,8 @@ void DenseConv::Forward(const float* x, const float* w, const float* b, float* y
 }
 
 void DenseConv::BackwardData(const float* dy, const float* w, float* dx) {
-  if (!made_data_) {
+  if (!backward_data_)
     backward_data_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(y_md_, m_md_, x_md_), Engine()));
-    made_data_ = true;
-  }
   float* m = static_cast<float*>(ScratchBuffer(kMatrixScratch, matrix_bytes()));
   BuildMatrix(w, m);
   backward_data_.execute(Stream(), {{DNNL_ARG_SRC, dnnl::memory(y_md_, Engine(), const_cast<float*>(dy))},
@@ -121,11 +118,9 @@ void DenseConv::BackwardData(const float* dy, const float* w, float* dx) {
 }
 
 void DenseConv::BackwardWeights(const float* dy, const float* x, float* dw, float* db) {
-  if (!made_weights_) {
+  if (!backward_weights_)
     backward_weights_ =
         dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(dyt_md_, x_md_, m_md_), Engine()));
-    made_weights_ = true;
-  }
   float* dm = static_cast<float*>(ScratchBuffer(kMatrixScratch, matrix_bytes()));
   backward_weights_.execute(Stream(), {{DNNL_ARG_SRC, dnnl::memory(dyt_md_, Engine(), const_cast<float*>(dy))},
                                        {DNNL_ARG_WEIGHTS, dnnl::memory(x_md_, Engine(), const_cast<float*>(x))},

@@ -57,7 +57,6 @@ class DenseConv {
   std::vector<int32_t> tap_;     // [P * Q]: the weight tap joining output p to input q
   dnnl::matmul forward_, backward_data_, backward_weights_;
   dnnl::memory::desc x_md_, y_md_, m_md_, mt_md_, bias_md_, dyt_md_;
-  bool made_forward_ = false, made_data_ = false, made_weights_ = false;
 };
 
 }  // namespace cpu
