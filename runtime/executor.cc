@@ -486,14 +486,17 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
       }
       spec = Tensor::Empty(slot.dtype, slot.shape, options_.device, slot.layout);
       const int last = std::max(static_cast<int>(step), last_use[static_cast<size_t>(id)]);
-      // A plain output that is its plain input's bytes (Flatten, Reshape) shares that
-      // input's buffer in replay, which then lives as long as the view. Not for state
-      // (updated in place), fetched values or state updates (handed out or copied back).
+      // An output that is its input's bytes in the same layout (Flatten and Reshape of
+      // plain values, SumToShape of a gradient that needs no summing, laid out or not)
+      // shares that input's buffer in replay, which then lives as long as the view. Not for
+      // state (updated in place), fetched values or state updates (handed out or copied back).
       const int in0 = k == 0 && !binds[step].inputs.empty() ? binds[step].inputs[0] : -1;
+      auto same_layout = [&](const Tensor& src) {
+        return slot.layout ? !src.is_plain() && src.layout()->Equals(*slot.layout) : src.is_plain();
+      };
       if (in0 >= 0 && options_.device.type == DeviceType::kCPU && kernel.OutputIsInputView() && !slot.external &&
-          !slot.layout && upd == update_of.end() && plan->binds[step].inputs[0] == in0 &&
-          !state_[static_cast<size_t>(in0)].defined() && slots[static_cast<size_t>(in0)].is_plain() &&
-          slots[static_cast<size_t>(in0)].nbytes() == spec.nbytes()) {
+          upd == update_of.end() && plan->binds[step].inputs[0] == in0 && !state_[static_cast<size_t>(in0)].defined() &&
+          same_layout(slots[static_cast<size_t>(in0)]) && slots[static_cast<size_t>(in0)].nbytes() == spec.nbytes()) {
         const int root = view_root.count(in0) ? view_root[in0] : in0;
         view_root[id] = root;
         slot.view_of = in0;
@@ -654,7 +657,7 @@ void Executor::Replay(Plan& plan, const std::map<std::string, Tensor>& feeds, co
     for (int id : plan.views[step]) {
       const Plan::Slot& s = plan.slots[static_cast<size_t>(id)];
       slots[static_cast<size_t>(id)] =
-          Tensor::View(s.dtype, s.shape, slots[static_cast<size_t>(s.view_of)].raw(), options_.device);
+          Tensor::View(s.dtype, s.shape, slots[static_cast<size_t>(s.view_of)].raw(), options_.device, s.layout);
     }
     plan.kernels[step]->Compute(*plan.contexts[step]);
     if (profiling) plan.step_seconds[step] += std::chrono::duration<double>(Clock::now() - started).count();

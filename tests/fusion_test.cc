@@ -1,9 +1,11 @@
 // Fusion of PyTorch's decomposed GELU and LayerNorm before differentiation
-// (graph/fusion.h), and rank inference through run-time shapes (graph/rank_inference.h):
-// which graphs are rewritten and which are left alone, finite differences through the
-// fused kernels, and the fused training graph against the unfused one.
+// (graph/fusion.h), BatchNorm+ReLU in the training graph (graph/training_fusion.h), and
+// rank inference through run-time shapes (graph/rank_inference.h): which graphs are
+// rewritten and which are left alone, finite differences through the fused kernels, and
+// the fused training graph against the unfused one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -12,6 +14,7 @@
 #include "graph/fusion.h"
 #include "graph/gradient_registry.h"
 #include "graph/rank_inference.h"
+#include "graph/training_fusion.h"
 #include "runtime/executor.h"
 #include "tests/grad_check.h"
 
@@ -183,6 +186,152 @@ TEST(Fusion, PatternsWithOtherReadersOrOtherConstantsAreLeftAlone) {
     b.Output("ln/d", {2, 6});
     const TrainingGraph tg = Train(WithLoss(b, "ln", {2, 6}), true);
     EXPECT_EQ(Count(tg.model, "LayerNormalization", kGradDomain), 0);
+  }
+}
+
+// Conv -> BatchNormalization -> Relu, `blocks` times, on [n, c, h, w]; the convolutions keep
+// c channels (so a runtime may run them and the normalisations in a channel-blocked
+// layout). first_conv=false starts with the normalisation of the input itself (plain).
+Model ConvBnReluModel(int64_t n, int64_t c, int64_t h, int64_t w, int blocks, bool first_conv) {
+  ModelBuilder b;
+  b.Param("x", {n, c, h, w}, -1.f, 1.f);
+  std::string cur = "x";
+  for (int k = 0; k < blocks; ++k) {
+    const std::string p = "b" + std::to_string(k) + "/";
+    if (k > 0 || first_conv) {
+      b.Param(p + "w", {c, c, 3, 3}, -0.3f, 0.3f);
+      b.Op("Conv", {cur, p + "w"}, p + "conv").SetInts("pads", {1, 1, 1, 1});
+      cur = p + "conv";
+    }
+    b.Param(p + "scale", {c}, 0.5f, 1.5f).Param(p + "bias", {c}, -0.3f, 0.3f);
+    b.Param(p + "mean", {c}, -0.2f, 0.2f).Param(p + "var", {c}, 0.5f, 1.5f);
+    b.Op("BatchNormalization", {cur, p + "scale", p + "bias", p + "mean", p + "var"}, p + "bn");
+    b.Op("Relu", {p + "bn"}, p + "relu");
+    cur = p + "relu";
+  }
+  return WithLoss(b, cur, {n, c, h, w});
+}
+
+// Loss and gradients of two training graphs, in the order of a's fetches.
+void ExpectSameLossAndGradients(const TrainingGraph& a, const TrainingGraph& b, double rtol) {
+  ASSERT_EQ(a.params, b.params);
+  std::vector<std::string> fa = {a.loss}, fb = {b.loss};
+  fa.insert(fa.end(), a.grads.begin(), a.grads.end());
+  fb.insert(fb.end(), b.grads.begin(), b.grads.end());
+  Executor ea(a.model), eb(b.model);
+  const std::vector<Tensor> ya = ea.Run({}, fa), yb = eb.Run({}, fb);
+  for (size_t i = 0; i < ya.size(); ++i) {
+    const HostTensor ta = ya[i].ToHost(), tb = yb[i].ToHost();
+    ASSERT_EQ(ta.dims, tb.dims) << fa[i];
+    double scale = 0;
+    for (int64_t k = 0; k < tb.NumElements(); ++k) scale = std::max(scale, std::fabs(double(tb.Data<float>()[k])));
+    for (int64_t k = 0; k < ta.NumElements(); ++k)
+      ASSERT_NEAR(ta.Data<float>()[k], tb.Data<float>()[k], rtol * (1 + scale)) << fa[i] << "[" << k << "]";
+  }
+}
+
+// BatchNormTraining + Relu and ReluGrad + BatchNormalizationGrad become one node each; the
+// fused graph trains like the unfused one, in channel-blocked layouts (8 and 16 channels,
+// after convolutions) and plain ones (the input's own normalisation), at batch 1 and odd
+// sizes.
+TEST(TrainingFusion, BatchNormReluFusesForwardAndBackwardAndTrainsAsUnfused) {
+  struct Case {
+    int64_t n, c, h, w;
+    int blocks;
+    bool first_conv;
+  };
+  for (const Case& k : {Case{2, 8, 5, 6, 2, true}, Case{1, 16, 3, 7, 2, true}, Case{3, 5, 4, 3, 1, false},
+                        Case{4, 16, 2, 2, 3, false}}) {
+    SCOPED_TRACE(std::to_string(k.n) + "x" + std::to_string(k.c) + "x" + std::to_string(k.h) + "x" +
+                 std::to_string(k.w) + " blocks " + std::to_string(k.blocks));
+    const Model m = ConvBnReluModel(k.n, k.c, k.h, k.w, k.blocks, k.first_conv);
+    const TrainingGraph plain = Train(m, false);
+    TrainingGraph fused = plain;
+    const BatchNormReluFusion f = FuseBatchNormRelu(fused.model.graph);
+    EXPECT_EQ(f.forward, k.blocks);
+    EXPECT_EQ(f.backward, k.blocks);
+    EXPECT_EQ(Count(fused.model, "Relu"), 0);
+    EXPECT_EQ(Count(fused.model, "ReluGrad", kGradDomain), 0);
+    for (const auto& n : fused.model.graph.nodes)
+      if (n.op_type == "BatchNormTraining" || n.op_type == "BatchNormalizationGrad") {
+        EXPECT_EQ(n.GetInt("relu", 0), 1) << n.Describe();
+        EXPECT_EQ(n.op_type == "BatchNormTraining" ? n.outputs.size() : n.inputs.size(), 6u) << n.Describe();
+      }
+    // The unfused graph is held to PyTorch float64 by torch_grad_parity_test (which, through
+    // `onnx-train grad`, also runs the fused one); finite differences in float32 drown in
+    // the rounding of a sum over every activation here.
+    ExpectSameLossAndGradients(fused, plain, 1e-5);
+    // A second pass finds nothing left to fuse.
+    const BatchNormReluFusion again = FuseBatchNormRelu(fused.model.graph);
+    EXPECT_EQ(again.forward + again.backward, 0);
+  }
+}
+
+// Where the normalised value has another reader, or is a graph output, the pair stays;
+// where no gradient flows back through the normalisation (its input is data and its
+// scale and bias are frozen), only the forward fuses and no mask is made.
+TEST(TrainingFusion, BatchNormReluWithOtherReadersStaysAndForwardFusesAlone) {
+  {
+    SCOPED_TRACE("normalised value read twice");
+    ModelBuilder b;
+    b.Param("x", {2, 4, 3, 3}, -1.f, 1.f);
+    b.Param("s", {4}, 0.5f, 1.5f).Param("bi", {4}, -0.3f, 0.3f).Param("m", {4}, -0.2f, 0.2f).Param("v", {4}, 0.5f, 1.5f);
+    b.Op("BatchNormalization", {"x", "s", "bi", "m", "v"}, "bn");
+    b.Op("Relu", {"bn"}, "r");
+    b.Op("Add", {"r", "bn"}, "y");
+    const Model m = WithLoss(b, "y", {2, 4, 3, 3});
+    TrainingGraph tg = Train(m, false);
+    const BatchNormReluFusion f = FuseBatchNormRelu(tg.model.graph);
+    EXPECT_EQ(f.forward + f.backward, 0);
+    EXPECT_EQ(Count(tg.model, "Relu"), 1);
+  }
+  {
+    SCOPED_TRACE("normalised value is a graph output");
+    ModelBuilder b;
+    b.Param("x", {2, 4, 3, 3}, -1.f, 1.f);
+    b.Param("s", {4}, 0.5f, 1.5f).Param("bi", {4}, -0.3f, 0.3f).Param("m", {4}, -0.2f, 0.2f).Param("v", {4}, 0.5f, 1.5f);
+    b.Op("BatchNormalization", {"x", "s", "bi", "m", "v"}, "bn");
+    b.Op("Relu", {"bn"}, "r");
+    b.Output("bn", {2, 4, 3, 3});
+    TrainingGraph tg = Train(WithLoss(b, "r", {2, 4, 3, 3}), false);
+    EXPECT_EQ(FuseBatchNormRelu(tg.model.graph).forward, 0);
+  }
+  {
+    SCOPED_TRACE("no gradient through the normalisation");
+    ModelBuilder b;
+    b.Input("img", DType::kFloat32, {2, 8, 4, 4});
+    b.Param("s", {8}, 0.5f, 1.5f).Param("bi", {8}, -0.3f, 0.3f).Param("m", {8}, -0.2f, 0.2f).Param("v", {8}, 0.5f, 1.5f);
+    b.Param("w", {8, 8, 3, 3}, -0.3f, 0.3f);
+    b.Op("BatchNormalization", {"img", "s", "bi", "m", "v"}, "bn");
+    b.Op("Relu", {"bn"}, "r");
+    b.Op("Conv", {"r", "w"}, "y").SetInts("pads", {1, 1, 1, 1});
+    testing::AddWeightedSumLoss(b, "y", {2, 8, 4, 4});
+    const Model m = b.Build();
+    AutodiffOptions opts;
+    opts.freeze = {"loss_w", "s", "bi"};
+    const TrainingGraph plain = BuildTrainingGraph(m, opts);
+    TrainingGraph fused = plain;
+    const BatchNormReluFusion f = FuseBatchNormRelu(fused.model.graph);
+    EXPECT_EQ(f.forward, 1);
+    EXPECT_EQ(f.backward, 0);
+    for (const auto& n : fused.model.graph.nodes) {
+      if (n.op_type == "BatchNormTraining") {
+        EXPECT_FALSE(n.HasOutput(5)) << n.Describe();
+      }
+    }
+    HostTensor img(DType::kFloat32, {2, 8, 4, 4}, "img");
+    for (int64_t i = 0; i < img.NumElements(); ++i) img.Data<float>()[i] = std::sin(0.7f * static_cast<float>(i));
+    const std::map<std::string, Tensor> feeds = {{"img", Tensor::FromHost(img)}};
+    ASSERT_EQ(plain.params, fused.params);
+    Executor ea(fused.model), eb(plain.model);
+    std::vector<std::string> fetch = {fused.loss};
+    fetch.insert(fetch.end(), fused.grads.begin(), fused.grads.end());
+    const std::vector<Tensor> ya = ea.Run(feeds, fetch), yb = eb.Run(feeds, fetch);
+    for (size_t i = 0; i < ya.size(); ++i) {
+      const HostTensor ta = ya[i].ToHost(), tb = yb[i].ToHost();
+      for (int64_t k = 0; k < ta.NumElements(); ++k)
+        EXPECT_NEAR(ta.Data<float>()[k], tb.Data<float>()[k], 1e-5 * (1 + std::fabs(tb.Data<float>()[k]))) << fetch[i];
+    }
   }
 }
 

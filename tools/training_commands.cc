@@ -11,6 +11,7 @@
 #include "graph/onnx_io.h"
 #include "graph/optimizer_pass.h"
 #include "graph/tensor_proto.h"
+#include "graph/training_fusion.h"
 #include "runtime/executor.h"
 #include "tools/args.h"
 #include "tools/cli_util.h"
@@ -45,7 +46,7 @@ AutodiffOptions ReadAutodiffOptions(const Args& args) {
 int CmdGrad(const std::vector<std::string>& argv) {
   Args args(argv, {"input", "o", "device", "threads", "freeze", "loss-output", "logits-output", "seed", "label-smoothing",
                    "conv-algo"},
-            {"frozen-bn", "plan-dump"});
+            {"frozen-bn", "plan-dump", "no-fusion"});
   OT_CHECK(args.positional().size() == 1, "grad needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "grad needs -o DIR (where the loss and gradients are written)");
   AutodiffOptions ao = ReadAutodiffOptions(args);
@@ -56,6 +57,8 @@ int CmdGrad(const std::vector<std::string>& argv) {
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
   opts.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
   opts.conv_algo = args.Get("conv-algo", "auto");
+  // As the trainer runs it (train/training_session.cc): fused where the device has kernels.
+  if (opts.device.type == DeviceType::kCPU && !args.Has("no-fusion")) FuseBatchNormRelu(tg.model.graph);
   Executor exec(tg.model, opts);
   std::map<std::string, Tensor> feeds = ReadFeeds(args.GetAll("input"), opts.device);
   if (!tg.labels.empty())

@@ -14,8 +14,12 @@
 //   still request them (the gradient of BatchNormalization reads them).
 // Batch normalization and its gradient take data in any layout (a convolution's blocked
 // one) and give Y and dX in the layout of X.
+// relu=1 (graph/training_fusion.h): BatchNormTraining's Y is ReLU(Y) and its output 5, when
+// requested, the mask oneDNN's fuse_norm_relu records (its workspace, uint8, opaque); the
+// gradient with relu=1 takes dReLU(Y) and that mask as input 5.
 // SyncBatchNormTraining and SyncBatchNormalizationGrad (--sync-bn) are BatchNormTraining and
 // BatchNormalizationGrad over the global batch of a data-parallel step: sync_batchnorm.h.
+#include <unordered_map>
 #include <vector>
 
 #include "graph/gradient_registry.h"
@@ -35,18 +39,26 @@ namespace {
 // batch's own that Statistics computes first (in double: channel_statistics.h).
 class BatchNormPrimitive {
  public:
-  void Build(const dnnl::memory::desc& data_desc, int64_t channels, float epsilon) {
+  // relu: ReLU fused into the output; mask: also record where it passed (the workspace
+  // the fused gradient reads), whose size in bytes is then workspace_bytes().
+  void Build(const dnnl::memory::desc& data_desc, int64_t channels, float epsilon, bool relu = false,
+             bool mask = false) {
     data_desc_ = data_desc;
     channel_desc_ = PlainDesc(Shape{channels}, DType::kFloat32);
-    const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift |
-                       dnnl::normalization_flags::use_global_stats;
+    auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift |
+                 dnnl::normalization_flags::use_global_stats;
+    if (relu) flags |= dnnl::normalization_flags::fuse_norm_relu;
+    const auto prop = mask ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
     try {
-      dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, data_desc_, epsilon, flags);
-      prim_ = dnnl::batch_normalization_forward(dnnl::batch_normalization_forward::primitive_desc(desc, Engine()));
+      dnnl::batch_normalization_forward::primitive_desc pd(
+          dnnl::batch_normalization_forward::desc(prop, data_desc_, epsilon, flags), Engine());
+      workspace_desc_ = mask ? pd.workspace_desc() : dnnl::memory::desc();
+      prim_ = dnnl::batch_normalization_forward(pd);
     } catch (const dnnl::error& e) {
       throw UnsupportedError(std::string("oneDNN has no batch normalization for this configuration: ") + e.what());
     }
   }
+  size_t workspace_bytes() const { return workspace_desc_.get_size(); }
 
   // The batch's per-channel mean and population variance of src; with replicas, of
   // the global batch.
@@ -58,18 +70,20 @@ class BatchNormPrimitive {
     ChannelStatistics(data_desc_, static_cast<const float*>(src), mean, variance);
   }
 
-  void Run(void* src, void* dst, void* scale, void* shift, void* mean, void* variance) const {
+  void Run(void* src, void* dst, void* scale, void* shift, void* mean, void* variance, void* mask = nullptr) const {
     auto channel = [&](void* p) { return dnnl::memory(channel_desc_, Engine(), p); };
-    prim_.execute(Stream(), {{DNNL_ARG_SRC, dnnl::memory(data_desc_, Engine(), src)},
-                             {DNNL_ARG_DST, dnnl::memory(data_desc_, Engine(), dst)},
-                             {DNNL_ARG_SCALE, channel(scale)},
-                             {DNNL_ARG_SHIFT, channel(shift)},
-                             {DNNL_ARG_MEAN, channel(mean)},
-                             {DNNL_ARG_VARIANCE, channel(variance)}});
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, dnnl::memory(data_desc_, Engine(), src)},
+                                                  {DNNL_ARG_DST, dnnl::memory(data_desc_, Engine(), dst)},
+                                                  {DNNL_ARG_SCALE, channel(scale)},
+                                                  {DNNL_ARG_SHIFT, channel(shift)},
+                                                  {DNNL_ARG_MEAN, channel(mean)},
+                                                  {DNNL_ARG_VARIANCE, channel(variance)}};
+    if (workspace_bytes() > 0) args[DNNL_ARG_WORKSPACE] = dnnl::memory(workspace_desc_, Engine(), mask);
+    prim_.execute(Stream(), args);
   }
 
  private:
-  dnnl::memory::desc data_desc_, channel_desc_;
+  dnnl::memory::desc data_desc_, channel_desc_, workspace_desc_;
   dnnl::batch_normalization_forward prim_;
 };
 
@@ -101,6 +115,9 @@ class BatchNormKernel final : public OpKernel {
     const int64_t channels = CheckBatchNormInputs(node_, ctx);
     training_ = BatchNormTrainingMode(node_, opset_, ctx);
     sync_ = node_.op_type == "SyncBatchNormTraining";
+    relu_ = node_.GetInt("relu", 0) != 0;
+    if (relu_ && sync_) Fail("relu=1 is not supported with synchronised batch normalization");
+    if (ctx.HasOutput(5) && !(relu_ && training_)) Fail("output 5 (the ReLU mask) needs relu=1 and training mode");
     momentum_ = node_.GetFloat("momentum", 0.9f);
     // PyTorch updates the running variance with the unbiased batch variance (times
     // M / (M - 1) over the M values of a channel); the ONNX operator with the population one.
@@ -115,7 +132,8 @@ class BatchNormKernel final : public OpKernel {
     }
     batch_mean_.assign(static_cast<size_t>(channels), 0.f);
     batch_var_.assign(static_cast<size_t>(channels), 0.f);
-    prim_.Build(NormalizationDesc(x), channels, node_.GetFloat("epsilon", 1e-5f));
+    prim_.Build(NormalizationDesc(x), channels, node_.GetFloat("epsilon", 1e-5f), relu_, ctx.HasOutput(5));
+    if (ctx.HasOutput(5)) ctx.SetOutput(5, DType::kUInt8, {static_cast<int64_t>(prim_.workspace_bytes())});
   }
 
   void Compute(KernelContext& ctx) override {
@@ -130,7 +148,7 @@ class BatchNormKernel final : public OpKernel {
     float* mean = ctx.HasOutput(3) ? ctx.Output(3).data<float>() : batch_mean_.data();
     float* var = ctx.HasOutput(4) ? ctx.Output(4).data<float>() : batch_var_.data();
     prim_.Statistics(x.raw(), mean, var, sync_ ? ctx.cross_replica() : nullptr);
-    prim_.Run(x.raw(), ctx.Output(0).raw(), scale, shift, mean, var);
+    prim_.Run(x.raw(), ctx.Output(0).raw(), scale, shift, mean, var, ctx.HasOutput(5) ? ctx.Output(5).raw() : nullptr);
     // Element-wise, so an output may share its buffer with the running-stat input.
     UpdateRunningStat(ctx, 1, ctx.Input(3).data<float>(), mean, 1.0);
     double factor = 1.0;
@@ -153,6 +171,7 @@ class BatchNormKernel final : public OpKernel {
   }
 
   bool training_ = false;
+  bool relu_ = false;  // relu=1: Y = ReLU(normalised X)
   bool sync_ = false;  // SyncBatchNormTraining: statistics over every replica's batch
   float momentum_ = 0.9f;
   double unbiased_count_ = 0;  // > 0: values per channel per replica (unbiased running variance)
@@ -160,13 +179,14 @@ class BatchNormKernel final : public OpKernel {
   BatchNormPrimitive prim_;
 };
 
-// BatchNormalizationGrad(dY, X, scale, saved_mean, saved_var) -> dX, dScale, dBias on
-// oneDNN's backward primitive; saved_var is the population variance before epsilon.
+// BatchNormalizationGrad(dY, X, scale, saved_mean, saved_var[, mask]) -> dX, dScale, dBias
+// on oneDNN's backward primitive; saved_var is the population variance before epsilon.
+// relu=1: dY is the gradient of the fused ReLU's output and mask the forward's output 5.
 class BatchNormGradKernel final : public OpKernel {
  public:
   explicit BatchNormGradKernel(const KernelInfo& info) : OpKernel(info) {}
 
-  // dY and X in any layout (dY is brought to X's); the per-channel inputs plain.
+  // dY and X in any layout (dY is brought to X's); the per-channel inputs and the mask plain.
   bool AcceptsLayouts(const KernelContext& ctx) const override {
     for (int i = 2; i < ctx.NumInputs(); ++i)
       if (ctx.OptionalInput(i) && !ctx.OptionalInput(i)->is_plain()) return false;
@@ -188,13 +208,29 @@ class BatchNormGradKernel final : public OpKernel {
     scratch_.assign(static_cast<size_t>(channels) * 2, 0.f);
     scratch_dx_.resize(ctx.HasOutput(0) ? 0 : data_desc_.get_size() / sizeof(float));
     sync_ = node_.op_type == "SyncBatchNormalizationGrad";
+    relu_ = node_.GetInt("relu", 0) != 0;
+    if (relu_ && sync_) Fail("relu=1 is not supported with synchronised batch normalization");
+    if (relu_ != (ctx.OptionalInput(5) != nullptr))
+      Fail(relu_ ? "relu=1 needs the forward's ReLU mask as input 5" : "input 5 (a ReLU mask) needs relu=1");
     if (sync_) return;  // sync_batchnorm.h, no oneDNN primitive
-    const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+    auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+    // The mask's format is the forward's: a forward_training primitive with the same data
+    // descriptor and fuse_norm_relu records the same workspace whether or not it is given
+    // the statistics (use_global_stats), which the forward kernel is and this hint is not.
+    if (relu_) flags |= dnnl::normalization_flags::fuse_norm_relu;
     auto fwd = dnnl::batch_normalization_forward::primitive_desc(
         dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, data_desc_, eps, flags), Engine());
     dnnl::batch_normalization_backward::desc bwd(dnnl::prop_kind::backward, data_desc_, data_desc_, eps, flags);
-    prim_ = dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(bwd, Engine(), fwd));
+    dnnl::batch_normalization_backward::primitive_desc pd(bwd, Engine(), fwd);
+    prim_ = dnnl::batch_normalization_backward(pd);
     zero_shift_.assign(static_cast<size_t>(channels), 0.f);
+    if (relu_) {
+      workspace_desc_ = pd.workspace_desc();
+      const Tensor& mask = ctx.Input(5);
+      if (mask.dtype() != DType::kUInt8 || mask.numel() != static_cast<int64_t>(workspace_desc_.get_size()))
+        Fail("input 5 " + mask.Describe() + " is not the ReLU mask of a fused BatchNormTraining on " +
+             x.Describe() + " (" + std::to_string(workspace_desc_.get_size()) + " uint8 values)");
+    }
   }
 
   void Compute(KernelContext& ctx) override {
@@ -211,22 +247,26 @@ class BatchNormGradKernel final : public OpKernel {
                           static_cast<float*>(dshift));
       return;
     }
-    prim_.execute(Stream(), {{DNNL_ARG_DIFF_DST, dy_.Apply(ctx.Input(0).raw(), 0)},
-                             {DNNL_ARG_SRC, dnnl::memory(data_desc_, Engine(), ctx.Input(1).raw())},
-                             {DNNL_ARG_SCALE, channel(ctx.Input(2).raw())},
-                             {DNNL_ARG_SHIFT, channel(zero_shift_.data())},  // oneDNN 2.6 wants it, unread
-                             {DNNL_ARG_MEAN, channel(ctx.Input(3).raw())},
-                             {DNNL_ARG_VARIANCE, channel(ctx.Input(4).raw())},
-                             {DNNL_ARG_DIFF_SRC, dnnl::memory(data_desc_, Engine(), dx)},
-                             {DNNL_ARG_DIFF_SCALE, channel(dscale)},
-                             {DNNL_ARG_DIFF_SHIFT, channel(dshift)}});
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_DIFF_DST, dy_.Apply(ctx.Input(0).raw(), 0)},
+        {DNNL_ARG_SRC, dnnl::memory(data_desc_, Engine(), ctx.Input(1).raw())},
+        {DNNL_ARG_SCALE, channel(ctx.Input(2).raw())},
+        {DNNL_ARG_SHIFT, channel(zero_shift_.data())},  // oneDNN 2.6 wants it, unread
+        {DNNL_ARG_MEAN, channel(ctx.Input(3).raw())},
+        {DNNL_ARG_VARIANCE, channel(ctx.Input(4).raw())},
+        {DNNL_ARG_DIFF_SRC, dnnl::memory(data_desc_, Engine(), dx)},
+        {DNNL_ARG_DIFF_SCALE, channel(dscale)},
+        {DNNL_ARG_DIFF_SHIFT, channel(dshift)}};
+    if (relu_) args[DNNL_ARG_WORKSPACE] = dnnl::memory(workspace_desc_, Engine(), ctx.Input(5).raw());
+    prim_.execute(Stream(), args);
   }
 
  private:
   Reorder dy_;
-  dnnl::memory::desc data_desc_, channel_desc_;
+  dnnl::memory::desc data_desc_, channel_desc_, workspace_desc_;
   dnnl::batch_normalization_backward prim_;
   std::vector<float> scratch_, scratch_dx_, zero_shift_;
+  bool relu_ = false;  // relu=1: input 0 is dReLU(Y), input 5 the forward's mask
   bool sync_ = false;  // SyncBatchNormalizationGrad: sums over every replica's batch
 };
 

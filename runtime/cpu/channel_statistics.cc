@@ -4,6 +4,10 @@
 #include <algorithm>
 #include <vector>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "graph/error.h"
 
 namespace ot {
@@ -52,11 +56,65 @@ ChannelGeometry GeometryOf(const dnnl::memory::desc& md) {
   return g;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// SumGroup for a channel-blocked layout of LANES (8 or 16) channels per block on AVX2:
+// each position's LANES floats widen to LANES / 4 vectors of doubles; U positions per
+// iteration keep 2 * U * LANES / 4 = 8 independent accumulator chains in flight. The
+// build targets baseline x86-64, whose SSE2 doubles are 2 wide: 3-4x slower here.
+template <int LANES>
+__attribute__((target("avx2,fma"))) void SumBlockedGroupAvx2(const ChannelGeometry& g, const float* base,
+                                                             const double* m, double* sum, double* sq) {
+  constexpr int V = LANES / 4;  // vectors per position
+  constexpr int U = 8 / V / 2;  // positions per iteration
+  __m256d mu[V], s1[U][V], s2[U][V];
+  for (int v = 0; v < V; ++v) {
+    mu[v] = m ? _mm256_loadu_pd(m + 4 * v) : _mm256_setzero_pd();
+    for (int u = 0; u < U; ++u) s1[u][v] = s2[u][v] = _mm256_setzero_pd();
+  }
+  const int64_t stride = g.s_stride;
+  for (int64_t n = 0; n < g.batch; ++n) {
+    const float* p = base + n * g.n_stride;
+    int64_t s = 0;
+    for (; s + U <= g.spatial; s += U, p += U * stride)
+      for (int u = 0; u < U; ++u)
+        for (int v = 0; v < V; ++v) {
+          const __m256d d = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(p + u * stride + 4 * v)), mu[v]);
+          s1[u][v] = _mm256_add_pd(s1[u][v], d);
+          s2[u][v] = _mm256_fmadd_pd(d, d, s2[u][v]);
+        }
+    for (; s < g.spatial; ++s, p += stride)
+      for (int v = 0; v < V; ++v) {
+        const __m256d d = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(p + 4 * v)), mu[v]);
+        s1[0][v] = _mm256_add_pd(s1[0][v], d);
+        s2[0][v] = _mm256_fmadd_pd(d, d, s2[0][v]);
+      }
+  }
+  for (int u = 1; u < U; ++u)
+    for (int v = 0; v < V; ++v) {
+      s1[0][v] = _mm256_add_pd(s1[0][v], s1[u][v]);
+      s2[0][v] = _mm256_add_pd(s2[0][v], s2[u][v]);
+    }
+  for (int v = 0; v < V; ++v) {
+    _mm256_storeu_pd(sum + 4 * v, s1[0][v]);
+    if (m) _mm256_storeu_pd(sq + 4 * v, s2[0][v]);
+  }
+}
+
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+#endif
+
 // Over one channel group (lanes channels starting at `base`), with m = null:
 //   sum[l] = sum of x, sq untouched; with m: sum[l] = sum of (x - m[l]) and
 //   sq[l] = sum of (x - m[l])^2.
 void SumGroup(const ChannelGeometry& g, const float* base, const double* m, double* sum, double* sq) {
   const int64_t lanes = g.lanes;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if ((lanes == 8 || lanes == 16) && g.s_stride == lanes && HasAvx2())
+    return lanes == 8 ? SumBlockedGroupAvx2<8>(g, base, m, sum, sq) : SumBlockedGroupAvx2<16>(g, base, m, sum, sq);
+#endif
   std::fill(sum, sum + lanes, 0.0);
   if (m) std::fill(sq, sq + lanes, 0.0);
   if (lanes == 1 && (g.s_stride == 1 || g.spatial == 1)) {

@@ -88,15 +88,15 @@ class SumToShapeKernel final : public OpKernel {
     const Shape target = SumToShapeTarget(node_, ctx);
     ctx.SetOutput(0, DType::kFloat32, target, target == g.shape() ? g.layout() : nullptr);
     per_channel_ = target != g.shape() && !g.is_plain();
-    same_plain_ = target == g.shape() && g.is_plain();
+    same_shape_ = target == g.shape();
     if (per_channel_ && !PerChannelOfBlocked(g, target)) Fail("a laid-out gradient needs a per-channel target");
     outer_ = -1;
     if (!per_channel_ && target != g.shape()) PlanOuterKeptInner(g.shape(), target);
   }
 
-  // A gradient that needs no summing is passed on in place (the executor binds the
-  // output to the input's buffer).
-  bool OutputIsInputView() const override { return same_plain_; }
+  // A gradient that needs no summing is passed on in place, in its layout (the executor
+  // binds the output to the input's buffer).
+  bool OutputIsInputView() const override { return same_shape_; }
 
   void Compute(KernelContext& ctx) override {
     const Tensor& g = ctx.Input(0);
@@ -236,7 +236,7 @@ class SumToShapeKernel final : public OpKernel {
   }
 
   bool per_channel_ = false;
-  bool same_plain_ = false;
+  bool same_shape_ = false;
 };
 
 // Swaps the last two axes (for MatMul gradients of any rank >= 2), as one oneDNN reorder

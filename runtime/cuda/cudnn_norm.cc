@@ -25,6 +25,9 @@ class BatchNormKernel final : public OpKernel {
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
     const int64_t channels = CheckBatchNormInputs(node_, ctx);
+    // graph/training_fusion.h's fused ReLU is a CPU fusion (the training session applies it
+    // for the CPU device only); never ignore it.
+    if (node_.GetInt("relu", 0) != 0) Fail("relu=1 (BatchNorm+ReLU fusion) has no CUDA kernel");
     training_ = BatchNormTrainingMode(node_, opset_, ctx);
     momentum_ = node_.GetFloat("momentum", 0.9f);
     epsilon_ = node_.GetFloat("epsilon", 1e-5f);
@@ -85,6 +88,7 @@ class BatchNormGradKernel final : public OpKernel {
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(1);
     const int64_t channels = CheckBatchNormGradInputs(node_, ctx);
+    if (node_.GetInt("relu", 0) != 0) Fail("relu=1 (BatchNorm+ReLU fusion) has no CUDA kernel");
     RequirePerChannelInputs(node_, ctx, 2, 5, channels);
     ctx.SetOutput(0, DType::kFloat32, x.shape());
     ctx.SetOutput(1, DType::kFloat32, {channels});
