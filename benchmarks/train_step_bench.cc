@@ -6,7 +6,7 @@
 // ONNXTRAIN_BENCH_BATCH (32), ONNXTRAIN_BENCH_CLASSES (10) and, for an int64 token input,
 // ONNXTRAIN_BENCH_VOCAB (100) adds train_step/onnx/batch:B on random inputs.
 // ONNXTRAIN_BENCH_CONV_ALGO=auto|direct|winograd: the convolutions' --conv-algo (auto).
-// ONNXTRAIN_BENCH_FUSE=0: BatchNorm and ReLU as separate kernels (graph/training_fusion.h).
+// ONNXTRAIN_BENCH_FUSE=0: BatchNorm, Add and ReLU as separate kernels (graph/training_fusion.h).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -41,7 +41,7 @@ void BenchStep(benchmark::State& state, const StepCase& c) {
     config.optimizer.momentum = 0.9f;
     config.executor.num_threads = bench::Threads();
     if (const char* algo = std::getenv("ONNXTRAIN_BENCH_CONV_ALGO")) config.executor.conv_algo = algo;
-    if (const char* fuse = std::getenv("ONNXTRAIN_BENCH_FUSE")) config.fuse_batch_norm_relu = std::string(fuse) != "0";
+    if (const char* fuse = std::getenv("ONNXTRAIN_BENCH_FUSE")) config.fuse_relu = std::string(fuse) != "0";
     TrainingSession session(model, config);
     session.ReleaseStateBytes(&model);  // as the trainer does: the session holds the weights
     Tensor x = Tensor::FromHost(bench::RandomImages(session.input_name(), c.batch, c.shape));
@@ -98,7 +98,7 @@ void BenchOnnxStep(benchmark::State& state, const std::string& path, int64_t bat
     config.optimizer.momentum = 0.9f;
     config.executor.num_threads = bench::Threads();
     if (const char* algo = std::getenv("ONNXTRAIN_BENCH_CONV_ALGO")) config.executor.conv_algo = algo;
-    if (const char* fuse = std::getenv("ONNXTRAIN_BENCH_FUSE")) config.fuse_batch_norm_relu = std::string(fuse) != "0";
+    if (const char* fuse = std::getenv("ONNXTRAIN_BENCH_FUSE")) config.fuse_relu = std::string(fuse) != "0";
     TrainingSession session(model, config);
     session.ReleaseStateBytes(&model);  // as the trainer does: the session holds the weights
     const ValueInfo* in = model.graph.FindInput(session.input_name());

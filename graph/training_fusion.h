@@ -1,4 +1,6 @@
-// Fusions of the training graph (after autodiff) that a runtime has kernels for.
+// Fusions of the training graph (after autodiff) that a runtime has kernels for: the
+// training session applies them for the CPU device (`onnx-train grad` too, unless
+// --no-fusion); the exported training graph keeps the plain ops.
 //
 // BatchNormalization followed by ReLU, the pair of nearly every convolutional network, is
 // three passes over the activations in the forward (statistics, normalise, ReLU) and two in
@@ -29,5 +31,12 @@ struct BatchNormReluFusion {
 };
 
 BatchNormReluFusion FuseBatchNormRelu(Graph& training_graph);
+
+// Add(A, B) -> Y; Relu(Y) -> Z  becomes  org.onnxtrain AddRelu(A, B) -> Z (ResNet's residual
+// sum): one pass instead of two in the forward; ReluGrad(dZ, Z) and Add's gradient stay as
+// they are. Only where Y has no other reader and is no graph output, and at opsets of 7 and
+// later (numpy broadcasting, which AddRelu follows). Returns how many pairs it fused. CPU
+// kernel only, as above.
+int FuseAddRelu(Model& training_model);
 
 }  // namespace ot

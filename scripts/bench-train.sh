@@ -3,6 +3,7 @@
 # run, same thread count (default 2). ONNX Runtime Training is a benchmark-only peer,
 # installed from PyPI into build/bench-venv (with Debian's torch visible).
 #   scripts/bench-train.sh [THREADS] [MODELS]      e.g. scripts/bench-train.sh 2 resnet34,simplenn
+# BENCH_ROUNDS=N: each framework N times, interleaved, fastest kept (for machines whose speed drifts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-2}

@@ -271,13 +271,17 @@ TEST(TrainingFusion, BatchNormReluFusesForwardAndBackwardAndTrainsAsUnfused) {
 // where no gradient flows back through the normalisation (its input is data and its
 // scale and bias are frozen), only the forward fuses and no mask is made.
 TEST(TrainingFusion, BatchNormReluWithOtherReadersStaysAndForwardFusesAlone) {
-  {
-    SCOPED_TRACE("normalised value read twice");
-    ModelBuilder b;
+  // bn = BatchNormalization(x), r = Relu(bn), x a [2, 4, 3, 3] parameter.
+  auto bn_relu = [](ModelBuilder& b) {
     b.Param("x", {2, 4, 3, 3}, -1.f, 1.f);
     b.Param("s", {4}, 0.5f, 1.5f).Param("bi", {4}, -0.3f, 0.3f).Param("m", {4}, -0.2f, 0.2f).Param("v", {4}, 0.5f, 1.5f);
     b.Op("BatchNormalization", {"x", "s", "bi", "m", "v"}, "bn");
     b.Op("Relu", {"bn"}, "r");
+  };
+  {
+    SCOPED_TRACE("normalised value read twice");
+    ModelBuilder b;
+    bn_relu(b);
     b.Op("Add", {"r", "bn"}, "y");
     const Model m = WithLoss(b, "y", {2, 4, 3, 3});
     TrainingGraph tg = Train(m, false);
@@ -288,10 +292,7 @@ TEST(TrainingFusion, BatchNormReluWithOtherReadersStaysAndForwardFusesAlone) {
   {
     SCOPED_TRACE("normalised value is a graph output");
     ModelBuilder b;
-    b.Param("x", {2, 4, 3, 3}, -1.f, 1.f);
-    b.Param("s", {4}, 0.5f, 1.5f).Param("bi", {4}, -0.3f, 0.3f).Param("m", {4}, -0.2f, 0.2f).Param("v", {4}, 0.5f, 1.5f);
-    b.Op("BatchNormalization", {"x", "s", "bi", "m", "v"}, "bn");
-    b.Op("Relu", {"bn"}, "r");
+    bn_relu(b);
     b.Output("bn", {2, 4, 3, 3});
     TrainingGraph tg = Train(WithLoss(b, "r", {2, 4, 3, 3}), false);
     EXPECT_EQ(FuseBatchNormRelu(tg.model.graph).forward, 0);
@@ -332,6 +333,61 @@ TEST(TrainingFusion, BatchNormReluWithOtherReadersStaysAndForwardFusesAlone) {
       for (int64_t k = 0; k < ta.NumElements(); ++k)
         EXPECT_NEAR(ta.Data<float>()[k], tb.Data<float>()[k], 1e-5 * (1 + std::fabs(tb.Data<float>()[k]))) << fetch[i];
     }
+  }
+}
+
+// Add + Relu (ResNet's residual sum, a broadcast bias either way round) becomes one
+// AddRelu; with BatchNorm+ReLU fused too, the graph trains like the unfused one. An Add
+// whose sum has another reader stays.
+TEST(TrainingFusion, AddReluFusesResidualSumsAndBroadcastsAndTrainsAsUnfused) {
+  for (int64_t c : {8, 5}) {
+    SCOPED_TRACE("residual block, " + std::to_string(c) + " channels");
+    ModelBuilder b;
+    b.Param("x", {2, c, 5, 6}, -1.f, 1.f);
+    b.Param("w1", {c, c, 3, 3}, -0.3f, 0.3f).Param("w2", {c, c, 3, 3}, -0.3f, 0.3f);
+    for (const char* k : {"1", "2"}) {
+      const std::string p = k;
+      b.Param("s" + p, {c}, 0.5f, 1.5f).Param("bi" + p, {c}, -0.3f, 0.3f);
+      b.Param("m" + p, {c}, -0.2f, 0.2f).Param("v" + p, {c}, 0.5f, 1.5f);
+    }
+    b.Op("Conv", {"x", "w1"}, "c1").SetInts("pads", {1, 1, 1, 1});
+    b.Op("BatchNormalization", {"c1", "s1", "bi1", "m1", "v1"}, "n1");
+    b.Op("Relu", {"n1"}, "r1");
+    b.Op("Conv", {"r1", "w2"}, "c2").SetInts("pads", {1, 1, 1, 1});
+    b.Op("BatchNormalization", {"c2", "s2", "bi2", "m2", "v2"}, "n2");
+    b.Op("Add", {"n2", "x"}, "sum");
+    b.Op("Relu", {"sum"}, "y");
+    const TrainingGraph plain = Train(WithLoss(b, "y", {2, c, 5, 6}), false);
+    TrainingGraph fused = plain;
+    EXPECT_EQ(FuseBatchNormRelu(fused.model.graph).backward, 1);
+    EXPECT_EQ(FuseAddRelu(fused.model), 1);
+    EXPECT_EQ(Count(fused.model, "AddRelu", kGradDomain), 1);
+    EXPECT_EQ(Count(fused.model, "Relu"), 0);
+    EXPECT_EQ(Count(fused.model, "ReluGrad", kGradDomain), 1);  // the sum's, which AddRelu keeps
+    ExpectSameLossAndGradients(fused, plain, 1e-5);
+  }
+  for (bool bias_first : {false, true}) {
+    SCOPED_TRACE(bias_first ? "bias + x" : "x + bias");
+    ModelBuilder b;
+    b.Param("x", {2, 3, 4}, -1.f, 1.f).Param("bias", {4}, -0.5f, 0.5f);
+    b.Op("Add", bias_first ? std::vector<std::string>{"bias", "x"} : std::vector<std::string>{"x", "bias"}, "sum");
+    b.Op("Relu", {"sum"}, "y");
+    const Model m = WithLoss(b, "y", {2, 3, 4});
+    const TrainingGraph plain = Train(m, false);
+    TrainingGraph fused = plain;
+    EXPECT_EQ(FuseAddRelu(fused.model), 1);
+    ExpectSameLossAndGradients(fused, plain, 1e-6);
+    ExpectGradientsMatchFiniteDifferences(fused, {}, 1e-3f);
+  }
+  {
+    SCOPED_TRACE("sum read twice");
+    ModelBuilder b;
+    b.Param("x", {2, 3}, -1.f, 1.f).Param("z", {2, 3}, -1.f, 1.f);
+    b.Op("Add", {"x", "z"}, "sum");
+    b.Op("Relu", {"sum"}, "r");
+    b.Op("Mul", {"r", "sum"}, "y");
+    TrainingGraph tg = Train(WithLoss(b, "y", {2, 3}), false);
+    EXPECT_EQ(FuseAddRelu(tg.model), 0);
   }
 }
 

@@ -50,7 +50,7 @@ const char* kUsage =
     "      one forward+backward step in training mode; writes DIR/loss.pb and one file per parameter\n"
     "      gradient, each TensorProto named after the parameter's initializer\n"
     "      [--conv-algo auto|direct|winograd] [--plan-dump: each convolution's algorithm per primitive]\n"
-    "      [--no-fusion: BatchNorm and ReLU as separate kernels, as in the exported training graph]\n"
+    "      [--no-fusion: BatchNorm, Add and ReLU as separate kernels, as in the exported training graph]\n"
     "  export MODEL.onnx -o TRAINING.onnx [--optimizer sgd|adam|adamw|rmsprop|adagrad] [--momentum M] [--nesterov]\n"
     "      [--centered] [--rmsprop-alpha A] [--norm-weight-decay W] [--bias-weight-decay W] [--clip-grad-norm M]\n"
     "      [--weight-decay W] [--no-optimizer] [--freeze A,B] [--frozen-bn]\n"

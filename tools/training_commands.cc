@@ -58,7 +58,10 @@ int CmdGrad(const std::vector<std::string>& argv) {
   opts.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
   opts.conv_algo = args.Get("conv-algo", "auto");
   // As the trainer runs it (train/training_session.cc): fused where the device has kernels.
-  if (opts.device.type == DeviceType::kCPU && !args.Has("no-fusion")) FuseBatchNormRelu(tg.model.graph);
+  if (opts.device.type == DeviceType::kCPU && !args.Has("no-fusion")) {
+    FuseBatchNormRelu(tg.model.graph);
+    FuseAddRelu(tg.model);
+  }
   Executor exec(tg.model, opts);
   std::map<std::string, Tensor> feeds = ReadFeeds(args.GetAll("input"), opts.device);
   if (!tg.labels.empty())

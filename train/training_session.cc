@@ -21,8 +21,10 @@ TrainingSession::TrainingSession(const Model& forward, const TrainingConfig& con
   if (config.accumulate > 1) micro_updates = AppendGradientAccumulation(tg_, config.accumulate);
   AppendOptimizer(tg_, config.optimizer);
   if (config.sync_batch_norm) sync_batch_norm_nodes_ = UseSyncBatchNorm(tg_.model.graph);
-  if (config.fuse_batch_norm_relu && config.executor.device.type == DeviceType::kCPU)
+  if (config.fuse_relu && config.executor.device.type == DeviceType::kCPU) {
     FuseBatchNormRelu(tg_.model.graph);
+    FuseAddRelu(tg_.model);
+  }
   ExecutorOptions opts = config.executor;
   opts.state_updates = tg_.state_updates;
   // One copy of the weights: the training executor takes the graph's initializers over

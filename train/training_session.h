@@ -23,9 +23,9 @@ struct TrainingConfig {
   // > 1: each optimizer step takes this many micro-batches (AppendGradientAccumulation):
   // MicroStep for the first accumulate - 1 of them, then Step.
   int64_t accumulate = 1;
-  // BatchNormalization + ReLU pairs run as one forward and one backward kernel
-  // (graph/training_fusion.h) where the device has them (CPU).
-  bool fuse_batch_norm_relu = true;
+  // BatchNormalization + ReLU pairs run as one forward and one backward kernel, Add + ReLU
+  // as one forward kernel (graph/training_fusion.h), where the device has them (CPU).
+  bool fuse_relu = true;
 };
 
 struct StepResult {

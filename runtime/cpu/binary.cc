@@ -8,11 +8,15 @@
 // two inputs where one is a channel-blocked activation (ChannelBlocked) and the other a per-sample,
 // per-channel scale [N or 1, C, 1, ...] (squeeze-and-excitation's x * s): the scale is
 // reordered to the same blocking (small) and oneDNN broadcasts it.
+// org.onnxtrain AddRelu (graph/training_fusion.h) is Add then ReLU in one pass: the same
+// kernel with oneDNN's eltwise_relu post-op on its last step (or ReLU applied after the loop),
+// with today's broadcasting rules.
 #include <cmath>
 #include <cstring>
 #include <optional>
 #include <type_traits>
 
+#include "graph/gradient_registry.h"
 #include "runtime/cpu/dnnl_layout.h"
 #include "runtime/cpu/dtype_dispatch.h"
 #include "runtime/cpu/kernel_util.h"
@@ -24,6 +28,8 @@
 namespace ot {
 namespace cpu {
 namespace {
+
+constexpr int64_t kLatest = 1 << 30;
 
 bool IsCommutative(BinaryOp op) {
   return op == BinaryOp::kAdd || op == BinaryOp::kMul || op == BinaryOp::kMax || op == BinaryOp::kMin;
@@ -64,7 +70,12 @@ T ScalarPow(T base, E exponent) {
 class BroadcastBinaryKernel final : public OpKernel {
  public:
   explicit BroadcastBinaryKernel(const KernelInfo& info)
-      : OpKernel(info), op_(ParseBinaryOp(info.node.op_type)), mean_(info.node.op_type == "Mean") {}
+      : OpKernel(info),
+        relu_(info.node.op_type == "AddRelu"),
+        op_(ParseBinaryOp(relu_ ? "Add" : info.node.op_type)),
+        mean_(info.node.op_type == "Mean") {
+    if (relu_) opset_ = kLatest;  // its own domain's version says nothing of broadcasting
+  }
 
   bool AcceptsLayouts(const KernelContext& ctx) const override {
     if (ctx.NumInputs() < 2 || IsComparison(op_) || op_ == BinaryOp::kPow) return false;
@@ -238,9 +249,10 @@ class BroadcastBinaryKernel final : public OpKernel {
       Reorder src1_reorder(input_desc(src1), src1_target);
       dnnl::memory::desc src1_desc = src1_reorder.to();
       dnnl::primitive_attr attr;
-      if (k + 1 == others.size() && scale != 1.f) {
+      if (k + 1 == others.size() && (scale != 1.f || relu_)) {
         dnnl::post_ops ops;
-        ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, scale, 0.f);
+        if (scale != 1.f) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, scale, 0.f);
+        if (relu_) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
         attr.set_post_ops(ops);
       }
       dnnl::binary::primitive_desc pd(dnnl::binary::desc(alg, dst_desc, src1_desc, dst_desc), attr, Engine(), true);
@@ -297,6 +309,13 @@ class BroadcastBinaryKernel final : public OpKernel {
         break;
       default:
         Fail("not an arithmetic op");
+    }
+    if constexpr (std::is_signed_v<T> || std::is_floating_point_v<T>) {
+      if (relu_) {
+        T* out = ctx.Output(0).data<T>();
+        for (int64_t i = 0, e = NumElements(out_shape_); i < e; ++i)
+          if (out[i] < T(0)) out[i] = T(0);
+      }
     }
     if (mean_) {
       if constexpr (std::is_floating_point_v<T>) {
@@ -386,6 +405,7 @@ class BroadcastBinaryKernel final : public OpKernel {
     });
   }
 
+  const bool relu_;  // AddRelu
   const BinaryOp op_;
   const bool mean_;
   std::vector<Shape> shapes_;  // input shapes after legacy broadcast alignment
@@ -401,8 +421,8 @@ class BroadcastBinaryKernel final : public OpKernel {
   dnnl::eltwise_forward pow_;
 };
 
-constexpr int64_t kLatest = 1 << 30;
 OT_REGISTER_CPU_KERNEL("Add", 1, kLatest, BroadcastBinaryKernel);
+OT_REGISTER_KERNEL(kGradDomain, "AddRelu", 1, kLatest, DeviceType::kCPU, BroadcastBinaryKernel);
 OT_REGISTER_CPU_KERNEL("Sub", 1, kLatest, BroadcastBinaryKernel);
 OT_REGISTER_CPU_KERNEL("Mul", 1, kLatest, BroadcastBinaryKernel);
 OT_REGISTER_CPU_KERNEL("Div", 1, kLatest, BroadcastBinaryKernel);
