@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "graph/gradient_registry.h"
@@ -23,17 +24,44 @@ class Fuser {
       if (IsOp(g_.nodes[i], "Erf") && FuseGelu(i)) ++counts.gelu;
     for (size_t i = 0; i < g_.nodes.size(); ++i)
       if (IsOp(g_.nodes[i], "Sqrt") && FuseLayerNorm(i)) ++counts.layer_norm;
-    if (counts.gelu + counts.layer_norm == 0) return counts;
+    Finish();
+    return counts;
+  }
+
+  BatchNormReluFusion RunBatchNormRelu() {
+    BatchNormReluFusion counts;
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      if (IsOp(g_.nodes[i], "BatchNormTraining", kGradDomain) && g_.nodes[i].GetInt("relu", 0) == 0)
+        FuseBatchNormRelu(i, &counts);
+    Finish();
+    return counts;
+  }
+
+  int RunAddRelu() {
+    int count = 0;
+    if (m_.OpsetFor("") >= 7)
+      for (size_t i = 0; i < g_.nodes.size(); ++i)
+        if (IsOp(g_.nodes[i], "Add") && FuseAddRelu(i)) ++count;
+    Finish();
+    return count;
+  }
+
+ private:
+  // An `op` of `domain` ("": ai.onnx, either spelling).
+  static bool IsOp(const Node& n, const char* op, const char* domain = "") {
+    const bool same_domain = *domain ? n.domain == domain : n.domain.empty() || n.domain == "ai.onnx";
+    return same_domain && n.op_type == op;
+  }
+
+  // Drops the fused-away nodes (every fusion removes one); declares the org.onnxtrain opset.
+  void Finish() {
+    if (removed_.empty()) return;
     std::vector<Node> kept;
     for (size_t i = 0; i < g_.nodes.size(); ++i)
       if (!removed_.count(i)) kept.push_back(std::move(g_.nodes[i]));
     g_.nodes = std::move(kept);
     if (!m_.opsets.count(kGradDomain)) m_.opsets[kGradDomain] = 1;
-    return counts;
   }
-
- private:
-  static bool IsOp(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
 
   void Index() {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
@@ -50,12 +78,12 @@ class Fuser {
     if (it == producer_.end() || removed_.count(it->second) || !IsOp(g_.nodes[it->second], op)) return -1;
     return static_cast<long>(it->second);
   }
-  // The only reader of `v` when it is `op` and `v` is no graph output; -1 otherwise.
-  long SoleReader(const std::string& v, const char* op) const {
+  // The only reader of `v` when it is `op` of `domain` and `v` is no graph output; -1 otherwise.
+  long SoleReader(const std::string& v, const char* op, const char* domain = "") const {
     auto it = readers_.find(v);
     if (graph_outputs_.count(v) || it == readers_.end() || it->second.size() != 1) return -1;
     const size_t r = it->second[0];
-    return !removed_.count(r) && IsOp(g_.nodes[r], op) ? static_cast<long>(r) : -1;
+    return !removed_.count(r) && IsOp(g_.nodes[r], op, domain) ? static_cast<long>(r) : -1;
   }
   size_t Readers(const std::string& v) const {
     auto it = readers_.find(v);
@@ -231,6 +259,65 @@ class Fuser {
     return true;
   }
 
+  // BatchNormTraining(X, ...) -> Y; Relu(Y) -> Z, and where its gradient has that form,
+  // ReluGrad(dZ, Z) -> dY; BatchNormalizationGrad(dY, X, ...): see fusion.h.
+  void FuseBatchNormRelu(size_t i, BatchNormReluFusion* counts) {
+    Node& bn = g_.nodes[i];
+    if (!bn.HasOutput(0)) return;
+    const long r = SoleReader(bn.outputs[0], "Relu");
+    if (r < 0 || !g_.nodes[r].HasOutput(0)) return;
+    const std::string z = g_.nodes[r].outputs[0];
+    long rg = -1, bg = -1;
+    auto z_readers = readers_.find(z);
+    if (z_readers != readers_.end())
+      for (size_t k : z_readers->second) {
+        const Node& c = g_.nodes[k];
+        if (!IsOp(c, "ReluGrad", kGradDomain) || c.inputs.size() != 2 || c.inputs[1] != z || !c.HasOutput(0))
+          continue;
+        const long b = SoleReader(c.outputs[0], "BatchNormalizationGrad", kGradDomain);
+        if (b >= 0 && g_.nodes[b].GetInt("relu", 0) == 0 && g_.nodes[b].inputs.size() == 5 &&
+            g_.nodes[b].inputs[0] == c.outputs[0] && bn.HasOutput(3) && g_.nodes[b].inputs[3] == bn.outputs[3]) {
+          rg = static_cast<long>(k);
+          bg = b;
+          break;
+        }
+      }
+    g_.value_info.erase(bn.outputs[0]);
+    bn.outputs[0] = z;
+    bn.SetInt("relu", 1);
+    removed_.insert(static_cast<size_t>(r));
+    ++counts->forward;
+    if (rg < 0) return;
+    std::string mask = z + "_relu_mask";
+    for (int k = 1; producer_.count(mask) || readers_.count(mask) || g_.FindInitializer(mask); ++k)
+      mask = z + "_relu_mask_" + std::to_string(k);
+    producer_[mask] = i;
+    bn.outputs.resize(6);
+    bn.outputs[5] = mask;
+    Node& grad = g_.nodes[bg];
+    g_.value_info.erase(grad.inputs[0]);
+    grad.inputs[0] = g_.nodes[rg].inputs[0];
+    grad.inputs.push_back(mask);
+    grad.SetInt("relu", 1);
+    removed_.insert(static_cast<size_t>(rg));
+    ++counts->backward;
+  }
+
+  // Add(A, B) -> Y; Relu(Y) -> Z becomes AddRelu(A, B) -> Z.
+  bool FuseAddRelu(size_t i) {
+    Node& add = g_.nodes[i];
+    if (add.inputs.size() != 2 || add.inputs[0].empty() || add.inputs[1].empty() || !add.HasOutput(0)) return false;
+    const long r = SoleReader(add.outputs[0], "Relu");
+    if (r < 0 || !g_.nodes[r].HasOutput(0)) return false;
+    g_.value_info.erase(add.outputs[0]);
+    add.outputs = {g_.nodes[r].outputs[0]};
+    add.op_type = "AddRelu";
+    add.domain = kGradDomain;
+    add.attrs.clear();
+    removed_.insert(static_cast<size_t>(r));
+    return true;
+  }
+
   Model& m_;
   Graph& g_;
   std::set<std::string> graph_outputs_;
@@ -242,5 +329,7 @@ class Fuser {
 }  // namespace
 
 FusionCounts FuseDecomposedOps(Model& m) { return Fuser(m).Run(); }
+BatchNormReluFusion FuseBatchNormRelu(Model& m) { return Fuser(m).RunBatchNormRelu(); }
+int FuseAddRelu(Model& m) { return Fuser(m).RunAddRelu(); }
 
 }  // namespace ot

@@ -1,5 +1,5 @@
 // Fusion of PyTorch's decomposed GELU and LayerNorm before differentiation
-// (graph/fusion.h), BatchNorm+ReLU in the training graph (graph/training_fusion.h), and
+// (graph/fusion.h), BatchNorm+ReLU in the training graph (graph/fusion.h), and
 // rank inference through run-time shapes (graph/rank_inference.h): which graphs are
 // rewritten and which are left alone, finite differences through the fused kernels, and
 // the fused training graph against the unfused one.
@@ -14,7 +14,6 @@
 #include "graph/fusion.h"
 #include "graph/gradient_registry.h"
 #include "graph/rank_inference.h"
-#include "graph/training_fusion.h"
 #include "runtime/executor.h"
 #include "tests/grad_check.h"
 
@@ -247,7 +246,7 @@ TEST(TrainingFusion, BatchNormReluFusesForwardAndBackwardAndTrainsAsUnfused) {
     const Model m = ConvBnReluModel(k.n, k.c, k.h, k.w, k.blocks, k.first_conv);
     const TrainingGraph plain = Train(m, false);
     TrainingGraph fused = plain;
-    const BatchNormReluFusion f = FuseBatchNormRelu(fused.model.graph);
+    const BatchNormReluFusion f = FuseBatchNormRelu(fused.model);
     EXPECT_EQ(f.forward, k.blocks);
     EXPECT_EQ(f.backward, k.blocks);
     EXPECT_EQ(Count(fused.model, "Relu"), 0);
@@ -262,7 +261,7 @@ TEST(TrainingFusion, BatchNormReluFusesForwardAndBackwardAndTrainsAsUnfused) {
     // the rounding of a sum over every activation here.
     ExpectSameLossAndGradients(fused, plain, 1e-5);
     // A second pass finds nothing left to fuse.
-    const BatchNormReluFusion again = FuseBatchNormRelu(fused.model.graph);
+    const BatchNormReluFusion again = FuseBatchNormRelu(fused.model);
     EXPECT_EQ(again.forward + again.backward, 0);
   }
 }
@@ -285,7 +284,7 @@ TEST(TrainingFusion, BatchNormReluWithOtherReadersStaysAndForwardFusesAlone) {
     b.Op("Add", {"r", "bn"}, "y");
     const Model m = WithLoss(b, "y", {2, 4, 3, 3});
     TrainingGraph tg = Train(m, false);
-    const BatchNormReluFusion f = FuseBatchNormRelu(tg.model.graph);
+    const BatchNormReluFusion f = FuseBatchNormRelu(tg.model);
     EXPECT_EQ(f.forward + f.backward, 0);
     EXPECT_EQ(Count(tg.model, "Relu"), 1);
   }
@@ -295,7 +294,7 @@ TEST(TrainingFusion, BatchNormReluWithOtherReadersStaysAndForwardFusesAlone) {
     bn_relu(b);
     b.Output("bn", {2, 4, 3, 3});
     TrainingGraph tg = Train(WithLoss(b, "r", {2, 4, 3, 3}), false);
-    EXPECT_EQ(FuseBatchNormRelu(tg.model.graph).forward, 0);
+    EXPECT_EQ(FuseBatchNormRelu(tg.model).forward, 0);
   }
   {
     SCOPED_TRACE("no gradient through the normalisation");
@@ -312,7 +311,7 @@ TEST(TrainingFusion, BatchNormReluWithOtherReadersStaysAndForwardFusesAlone) {
     opts.freeze = {"loss_w", "s", "bi"};
     const TrainingGraph plain = BuildTrainingGraph(m, opts);
     TrainingGraph fused = plain;
-    const BatchNormReluFusion f = FuseBatchNormRelu(fused.model.graph);
+    const BatchNormReluFusion f = FuseBatchNormRelu(fused.model);
     EXPECT_EQ(f.forward, 1);
     EXPECT_EQ(f.backward, 0);
     for (const auto& n : fused.model.graph.nodes) {
@@ -359,7 +358,7 @@ TEST(TrainingFusion, AddReluFusesResidualSumsAndBroadcastsAndTrainsAsUnfused) {
     b.Op("Relu", {"sum"}, "y");
     const TrainingGraph plain = Train(WithLoss(b, "y", {2, c, 5, 6}), false);
     TrainingGraph fused = plain;
-    EXPECT_EQ(FuseBatchNormRelu(fused.model.graph).backward, 1);
+    EXPECT_EQ(FuseBatchNormRelu(fused.model).backward, 1);
     EXPECT_EQ(FuseAddRelu(fused.model), 1);
     EXPECT_EQ(Count(fused.model, "AddRelu", kGradDomain), 1);
     EXPECT_EQ(Count(fused.model, "Relu"), 0);

@@ -11,7 +11,7 @@
 #include "graph/onnx_io.h"
 #include "graph/optimizer_pass.h"
 #include "graph/tensor_proto.h"
-#include "graph/training_fusion.h"
+#include "graph/fusion.h"
 #include "runtime/executor.h"
 #include "tools/args.h"
 #include "tools/cli_util.h"
@@ -59,7 +59,7 @@ int CmdGrad(const std::vector<std::string>& argv) {
   opts.conv_algo = args.Get("conv-algo", "auto");
   // As the trainer runs it (train/training_session.cc): fused where the device has kernels.
   if (opts.device.type == DeviceType::kCPU && !args.Has("no-fusion")) {
-    FuseBatchNormRelu(tg.model.graph);
+    FuseBatchNormRelu(tg.model);
     FuseAddRelu(tg.model);
   }
   Executor exec(tg.model, opts);

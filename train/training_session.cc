@@ -3,7 +3,7 @@
 
 #include "graph/error.h"
 #include "graph/sync_batch_norm.h"
-#include "graph/training_fusion.h"
+#include "graph/fusion.h"
 
 namespace ot {
 
@@ -22,7 +22,7 @@ TrainingSession::TrainingSession(const Model& forward, const TrainingConfig& con
   AppendOptimizer(tg_, config.optimizer);
   if (config.sync_batch_norm) sync_batch_norm_nodes_ = UseSyncBatchNorm(tg_.model.graph);
   if (config.fuse_relu && config.executor.device.type == DeviceType::kCPU) {
-    FuseBatchNormRelu(tg_.model.graph);
+    FuseBatchNormRelu(tg_.model);
     FuseAddRelu(tg_.model);
   }
   ExecutorOptions opts = config.executor;

@@ -24,7 +24,7 @@ struct TrainingConfig {
   // MicroStep for the first accumulate - 1 of them, then Step.
   int64_t accumulate = 1;
   // BatchNormalization + ReLU pairs run as one forward and one backward kernel, Add + ReLU
-  // as one forward kernel (graph/training_fusion.h), where the device has them (CPU).
+  // as one forward kernel (graph/fusion.h), where the device has them (CPU).
   bool fuse_relu = true;
 };
 
