@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""--conv-algo auto|direct|winograd of the CPU convolutions (issue 16 item 1).
+"""--conv-algo auto|direct|winograd|taps of the CPU convolutions (issue 16 items 1 and 2).
 
 A model of two 3x3 stride-1 convolutions (16 -> 32 -> 32 channels, 12x12, with and
 without bias), global average pooling and a Linear layer, exported from PyTorch, gets one
 `onnx-train grad` per algorithm with --plan-dump; a model of convolutions on 2x2 and 1x1
-maps (SmallMaps) checks auto's dense matrix products the same way. The dump must name the algorithm asked
-for in each primitive (forward, backward-data, backward-weights; auto shows its timings),
+maps (SmallMaps) checks auto's matrix products for those the same way, and one of odd maps, kernels
+and pads (TapShapes) the products over data taps (runtime/cpu/conv_taps.h) under --conv-algo taps.
+The dump must name the algorithm asked for in each primitive (forward, backward-data,
+backward-weights; auto shows its timings, and may pick taps where they were timed faster),
 and each algorithm's loss and gradients must lie within max(1e-4, 3x PyTorch float32's
 own distance) of PyTorch float64 (tests/grad_compare.py). On a CPU without oneDNN's
 Winograd primitive (it needs AVX-512), winograd and auto must show direct in every
@@ -47,9 +49,10 @@ class TwoConvs(torch.nn.Module):
 
 class SmallMaps(torch.nn.Module):
     """Convolutions whose maps fit in their window (2x2 and 1x1 maps under 3x3 kernels),
-    which auto runs as one matrix product each: channel-blocked in and out (conv3),
-    blocked in and plain out with stride 2 (conv4: 20 channels are no block), plain in and
-    out on a 1x1 map (conv5), all with bias; conv1 and conv2 (4x4 maps) stay oneDNN's."""
+    which auto runs as products over the data taps where the stride is 1 and else as one
+    dense matrix product: channel-blocked in and out (conv3), blocked in and plain out with
+    stride 2 (conv4: 20 channels are no block; dense), plain in and out on a 1x1 map
+    (conv5), all with bias; conv1 and conv2 (4x4 maps) are timed or stay oneDNN's."""
 
     def __init__(self):
         super().__init__()
@@ -63,6 +66,51 @@ class SmallMaps(torch.nn.Module):
     def forward(self, x):
         y = self.conv5(self.conv4(self.conv3(self.conv2(self.conv1(x)))))
         return self.fc(y.mean(dim=(2, 3)))
+
+
+class TapShapes(torch.nn.Module):
+    """Stride-1 convolutions of every kind TapConv takes: 3x3 with pad 1 and bias, 5x5 with
+    pad 2 into 20 channels (no channel block), 1x3 with pad (0, 1), 3x3 with no padding (a
+    smaller map), 3x3 with pad 2 (a larger one, corners seeing one tap), 1x1 with bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(16, 24, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(24, 20, 5, padding=2, bias=False)
+        self.conv3 = torch.nn.Conv2d(20, 16, (1, 3), padding=(0, 1))
+        self.conv4 = torch.nn.Conv2d(16, 16, 3, padding=0, bias=False)
+        self.conv5 = torch.nn.Conv2d(16, 32, 3, padding=2, bias=False)
+        self.conv6 = torch.nn.Conv2d(32, 32, 1)
+        self.fc = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        y = self.conv3(self.conv2(self.conv1(x)))
+        y = self.conv6(torch.tanh(self.conv5(self.conv4(y))))
+        return self.fc(y.mean(dim=(2, 3)))
+
+
+def check_taps(args, failures):
+    model_path, xp, yp, ref_loss, ref, ref32 = prepare_case(args, TapShapes, "tap_shapes", (16, 5, 7), 23)
+    out = os.path.join(args.workdir, "taps")
+    proc = subprocess.run([args.onnx_train, "grad", model_path, "--input", "input=" + xp, "--input", "labels=" + yp,
+                           "-o", out, "--plan-dump", "--threads", "2", "--conv-algo", "taps"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        failures.append(f"taps: grad failed: {proc.stderr.strip()[-300:]}")
+        return
+    dump = [line for line in proc.stdout.splitlines() if line.startswith("plan ") and "Conv" in line]
+    entries = [(re.search(r"/(conv\d)/", line).group(1), k, alg) for line in dump
+               for k, alg, _, _ in (m.groups() for m in ENTRY.finditer(line.split(": ", 1)[1]))]
+    convs = [f"conv{i}" for i in range(1, 7)]
+    want = ([(c, "fwd", "taps") for c in convs] + [(c, "bwd_weights", "taps") for c in convs]
+            + [(c, "bwd_data", "taps") for c in convs[1:]])
+    if sorted(entries) != sorted(want):
+        failures.append("taps: every primitive of conv1-6 (conv1 has no backward-data) must be taps:\n"
+                        + "\n".join(dump))
+    f, loss_err, worst, worst_name, worst_t32 = compare_gradients(read_dir(out), ref_loss, ref, ref32, 1e-5)
+    print(f"  taps     loss rel err {loss_err:.1e}, worst gradient {worst:.2e} ({worst_name}) from float64, "
+          f"torch float32 {worst_t32:.2e}  {'ok' if not f else 'FAILED'}")
+    failures += [f"taps: {line}" for line in f]
 
 
 def prepare_case(args, make_module, name, shape, seed):
@@ -93,11 +141,12 @@ def check_small_maps(args, failures):
         return
     dump = [line for line in proc.stdout.splitlines() if line.startswith("plan ") and "Conv" in line]
     dense = sorted(re.search(r"/(conv\d)/", line).group(1) for line in dump if "=dense" in line)
-    if dense != ["conv3", "conv3", "conv4", "conv4", "conv5", "conv5"]:
-        failures.append("small maps: auto must run conv3-5 (forward and gradient) as dense products and no other:\n"
-                        + "\n".join(dump))
+    within = sorted(re.search(r"/(conv\d)/", line).group(1) for line in dump if "taps(maps within the window)" in line)
+    if dense != ["conv4", "conv4"] or within != ["conv3", "conv3", "conv5", "conv5"]:
+        failures.append("small maps: auto must run conv3 and conv5 (forward and gradient) as products over data taps, "
+                        "conv4 (stride 2) as dense products, and no other:\n" + "\n".join(dump))
     f, loss_err, worst, worst_name, worst_t32 = compare_gradients(read_dir(out), ref_loss, ref, ref32, 1e-5)
-    print(f"  small maps (dense) loss rel err {loss_err:.1e}, worst gradient {worst:.2e} ({worst_name}) from "
+    print(f"  small maps loss rel err {loss_err:.1e}, worst gradient {worst:.2e} ({worst_name}) from "
           f"float64, torch float32 {worst_t32:.2e}  {'ok' if not f else 'FAILED'}")
     failures += [f"small maps: {line}" for line in f]
 
@@ -164,13 +213,15 @@ def main():
             print(f"  {algo:<8} this CPU has no Winograd primitive (oneDNN's needs AVX-512): each primitive "
                   "falls back to direct and the dump says so; the Winograd checks are skipped here")
         if not winograd_here and algo != "direct":
-            if not entries or not all(alg == "direct" and ("no Winograd primitive" in why or "forward stays direct" in why)
+            if not entries or not all((alg == "direct" and ("no Winograd primitive" in why
+                                                             or "forward stays direct" in why))
+                                      or (algo == "auto" and alg == "taps" and "timed: taps" in why)
                                       for _, alg, why, _ in entries):
                 failures.append(f"{algo}: without a Winograd primitive every entry must be direct and say why:\n"
                                 + "\n".join(dump))
         elif algo == "auto":
             if (not any("timed: direct" in line and "winograd" in line for line in grads)
-                    or not all("fwd=direct" in line for line in convs)):
+                    or not all("fwd=direct" in line or "fwd=taps(timed" in line for line in convs)):
                 failures.append("auto: the plan dump shows no timed backward choice or a forward not direct:\n"
                                 + "\n".join(dump))
         elif (len(convs) != 2 or len(grads) != 2 or not all(f"fwd={want}" in line for line in convs)
@@ -184,6 +235,7 @@ def main():
         failures += [f"{algo}: {line}" for line in f]
 
     check_small_maps(args, failures)
+    check_taps(args, failures)
     proc = subprocess.run([args.onnx_train, "grad", model_path, "--input", "input=" + xp, "--input", "labels=" + yp,
                            "-o", os.path.join(args.workdir, "bad"), "--conv-algo", "fastest"],
                           capture_output=True, text=True)

@@ -467,7 +467,8 @@ def our_kink_inputs(binary, model_path, workdir, tag, calls):
     onnx.save(model, path)
     out = os.path.join(workdir, tag + "_kinks_out")
     proc = subprocess.run([binary, "infer", path, "--threads", "2", "--input",
-                           "input=" + os.path.join(workdir, tag + "_x.pb"), "-o", out], capture_output=True, text=True)
+                           "input=" + os.path.join(workdir, tag + "_x.pb"), "-o", out, "--conv-algo", CONV_ALGO[0]],
+                          capture_output=True, text=True)
     os.remove(path)
     if proc.returncode != 0:
         raise RuntimeError("infer (activation inputs): " + last_error_line(proc))
@@ -529,13 +530,16 @@ def last_error_line(proc):
     return (lines[-1] if lines else text)[:600]
 
 
+CONV_ALGO = ["auto"]  # --conv-algo of every `onnx-train grad`
+
+
 def run_grad(binary, model_path, x, y, workdir, tag):
     xp, yp = os.path.join(workdir, tag + "_x.pb"), os.path.join(workdir, tag + "_y.pb")
     write_tensor(x, "input", xp)
     write_tensor(y, "labels", yp)
     out = os.path.join(workdir, tag + "_grads")
     proc = subprocess.run([binary, "grad", model_path, "--threads", "2", "--input", "input=" + xp, "--input",
-                           "labels=" + yp, "-o", out], capture_output=True, text=True)
+                           "labels=" + yp, "-o", out, "--conv-algo", CONV_ALGO[0]], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError("grad: " + last_error_line(proc))
     return dict(read_tensor(os.path.join(out, f)) for f in os.listdir(out))
@@ -685,8 +689,10 @@ def main():
     p.add_argument("--opsets", default="13,17")
     p.add_argument("--batch", type=int, default=0, help="batch size for every model (default: 4)")
     p.add_argument("--seed", type=int, default=1300, help="weights and data seed (the model's index is added)")
+    p.add_argument("--conv-algo", default="auto", help="onnx-train grad's --conv-algo (auto, direct, winograd, taps)")
     p.add_argument("--failures", help="also write each failing model's first failure lines to this file")
     args = p.parse_args()
+    CONV_ALGO[0] = args.conv_algo
     os.makedirs(args.workdir, exist_ok=True)
     torch.set_num_threads(2)
     start = time.time()

@@ -5,7 +5,9 @@
 // plain weights (state the optimizer updates) are reordered each run.
 // 3x3 stride-1 convolutions may run on oneDNN's Winograd primitives instead
 // (runtime/cpu/conv_algorithm.h): chosen per primitive at plan time. Under auto, one
-// whose maps fit inside its window runs as matrix products (runtime/cpu/conv_dense.h).
+// whose maps fit inside its window runs as matrix products (runtime/cpu/conv_dense.h),
+// and one whose window is partly padding may run as products over the taps that touch
+// data (runtime/cpu/conv_taps.h) where they were timed faster.
 #include <time.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 
 #include "runtime/cpu/conv_algorithm.h"
 #include "runtime/cpu/conv_dense.h"
+#include "runtime/cpu/conv_taps.h"
 #include "runtime/cpu/dnnl_layout.h"
 #include "runtime/cpu/window_geometry.h"
 #include "runtime/kernel_registry.h"
@@ -169,6 +172,10 @@ std::unique_ptr<DenseConv> MaybeDense(const ConvProblem& p, int64_t in_block, in
   return DenseConv::Make(p.src, p.weights, p.dst, p.strides, dilations, p.pads_begin, in_block, out_block);
 }
 
+dnnl::memory::desc BlockedOrPlainDesc(const Shape& s, int64_t block) {
+  return block ? ChannelBlocked(s) : PlainDesc(s, DType::kFloat32);
+}
+
 std::shared_ptr<const TensorLayout> BlockedOrPlain(const Shape& s, int64_t block) {
   return block ? LayoutFor(ChannelBlocked(s), s, DType::kFloat32) : nullptr;
 }
@@ -179,10 +186,23 @@ double CpuSeconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// CPU time (all threads) of the fastest of several runs of a primitive and its weight reorder (after one warm-up
-// run: at least 3, more for short ones, up to 9 or 30 ms), on zeroed buffers of the
-// descriptor's layouts (zeros: no denormals). The fastest run is the least disturbed by
-// other work on the machine.
+// CPU time (all threads) of the fastest of several runs of `run` after one warm-up run:
+// at least 3, more for short ones, up to 9 or 30 ms. The fastest run is the least
+// disturbed by other work on the machine.
+template <typename Run>
+double TimeFastest(Run run) {
+  double best = std::numeric_limits<double>::infinity(), spent = 0;
+  for (int i = 0; i < 10 && (i < 4 || spent < 0.03); ++i) {
+    const double t0 = CpuSeconds();
+    run();
+    const double t = CpuSeconds() - t0;
+    if (i > 0) best = std::min(best, t), spent += t;
+  }
+  return best;
+}
+
+// CPU time of a primitive and its weight reorder (TimeFastest), on zeroed buffers
+// of the descriptor's layouts (zeros: no denormals).
 // The weights travel plain (optimizer state), so each run also reorders them into the
 // primitive's layout (or its weight gradient out of it): that reorder is timed with it
 // (Winograd's own weight layout costs more to reach than the direct one's).
@@ -203,17 +223,12 @@ double TimePrimitive(const dnnl::primitive& prim, const dnnl::primitive_desc_bas
   auto w = args.find(DNNL_ARG_WEIGHTS), dw = args.find(DNNL_ARG_DIFF_WEIGHTS);
   if (w != args.end() && w->second.get_desc() != plain_weights) weights_in = dnnl::reorder(plain, w->second);
   if (dw != args.end() && dw->second.get_desc() != plain_weights) weights_out = dnnl::reorder(dw->second, plain);
-  double best = std::numeric_limits<double>::infinity(), spent = 0;
-  for (int run = 0; run < 10 && (run < 4 || spent < 0.03); ++run) {
-    const double t0 = CpuSeconds();
+  return TimeFastest([&] {
     if (weights_in) weights_in.execute(Stream(), plain, w->second);
     prim.execute(Stream(), args);
     if (weights_out) weights_out.execute(Stream(), dw->second, plain);
     Stream().wait();
-    const double t = CpuSeconds() - t0;
-    if (run > 0) best = std::min(best, t), spent += t;
-  }
-  return best;
+  });
 }
 
 // Timed choices, by problem and primitive: a model repeats its convolution shapes (ResNet34
@@ -254,7 +269,8 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_n
   // 2.5-3.0e-5 (3 seeds, all over the 1e-4 limit). In the backward primitives its
   // rounding stays within the parity rule.
   const bool forward = std::string(kind) == "fwd";
-  if (setting == ConvAlgorithm::kDirect || !WinogradShaped(p)) return finish(direct, "direct");
+  if (setting == ConvAlgorithm::kDirect || setting == ConvAlgorithm::kTaps || !WinogradShaped(p))
+    return finish(direct, "direct");
   if (setting == ConvAlgorithm::kAuto && forward) return finish(direct, "direct(auto: forward stays direct)");
   // Winograd on blocked activations, with its weights in the direct kernels' OIhw16i16o
   // where it takes them (it transforms them itself, far faster than a reorder into its own
@@ -297,6 +313,79 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_n
   return finish(use_winograd ? winograd : direct, (std::string(use_winograd ? "winograd" : "direct") + timing).c_str());
 }
 
+// Taps that touch data, as a share of the window, below which auto times TapConv against
+// oneDNN's primitive: a 3x3 padded convolution on maps up to 16x16 (0.92 there; 0.84 on
+// 8x8, 0.69 on 4x4). On 32x32 maps (0.96) oneDNN's kernels win.
+constexpr double kTapsShareLimit = 0.95;
+
+std::map<std::string, bool> g_timed_taps;  // under g_timed_mutex
+
+// Under --conv-algo auto or taps, a TapConv (conv_taps.h) for the problem; null where it
+// does not apply (or auto leaves the window's padding to oneDNN).
+std::unique_ptr<TapConv> MaybeTaps(const ConvProblem& p, const TapConv::Layouts& layouts) {
+  const ConvAlgorithm setting = GetCpuConvAlgorithm();
+  if ((setting != ConvAlgorithm::kAuto && setting != ConvAlgorithm::kTaps) || p.weights.size() != 4) return nullptr;
+  std::vector<int64_t> dilations;
+  for (int64_t d : p.dilations) dilations.push_back(d + 1);
+  auto taps = TapConv::Make(p.src, p.weights, p.dst, p.strides, dilations, p.pads_begin, layouts);
+  if (taps && setting == ConvAlgorithm::kAuto && taps->data_share() >= kTapsShareLimit) return nullptr;
+  return taps;
+}
+
+// Whether the TapConv runs primitive `kind` faster than oneDNN's (`time_library()` and
+// `time_taps()` are CPU seconds); taps wins outright under --conv-algo taps. Timed once per
+// problem and kind. Rewrites `note`'s entry for the kind (from `entry_start`) where taps win
+// and appends the timing either way.
+template <typename TimeLibrary, typename TimeTaps>
+bool TapsWin(const char* kind, const ConvProblem& p, const dnnl::memory::desc& src, const TapConv& taps,
+             TimeLibrary time_library, TimeTaps time_taps, size_t entry_start, std::string* note) {
+  char share[48];
+  std::snprintf(share, sizeof share, "%.0f%% of the window on data", 100 * taps.data_share());
+  if (GetCpuConvAlgorithm() == ConvAlgorithm::kTaps) {
+    note->resize(entry_start);
+    *note += std::string(entry_start ? " " : "") + kind + "=taps(" + share + ")[sgemm]";
+    return true;
+  }
+  const std::string key = ProblemKey(kind, p, src) + "taps";
+  double t_library = 0, t_taps = 0;
+  bool win = false, cached = false;
+  {
+    std::lock_guard<std::mutex> lock(g_timed_mutex);
+    auto it = g_timed_taps.find(key);
+    if (it != g_timed_taps.end()) win = it->second, cached = true;
+  }
+  if (!cached) {
+    t_library = time_library();
+    t_taps = time_taps();
+    win = t_taps < t_library;
+    std::lock_guard<std::mutex> lock(g_timed_mutex);
+    g_timed_taps[key] = win;
+  }
+  char timing[96] = "";
+  if (!cached)
+    std::snprintf(timing, sizeof timing, "timed: taps %.3g ms, oneDNN %.3g ms CPU; ", 1e3 * t_taps, 1e3 * t_library);
+  if (win) {
+    note->resize(entry_start);
+    *note += std::string(entry_start ? " " : "") + kind + "=taps(" + timing + share + ")[sgemm]";
+  } else if (!cached) {
+    *note += std::string(" (") + kind + " as taps: " + timing + share + ")";
+  }
+  return win;
+}
+
+// Zeroed buffers for timing a TapConv.
+struct TapBuffers {
+  std::vector<float> x, w, y, dy, dx, dw, db;
+  TapBuffers(const ConvProblem& p, const TapConv::Layouts& l)
+      : x(l.x.get_size() / sizeof(float)),
+        w(static_cast<size_t>(NumElements(p.weights))),
+        y(l.y.get_size() / sizeof(float)),
+        dy(l.dy.get_size() / sizeof(float)),
+        dx(l.dx.get_size() / sizeof(float)),
+        dw(w.size()),
+        db(static_cast<size_t>(p.out_channels)) {}
+};
+
 class ConvKernel final : public OpKernel {
  public:
   explicit ConvKernel(const KernelInfo& info) : OpKernel(info) {}
@@ -306,6 +395,7 @@ class ConvKernel final : public OpKernel {
 
   void Prepare(KernelContext& ctx) override {
     note_.clear();
+    taps_.reset();
     const Tensor& x = ctx.Input(0);
     const Tensor& w = ctx.Input(1);
     const Tensor* b = ctx.OptionalInput(2);
@@ -321,11 +411,18 @@ class ConvKernel final : public OpKernel {
     const int64_t out_block = block > 0 && p.out_channels % block == 0 ? block : 0;
     dense_ = MaybeDense(p, block, out_block);
     if (dense_) {
-      note_ = "fwd=dense(maps within the window: one matmul)[matmul]";
+      // The products over data taps do the dense product's multiplications without building
+      // its matrix (layer4 of ResNet34 on 2x2 maps, AVX2: 7 ms against 10 ms a forward).
+      const dnnl::memory::desc y_md = BlockedOrPlainDesc(p.dst, out_block);
+      taps_ = MaybeTaps(p, TapConv::Layouts{DescOf(x), y_md, y_md, DescOf(x)});
+      if (taps_) dense_.reset();
+      note_ = taps_ ? "fwd=taps(maps within the window)[sgemm]"
+                    : "fwd=dense(maps within the window: one matmul)[matmul]";
       ctx.SetOutput(0, DType::kFloat32, p.dst, BlockedOrPlain(p.dst, out_block));
       return;
     }
     dnnl::convolution_forward::primitive_desc pd;
+    const size_t entry_start = note_.size();
     try {
       pd = ChooseAlgorithm<dnnl::convolution_forward>(
           "fwd", p, &x, nullptr,
@@ -338,6 +435,19 @@ class ConvKernel final : public OpKernel {
       Unsupported(std::string("oneDNN has no convolution for this configuration: ") + e.what());
     }
     ctx.SetOutput(0, DType::kFloat32, p.dst, LayoutFor(pd.dst_desc(), p.dst, DType::kFloat32));
+    const TapConv::Layouts layouts{DescOf(x), pd.dst_desc(), pd.dst_desc(), DescOf(x)};
+    taps_ = MaybeTaps(p, layouts);
+    if (taps_) {
+      const dnnl::memory::desc plain_weights = PlainDesc(p.weights, DType::kFloat32);
+      auto time_library = [&] { return TimePrimitive(dnnl::convolution_forward(pd), pd, plain_weights); };
+      auto time_taps = [&] {
+        TapBuffers b(p, layouts);
+        return TimeFastest(
+            [&] { taps_->Forward(b.x.data(), b.w.data(), p.has_bias ? b.db.data() : nullptr, b.y.data()); });
+      };
+      if (TapsWin("fwd", p, layouts.x, *taps_, time_library, time_taps, entry_start, &note_)) return;
+      taps_.reset();
+    }
     src_ = Reorder(DescOf(x), pd.src_desc());
     weights_ = Reorder(PlainDesc(p.weights, DType::kFloat32), pd.weights_desc());
     dst_desc_ = pd.dst_desc();
@@ -354,6 +464,12 @@ class ConvKernel final : public OpKernel {
                       ctx.Output(0).data<float>());
       return;
     }
+    if (taps_) {
+      const Tensor* b = ctx.OptionalInput(2);
+      taps_->Forward(ctx.Input(0).data<float>(), ctx.Input(1).data<float>(), b ? b->data<float>() : nullptr,
+                     ctx.Output(0).data<float>());
+      return;
+    }
     std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src_.Apply(ctx.Input(0).raw(), 0)},
                                                   {DNNL_ARG_WEIGHTS, weights_.Apply(ctx.Input(1).raw(), 1)},
                                                   {DNNL_ARG_DST, Wrap(dst_desc_, ctx.Output(0))}};
@@ -368,6 +484,7 @@ class ConvKernel final : public OpKernel {
   bool has_bias_ = false;
   dnnl::convolution_forward prim_;
   std::unique_ptr<DenseConv> dense_;
+  std::unique_ptr<TapConv> taps_;
 };
 
 // ConvGrad(dY, X, W) -> dX, dW, dB (each output optional) with the Conv node's
@@ -382,6 +499,8 @@ class ConvGradKernel final : public OpKernel {
 
   void Prepare(KernelContext& ctx) override {
     note_.clear();
+    taps_.reset();
+    taps_data_ = taps_weights_ = false;
     const Tensor& dy = ctx.Input(0);
     const Tensor& x = ctx.Input(1);
     const Tensor& w = ctx.Input(2);
@@ -397,7 +516,14 @@ class ConvGradKernel final : public OpKernel {
     const int64_t x_block = DenseBlock(x);
     dense_ = MaybeDense(p, x_block, DenseBlock(dy));
     if (dense_) {
-      note_ = "bwd_data=dense[matmul] bwd_weights=dense(maps within the window: one matmul each)[matmul]";
+      taps_ = MaybeTaps(p, TapConv::Layouts{DescOf(x), DescOf(dy), DescOf(dy), BlockedOrPlainDesc(x.shape(), x_block)});
+      if (taps_) {  // as in ConvKernel
+        dense_.reset();
+        taps_data_ = ctx.HasOutput(0);
+        taps_weights_ = ctx.HasOutput(1) || ctx.HasOutput(2);
+      }
+      note_ = taps_ ? "bwd_data=taps[sgemm] bwd_weights=taps(maps within the window)[sgemm]"
+                    : "bwd_data=dense[matmul] bwd_weights=dense(maps within the window: one matmul each)[matmul]";
       ctx.SetOutput(0, DType::kFloat32, x.shape(), BlockedOrPlain(x.shape(), x_block));
       ctx.SetOutput(1, DType::kFloat32, w.shape());
       ctx.SetOutput(2, DType::kFloat32, {w.dim(0)});
@@ -408,7 +534,10 @@ class ConvGradKernel final : public OpKernel {
                                                        Engine());
     };
     const dnnl::memory::desc plain_weights = PlainDesc(p.weights, DType::kFloat32);
+    // The layouts TapConv would read and write: dX as backward-data writes it (else x's).
+    TapConv::Layouts layouts{DescOf(x), DescOf(dy), DescOf(dy), DescOf(x)};
     if (ctx.HasOutput(0)) {
+      const size_t entry_start = note_.size();
       auto pd = ChooseAlgorithm<dnnl::convolution_backward_data>(
           "bwd_data", p, nullptr, &dy,
           [&](const ConvDescs& d, dnnl::algorithm alg) {
@@ -417,16 +546,31 @@ class ConvGradKernel final : public OpKernel {
             return dnnl::convolution_backward_data::primitive_desc(desc, Engine(), forward_hint(d, alg));
           },
           &note_);
-      data_ = dnnl::convolution_backward_data(pd);
-      data_dy_ = Reorder(DescOf(dy), pd.diff_dst_desc());
-      data_w_ = Reorder(plain_weights, pd.weights_desc());
       dx_desc_ = pd.diff_src_desc();
+      layouts.dx = dx_desc_;
+      taps_ = MaybeTaps(p, layouts);
+      if (taps_) {
+        auto time_library = [&] { return TimePrimitive(dnnl::convolution_backward_data(pd), pd, plain_weights); };
+        auto time_taps = [&] {
+          TapBuffers b(p, layouts);
+          return TimeFastest([&] {
+            taps_->Backward(b.dy.data(), nullptr, b.w.data(), b.dx.data(), nullptr, nullptr);
+          });
+        };
+        taps_data_ = TapsWin("bwd_data", p, DescOf(dy), *taps_, time_library, time_taps, entry_start, &note_);
+      }
+      if (!taps_data_) {
+        data_ = dnnl::convolution_backward_data(pd);
+        data_dy_ = Reorder(DescOf(dy), pd.diff_dst_desc());
+        data_w_ = Reorder(plain_weights, pd.weights_desc());
+      }
     }
     ctx.SetOutput(0, DType::kFloat32, x.shape(),
                   ctx.HasOutput(0) ? LayoutFor(dx_desc_, x.shape(), DType::kFloat32) : nullptr);
     ctx.SetOutput(1, DType::kFloat32, w.shape());
     ctx.SetOutput(2, DType::kFloat32, {w.dim(0)});
     if (ctx.HasOutput(1) || ctx.HasOutput(2)) {
+      const size_t entry_start = note_.size();
       auto pd = ChooseAlgorithm<dnnl::convolution_backward_weights>(
           "bwd_weights", p, &x, &dy,
           [&](const ConvDescs& d, dnnl::algorithm alg) {
@@ -438,6 +582,18 @@ class ConvGradKernel final : public OpKernel {
             return dnnl::convolution_backward_weights::primitive_desc(desc, Engine(), forward_hint(d, alg));
           },
           &note_);
+      if (!taps_) taps_ = MaybeTaps(p, layouts);
+      if (taps_) {
+        auto time_library = [&] { return TimePrimitive(dnnl::convolution_backward_weights(pd), pd, plain_weights); };
+        auto time_taps = [&] {
+          TapBuffers b(p, layouts);
+          return TimeFastest([&] {
+            taps_->Backward(b.dy.data(), b.x.data(), nullptr, nullptr, b.dw.data(), p.has_bias ? b.db.data() : nullptr);
+          });
+        };
+        taps_weights_ = TapsWin("bwd_weights", p, DescOf(x), *taps_, time_library, time_taps, entry_start, &note_);
+        if (taps_weights_) return;
+      }
       weights_ = dnnl::convolution_backward_weights(pd);
       weights_dy_ = Reorder(DescOf(dy), pd.diff_dst_desc());
       weights_x_ = Reorder(DescOf(x), pd.src_desc());
@@ -450,6 +606,12 @@ class ConvGradKernel final : public OpKernel {
   }
 
   void Compute(KernelContext& ctx) override {
+    if (taps_data_ || taps_weights_) {
+      float* dx = taps_data_ ? ctx.Output(0).data<float>() : nullptr;
+      float* dw = taps_weights_ && ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr;
+      float* db = taps_weights_ && ctx.HasOutput(2) ? ctx.Output(2).data<float>() : nullptr;
+      taps_->Backward(ctx.Input(0).data<float>(), ctx.Input(1).data<float>(), ctx.Input(2).data<float>(), dx, dw, db);
+    }
     if (dense_) {
       const float* dy = ctx.Input(0).data<float>();
       if (ctx.HasOutput(0)) dense_->BackwardData(dy, ctx.Input(2).data<float>(), ctx.Output(0).data<float>());
@@ -458,11 +620,11 @@ class ConvGradKernel final : public OpKernel {
                                 ctx.HasOutput(2) ? ctx.Output(2).data<float>() : nullptr);
       return;
     }
-    if (ctx.HasOutput(0))
+    if (ctx.HasOutput(0) && !taps_data_)
       data_.execute(Stream(), {{DNNL_ARG_DIFF_DST, data_dy_.Apply(ctx.Input(0).raw(), 0)},
                                {DNNL_ARG_WEIGHTS, data_w_.Apply(ctx.Input(2).raw(), 1)},
                                {DNNL_ARG_DIFF_SRC, Wrap(dx_desc_, ctx.Output(0))}});
-    if (ctx.HasOutput(1) || ctx.HasOutput(2)) {
+    if ((ctx.HasOutput(1) || ctx.HasOutput(2)) && !taps_weights_) {
       void* dw_library = dw_.needed() || !want_dw_ ? ScratchBuffer(3, dw_desc_.get_size()) : ctx.Output(1).raw();
       std::unordered_map<int, dnnl::memory> args = {
           {DNNL_ARG_DIFF_DST, weights_dy_.Apply(ctx.Input(0).raw(), 0)},
@@ -483,6 +645,8 @@ class ConvGradKernel final : public OpKernel {
   dnnl::convolution_backward_weights weights_;
   Reorder weights_dy_, weights_x_, dw_;
   std::unique_ptr<DenseConv> dense_;
+  std::unique_ptr<TapConv> taps_;  // runs backward-data and/or backward-weights where it won
+  bool taps_data_ = false, taps_weights_ = false;
 };
 
 OT_REGISTER_CPU_KERNEL("Conv", 1, 1 << 30, ConvKernel);

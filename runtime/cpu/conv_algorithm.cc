@@ -15,7 +15,8 @@ ConvAlgorithm ParseConvAlgorithm(const std::string& name) {
   if (name == "auto") return ConvAlgorithm::kAuto;
   if (name == "direct") return ConvAlgorithm::kDirect;
   if (name == "winograd") return ConvAlgorithm::kWinograd;
-  throw Error("--conv-algo '" + name + "' is not known; use auto, direct or winograd");
+  if (name == "taps") return ConvAlgorithm::kTaps;
+  throw Error("--conv-algo '" + name + "' is not known; use auto, direct, winograd or taps");
 }
 
 const char* ConvAlgorithmName(ConvAlgorithm a) {
@@ -23,6 +24,7 @@ const char* ConvAlgorithmName(ConvAlgorithm a) {
     case ConvAlgorithm::kAuto: return "auto";
     case ConvAlgorithm::kDirect: return "direct";
     case ConvAlgorithm::kWinograd: return "winograd";
+    case ConvAlgorithm::kTaps: return "taps";
   }
   return "?";
 }

@@ -5,16 +5,19 @@
 // time, with the forward direct (Winograd's forward rounds 5-9x PyTorch float32's distance
 // from float64; see conv.cc). auto also runs a convolution whose maps fit inside its
 // window (a 3x3 on a 2x2 or 1x1 map) as one matrix product per primitive
-// (runtime/cpu/conv_dense.h). The setting is process-wide, like the thread count.
+// (runtime/cpu/conv_dense.h), and a 2D stride-1 convolution whose window is partly padding
+// as matrix products over the taps that touch data (runtime/cpu/conv_taps.h) where that
+// runs faster than oneDNN's primitive, timed per primitive. taps runs every convolution it
+// can that way (the others direct). The setting is process-wide, like the thread count.
 #pragma once
 
 #include <string>
 
 namespace ot {
 
-enum class ConvAlgorithm { kAuto, kDirect, kWinograd };
+enum class ConvAlgorithm { kAuto, kDirect, kWinograd, kTaps };
 
-// "auto", "direct" or "winograd"; anything else throws ot::Error naming the choices.
+// "auto", "direct", "winograd" or "taps"; anything else throws ot::Error naming the choices.
 ConvAlgorithm ParseConvAlgorithm(const std::string& name);
 const char* ConvAlgorithmName(ConvAlgorithm a);
 void SetCpuConvAlgorithm(ConvAlgorithm a);
