@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""--conv-algo auto|direct|winograd|taps of the CPU convolutions (issue 16 items 1 and 2).
+"""--conv-algo auto|direct|winograd|taps|winograd2 of the CPU convolutions (issue 16 items 1 and 2).
 
 A model of two 3x3 stride-1 convolutions (16 -> 32 -> 32 channels, 12x12, with and
 without bias), global average pooling and a Linear layer, exported from PyTorch, gets one
 `onnx-train grad` per algorithm with --plan-dump; a model of convolutions on 2x2 and 1x1
 maps (SmallMaps) checks auto's matrix products for those the same way, and one of odd maps, kernels
-and pads (TapShapes) the products over data taps (runtime/cpu/conv_taps.h) under --conv-algo taps.
+and pads (TapShapes) the products over data taps (runtime/cpu/conv_taps.h) under --conv-algo taps,
+and one of 3x3 pad-1 convolutions (WinogradShapes) our Winograd F(2x2, 3x3) (conv_winograd.h)
+under --conv-algo winograd2.
 The dump must name the algorithm asked for in each primitive (forward, backward-data,
-backward-weights; auto shows its timings, and may pick taps where they were timed faster),
+backward-weights; auto shows its timings, and may pick taps or winograd2 where they were timed faster),
 and each algorithm's loss and gradients must lie within max(1e-4, 3x PyTorch float32's
 own distance) of PyTorch float64 (tests/grad_compare.py). On a CPU without oneDNN's
 Winograd primitive (it needs AVX-512), winograd and auto must show direct in every
@@ -89,28 +91,47 @@ class TapShapes(torch.nn.Module):
         return self.fc(y.mean(dim=(2, 3)))
 
 
-def check_taps(args, failures):
-    model_path, xp, yp, ref_loss, ref, ref32 = prepare_case(args, TapShapes, "tap_shapes", (16, 5, 7), 23)
-    out = os.path.join(args.workdir, "taps")
+class WinogradShapes(torch.nn.Module):
+    """3x3 stride-1 pad-1 convolutions (winograd2's): odd maps (5x7: half tiles), 20
+    channels (no channel block), with and without bias, a 2x3 map after pooling; conv5
+    (stride 2) is not one and stays direct."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(16, 24, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(24, 20, 3, padding=1, bias=False)
+        self.conv3 = torch.nn.Conv2d(20, 16, 3, padding=1)
+        self.conv4 = torch.nn.Conv2d(16, 32, 3, padding=1, bias=False)
+        self.conv5 = torch.nn.Conv2d(32, 32, 3, stride=2, padding=1)
+        self.fc = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        y = self.conv3(torch.tanh(self.conv2(self.conv1(x))))
+        y = self.conv5(self.conv4(torch.nn.functional.avg_pool2d(y, 2)))
+        return self.fc(y.mean(dim=(2, 3)))
+
+
+def check_forced(args, failures, algo, make_module, name, want):
+    """`onnx-train grad --conv-algo algo` of make_module()'s model: the plan dump's entries must
+    be `want` ((conv, kind, algorithm) triples) and the gradients within the rule."""
+    model_path, xp, yp, ref_loss, ref, ref32 = prepare_case(args, make_module, name, (16, 5, 7), 23)
+    out = os.path.join(args.workdir, algo)
     proc = subprocess.run([args.onnx_train, "grad", model_path, "--input", "input=" + xp, "--input", "labels=" + yp,
-                           "-o", out, "--plan-dump", "--threads", "2", "--conv-algo", "taps"],
+                           "-o", out, "--plan-dump", "--threads", "2", "--conv-algo", algo],
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        failures.append(f"taps: grad failed: {proc.stderr.strip()[-300:]}")
+        failures.append(f"{algo}: grad failed: {proc.stderr.strip()[-300:]}")
         return
     dump = [line for line in proc.stdout.splitlines() if line.startswith("plan ") and "Conv" in line]
     entries = [(re.search(r"/(conv\d)/", line).group(1), k, alg) for line in dump
                for k, alg, _, _ in (m.groups() for m in ENTRY.finditer(line.split(": ", 1)[1]))]
-    convs = [f"conv{i}" for i in range(1, 7)]
-    want = ([(c, "fwd", "taps") for c in convs] + [(c, "bwd_weights", "taps") for c in convs]
-            + [(c, "bwd_data", "taps") for c in convs[1:]])
     if sorted(entries) != sorted(want):
-        failures.append("taps: every primitive of conv1-6 (conv1 has no backward-data) must be taps:\n"
+        failures.append(f"{algo}: the plan dump does not show the expected algorithms {sorted(want)}:\n"
                         + "\n".join(dump))
     f, loss_err, worst, worst_name, worst_t32 = compare_gradients(read_dir(out), ref_loss, ref, ref32, 1e-5)
-    print(f"  taps     loss rel err {loss_err:.1e}, worst gradient {worst:.2e} ({worst_name}) from float64, "
+    print(f"  {algo:<9} loss rel err {loss_err:.1e}, worst gradient {worst:.2e} ({worst_name}) from float64, "
           f"torch float32 {worst_t32:.2e}  {'ok' if not f else 'FAILED'}")
-    failures += [f"taps: {line}" for line in f]
+    failures += [f"{algo}: {line}" for line in f]
 
 
 def prepare_case(args, make_module, name, shape, seed):
@@ -215,13 +236,13 @@ def main():
         if not winograd_here and algo != "direct":
             if not entries or not all((alg == "direct" and ("no Winograd primitive" in why
                                                              or "forward stays direct" in why))
-                                      or (algo == "auto" and alg == "taps" and "timed: taps" in why)
+                                      or (algo == "auto" and alg in ("taps", "winograd2") and "timed: oneDNN" in why)
                                       for _, alg, why, _ in entries):
                 failures.append(f"{algo}: without a Winograd primitive every entry must be direct and say why:\n"
                                 + "\n".join(dump))
         elif algo == "auto":
             if (not any("timed: direct" in line and "winograd" in line for line in grads)
-                    or not all("fwd=direct" in line or "fwd=taps(timed" in line for line in convs)):
+                    or not all(re.search(r"fwd=(direct|taps\(timed|winograd2\(timed)", line) for line in convs)):
                 failures.append("auto: the plan dump shows no timed backward choice or a forward not direct:\n"
                                 + "\n".join(dump))
         elif (len(convs) != 2 or len(grads) != 2 or not all(f"fwd={want}" in line for line in convs)
@@ -235,7 +256,15 @@ def main():
         failures += [f"{algo}: {line}" for line in f]
 
     check_small_maps(args, failures)
-    check_taps(args, failures)
+    convs = [f"conv{i}" for i in range(1, 7)]
+    check_forced(args, failures, "taps", TapShapes, "tap_shapes",
+                 [(c, "fwd", "taps") for c in convs] + [(c, "bwd_weights", "taps") for c in convs]
+                 + [(c, "bwd_data", "taps") for c in convs[1:]])
+    convs = [f"conv{i}" for i in range(1, 5)]
+    check_forced(args, failures, "winograd2", WinogradShapes, "winograd_shapes",
+                 [(c, "fwd", "winograd2") for c in convs] + [(c, "bwd_weights", "winograd2") for c in convs]
+                 + [(c, "bwd_data", "winograd2") for c in convs[1:]]
+                 + [("conv5", "fwd", "direct"), ("conv5", "bwd_data", "direct"), ("conv5", "bwd_weights", "direct")])
     proc = subprocess.run([args.onnx_train, "grad", model_path, "--input", "input=" + xp, "--input", "labels=" + yp,
                            "-o", os.path.join(args.workdir, "bad"), "--conv-algo", "fastest"],
                           capture_output=True, text=True)

@@ -7,7 +7,8 @@
 // (runtime/cpu/conv_algorithm.h): chosen per primitive at plan time. Under auto, one
 // whose maps fit inside its window runs as matrix products (runtime/cpu/conv_dense.h),
 // and one whose window is partly padding may run as products over the taps that touch
-// data (runtime/cpu/conv_taps.h) where they were timed faster.
+// data (runtime/cpu/conv_taps.h), a 3x3 stride-1 pad-1 one as our Winograd F(2x2, 3x3)
+// (runtime/cpu/conv_winograd.h), where they were timed faster.
 #include <time.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include "runtime/cpu/conv_algorithm.h"
 #include "runtime/cpu/conv_dense.h"
 #include "runtime/cpu/conv_taps.h"
+#include "runtime/cpu/conv_winograd.h"
 #include "runtime/cpu/dnnl_layout.h"
 #include "runtime/cpu/window_geometry.h"
 #include "runtime/kernel_registry.h"
@@ -261,7 +263,8 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_n
     *note += std::string(kind) + "=" + how + "[" + pd.impl_info_str() + "]";
     return pd;
   };
-  // auto leaves the forward direct: Winograd's forward rounds its activations more (5-9x
+  // auto leaves the forward of oneDNN's Winograd F(4x4, 3x3) out (our F(2x2, 3x3), timed
+  // in ChooseOwn, rounds like direct): it rounds its activations more (5-9x
   // PyTorch float32's distance from float64 at the ReLU inputs, against 1.2-1.7x direct),
   // and through BatchNorm the gradients follow: torch_grad_parity --conv-algo winograd
   // (ReLU decisions at the kinks taken from the same forward) has ResNet34 at 3x16x16,
@@ -269,7 +272,8 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_n
   // 2.5-3.0e-5 (3 seeds, all over the 1e-4 limit). In the backward primitives its
   // rounding stays within the parity rule.
   const bool forward = std::string(kind) == "fwd";
-  if (setting == ConvAlgorithm::kDirect || setting == ConvAlgorithm::kTaps || !WinogradShaped(p))
+  if (setting == ConvAlgorithm::kDirect || setting == ConvAlgorithm::kTaps || setting == ConvAlgorithm::kWinograd2 ||
+      !WinogradShaped(p))
     return finish(direct, "direct");
   if (setting == ConvAlgorithm::kAuto && forward) return finish(direct, "direct(auto: forward stays direct)");
   // Winograd on blocked activations, with its weights in the direct kernels' OIhw16i16o
@@ -318,8 +322,6 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_n
 // 8x8, 0.69 on 4x4). On 32x32 maps (0.96) oneDNN's kernels win.
 constexpr double kTapsShareLimit = 0.95;
 
-std::map<std::string, bool> g_timed_taps;  // under g_timed_mutex
-
 // Under --conv-algo auto or taps, a TapConv (conv_taps.h) for the problem; null where it
 // does not apply (or auto leaves the window's padding to oneDNN).
 std::unique_ptr<TapConv> MaybeTaps(const ConvProblem& p, const TapConv::Layouts& layouts) {
@@ -332,45 +334,79 @@ std::unique_ptr<TapConv> MaybeTaps(const ConvProblem& p, const TapConv::Layouts&
   return taps;
 }
 
-// Whether the TapConv runs primitive `kind` faster than oneDNN's (`time_library()` and
-// `time_taps()` are CPU seconds); taps wins outright under --conv-algo taps. Timed once per
-// problem and kind. Rewrites `note`'s entry for the kind (from `entry_start`) where taps win
-// and appends the timing either way.
-template <typename TimeLibrary, typename TimeTaps>
-bool TapsWin(const char* kind, const ConvProblem& p, const dnnl::memory::desc& src, const TapConv& taps,
-             TimeLibrary time_library, TimeTaps time_taps, size_t entry_start, std::string* note) {
-  char share[48];
-  std::snprintf(share, sizeof share, "%.0f%% of the window on data", 100 * taps.data_share());
-  if (GetCpuConvAlgorithm() == ConvAlgorithm::kTaps) {
-    note->resize(entry_start);
-    *note += std::string(entry_start ? " " : "") + kind + "=taps(" + share + ")[sgemm]";
-    return true;
+// Under --conv-algo auto or winograd2, a WinogradConv (conv_winograd.h) for the problem;
+// null where it does not apply.
+std::unique_ptr<WinogradConv> MaybeWinograd2(const ConvProblem& p, const TapConv::Layouts& layouts) {
+  const ConvAlgorithm setting = GetCpuConvAlgorithm();
+  if ((setting != ConvAlgorithm::kAuto && setting != ConvAlgorithm::kWinograd2) || p.weights.size() != 4)
+    return nullptr;
+  std::vector<int64_t> dilations;
+  for (int64_t d : p.dilations) dilations.push_back(d + 1);
+  return WinogradConv::Make(p.src, p.weights, p.dst, p.strides, dilations, p.pads_begin, layouts);
+}
+
+// Which implementation runs a primitive: oneDNN's, or one of ours on sgemm.
+enum class Own { kNone, kTaps, kWinograd2 };
+
+std::map<std::string, Own> g_timed_own;  // under g_timed_mutex
+
+// The implementation of primitive `kind`: under --conv-algo taps or winograd2 that one
+// where it applies, under auto the fastest of oneDNN's primitive and those of ours given
+// (non-null), timed once per problem and kind (`time_*()` are CPU seconds). Where ours
+// wins, `note`'s entry for the kind (from `entry_start`) is rewritten; under auto the
+// timings are noted either way.
+template <typename TimeLibrary, typename TimeTaps, typename TimeWinograd>
+Own ChooseOwn(const char* kind, const ConvProblem& p, const dnnl::memory::desc& src, const TapConv* taps,
+              const WinogradConv* winograd, TimeLibrary time_library, TimeTaps time_taps,
+              TimeWinograd time_winograd, size_t entry_start, std::string* note) {
+  if (!taps && !winograd) return Own::kNone;
+  std::string share;
+  if (taps) {
+    char text[48];
+    std::snprintf(text, sizeof text, "%.0f%% of the window on data", 100 * taps->data_share());
+    share = text;
   }
-  const std::string key = ProblemKey(kind, p, src) + "taps";
-  double t_library = 0, t_taps = 0;
-  bool win = false, cached = false;
+  auto rewrite = [&](Own own, const std::string& why) {
+    note->resize(entry_start);
+    *note += std::string(entry_start ? " " : "") + kind + (own == Own::kTaps ? "=taps(" : "=winograd2(") + why +
+             ")[sgemm]";
+    return own;
+  };
+  const ConvAlgorithm setting = GetCpuConvAlgorithm();
+  if (setting == ConvAlgorithm::kTaps) return taps ? rewrite(Own::kTaps, share) : Own::kNone;
+  if (setting == ConvAlgorithm::kWinograd2) return winograd ? rewrite(Own::kWinograd2, "2x2 tiles, 3x3 kernel") : Own::kNone;
+  const std::string key = ProblemKey(kind, p, src) + (taps ? "t" : "") + (winograd ? "w" : "");
   {
     std::lock_guard<std::mutex> lock(g_timed_mutex);
-    auto it = g_timed_taps.find(key);
-    if (it != g_timed_taps.end()) win = it->second, cached = true;
+    auto it = g_timed_own.find(key);
+    if (it != g_timed_own.end())
+      return it->second == Own::kNone ? Own::kNone
+                                      : rewrite(it->second, it->second == Own::kTaps ? share : "2x2 tiles, 3x3 kernel");
   }
-  if (!cached) {
-    t_library = time_library();
-    t_taps = time_taps();
-    win = t_taps < t_library;
+  const double inf = std::numeric_limits<double>::infinity();
+  const double t_library = time_library(), t_taps = taps ? time_taps() : inf;
+  const double t_winograd = winograd ? time_winograd() : inf;
+  Own best = Own::kNone;
+  if (t_taps < t_library && t_taps <= t_winograd) best = Own::kTaps;
+  if (t_winograd < t_library && t_winograd < t_taps) best = Own::kWinograd2;
+  {
     std::lock_guard<std::mutex> lock(g_timed_mutex);
-    g_timed_taps[key] = win;
+    g_timed_own[key] = best;
   }
-  char timing[96] = "";
-  if (!cached)
-    std::snprintf(timing, sizeof timing, "timed: taps %.3g ms, oneDNN %.3g ms CPU; ", 1e3 * t_taps, 1e3 * t_library);
-  if (win) {
-    note->resize(entry_start);
-    *note += std::string(entry_start ? " " : "") + kind + "=taps(" + timing + share + ")[sgemm]";
-  } else if (!cached) {
-    *note += std::string(" (") + kind + " as taps: " + timing + share + ")";
-  }
-  return win;
+  char number[32];
+  std::string timing = "timed: oneDNN ";
+  auto add = [&](double t) {
+    std::snprintf(number, sizeof number, "%.3g ms", 1e3 * t);
+    timing += number;
+  };
+  add(t_library);
+  if (taps) timing += ", taps ", add(t_taps);
+  if (winograd) timing += ", winograd2 ", add(t_winograd);
+  timing += " CPU";
+  if (taps) timing += "; " + share;
+  if (best != Own::kNone) return rewrite(best, timing);
+  *note += std::string(" (") + kind + " " + timing + ")";
+  return Own::kNone;
 }
 
 // Zeroed buffers for timing a TapConv.
@@ -396,6 +432,7 @@ class ConvKernel final : public OpKernel {
   void Prepare(KernelContext& ctx) override {
     note_.clear();
     taps_.reset();
+    winograd_.reset();
     const Tensor& x = ctx.Input(0);
     const Tensor& w = ctx.Input(1);
     const Tensor* b = ctx.OptionalInput(2);
@@ -437,16 +474,20 @@ class ConvKernel final : public OpKernel {
     ctx.SetOutput(0, DType::kFloat32, p.dst, LayoutFor(pd.dst_desc(), p.dst, DType::kFloat32));
     const TapConv::Layouts layouts{DescOf(x), pd.dst_desc(), pd.dst_desc(), DescOf(x)};
     taps_ = MaybeTaps(p, layouts);
-    if (taps_) {
+    winograd_ = MaybeWinograd2(p, layouts);
+    if (taps_ || winograd_) {
       const dnnl::memory::desc plain_weights = PlainDesc(p.weights, DType::kFloat32);
       auto time_library = [&] { return TimePrimitive(dnnl::convolution_forward(pd), pd, plain_weights); };
-      auto time_taps = [&] {
+      auto time_own = [&](auto* own) {
         TapBuffers b(p, layouts);
-        return TimeFastest(
-            [&] { taps_->Forward(b.x.data(), b.w.data(), p.has_bias ? b.db.data() : nullptr, b.y.data()); });
+        return TimeFastest([&] { own->Forward(b.x.data(), b.w.data(), p.has_bias ? b.db.data() : nullptr, b.y.data()); });
       };
-      if (TapsWin("fwd", p, layouts.x, *taps_, time_library, time_taps, entry_start, &note_)) return;
-      taps_.reset();
+      const Own own = ChooseOwn(
+          "fwd", p, layouts.x, taps_.get(), winograd_.get(), time_library, [&] { return time_own(taps_.get()); },
+          [&] { return time_own(winograd_.get()); }, entry_start, &note_);
+      if (own != Own::kTaps) taps_.reset();
+      if (own != Own::kWinograd2) winograd_.reset();
+      if (own != Own::kNone) return;
     }
     src_ = Reorder(DescOf(x), pd.src_desc());
     weights_ = Reorder(PlainDesc(p.weights, DType::kFloat32), pd.weights_desc());
@@ -464,10 +505,11 @@ class ConvKernel final : public OpKernel {
                       ctx.Output(0).data<float>());
       return;
     }
-    if (taps_) {
+    if (taps_ || winograd_) {
       const Tensor* b = ctx.OptionalInput(2);
-      taps_->Forward(ctx.Input(0).data<float>(), ctx.Input(1).data<float>(), b ? b->data<float>() : nullptr,
-                     ctx.Output(0).data<float>());
+      const float *x = ctx.Input(0).data<float>(), *w = ctx.Input(1).data<float>(), *bias = b ? b->data<float>() : nullptr;
+      if (taps_) taps_->Forward(x, w, bias, ctx.Output(0).data<float>());
+      else winograd_->Forward(x, w, bias, ctx.Output(0).data<float>());
       return;
     }
     std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src_.Apply(ctx.Input(0).raw(), 0)},
@@ -484,7 +526,8 @@ class ConvKernel final : public OpKernel {
   bool has_bias_ = false;
   dnnl::convolution_forward prim_;
   std::unique_ptr<DenseConv> dense_;
-  std::unique_ptr<TapConv> taps_;
+  std::unique_ptr<TapConv> taps_;             // where it runs the forward pass
+  std::unique_ptr<WinogradConv> winograd_;    // likewise
 };
 
 // ConvGrad(dY, X, W) -> dX, dW, dB (each output optional) with the Conv node's
@@ -500,7 +543,8 @@ class ConvGradKernel final : public OpKernel {
   void Prepare(KernelContext& ctx) override {
     note_.clear();
     taps_.reset();
-    taps_data_ = taps_weights_ = false;
+    winograd_.reset();
+    data_own_ = weights_own_ = Own::kNone;
     const Tensor& dy = ctx.Input(0);
     const Tensor& x = ctx.Input(1);
     const Tensor& w = ctx.Input(2);
@@ -519,8 +563,8 @@ class ConvGradKernel final : public OpKernel {
       taps_ = MaybeTaps(p, TapConv::Layouts{DescOf(x), DescOf(dy), DescOf(dy), BlockedOrPlainDesc(x.shape(), x_block)});
       if (taps_) {  // as in ConvKernel
         dense_.reset();
-        taps_data_ = ctx.HasOutput(0);
-        taps_weights_ = ctx.HasOutput(1) || ctx.HasOutput(2);
+        data_own_ = ctx.HasOutput(0) ? Own::kTaps : Own::kNone;
+        weights_own_ = ctx.HasOutput(1) || ctx.HasOutput(2) ? Own::kTaps : Own::kNone;
       }
       note_ = taps_ ? "bwd_data=taps[sgemm] bwd_weights=taps(maps within the window)[sgemm]"
                     : "bwd_data=dense[matmul] bwd_weights=dense(maps within the window: one matmul each)[matmul]";
@@ -549,17 +593,18 @@ class ConvGradKernel final : public OpKernel {
       dx_desc_ = pd.diff_src_desc();
       layouts.dx = dx_desc_;
       taps_ = MaybeTaps(p, layouts);
-      if (taps_) {
+      winograd_ = MaybeWinograd2(p, layouts);
+      if (taps_ || winograd_) {
         auto time_library = [&] { return TimePrimitive(dnnl::convolution_backward_data(pd), pd, plain_weights); };
-        auto time_taps = [&] {
+        auto time_own = [&](auto* own) {
           TapBuffers b(p, layouts);
-          return TimeFastest([&] {
-            taps_->Backward(b.dy.data(), nullptr, b.w.data(), b.dx.data(), nullptr, nullptr);
-          });
+          return TimeFastest([&] { own->Backward(b.dy.data(), nullptr, b.w.data(), b.dx.data(), nullptr, nullptr); });
         };
-        taps_data_ = TapsWin("bwd_data", p, DescOf(dy), *taps_, time_library, time_taps, entry_start, &note_);
+        data_own_ = ChooseOwn(
+            "bwd_data", p, DescOf(dy), taps_.get(), winograd_.get(), time_library,
+            [&] { return time_own(taps_.get()); }, [&] { return time_own(winograd_.get()); }, entry_start, &note_);
       }
-      if (!taps_data_) {
+      if (data_own_ == Own::kNone) {
         data_ = dnnl::convolution_backward_data(pd);
         data_dy_ = Reorder(DescOf(dy), pd.diff_dst_desc());
         data_w_ = Reorder(plain_weights, pd.weights_desc());
@@ -583,17 +628,22 @@ class ConvGradKernel final : public OpKernel {
           },
           &note_);
       if (!taps_) taps_ = MaybeTaps(p, layouts);
-      if (taps_) {
+      if (!winograd_) winograd_ = MaybeWinograd2(p, layouts);
+      if (taps_ || winograd_) {
         auto time_library = [&] { return TimePrimitive(dnnl::convolution_backward_weights(pd), pd, plain_weights); };
-        auto time_taps = [&] {
+        auto time_own = [&](auto* own) {
           TapBuffers b(p, layouts);
           return TimeFastest([&] {
-            taps_->Backward(b.dy.data(), b.x.data(), nullptr, nullptr, b.dw.data(), p.has_bias ? b.db.data() : nullptr);
+            own->Backward(b.dy.data(), b.x.data(), nullptr, nullptr, b.dw.data(), p.has_bias ? b.db.data() : nullptr);
           });
         };
-        taps_weights_ = TapsWin("bwd_weights", p, DescOf(x), *taps_, time_library, time_taps, entry_start, &note_);
-        if (taps_weights_) return;
+        weights_own_ = ChooseOwn(
+            "bwd_weights", p, DescOf(x), taps_.get(), winograd_.get(), time_library,
+            [&] { return time_own(taps_.get()); }, [&] { return time_own(winograd_.get()); }, entry_start, &note_);
       }
+      if (data_own_ != Own::kTaps && weights_own_ != Own::kTaps) taps_.reset();
+      if (data_own_ != Own::kWinograd2 && weights_own_ != Own::kWinograd2) winograd_.reset();
+      if (weights_own_ != Own::kNone) return;
       weights_ = dnnl::convolution_backward_weights(pd);
       weights_dy_ = Reorder(DescOf(dy), pd.diff_dst_desc());
       weights_x_ = Reorder(DescOf(x), pd.src_desc());
@@ -606,11 +656,14 @@ class ConvGradKernel final : public OpKernel {
   }
 
   void Compute(KernelContext& ctx) override {
-    if (taps_data_ || taps_weights_) {
-      float* dx = taps_data_ ? ctx.Output(0).data<float>() : nullptr;
-      float* dw = taps_weights_ && ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr;
-      float* db = taps_weights_ && ctx.HasOutput(2) ? ctx.Output(2).data<float>() : nullptr;
-      taps_->Backward(ctx.Input(0).data<float>(), ctx.Input(1).data<float>(), ctx.Input(2).data<float>(), dx, dw, db);
+    for (Own own : {Own::kTaps, Own::kWinograd2}) {
+      if (data_own_ != own && weights_own_ != own) continue;
+      float* dx = data_own_ == own ? ctx.Output(0).data<float>() : nullptr;
+      float* dw = weights_own_ == own && ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr;
+      float* db = weights_own_ == own && ctx.HasOutput(2) ? ctx.Output(2).data<float>() : nullptr;
+      const float *dy = ctx.Input(0).data<float>(), *x = ctx.Input(1).data<float>(), *w = ctx.Input(2).data<float>();
+      if (own == Own::kTaps) taps_->Backward(dy, x, w, dx, dw, db);
+      else winograd_->Backward(dy, x, w, dx, dw, db);
     }
     if (dense_) {
       const float* dy = ctx.Input(0).data<float>();
@@ -620,11 +673,11 @@ class ConvGradKernel final : public OpKernel {
                                 ctx.HasOutput(2) ? ctx.Output(2).data<float>() : nullptr);
       return;
     }
-    if (ctx.HasOutput(0) && !taps_data_)
+    if (ctx.HasOutput(0) && data_own_ == Own::kNone)
       data_.execute(Stream(), {{DNNL_ARG_DIFF_DST, data_dy_.Apply(ctx.Input(0).raw(), 0)},
                                {DNNL_ARG_WEIGHTS, data_w_.Apply(ctx.Input(2).raw(), 1)},
                                {DNNL_ARG_DIFF_SRC, Wrap(dx_desc_, ctx.Output(0))}});
-    if ((ctx.HasOutput(1) || ctx.HasOutput(2)) && !taps_weights_) {
+    if ((ctx.HasOutput(1) || ctx.HasOutput(2)) && weights_own_ == Own::kNone) {
       void* dw_library = dw_.needed() || !want_dw_ ? ScratchBuffer(3, dw_desc_.get_size()) : ctx.Output(1).raw();
       std::unordered_map<int, dnnl::memory> args = {
           {DNNL_ARG_DIFF_DST, weights_dy_.Apply(ctx.Input(0).raw(), 0)},
@@ -645,8 +698,9 @@ class ConvGradKernel final : public OpKernel {
   dnnl::convolution_backward_weights weights_;
   Reorder weights_dy_, weights_x_, dw_;
   std::unique_ptr<DenseConv> dense_;
-  std::unique_ptr<TapConv> taps_;  // runs backward-data and/or backward-weights where it won
-  bool taps_data_ = false, taps_weights_ = false;
+  std::unique_ptr<TapConv> taps_;           // ours, where they won backward-data and/or
+  std::unique_ptr<WinogradConv> winograd_;  // backward-weights
+  Own data_own_ = Own::kNone, weights_own_ = Own::kNone;
 };
 
 OT_REGISTER_CPU_KERNEL("Conv", 1, 1 << 30, ConvKernel);

@@ -16,7 +16,8 @@ ConvAlgorithm ParseConvAlgorithm(const std::string& name) {
   if (name == "direct") return ConvAlgorithm::kDirect;
   if (name == "winograd") return ConvAlgorithm::kWinograd;
   if (name == "taps") return ConvAlgorithm::kTaps;
-  throw Error("--conv-algo '" + name + "' is not known; use auto, direct, winograd or taps");
+  if (name == "winograd2") return ConvAlgorithm::kWinograd2;
+  throw Error("--conv-algo '" + name + "' is not known; use auto, direct, winograd, taps or winograd2");
 }
 
 const char* ConvAlgorithmName(ConvAlgorithm a) {
@@ -25,6 +26,7 @@ const char* ConvAlgorithmName(ConvAlgorithm a) {
     case ConvAlgorithm::kDirect: return "direct";
     case ConvAlgorithm::kWinograd: return "winograd";
     case ConvAlgorithm::kTaps: return "taps";
+    case ConvAlgorithm::kWinograd2: return "winograd2";
   }
   return "?";
 }

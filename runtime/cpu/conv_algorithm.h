@@ -7,17 +7,19 @@
 // window (a 3x3 on a 2x2 or 1x1 map) as one matrix product per primitive
 // (runtime/cpu/conv_dense.h), and a 2D stride-1 convolution whose window is partly padding
 // as matrix products over the taps that touch data (runtime/cpu/conv_taps.h) where that
-// runs faster than oneDNN's primitive, timed per primitive. taps runs every convolution it
-// can that way (the others direct). The setting is process-wide, like the thread count.
+// runs faster than oneDNN's primitive, timed per primitive, or a 3x3 stride-1 pad-1 one as
+// our Winograd F(2x2, 3x3) on sgemm (runtime/cpu/conv_winograd.h) where that is faster.
+// taps and winograd2 run every convolution they can that way (the others direct). The
+// setting is process-wide, like the thread count.
 #pragma once
 
 #include <string>
 
 namespace ot {
 
-enum class ConvAlgorithm { kAuto, kDirect, kWinograd, kTaps };
+enum class ConvAlgorithm { kAuto, kDirect, kWinograd, kTaps, kWinograd2 };
 
-// "auto", "direct", "winograd" or "taps"; anything else throws ot::Error naming the choices.
+// "auto", "direct", "winograd", "taps" or "winograd2"; anything else throws ot::Error naming the choices.
 ConvAlgorithm ParseConvAlgorithm(const std::string& name);
 const char* ConvAlgorithmName(ConvAlgorithm a);
 void SetCpuConvAlgorithm(ConvAlgorithm a);

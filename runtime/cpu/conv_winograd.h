@@ -1,0 +1,57 @@
+// Winograd F(2x2, 3x3) convolutions on sgemm, for CPUs where oneDNN has none.
+//
+// oneDNN 2.6's Winograd convolutions (F(4x4, 3x3)) exist for AVX-512 only; on AVX2 its
+// direct kernels multiply all 9 taps for every output. Winograd's minimal filtering
+// F(2x2, 3x3) computes each 2x2 output tile from a 4x4 input tile with 16 products per
+// (input, output) channel pair instead of 36 (2.25x fewer), exactly in exact arithmetic;
+// its transforms add and halve only (coefficients 0, +-1, +-1/2), so it rounds much like
+// the direct sum, unlike F(4x4, 3x3). For each chunk of tiles (cache-sized, one chunk per
+// thread at a time):
+//   V[xi] = B^T d B (input tiles, channels-last rows), M[xi] = V[xi] . U[xi] (16 sgemm
+//   calls, U[xi] = G g G^T the transformed weights), y = A^T M A (output tiles).
+// The input gradient is the same convolution of dy with the kernel flipped and
+// transposed; the weight gradient accumulates dU[xi] = V[xi]^T . (A dy A^T)[xi] over the
+// tiles and folds it back with G^T dU G.
+//
+// Takes 2D 3x3 convolutions with stride 1, dilation 1, pads 1 (outputs the size of the
+// inputs), ungrouped; activations in any layout (reordered to and from channels-last),
+// weights plain [O, C, 3, 3].
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/cpu/conv_taps.h"
+
+namespace ot {
+namespace cpu {
+
+class WinogradConv {
+ public:
+  // Null unless the convolution is one this class takes (see above).
+  static std::unique_ptr<WinogradConv> Make(const Shape& x, const Shape& w, const Shape& y,
+                                            const std::vector<int64_t>& strides,
+                                            const std::vector<int64_t>& dilations,
+                                            const std::vector<int64_t>& pads_begin, const TapConv::Layouts& layouts);
+
+  // y = conv(x, w) + b (b may be null).
+  void Forward(const float* x, const float* w, const float* b, float* y);
+  // The gradients of dy: dx (in the layout given as layouts.dx), dw (plain) and db; each
+  // may be null (x is read only for dw, w only for dx).
+  void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db);
+
+ private:
+  WinogradConv() = default;
+  // out (channels-last, out_c) = conv(in (channels-last, in_c)) through transformed weights u.
+  void Convolve(const float* in, int64_t in_c, const float* u, int64_t out_c, const float* bias, float* out) const;
+  // Tiles per chunk for rows of `channels` values.
+  int64_t ChunkTiles(int64_t channels) const;
+
+  int64_t n_ = 0, c_ = 0, o_ = 0, h_ = 0, w_ = 0, tiles_h_ = 0, tiles_w_ = 0, tiles_ = 0;
+  Reorder x_in_, y_out_, dy_in_, dx_out_;
+  Reorder dw_out_;  // [3, 3, C, O] to plain
+};
+
+}  // namespace cpu
+}  // namespace ot
