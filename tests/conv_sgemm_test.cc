@@ -1,0 +1,185 @@
+// Our CPU convolutions on sgemm (runtime/cpu/conv_taps.h, runtime/cpu/conv_winograd.h)
+// against a float64 convolution written out in loops here: forward with bias, input,
+// weight and bias gradients, for odd maps, batch 1, kernels 1x1 to 5x5 and 7x1, pads
+// that leave the map, grow it or differ per side, channel counts that are and are not
+// multiples of a channel block, and activations plain (NCHW), channel-blocked (nChw8c,
+// nChw16c) and channels-last (NHWC), the input's and output's layouts not always the same.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "runtime/cpu/conv_taps.h"
+#include "runtime/cpu/conv_winograd.h"
+
+namespace ot {
+namespace cpu {
+namespace {
+
+using tag = dnnl::memory::format_tag;
+
+struct Case {
+  int64_t n, c, o, h, w, kh, kw;
+  std::vector<int64_t> pads_begin, pads_end;
+  tag x_layout, y_layout;
+};
+
+// The float64 convolution and its gradients (stride 1, dilation 1), plain NCHW.
+struct Reference {
+  std::vector<double> y, dx, dw, db;
+};
+
+Reference Convolve(const Case& k, int64_t oh, int64_t ow, const std::vector<float>& x, const std::vector<float>& w,
+                   const std::vector<float>& b, const std::vector<float>& dy) {
+  Reference r;
+  r.y.assign(static_cast<size_t>(k.n * k.o * oh * ow), 0.0);
+  r.dx.assign(x.size(), 0.0);
+  r.dw.assign(w.size(), 0.0);
+  r.db.assign(static_cast<size_t>(k.o), 0.0);
+  for (int64_t n = 0; n < k.n; ++n)
+    for (int64_t o = 0; o < k.o; ++o)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t x0 = 0; x0 < ow; ++x0) {
+          const size_t yi = static_cast<size_t>(((n * k.o + o) * oh + y) * ow + x0);
+          double sum = b[static_cast<size_t>(o)];
+          const double g = dy[yi];
+          r.db[static_cast<size_t>(o)] += g;
+          for (int64_t c = 0; c < k.c; ++c)
+            for (int64_t i = 0; i < k.kh; ++i)
+              for (int64_t j = 0; j < k.kw; ++j) {
+                const int64_t iy = y + i - k.pads_begin[0], ix = x0 + j - k.pads_begin[1];
+                if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w) continue;
+                const size_t xi = static_cast<size_t>(((n * k.c + c) * k.h + iy) * k.w + ix);
+                const size_t wi = static_cast<size_t>(((o * k.c + c) * k.kh + i) * k.kw + j);
+                sum += static_cast<double>(x[xi]) * w[wi];
+                r.dx[xi] += g * w[wi];
+                r.dw[wi] += g * x[xi];
+              }
+          r.y[yi] = sum;
+        }
+  return r;
+}
+
+// float values of `dims` in `layout`, from and to plain NCHW (oneDNN reorders).
+std::vector<float> ToLayout(const std::vector<float>& plain, const Shape& dims, tag layout) {
+  dnnl::memory::desc from(ToDims(dims), dnnl::memory::data_type::f32, tag::nchw);
+  dnnl::memory::desc to(ToDims(dims), dnnl::memory::data_type::f32, layout);
+  std::vector<float> out(to.get_size() / sizeof(float), 0.f);
+  Reorder(from, to).Run(const_cast<float*>(plain.data()), out.data());
+  return out;
+}
+
+std::vector<float> FromLayout(const std::vector<float>& data, const Shape& dims, tag layout) {
+  dnnl::memory::desc from(ToDims(dims), dnnl::memory::data_type::f32, layout);
+  dnnl::memory::desc to(ToDims(dims), dnnl::memory::data_type::f32, tag::nchw);
+  std::vector<float> out(static_cast<size_t>(NumElements(dims)));
+  Reorder(from, to).Run(const_cast<float*>(data.data()), out.data());
+  return out;
+}
+
+// Largest |ours - ref| over the largest |ref|.
+double Distance(const std::vector<float>& ours, const std::vector<double>& ref) {
+  double worst = 0, scale = 1e-30;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    worst = std::max(worst, std::fabs(ours[i] - ref[i]));
+    scale = std::max(scale, std::fabs(ref[i]));
+  }
+  return worst / scale;
+}
+
+std::vector<float> Random(size_t count, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(count);
+  for (float& f : v) f = u(rng);
+  return v;
+}
+
+// Runs one case through `Make`'s convolution; `tolerance` bounds each Distance.
+template <typename Conv>
+void Check(const Case& k, double tolerance) {
+  SCOPED_TRACE("n" + std::to_string(k.n) + " c" + std::to_string(k.c) + " o" + std::to_string(k.o) + " map " +
+               std::to_string(k.h) + "x" + std::to_string(k.w) + " kernel " + std::to_string(k.kh) + "x" +
+               std::to_string(k.kw) + " pads " + std::to_string(k.pads_begin[0]) + "," +
+               std::to_string(k.pads_begin[1]) + "/" + std::to_string(k.pads_end[0]) + "," +
+               std::to_string(k.pads_end[1]) + " layouts " + std::to_string(static_cast<int>(k.x_layout)) + "->" +
+               std::to_string(static_cast<int>(k.y_layout)));
+  const int64_t oh = k.h + k.pads_begin[0] + k.pads_end[0] - k.kh + 1;
+  const int64_t ow = k.w + k.pads_begin[1] + k.pads_end[1] - k.kw + 1;
+  const Shape xs{k.n, k.c, k.h, k.w}, ws{k.o, k.c, k.kh, k.kw}, ys{k.n, k.o, oh, ow};
+  std::mt19937 rng(static_cast<unsigned>(k.n * 1000 + k.c * 100 + k.h * 10 + k.kh));
+  const std::vector<float> x = Random(static_cast<size_t>(NumElements(xs)), rng);
+  const std::vector<float> w = Random(static_cast<size_t>(NumElements(ws)), rng);
+  const std::vector<float> b = Random(static_cast<size_t>(k.o), rng);
+  const std::vector<float> dy = Random(static_cast<size_t>(NumElements(ys)), rng);
+  const Reference ref = Convolve(k, oh, ow, x, w, b, dy);
+
+  auto md = [](const Shape& s, tag t) { return dnnl::memory::desc(ToDims(s), dnnl::memory::data_type::f32, t); };
+  const TapConv::Layouts layouts{md(xs, k.x_layout), md(ys, k.y_layout), md(ys, k.y_layout), md(xs, k.x_layout)};
+  auto conv = Conv::Make(xs, ws, ys, {1, 1}, {1, 1}, k.pads_begin, layouts);
+  ASSERT_NE(conv, nullptr);
+  const std::vector<float> x_in = ToLayout(x, xs, k.x_layout), dy_in = ToLayout(dy, ys, k.y_layout);
+  std::vector<float> y(layouts.y.get_size() / sizeof(float)), dx(layouts.dx.get_size() / sizeof(float));
+  std::vector<float> dw(w.size()), db(b.size());
+  conv->Forward(x_in.data(), w.data(), b.data(), y.data());
+  EXPECT_LE(Distance(FromLayout(y, ys, k.y_layout), ref.y), tolerance) << "forward";
+  conv->Backward(dy_in.data(), x_in.data(), w.data(), dx.data(), dw.data(), db.data());
+  EXPECT_LE(Distance(FromLayout(dx, xs, k.x_layout), ref.dx), tolerance) << "input gradient";
+  EXPECT_LE(Distance(dw, ref.dw), tolerance) << "weight gradient";
+  EXPECT_LE(Distance(db, ref.db), tolerance) << "bias gradient";
+  // Each gradient alone (the kernels ask for one where the other is oneDNN's).
+  std::vector<float> dx2(dx.size()), dw2(dw.size());
+  conv->Backward(dy_in.data(), nullptr, w.data(), dx2.data(), nullptr, nullptr);
+  EXPECT_EQ(dx2, dx);
+  conv->Backward(dy_in.data(), x_in.data(), nullptr, nullptr, dw2.data(), nullptr);
+  EXPECT_EQ(dw2, dw);
+}
+
+constexpr double kTolerance = 1e-6;  // float32 sums here: 4e-7 at worst
+
+TEST(TapConv, MatchesFloat64) {
+  const std::vector<Case> cases = {
+      {1, 8, 16, 5, 7, 3, 3, {1, 1}, {1, 1}, tag::nChw8c, tag::nChw8c},
+      {3, 20, 12, 4, 4, 1, 3, {0, 1}, {0, 1}, tag::nchw, tag::nchw},
+      {2, 16, 16, 6, 5, 5, 5, {2, 2}, {2, 2}, tag::nChw16c, tag::nhwc},
+      {2, 8, 8, 2, 2, 3, 3, {1, 1}, {1, 1}, tag::nhwc, tag::nhwc},
+      {1, 16, 8, 1, 1, 3, 3, {1, 1}, {1, 1}, tag::nChw8c, tag::nchw},
+      {2, 4, 8, 5, 5, 3, 3, {0, 0}, {0, 0}, tag::nchw, tag::nChw8c},  // no padding: a smaller map
+      {2, 12, 8, 3, 3, 7, 1, {3, 0}, {3, 0}, tag::nhwc, tag::nchw},
+      {1, 8, 8, 4, 3, 3, 3, {2, 2}, {2, 2}, tag::nChw8c, tag::nChw8c},  // a larger map
+      {2, 8, 16, 4, 5, 3, 3, {1, 0}, {0, 2}, tag::nchw, tag::nhwc},    // pads differ per side
+      {4, 32, 24, 3, 3, 1, 1, {0, 0}, {0, 0}, tag::nChw8c, tag::nChw8c},
+  };
+  for (const Case& k : cases) Check<TapConv>(k, kTolerance);
+}
+
+TEST(WinogradConv, MatchesFloat64) {
+  const std::vector<Case> cases = {
+      {1, 8, 16, 5, 7, 3, 3, {1, 1}, {1, 1}, tag::nChw8c, tag::nChw8c},  // half tiles at two edges
+      {3, 20, 12, 4, 4, 3, 3, {1, 1}, {1, 1}, tag::nchw, tag::nchw},
+      {2, 16, 24, 1, 1, 3, 3, {1, 1}, {1, 1}, tag::nChw16c, tag::nhwc},
+      {1, 8, 8, 2, 3, 3, 3, {1, 1}, {1, 1}, tag::nhwc, tag::nhwc},
+      {2, 64, 32, 9, 9, 3, 3, {1, 1}, {1, 1}, tag::nChw8c, tag::nchw},
+      {8, 64, 64, 24, 23, 3, 3, {1, 1}, {1, 1}, tag::nChw8c, tag::nChw8c},  // several chunks of tiles per thread
+  };
+  for (const Case& k : cases) Check<WinogradConv>(k, 2 * kTolerance);
+}
+
+TEST(WinogradConv, TakesOnlyThreeByThreeSamePadding) {
+  auto md = [](const Shape& s) { return dnnl::memory::desc(ToDims(s), dnnl::memory::data_type::f32, tag::nchw); };
+  const Shape x{2, 8, 6, 6};
+  const TapConv::Layouts same{md(x), md(x), md(x), md(x)};
+  EXPECT_NE(WinogradConv::Make(x, {8, 8, 3, 3}, x, {1, 1}, {1, 1}, {1, 1}, same), nullptr);
+  EXPECT_EQ(WinogradConv::Make(x, {8, 8, 3, 3}, {2, 8, 3, 3}, {2, 2}, {1, 1}, {1, 1}, same), nullptr);  // stride 2
+  EXPECT_EQ(WinogradConv::Make(x, {8, 8, 3, 3}, {2, 8, 4, 4}, {1, 1}, {1, 1}, {0, 0}, same), nullptr);  // no pad
+  EXPECT_EQ(WinogradConv::Make(x, {8, 8, 5, 5}, x, {1, 1}, {1, 1}, {2, 2}, same), nullptr);             // 5x5
+  EXPECT_EQ(WinogradConv::Make(x, {8, 8, 3, 3}, {2, 8, 2, 2}, {1, 1}, {2, 2}, {0, 0}, same), nullptr);  // dilated
+  EXPECT_EQ(TapConv::Make(x, {8, 8, 3, 3}, {2, 8, 3, 3}, {2, 2}, {1, 1}, {1, 1}, same), nullptr);       // stride 2
+  EXPECT_EQ(TapConv::Make(x, {8, 8, 3, 3}, {2, 8, 2, 2}, {1, 1}, {2, 2}, {0, 0}, same), nullptr);       // dilated
+  // A pad so wide that corner outputs see no input.
+  EXPECT_EQ(TapConv::Make(x, {8, 8, 3, 3}, {2, 8, 10, 10}, {1, 1}, {1, 1}, {3, 3}, same), nullptr);
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace ot
