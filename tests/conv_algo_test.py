@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""--conv-algo auto|direct|winograd|taps|winograd2 of the CPU convolutions (issue 16 items 1 and 2).
+"""--conv-algo auto|direct|winograd|taps|winograd2|winograd4 of the CPU convolutions (issue 16).
 
 A model of two 3x3 stride-1 convolutions (16 -> 32 -> 32 channels, 12x12, with and
 without bias), global average pooling and a Linear layer, exported from PyTorch, gets one
@@ -7,9 +7,9 @@ without bias), global average pooling and a Linear layer, exported from PyTorch,
 maps (SmallMaps) checks auto's matrix products for those the same way, and one of odd maps, kernels
 and pads (TapShapes) the products over data taps (runtime/cpu/conv_taps.h) under --conv-algo taps,
 and one of 3x3 pad-1 convolutions (WinogradShapes) our Winograd F(2x2, 3x3) (conv_winograd.h)
-under --conv-algo winograd2.
+under --conv-algo winograd2, and F(4x4, 3x3) in its backward primitives under winograd4.
 The dump must name the algorithm asked for in each primitive (forward, backward-data,
-backward-weights; auto shows its timings, and may pick taps or winograd2 where they were timed faster),
+backward-weights; auto shows its timings, and may pick taps or winograd2, and winograd4 for a backward primitive, where they were timed faster),
 and each algorithm's loss and gradients must lie within max(1e-4, 3x PyTorch float32's
 own distance) of PyTorch float64 (tests/grad_compare.py). On a CPU without oneDNN's
 Winograd primitive (it needs AVX-512), winograd and auto must show direct in every
@@ -236,13 +236,14 @@ def main():
         if not winograd_here and algo != "direct":
             if not entries or not all((alg == "direct" and ("no Winograd primitive" in why
                                                              or "forward stays direct" in why))
-                                      or (algo == "auto" and alg in ("taps", "winograd2") and "timed: oneDNN" in why)
+                                      or (algo == "auto" and alg in ("taps", "winograd2", "winograd4") and "timed: oneDNN" in why)
                                       for _, alg, why, _ in entries):
                 failures.append(f"{algo}: without a Winograd primitive every entry must be direct and say why:\n"
                                 + "\n".join(dump))
         elif algo == "auto":
             if (not any("timed: direct" in line and "winograd" in line for line in grads)
-                    or not all(re.search(r"fwd=(direct|taps\(timed|winograd2\(timed)", line) for line in convs)):
+                    or not all(re.search(r"fwd=(direct|taps\(timed|winograd2\(timed)", line) for line in convs)
+                    or any("winograd4" in line for line in convs)):
                 failures.append("auto: the plan dump shows no timed backward choice or a forward not direct:\n"
                                 + "\n".join(dump))
         elif (len(convs) != 2 or len(grads) != 2 or not all(f"fwd={want}" in line for line in convs)
@@ -264,6 +265,11 @@ def main():
     check_forced(args, failures, "winograd2", WinogradShapes, "winograd_shapes",
                  [(c, "fwd", "winograd2") for c in convs] + [(c, "bwd_weights", "winograd2") for c in convs]
                  + [(c, "bwd_data", "winograd2") for c in convs[1:]]
+                 + [("conv5", "fwd", "direct"), ("conv5", "bwd_data", "direct"), ("conv5", "bwd_weights", "direct")])
+    # winograd4: F(4x4, 3x3) in the backward primitives, F(2x2, 3x3) forward.
+    check_forced(args, failures, "winograd4", WinogradShapes, "winograd_shapes",
+                 [(c, "fwd", "winograd2") for c in convs] + [(c, "bwd_weights", "winograd4") for c in convs]
+                 + [(c, "bwd_data", "winograd4") for c in convs[1:]]
                  + [("conv5", "fwd", "direct"), ("conv5", "bwd_data", "direct"), ("conv5", "bwd_weights", "direct")])
     proc = subprocess.run([args.onnx_train, "grad", model_path, "--input", "input=" + xp, "--input", "labels=" + yp,
                            "-o", os.path.join(args.workdir, "bad"), "--conv-algo", "fastest"],

@@ -1,4 +1,5 @@
-// Our CPU convolutions on sgemm (runtime/cpu/conv_taps.h, runtime/cpu/conv_winograd.h)
+// Our CPU convolutions on sgemm (runtime/cpu/conv_taps.h, runtime/cpu/conv_winograd.h with
+// 2x2 and 4x4 output tiles)
 // against a float64 convolution written out in loops here: forward with bias, input,
 // weight and bias gradients, for odd maps, batch 1, kernels 1x1 to 5x5 and 7x1, pads
 // that leave the map, grow it or differ per side, channel counts that are and are not
@@ -8,6 +9,7 @@
 
 #include <cmath>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/cpu/conv_taps.h"
@@ -95,9 +97,10 @@ std::vector<float> Random(size_t count, std::mt19937& rng) {
   return v;
 }
 
-// Runs one case through `Make`'s convolution; `tolerance` bounds each Distance.
+// Runs one case through `Make`'s convolution (WinogradConv: with output tiles of `tile`);
+// `tolerance` bounds each Distance.
 template <typename Conv>
-void Check(const Case& k, double tolerance) {
+void Check(const Case& k, double tolerance, int tile = 0) {
   SCOPED_TRACE("n" + std::to_string(k.n) + " c" + std::to_string(k.c) + " o" + std::to_string(k.o) + " map " +
                std::to_string(k.h) + "x" + std::to_string(k.w) + " kernel " + std::to_string(k.kh) + "x" +
                std::to_string(k.kw) + " pads " + std::to_string(k.pads_begin[0]) + "," +
@@ -116,7 +119,11 @@ void Check(const Case& k, double tolerance) {
 
   auto md = [](const Shape& s, tag t) { return dnnl::memory::desc(ToDims(s), dnnl::memory::data_type::f32, t); };
   const TapConv::Layouts layouts{md(xs, k.x_layout), md(ys, k.y_layout), md(ys, k.y_layout), md(xs, k.x_layout)};
-  auto conv = Conv::Make(xs, ws, ys, {1, 1}, {1, 1}, k.pads_begin, layouts);
+  std::unique_ptr<Conv> conv;
+  if constexpr (std::is_same_v<Conv, WinogradConv>)
+    conv = Conv::Make(xs, ws, ys, {1, 1}, {1, 1}, k.pads_begin, layouts, tile);
+  else
+    conv = Conv::Make(xs, ws, ys, {1, 1}, {1, 1}, k.pads_begin, layouts);
   ASSERT_NE(conv, nullptr);
   const std::vector<float> x_in = ToLayout(x, xs, k.x_layout), dy_in = ToLayout(dy, ys, k.y_layout);
   std::vector<float> y(layouts.y.get_size() / sizeof(float)), dx(layouts.dx.get_size() / sizeof(float));
@@ -162,14 +169,20 @@ TEST(WinogradConv, MatchesFloat64) {
       {2, 64, 32, 9, 9, 3, 3, {1, 1}, {1, 1}, tag::nChw8c, tag::nchw},
       {8, 64, 64, 24, 23, 3, 3, {1, 1}, {1, 1}, tag::nChw8c, tag::nChw8c},  // several chunks of tiles per thread
   };
-  for (const Case& k : cases) Check<WinogradConv>(k, 2 * kTolerance);
+  for (const Case& k : cases) {
+    Check<WinogradConv>(k, 2 * kTolerance, 2);
+    // F(4x4, 3x3) rounds more: its transforms scale by up to 8 and 1/24.
+    Check<WinogradConv>(k, 16 * kTolerance, 4);
+  }
 }
 
-TEST(WinogradConv, TakesOnlyThreeByThreeSamePadding) {
+TEST(WinogradConv, TakesOnlyThreeByThreeSamePaddingAndTiles2Or4) {
   auto md = [](const Shape& s) { return dnnl::memory::desc(ToDims(s), dnnl::memory::data_type::f32, tag::nchw); };
   const Shape x{2, 8, 6, 6};
   const TapConv::Layouts same{md(x), md(x), md(x), md(x)};
   EXPECT_NE(WinogradConv::Make(x, {8, 8, 3, 3}, x, {1, 1}, {1, 1}, {1, 1}, same), nullptr);
+  EXPECT_NE(WinogradConv::Make(x, {8, 8, 3, 3}, x, {1, 1}, {1, 1}, {1, 1}, same, 4), nullptr);
+  EXPECT_EQ(WinogradConv::Make(x, {8, 8, 3, 3}, x, {1, 1}, {1, 1}, {1, 1}, same, 3), nullptr);
   EXPECT_EQ(WinogradConv::Make(x, {8, 8, 3, 3}, {2, 8, 3, 3}, {2, 2}, {1, 1}, {1, 1}, same), nullptr);  // stride 2
   EXPECT_EQ(WinogradConv::Make(x, {8, 8, 3, 3}, {2, 8, 4, 4}, {1, 1}, {1, 1}, {0, 0}, same), nullptr);  // no pad
   EXPECT_EQ(WinogradConv::Make(x, {8, 8, 5, 5}, x, {1, 1}, {1, 1}, {2, 2}, same), nullptr);             // 5x5

@@ -264,7 +264,7 @@ def main():
     p.add_argument("--workdir", required=True)
     p.add_argument("--seeds", type=int, default=1, help="batches (and weights) per case, seeds 100+i+1000*k")
     p.add_argument("--only", default="", help="run the cases whose tag contains this (e.g. resnet18_1x28x28)")
-    p.add_argument("--conv-algo", default="auto", help="onnx-train grad's --conv-algo (auto, direct, winograd, taps, winograd2)")
+    p.add_argument("--conv-algo", default="auto", help="onnx-train grad's --conv-algo (auto, direct, winograd, taps, winograd2, winograd4)")
     args = p.parse_args()
     CONV_ALGO[0] = args.conv_algo
     os.makedirs(args.workdir, exist_ok=True)

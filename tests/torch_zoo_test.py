@@ -689,7 +689,7 @@ def main():
     p.add_argument("--opsets", default="13,17")
     p.add_argument("--batch", type=int, default=0, help="batch size for every model (default: 4)")
     p.add_argument("--seed", type=int, default=1300, help="weights and data seed (the model's index is added)")
-    p.add_argument("--conv-algo", default="auto", help="onnx-train grad's --conv-algo (auto, direct, winograd, taps, winograd2)")
+    p.add_argument("--conv-algo", default="auto", help="onnx-train grad's --conv-algo (auto, direct, winograd, taps, winograd2, winograd4)")
     p.add_argument("--failures", help="also write each failing model's first failure lines to this file")
     args = p.parse_args()
     CONV_ALGO[0] = args.conv_algo

@@ -273,7 +273,7 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_n
   // rounding stays within the parity rule.
   const bool forward = std::string(kind) == "fwd";
   if (setting == ConvAlgorithm::kDirect || setting == ConvAlgorithm::kTaps || setting == ConvAlgorithm::kWinograd2 ||
-      !WinogradShaped(p))
+      setting == ConvAlgorithm::kWinograd4 || !WinogradShaped(p))
     return finish(direct, "direct");
   if (setting == ConvAlgorithm::kAuto && forward) return finish(direct, "direct(auto: forward stays direct)");
   // Winograd on blocked activations, with its weights in the direct kernels' OIhw16i16o
@@ -324,7 +324,7 @@ constexpr double kTapsShareLimit = 0.95;
 
 // Under --conv-algo auto or taps, a TapConv (conv_taps.h) for the problem; null where it
 // does not apply (or auto leaves the window's padding to oneDNN).
-std::unique_ptr<TapConv> MaybeTaps(const ConvProblem& p, const TapConv::Layouts& layouts) {
+std::unique_ptr<TapConv> MaybeTaps(const ConvProblem& p, const SgemmConv::Layouts& layouts) {
   const ConvAlgorithm setting = GetCpuConvAlgorithm();
   if ((setting != ConvAlgorithm::kAuto && setting != ConvAlgorithm::kTaps) || p.weights.size() != 4) return nullptr;
   std::vector<int64_t> dilations;
@@ -334,85 +334,98 @@ std::unique_ptr<TapConv> MaybeTaps(const ConvProblem& p, const TapConv::Layouts&
   return taps;
 }
 
-// Under --conv-algo auto or winograd2, a WinogradConv (conv_winograd.h) for the problem;
-// null where it does not apply.
-std::unique_ptr<WinogradConv> MaybeWinograd2(const ConvProblem& p, const TapConv::Layouts& layouts) {
+// One of our convolutions a primitive may run on instead of oneDNN's.
+struct Candidate {
+  std::string name;  // as --conv-algo names it
+  std::string why;   // for the plan note
+  std::shared_ptr<SgemmConv> conv;
+};
+
+// Ours that may run primitive `kind` ("fwd", "bwd_data", "bwd_weights") of the problem
+// under the process's --conv-algo: taps where they apply (auto: where the window is partly
+// padding), Winograd F(2x2, 3x3), and F(4x4, 3x3) for the backward primitives only (its
+// forward rounds too much; conv_winograd.h).
+std::vector<Candidate> Candidates(const char* kind, const ConvProblem& p, const SgemmConv::Layouts& layouts) {
+  std::vector<Candidate> out;
   const ConvAlgorithm setting = GetCpuConvAlgorithm();
-  if ((setting != ConvAlgorithm::kAuto && setting != ConvAlgorithm::kWinograd2) || p.weights.size() != 4)
-    return nullptr;
+  if (p.weights.size() != 4) return out;
+  if (auto taps = MaybeTaps(p, layouts)) {
+    char share[48];
+    std::snprintf(share, sizeof share, "%.0f%% of the window on data", 100 * taps->data_share());
+    out.push_back({"taps", share, std::move(taps)});
+  }
   std::vector<int64_t> dilations;
   for (int64_t d : p.dilations) dilations.push_back(d + 1);
-  return WinogradConv::Make(p.src, p.weights, p.dst, p.strides, dilations, p.pads_begin, layouts);
+  const bool forward = std::string(kind) == "fwd";
+  for (int tile : {2, 4}) {
+    // winograd4 forces F(4x4, 3x3) in the backward primitives and F(2x2, 3x3) forward.
+    const bool forced = tile == 2 ? setting == ConvAlgorithm::kWinograd2 ||
+                                        (setting == ConvAlgorithm::kWinograd4 && forward)
+                                  : setting == ConvAlgorithm::kWinograd4 && !forward;
+    if (!forced && (setting != ConvAlgorithm::kAuto || (tile == 4 && forward))) continue;
+    if (auto w = WinogradConv::Make(p.src, p.weights, p.dst, p.strides, dilations, p.pads_begin, layouts, tile))
+      out.push_back({tile == 2 ? "winograd2" : "winograd4", tile == 2 ? "2x2 tiles" : "4x4 tiles", std::move(w)});
+  }
+  return out;
 }
 
-// Which implementation runs a primitive: oneDNN's, or one of ours on sgemm.
-enum class Own { kNone, kTaps, kWinograd2 };
+std::map<std::string, std::string> g_timed_own;  // winner's name ("" for oneDNN's), under g_timed_mutex
 
-std::map<std::string, Own> g_timed_own;  // under g_timed_mutex
-
-// The implementation of primitive `kind`: under --conv-algo taps or winograd2 that one
-// where it applies, under auto the fastest of oneDNN's primitive and those of ours given
-// (non-null), timed once per problem and kind (`time_*()` are CPU seconds). Where ours
-// wins, `note`'s entry for the kind (from `entry_start`) is rewritten; under auto the
-// timings are noted either way.
-template <typename TimeLibrary, typename TimeTaps, typename TimeWinograd>
-Own ChooseOwn(const char* kind, const ConvProblem& p, const dnnl::memory::desc& src, const TapConv* taps,
-              const WinogradConv* winograd, TimeLibrary time_library, TimeTaps time_taps,
-              TimeWinograd time_winograd, size_t entry_start, std::string* note) {
-  if (!taps && !winograd) return Own::kNone;
-  std::string share;
-  if (taps) {
-    char text[48];
-    std::snprintf(text, sizeof text, "%.0f%% of the window on data", 100 * taps->data_share());
-    share = text;
-  }
-  auto rewrite = [&](Own own, const std::string& why) {
+// The convolution of ours that runs primitive `kind`, or null for oneDNN's: under
+// --conv-algo taps, winograd2 or winograd4 that one where it applies, under auto the
+// fastest of oneDNN's primitive and the candidates, timed once per problem and kind
+// (`time_library()` and `time_own(SgemmConv*)` are CPU seconds). Where ours wins, `note`'s
+// entry for the kind (from `entry_start`) is rewritten; under auto the timings are noted
+// either way.
+template <typename TimeLibrary, typename TimeOwn>
+std::shared_ptr<SgemmConv> ChooseOwn(const char* kind, const ConvProblem& p, const dnnl::memory::desc& src,
+                                     const std::vector<Candidate>& candidates, TimeLibrary time_library,
+                                     TimeOwn time_own, size_t entry_start, std::string* note) {
+  if (candidates.empty()) return nullptr;
+  auto take = [&](const Candidate& c, const std::string& why) {
     note->resize(entry_start);
-    *note += std::string(entry_start ? " " : "") + kind + (own == Own::kTaps ? "=taps(" : "=winograd2(") + why +
-             ")[sgemm]";
-    return own;
+    *note += std::string(entry_start ? " " : "") + kind + "=" + c.name + "(" + why + ")[sgemm]";
+    return c.conv;  // shared: the kernels run both gradients in one call where one object won both
   };
-  const ConvAlgorithm setting = GetCpuConvAlgorithm();
-  if (setting == ConvAlgorithm::kTaps) return taps ? rewrite(Own::kTaps, share) : Own::kNone;
-  if (setting == ConvAlgorithm::kWinograd2) return winograd ? rewrite(Own::kWinograd2, "2x2 tiles, 3x3 kernel") : Own::kNone;
-  const std::string key = ProblemKey(kind, p, src) + (taps ? "t" : "") + (winograd ? "w" : "");
+  if (GetCpuConvAlgorithm() != ConvAlgorithm::kAuto) return take(candidates.front(), candidates.front().why);
+  std::string key = ProblemKey(kind, p, src);
+  for (const Candidate& c : candidates) key += "/" + c.name;
   {
     std::lock_guard<std::mutex> lock(g_timed_mutex);
     auto it = g_timed_own.find(key);
-    if (it != g_timed_own.end())
-      return it->second == Own::kNone ? Own::kNone
-                                      : rewrite(it->second, it->second == Own::kTaps ? share : "2x2 tiles, 3x3 kernel");
+    if (it != g_timed_own.end()) {
+      for (const Candidate& c : candidates)
+        if (c.name == it->second) return take(c, c.why);
+      return nullptr;
+    }
   }
-  const double inf = std::numeric_limits<double>::infinity();
-  const double t_library = time_library(), t_taps = taps ? time_taps() : inf;
-  const double t_winograd = winograd ? time_winograd() : inf;
-  Own best = Own::kNone;
-  if (t_taps < t_library && t_taps <= t_winograd) best = Own::kTaps;
-  if (t_winograd < t_library && t_winograd < t_taps) best = Own::kWinograd2;
+  const double library = time_library();
+  char number[48];
+  std::snprintf(number, sizeof number, "timed: oneDNN %.3g ms", 1e3 * library);
+  std::string timing = number;
+  double best_time = std::numeric_limits<double>::infinity();
+  const Candidate* best = nullptr;
+  for (const Candidate& c : candidates) {
+    const double t = time_own(c.conv.get());
+    std::snprintf(number, sizeof number, ", %s %.3g ms", c.name.c_str(), 1e3 * t);
+    timing += number;
+    if (t < best_time) best_time = t, best = &c;
+  }
+  timing += " CPU";
+  if (best_time >= library) best = nullptr;
   {
     std::lock_guard<std::mutex> lock(g_timed_mutex);
-    g_timed_own[key] = best;
+    g_timed_own[key] = best ? best->name : "";
   }
-  char number[32];
-  std::string timing = "timed: oneDNN ";
-  auto add = [&](double t) {
-    std::snprintf(number, sizeof number, "%.3g ms", 1e3 * t);
-    timing += number;
-  };
-  add(t_library);
-  if (taps) timing += ", taps ", add(t_taps);
-  if (winograd) timing += ", winograd2 ", add(t_winograd);
-  timing += " CPU";
-  if (taps) timing += "; " + share;
-  if (best != Own::kNone) return rewrite(best, timing);
+  if (best) return take(*best, timing + "; " + best->why);
   *note += std::string(" (") + kind + " " + timing + ")";
-  return Own::kNone;
+  return nullptr;
 }
 
-// Zeroed buffers for timing a TapConv.
-struct TapBuffers {
+// Zeroed buffers for timing one of ours.
+struct OwnBuffers {
   std::vector<float> x, w, y, dy, dx, dw, db;
-  TapBuffers(const ConvProblem& p, const TapConv::Layouts& l)
+  OwnBuffers(const ConvProblem& p, const SgemmConv::Layouts& l)
       : x(l.x.get_size() / sizeof(float)),
         w(static_cast<size_t>(NumElements(p.weights))),
         y(l.y.get_size() / sizeof(float)),
@@ -431,8 +444,7 @@ class ConvKernel final : public OpKernel {
 
   void Prepare(KernelContext& ctx) override {
     note_.clear();
-    taps_.reset();
-    winograd_.reset();
+    own_.reset();
     const Tensor& x = ctx.Input(0);
     const Tensor& w = ctx.Input(1);
     const Tensor* b = ctx.OptionalInput(2);
@@ -451,9 +463,9 @@ class ConvKernel final : public OpKernel {
       // The products over data taps do the dense product's multiplications without building
       // its matrix (layer4 of ResNet34 on 2x2 maps, AVX2: 7 ms against 10 ms a forward).
       const dnnl::memory::desc y_md = BlockedOrPlainDesc(p.dst, out_block);
-      taps_ = MaybeTaps(p, TapConv::Layouts{DescOf(x), y_md, y_md, DescOf(x)});
-      if (taps_) dense_.reset();
-      note_ = taps_ ? "fwd=taps(maps within the window)[sgemm]"
+      own_ = MaybeTaps(p, SgemmConv::Layouts{DescOf(x), y_md, y_md, DescOf(x)});
+      if (own_) dense_.reset();
+      note_ = own_ ? "fwd=taps(maps within the window)[sgemm]"
                     : "fwd=dense(maps within the window: one matmul)[matmul]";
       ctx.SetOutput(0, DType::kFloat32, p.dst, BlockedOrPlain(p.dst, out_block));
       return;
@@ -472,22 +484,20 @@ class ConvKernel final : public OpKernel {
       Unsupported(std::string("oneDNN has no convolution for this configuration: ") + e.what());
     }
     ctx.SetOutput(0, DType::kFloat32, p.dst, LayoutFor(pd.dst_desc(), p.dst, DType::kFloat32));
-    const TapConv::Layouts layouts{DescOf(x), pd.dst_desc(), pd.dst_desc(), DescOf(x)};
-    taps_ = MaybeTaps(p, layouts);
-    winograd_ = MaybeWinograd2(p, layouts);
-    if (taps_ || winograd_) {
+    const SgemmConv::Layouts layouts{DescOf(x), pd.dst_desc(), pd.dst_desc(), DescOf(x)};
+    const std::vector<Candidate> candidates = Candidates("fwd", p, layouts);
+    if (!candidates.empty()) {
       const dnnl::memory::desc plain_weights = PlainDesc(p.weights, DType::kFloat32);
-      auto time_library = [&] { return TimePrimitive(dnnl::convolution_forward(pd), pd, plain_weights); };
-      auto time_own = [&](auto* own) {
-        TapBuffers b(p, layouts);
-        return TimeFastest([&] { own->Forward(b.x.data(), b.w.data(), p.has_bias ? b.db.data() : nullptr, b.y.data()); });
-      };
-      const Own own = ChooseOwn(
-          "fwd", p, layouts.x, taps_.get(), winograd_.get(), time_library, [&] { return time_own(taps_.get()); },
-          [&] { return time_own(winograd_.get()); }, entry_start, &note_);
-      if (own != Own::kTaps) taps_.reset();
-      if (own != Own::kWinograd2) winograd_.reset();
-      if (own != Own::kNone) return;
+      own_ = ChooseOwn(
+          "fwd", p, layouts.x, candidates,
+          [&] { return TimePrimitive(dnnl::convolution_forward(pd), pd, plain_weights); },
+          [&](SgemmConv* own) {
+            OwnBuffers b(p, layouts);
+            return TimeFastest(
+                [&] { own->Forward(b.x.data(), b.w.data(), p.has_bias ? b.db.data() : nullptr, b.y.data()); });
+          },
+          entry_start, &note_);
+      if (own_) return;
     }
     src_ = Reorder(DescOf(x), pd.src_desc());
     weights_ = Reorder(PlainDesc(p.weights, DType::kFloat32), pd.weights_desc());
@@ -505,11 +515,10 @@ class ConvKernel final : public OpKernel {
                       ctx.Output(0).data<float>());
       return;
     }
-    if (taps_ || winograd_) {
+    if (own_) {
       const Tensor* b = ctx.OptionalInput(2);
-      const float *x = ctx.Input(0).data<float>(), *w = ctx.Input(1).data<float>(), *bias = b ? b->data<float>() : nullptr;
-      if (taps_) taps_->Forward(x, w, bias, ctx.Output(0).data<float>());
-      else winograd_->Forward(x, w, bias, ctx.Output(0).data<float>());
+      own_->Forward(ctx.Input(0).data<float>(), ctx.Input(1).data<float>(), b ? b->data<float>() : nullptr,
+                    ctx.Output(0).data<float>());
       return;
     }
     std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src_.Apply(ctx.Input(0).raw(), 0)},
@@ -526,8 +535,7 @@ class ConvKernel final : public OpKernel {
   bool has_bias_ = false;
   dnnl::convolution_forward prim_;
   std::unique_ptr<DenseConv> dense_;
-  std::unique_ptr<TapConv> taps_;             // where it runs the forward pass
-  std::unique_ptr<WinogradConv> winograd_;    // likewise
+  std::shared_ptr<SgemmConv> own_;  // ours, where it runs the forward pass
 };
 
 // ConvGrad(dY, X, W) -> dX, dW, dB (each output optional) with the Conv node's
@@ -542,9 +550,8 @@ class ConvGradKernel final : public OpKernel {
 
   void Prepare(KernelContext& ctx) override {
     note_.clear();
-    taps_.reset();
-    winograd_.reset();
-    data_own_ = weights_own_ = Own::kNone;
+    data_own_.reset();
+    weights_own_.reset();
     const Tensor& dy = ctx.Input(0);
     const Tensor& x = ctx.Input(1);
     const Tensor& w = ctx.Input(2);
@@ -560,13 +567,14 @@ class ConvGradKernel final : public OpKernel {
     const int64_t x_block = DenseBlock(x);
     dense_ = MaybeDense(p, x_block, DenseBlock(dy));
     if (dense_) {
-      taps_ = MaybeTaps(p, TapConv::Layouts{DescOf(x), DescOf(dy), DescOf(dy), BlockedOrPlainDesc(x.shape(), x_block)});
-      if (taps_) {  // as in ConvKernel
+      std::shared_ptr<SgemmConv> taps = MaybeTaps(
+          p, SgemmConv::Layouts{DescOf(x), DescOf(dy), DescOf(dy), BlockedOrPlainDesc(x.shape(), x_block)});
+      if (taps) {  // as in ConvKernel
         dense_.reset();
-        data_own_ = ctx.HasOutput(0) ? Own::kTaps : Own::kNone;
-        weights_own_ = ctx.HasOutput(1) || ctx.HasOutput(2) ? Own::kTaps : Own::kNone;
+        if (ctx.HasOutput(0)) data_own_ = taps;
+        if (ctx.HasOutput(1) || ctx.HasOutput(2)) weights_own_ = taps;
       }
-      note_ = taps_ ? "bwd_data=taps[sgemm] bwd_weights=taps(maps within the window)[sgemm]"
+      note_ = taps ? "bwd_data=taps[sgemm] bwd_weights=taps(maps within the window)[sgemm]"
                     : "bwd_data=dense[matmul] bwd_weights=dense(maps within the window: one matmul each)[matmul]";
       ctx.SetOutput(0, DType::kFloat32, x.shape(), BlockedOrPlain(x.shape(), x_block));
       ctx.SetOutput(1, DType::kFloat32, w.shape());
@@ -579,7 +587,9 @@ class ConvGradKernel final : public OpKernel {
     };
     const dnnl::memory::desc plain_weights = PlainDesc(p.weights, DType::kFloat32);
     // The layouts TapConv would read and write: dX as backward-data writes it (else x's).
-    TapConv::Layouts layouts{DescOf(x), DescOf(dy), DescOf(dy), DescOf(x)};
+    SgemmConv::Layouts layouts{DescOf(x), DescOf(dy), DescOf(dy), DescOf(x)};
+    std::vector<Candidate> candidates;  // ours, shared by both gradients
+    bool have_candidates = false;
     if (ctx.HasOutput(0)) {
       const size_t entry_start = note_.size();
       auto pd = ChooseAlgorithm<dnnl::convolution_backward_data>(
@@ -592,19 +602,17 @@ class ConvGradKernel final : public OpKernel {
           &note_);
       dx_desc_ = pd.diff_src_desc();
       layouts.dx = dx_desc_;
-      taps_ = MaybeTaps(p, layouts);
-      winograd_ = MaybeWinograd2(p, layouts);
-      if (taps_ || winograd_) {
-        auto time_library = [&] { return TimePrimitive(dnnl::convolution_backward_data(pd), pd, plain_weights); };
-        auto time_own = [&](auto* own) {
-          TapBuffers b(p, layouts);
-          return TimeFastest([&] { own->Backward(b.dy.data(), nullptr, b.w.data(), b.dx.data(), nullptr, nullptr); });
-        };
-        data_own_ = ChooseOwn(
-            "bwd_data", p, DescOf(dy), taps_.get(), winograd_.get(), time_library,
-            [&] { return time_own(taps_.get()); }, [&] { return time_own(winograd_.get()); }, entry_start, &note_);
-      }
-      if (data_own_ == Own::kNone) {
+      candidates = Candidates("bwd_data", p, layouts);
+      have_candidates = true;
+      data_own_ = ChooseOwn(
+          "bwd_data", p, DescOf(dy), candidates,
+          [&] { return TimePrimitive(dnnl::convolution_backward_data(pd), pd, plain_weights); },
+          [&](SgemmConv* own) {
+            OwnBuffers b(p, layouts);
+            return TimeFastest([&] { own->Backward(b.dy.data(), nullptr, b.w.data(), b.dx.data(), nullptr, nullptr); });
+          },
+          entry_start, &note_);
+      if (!data_own_) {
         data_ = dnnl::convolution_backward_data(pd);
         data_dy_ = Reorder(DescOf(dy), pd.diff_dst_desc());
         data_w_ = Reorder(plain_weights, pd.weights_desc());
@@ -627,23 +635,18 @@ class ConvGradKernel final : public OpKernel {
             return dnnl::convolution_backward_weights::primitive_desc(desc, Engine(), forward_hint(d, alg));
           },
           &note_);
-      if (!taps_) taps_ = MaybeTaps(p, layouts);
-      if (!winograd_) winograd_ = MaybeWinograd2(p, layouts);
-      if (taps_ || winograd_) {
-        auto time_library = [&] { return TimePrimitive(dnnl::convolution_backward_weights(pd), pd, plain_weights); };
-        auto time_own = [&](auto* own) {
-          TapBuffers b(p, layouts);
-          return TimeFastest([&] {
-            own->Backward(b.dy.data(), b.x.data(), nullptr, nullptr, b.dw.data(), p.has_bias ? b.db.data() : nullptr);
-          });
-        };
-        weights_own_ = ChooseOwn(
-            "bwd_weights", p, DescOf(x), taps_.get(), winograd_.get(), time_library,
-            [&] { return time_own(taps_.get()); }, [&] { return time_own(winograd_.get()); }, entry_start, &note_);
-      }
-      if (data_own_ != Own::kTaps && weights_own_ != Own::kTaps) taps_.reset();
-      if (data_own_ != Own::kWinograd2 && weights_own_ != Own::kWinograd2) winograd_.reset();
-      if (weights_own_ != Own::kNone) return;
+      if (!have_candidates) candidates = Candidates("bwd_weights", p, layouts);
+      weights_own_ = ChooseOwn(
+          "bwd_weights", p, DescOf(x), candidates,
+          [&] { return TimePrimitive(dnnl::convolution_backward_weights(pd), pd, plain_weights); },
+          [&](SgemmConv* own) {
+            OwnBuffers b(p, layouts);
+            return TimeFastest([&] {
+              own->Backward(b.dy.data(), b.x.data(), nullptr, nullptr, b.dw.data(), p.has_bias ? b.db.data() : nullptr);
+            });
+          },
+          entry_start, &note_);
+      if (weights_own_) return;
       weights_ = dnnl::convolution_backward_weights(pd);
       weights_dy_ = Reorder(DescOf(dy), pd.diff_dst_desc());
       weights_x_ = Reorder(DescOf(x), pd.src_desc());
@@ -656,14 +659,17 @@ class ConvGradKernel final : public OpKernel {
   }
 
   void Compute(KernelContext& ctx) override {
-    for (Own own : {Own::kTaps, Own::kWinograd2}) {
-      if (data_own_ != own && weights_own_ != own) continue;
-      float* dx = data_own_ == own ? ctx.Output(0).data<float>() : nullptr;
-      float* dw = weights_own_ == own && ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr;
-      float* db = weights_own_ == own && ctx.HasOutput(2) ? ctx.Output(2).data<float>() : nullptr;
+    if (data_own_ || weights_own_) {
       const float *dy = ctx.Input(0).data<float>(), *x = ctx.Input(1).data<float>(), *w = ctx.Input(2).data<float>();
-      if (own == Own::kTaps) taps_->Backward(dy, x, w, dx, dw, db);
-      else winograd_->Backward(dy, x, w, dx, dw, db);
+      float* dx = data_own_ ? ctx.Output(0).data<float>() : nullptr;
+      float* dw = weights_own_ && ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr;
+      float* db = weights_own_ && ctx.HasOutput(2) ? ctx.Output(2).data<float>() : nullptr;
+      if (data_own_ == weights_own_) {
+        data_own_->Backward(dy, x, w, dx, dw, db);
+      } else {
+        if (data_own_) data_own_->Backward(dy, nullptr, w, dx, nullptr, nullptr);
+        if (weights_own_) weights_own_->Backward(dy, x, nullptr, nullptr, dw, db);
+      }
     }
     if (dense_) {
       const float* dy = ctx.Input(0).data<float>();
@@ -673,11 +679,11 @@ class ConvGradKernel final : public OpKernel {
                                 ctx.HasOutput(2) ? ctx.Output(2).data<float>() : nullptr);
       return;
     }
-    if (ctx.HasOutput(0) && data_own_ == Own::kNone)
+    if (ctx.HasOutput(0) && !data_own_)
       data_.execute(Stream(), {{DNNL_ARG_DIFF_DST, data_dy_.Apply(ctx.Input(0).raw(), 0)},
                                {DNNL_ARG_WEIGHTS, data_w_.Apply(ctx.Input(2).raw(), 1)},
                                {DNNL_ARG_DIFF_SRC, Wrap(dx_desc_, ctx.Output(0))}});
-    if ((ctx.HasOutput(1) || ctx.HasOutput(2)) && weights_own_ == Own::kNone) {
+    if ((ctx.HasOutput(1) || ctx.HasOutput(2)) && !weights_own_) {
       void* dw_library = dw_.needed() || !want_dw_ ? ScratchBuffer(3, dw_desc_.get_size()) : ctx.Output(1).raw();
       std::unordered_map<int, dnnl::memory> args = {
           {DNNL_ARG_DIFF_DST, weights_dy_.Apply(ctx.Input(0).raw(), 0)},
@@ -698,9 +704,7 @@ class ConvGradKernel final : public OpKernel {
   dnnl::convolution_backward_weights weights_;
   Reorder weights_dy_, weights_x_, dw_;
   std::unique_ptr<DenseConv> dense_;
-  std::unique_ptr<TapConv> taps_;           // ours, where they won backward-data and/or
-  std::unique_ptr<WinogradConv> winograd_;  // backward-weights
-  Own data_own_ = Own::kNone, weights_own_ = Own::kNone;
+  std::shared_ptr<SgemmConv> data_own_, weights_own_;  // ours, where they won (may be one object)
 };
 
 OT_REGISTER_CPU_KERNEL("Conv", 1, 1 << 30, ConvKernel);

@@ -17,7 +17,8 @@ ConvAlgorithm ParseConvAlgorithm(const std::string& name) {
   if (name == "winograd") return ConvAlgorithm::kWinograd;
   if (name == "taps") return ConvAlgorithm::kTaps;
   if (name == "winograd2") return ConvAlgorithm::kWinograd2;
-  throw Error("--conv-algo '" + name + "' is not known; use auto, direct, winograd, taps or winograd2");
+  if (name == "winograd4") return ConvAlgorithm::kWinograd4;
+  throw Error("--conv-algo '" + name + "' is not known; use auto, direct, winograd, taps, winograd2 or winograd4");
 }
 
 const char* ConvAlgorithmName(ConvAlgorithm a) {
@@ -27,6 +28,7 @@ const char* ConvAlgorithmName(ConvAlgorithm a) {
     case ConvAlgorithm::kWinograd: return "winograd";
     case ConvAlgorithm::kTaps: return "taps";
     case ConvAlgorithm::kWinograd2: return "winograd2";
+    case ConvAlgorithm::kWinograd4: return "winograd4";
   }
   return "?";
 }

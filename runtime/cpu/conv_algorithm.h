@@ -8,18 +8,19 @@
 // (runtime/cpu/conv_dense.h), and a 2D stride-1 convolution whose window is partly padding
 // as matrix products over the taps that touch data (runtime/cpu/conv_taps.h) where that
 // runs faster than oneDNN's primitive, timed per primitive, or a 3x3 stride-1 pad-1 one as
-// our Winograd F(2x2, 3x3) on sgemm (runtime/cpu/conv_winograd.h) where that is faster.
-// taps and winograd2 run every convolution they can that way (the others direct). The
-// setting is process-wide, like the thread count.
+// our Winograd F(2x2, 3x3) on sgemm (runtime/cpu/conv_winograd.h), or in its backward
+// primitives F(4x4, 3x3), where that is faster. taps and winograd2 run every convolution
+// they can that way (the others direct); winograd4 runs F(4x4, 3x3) in the backward
+// primitives and F(2x2, 3x3) forward. The setting is process-wide, like the thread count.
 #pragma once
 
 #include <string>
 
 namespace ot {
 
-enum class ConvAlgorithm { kAuto, kDirect, kWinograd, kTaps, kWinograd2 };
+enum class ConvAlgorithm { kAuto, kDirect, kWinograd, kTaps, kWinograd2, kWinograd4 };
 
-// "auto", "direct", "winograd", "taps" or "winograd2"; anything else throws ot::Error naming the choices.
+// "auto", "direct", "winograd", "taps", "winograd2" or "winograd4"; anything else throws ot::Error naming the choices.
 ConvAlgorithm ParseConvAlgorithm(const std::string& name);
 const char* ConvAlgorithmName(ConvAlgorithm a);
 void SetCpuConvAlgorithm(ConvAlgorithm a);

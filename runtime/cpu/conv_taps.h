@@ -26,12 +26,24 @@
 namespace ot {
 namespace cpu {
 
-class TapConv {
+// A convolution of ours on sgemm (TapConv here, WinogradConv in conv_winograd.h): what the
+// Conv and ConvGrad kernels call.
+class SgemmConv {
  public:
   // Layouts of the activations: x and dy as they come, y and dx as they are to be written.
   struct Layouts {
     dnnl::memory::desc x, y, dy, dx;
   };
+  virtual ~SgemmConv() = default;
+  // y = conv(x, w) + b (b may be null).
+  virtual void Forward(const float* x, const float* w, const float* b, float* y) = 0;
+  // The gradients of dy: dx (the input's, in layouts.dx), dw (plain [O, C, KH, KW]) and
+  // db ([O]); each may be null (x is read only for dw, w only for dx).
+  virtual void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db) = 0;
+};
+
+class TapConv final : public SgemmConv {
+ public:
   // The convolution in ONNX terms (dilations >= 1): null unless it is 2D, ungrouped,
   // stride 1 and dilation 1, every output sees an input and every input an output.
   static std::unique_ptr<TapConv> Make(const Shape& x, const Shape& w, const Shape& y,
@@ -41,11 +53,8 @@ class TapConv {
   // The share of the window's multiplications that touch data (1 where nothing is padding).
   double data_share() const { return data_share_; }
 
-  // y = conv(x, w) + b (b may be null).
-  void Forward(const float* x, const float* w, const float* b, float* y);
-  // The gradients of dy: dx (the input's, in x's layout), dw (plain [O, C, KH, KW]) and
-  // db ([O]); each may be null (x is read only for dw, w only for dx).
-  void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db);
+  void Forward(const float* x, const float* w, const float* b, float* y) override;
+  void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db) override;
 
  private:
   TapConv() = default;

@@ -1,14 +1,17 @@
-// Winograd F(2x2, 3x3) convolutions on sgemm, for CPUs where oneDNN has none.
+// Winograd F(2x2, 3x3) and F(4x4, 3x3) convolutions on sgemm, for CPUs where oneDNN has none.
 //
 // oneDNN 2.6's Winograd convolutions (F(4x4, 3x3)) exist for AVX-512 only; on AVX2 its
 // direct kernels multiply all 9 taps for every output. Winograd's minimal filtering
 // F(2x2, 3x3) computes each 2x2 output tile from a 4x4 input tile with 16 products per
 // (input, output) channel pair instead of 36 (2.25x fewer), exactly in exact arithmetic;
 // its transforms add and halve only (coefficients 0, +-1, +-1/2), so it rounds much like
-// the direct sum, unlike F(4x4, 3x3). For each chunk of tiles (cache-sized, one chunk per
-// thread at a time):
-//   V[xi] = B^T d B (input tiles, channels-last rows), M[xi] = V[xi] . U[xi] (16 sgemm
-//   calls, U[xi] = G g G^T the transformed weights), y = A^T M A (output tiles).
+// the direct sum. F(4x4, 3x3) takes 36 products for 4x4 outputs (4x fewer than direct) but
+// its transforms scale values by up to 8 and 1/24 and round more (oneDNN's F(4x4, 3x3)
+// forward: 5-9x PyTorch float32's distance from float64; see conv.cc), so auto offers it
+// for the backward primitives only. For each chunk of tiles (cache-sized, one chunk per
+// thread at a time; t = m + 2 for m x m output tiles):
+//   V[xi] = B^T d B (t x t input tiles, channels-last rows), M[xi] = V[xi] . U[xi] (t*t
+//   sgemm calls, U[xi] = G g G^T the transformed weights), y = A^T M A (output tiles).
 // The input gradient is the same convolution of dy with the kernel flipped and
 // transposed; the weight gradient accumulates dU[xi] = V[xi]^T . (A dy A^T)[xi] over the
 // tiles and folds it back with G^T dU G.
@@ -27,19 +30,18 @@
 namespace ot {
 namespace cpu {
 
-class WinogradConv {
+class WinogradConv final : public SgemmConv {
  public:
-  // Null unless the convolution is one this class takes (see above).
+  // Null unless the convolution is one this class takes (see above) and `tile` (m) is 2 or 4.
   static std::unique_ptr<WinogradConv> Make(const Shape& x, const Shape& w, const Shape& y,
                                             const std::vector<int64_t>& strides,
                                             const std::vector<int64_t>& dilations,
-                                            const std::vector<int64_t>& pads_begin, const TapConv::Layouts& layouts);
+                                            const std::vector<int64_t>& pads_begin, const TapConv::Layouts& layouts,
+                                            int tile = 2);
+  int tile() const { return static_cast<int>(m_); }
 
-  // y = conv(x, w) + b (b may be null).
-  void Forward(const float* x, const float* w, const float* b, float* y);
-  // The gradients of dy: dx (in the layout given as layouts.dx), dw (plain) and db; each
-  // may be null (x is read only for dw, w only for dx).
-  void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db);
+  void Forward(const float* x, const float* w, const float* b, float* y) override;
+  void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db) override;
 
  private:
   WinogradConv() = default;
@@ -48,6 +50,7 @@ class WinogradConv {
   // Tiles per chunk for rows of `channels` values.
   int64_t ChunkTiles(int64_t channels) const;
 
+  int64_t m_ = 2, t_ = 4;  // output tile m x m, input tile t x t
   int64_t n_ = 0, c_ = 0, o_ = 0, h_ = 0, w_ = 0, tiles_h_ = 0, tiles_w_ = 0, tiles_ = 0;
   Reorder x_in_, y_out_, dy_in_, dx_out_;
   Reorder dw_out_;  // [3, 3, C, O] to plain
