@@ -13,16 +13,16 @@ namespace {
 // ScratchBuffer slots (one Compute runs either TapConv or conv.cc's primitives).
 constexpr int kInputScratch = 0, kWeightScratch = 1, kGradScratch = 2, kOutputScratch = 4, kGatherScratch = 7;
 
+}  // namespace
+
 dnnl::memory::desc ChannelsLast4(const Shape& s) {
   return dnnl::memory::desc(ToDims(s), dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
 }
 
-float* Scratch(int slot, int64_t floats) {
+float* ScratchFloats(int slot, int64_t floats) {
   return static_cast<float*>(ScratchBuffer(slot, static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float)));
 }
 
-// Row-major C[m x n] = A[m x k] . B[k x n] (+ C when accumulate); A transposed when
-// `a_transposed` (then stored [k x m]).
 void Sgemm(bool a_transposed, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
            int64_t ldb, bool accumulate, float* c, int64_t ldc) {
   const dnnl_status_t s = dnnl_sgemm(a_transposed ? 'T' : 'N', 'N', m, n, k, 1.f, a, lda, b, ldb,
@@ -30,7 +30,14 @@ void Sgemm(bool a_transposed, int64_t m, int64_t n, int64_t k, const float* a, i
   if (s != dnnl_success) throw Error("oneDNN sgemm failed (status " + std::to_string(static_cast<int>(s)) + ")");
 }
 
-}  // namespace
+void ChannelSums(const float* rows, int64_t count, int64_t channels, float* sums) {
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < channels; ++c) {
+    double sum = 0;
+    for (int64_t r = 0; r < count; ++r) sum += rows[r * channels + c];
+    sums[c] = static_cast<float>(sum);
+  }
+}
 
 std::unique_ptr<TapConv> TapConv::Make(const Shape& x, const Shape& w, const Shape& y,
                                        const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
@@ -129,10 +136,10 @@ void TapConv::Products(const std::vector<std::vector<Span>>& spans, const float*
 }
 
 void TapConv::Forward(const float* x, const float* w, const float* b, float* y) {
-  float* wt = Scratch(kWeightScratch, kh_ * kw_ * c_ * o_);
+  float* wt = ScratchFloats(kWeightScratch, kh_ * kw_ * c_ * o_);
   w_forward_.Run(const_cast<float*>(w), wt);
   const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<float*>(x), kInputScratch).get_data_handle());
-  float* yr = y_out_.needed() ? Scratch(kOutputScratch, n_ * oh_ * ow_ * o_) : y;
+  float* yr = y_out_.needed() ? ScratchFloats(kOutputScratch, n_ * oh_ * ow_ * o_) : y;
   Products(forward_spans_, xr, c_, ih_ * iw_, wt, o_, oh_ * ow_, yr);
   if (b) {
     const int64_t rows = n_ * oh_ * ow_;
@@ -148,27 +155,19 @@ void TapConv::Backward(const float* dy, const float* x, const float* w, float* d
   const int64_t in_pixels = ih_ * iw_, out_pixels = oh_ * ow_;
   const float* dyr = static_cast<const float*>(dy_in_.Apply(const_cast<float*>(dy), kGradScratch).get_data_handle());
   if (dx) {
-    float* wf = Scratch(kWeightScratch, taps * c_ * o_);
+    float* wf = ScratchFloats(kWeightScratch, taps * c_ * o_);
     for (const Reorder& column : w_backward_) column.Run(const_cast<float*>(w), wf);
-    float* dxr = dx_out_.needed() ? Scratch(kOutputScratch, n_ * in_pixels * c_) : dx;
+    float* dxr = dx_out_.needed() ? ScratchFloats(kOutputScratch, n_ * in_pixels * c_) : dx;
     Products(backward_spans_, dyr, o_, out_pixels, wf, c_, in_pixels, dxr);
     if (dx_out_.needed()) dx_out_.Run(dxr, dx);
   }
-  if (db) {
-    const int64_t rows = n_ * out_pixels;
-#pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < o_; ++o) {
-      double sum = 0;
-      for (int64_t r = 0; r < rows; ++r) sum += dyr[r * o_ + o];
-      db[o] = static_cast<float>(sum);
-    }
-  }
+  if (db) ChannelSums(dyr, n_ * out_pixels, o_, db);
   if (!dw) return;
   const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<float*>(x), kInputScratch).get_data_handle());
   // dW by tap [KH, KW, C, O]: the products of x and dy rows over the outputs the tap joins to data.
-  float* dwt = Scratch(kWeightScratch, taps * c_ * o_);
-  float* gathered = Scratch(kOutputScratch, n_ * out_pixels * c_);
-  float* gathered_dy = Scratch(kGatherScratch, n_ * out_pixels * o_);
+  float* dwt = ScratchFloats(kWeightScratch, taps * c_ * o_);
+  float* gathered = ScratchFloats(kOutputScratch, n_ * out_pixels * c_);
+  float* gathered_dy = ScratchFloats(kGatherScratch, n_ * out_pixels * o_);
   for (int64_t r = 0; r < kh_; ++r)
     for (int64_t k = 0; k < kw_; ++k) {
       float* tap = dwt + (r * kw_ + k) * c_ * o_;

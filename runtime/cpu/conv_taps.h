@@ -26,6 +26,16 @@
 namespace ot {
 namespace cpu {
 
+// Helpers of our convolutions: the channels-last descriptor of a 4D shape; per-thread
+// scratch (ScratchBuffer) of `floats` floats; the per-channel sums (in double) of `count`
+// channels-last rows (a bias gradient); row-major C[m x n] = A[m x k] . B[k x n] (+ C when
+// `accumulate`; A stored [k x m] when `a_transposed`) on oneDNN's sgemm.
+dnnl::memory::desc ChannelsLast4(const Shape& s);
+float* ScratchFloats(int slot, int64_t floats);
+void ChannelSums(const float* rows, int64_t count, int64_t channels, float* sums);
+void Sgemm(bool a_transposed, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+           int64_t ldb, bool accumulate, float* c, int64_t ldc);
+
 // A convolution of ours on sgemm (TapConv here, WinogradConv in conv_winograd.h): what the
 // Conv and ConvGrad kernels call.
 class SgemmConv {

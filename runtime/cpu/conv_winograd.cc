@@ -6,107 +6,43 @@
 #include <algorithm>
 #include <cstring>
 
-#include "graph/error.h"
 #include "runtime/cpu/vector_loops.h"
 
 namespace ot {
 namespace cpu {
 namespace {
 
-// ScratchBuffer slots: the caller's (0-4) and each thread's chunk buffers (5-6).
+// ScratchBuffer slots (ScratchFloats): the caller's (0-4) and each thread's chunk buffers (5-6).
 constexpr int kInputScratch = 0, kWeightScratch = 1, kGradScratch = 2, kZeroScratch = 3, kOutputScratch = 4;
 constexpr int kTileScratch = 5, kProductScratch = 6;
 
-float* Scratch(int slot, int64_t floats) {
-  return static_cast<float*>(ScratchBuffer(slot, static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float)));
-}
-
-void Sgemm(bool a_transposed, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-           int64_t ldb, bool accumulate, float* c, int64_t ldc) {
-  const dnnl_status_t s = dnnl_sgemm(a_transposed ? 'T' : 'N', 'N', m, n, k, 1.f, a, lda, b, ldb,
-                                     accumulate ? 1.f : 0.f, c, ldc);
-  if (s != dnnl_success) throw Error("oneDNN sgemm failed (status " + std::to_string(static_cast<int>(s)) + ")");
-}
-
-// The one-dimensional transforms of F(M, 3) (tile T = M + 2), applied along both axes:
-//   Input: B^T d (T from T), Output: A^T m (M from T), Weights: G g (T from 3),
-//   GradOutput: A g (T from M, the output transform's transpose), WeightGrad: G^T d (3
-//   from T, the weight transform's transpose).
-// F(2, 3): Lavin and Gray's matrices with points 0, 1, -1; F(4, 3): points 0, 1, -1, 2, -2.
+// The weight transform G g of F(M, 3) (input tile T = M + 2) on one column of a kernel;
+// the other transforms are macros below. F(2, 3): Lavin and Gray's matrices with points 0,
+// 1, -1; F(4, 3): points 0, 1, -1, 2, -2.
 template <int M>
 struct Winograd;
 
 template <>
 struct Winograd<2> {
   static constexpr int T = 4;
-  static inline __attribute__((always_inline)) void Input(const float* d, float* r) {
-    r[0] = d[0] - d[2];
-    r[1] = d[1] + d[2];
-    r[2] = d[2] - d[1];
-    r[3] = d[1] - d[3];
-  }
-  static inline __attribute__((always_inline)) void Output(const float* m, float* y) {
-    y[0] = m[0] + m[1] + m[2];
-    y[1] = m[1] - m[2] - m[3];
-  }
-  static inline __attribute__((always_inline)) void Weights(const float* g, float* u) {
+  static inline void Weights(const float* g, float* u) {
     u[0] = g[0];
     u[1] = 0.5f * (g[0] + g[1] + g[2]);
     u[2] = 0.5f * (g[0] - g[1] + g[2]);
     u[3] = g[2];
-  }
-  static inline __attribute__((always_inline)) void GradOutput(const float* g, float* a) {
-    a[0] = g[0];
-    a[1] = g[0] + g[1];
-    a[2] = g[0] - g[1];
-    a[3] = -g[1];
-  }
-  static inline __attribute__((always_inline)) void WeightGrad(const float* d, float* w) {
-    w[0] = d[0] + 0.5f * (d[1] + d[2]);
-    w[1] = 0.5f * (d[1] - d[2]);
-    w[2] = 0.5f * (d[1] + d[2]) + d[3];
   }
 };
 
 template <>
 struct Winograd<4> {
   static constexpr int T = 6;
-  static inline __attribute__((always_inline)) void Input(const float* d, float* r) {
-    r[0] = 4.f * d[0] - 5.f * d[2] + d[4];
-    r[1] = -4.f * (d[1] + d[2]) + d[3] + d[4];
-    r[2] = 4.f * (d[1] - d[2]) - d[3] + d[4];
-    r[3] = 2.f * (d[3] - d[1]) - d[2] + d[4];
-    r[4] = 2.f * (d[1] - d[3]) - d[2] + d[4];
-    r[5] = 4.f * d[1] - 5.f * d[3] + d[5];
-  }
-  static inline __attribute__((always_inline)) void Output(const float* m, float* y) {
-    const float p1 = m[1] + m[2], q1 = m[1] - m[2], p2 = m[3] + m[4], q2 = m[3] - m[4];
-    y[0] = m[0] + p1 + p2;
-    y[1] = q1 + 2.f * q2;
-    y[2] = p1 + 4.f * p2;
-    y[3] = q1 + 8.f * q2 + m[5];
-  }
-  static inline __attribute__((always_inline)) void Weights(const float* g, float* u) {
+  static inline void Weights(const float* g, float* u) {
     u[0] = 0.25f * g[0];
     u[1] = (-1.f / 6.f) * (g[0] + g[1] + g[2]);
     u[2] = (-1.f / 6.f) * (g[0] - g[1] + g[2]);
     u[3] = (1.f / 24.f) * g[0] + (1.f / 12.f) * g[1] + (1.f / 6.f) * g[2];
     u[4] = (1.f / 24.f) * g[0] - (1.f / 12.f) * g[1] + (1.f / 6.f) * g[2];
     u[5] = g[2];
-  }
-  static inline __attribute__((always_inline)) void GradOutput(const float* g, float* a) {
-    const float p1 = g[0] + g[2], q1 = g[1] + g[3];
-    a[0] = g[0];
-    a[1] = p1 + q1;
-    a[2] = p1 - q1;
-    a[3] = g[0] + 2.f * g[1] + 4.f * g[2] + 8.f * g[3];
-    a[4] = g[0] - 2.f * g[1] + 4.f * g[2] - 8.f * g[3];
-    a[5] = g[3];
-  }
-  static inline __attribute__((always_inline)) void WeightGrad(const float* d, float* w) {
-    w[0] = 0.25f * d[0] - (1.f / 6.f) * (d[1] + d[2]) + (1.f / 24.f) * (d[3] + d[4]);
-    w[1] = (1.f / 6.f) * (d[2] - d[1]) + (1.f / 12.f) * (d[3] - d[4]);
-    w[2] = (1.f / 6.f) * (d[3] + d[4] - d[1] - d[2]) + d[5];
   }
 };
 
@@ -474,9 +410,6 @@ const TileLoops& Loops(int m) {
   return m == 4 ? four : two;
 }
 
-dnnl::memory::desc ChannelsLast(const Shape& s) {
-  return dnnl::memory::desc(ToDims(s), dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
-}
 
 }  // namespace
 
@@ -505,7 +438,7 @@ std::unique_ptr<WinogradConv> WinogradConv::Make(const Shape& x, const Shape& w,
   c->tiles_h_ = (c->h_ + tile - 1) / tile;
   c->tiles_w_ = (c->w_ + tile - 1) / tile;
   c->tiles_ = c->n_ * c->tiles_h_ * c->tiles_w_;
-  const dnnl::memory::desc x_nhwc = ChannelsLast(x), y_nhwc = ChannelsLast(y);
+  const dnnl::memory::desc x_nhwc = ChannelsLast4(x), y_nhwc = ChannelsLast4(y);
   c->x_in_ = Reorder(layouts.x, x_nhwc);
   c->y_out_ = Reorder(y_nhwc, layouts.y);
   c->dy_in_ = Reorder(layouts.dy, y_nhwc);
@@ -535,11 +468,11 @@ void WinogradConv::Convolve(const float* in, int64_t in_c, const float* u, int64
   const int64_t chunks = (tiles_ + chunk - 1) / chunk;
 #pragma omp parallel
   {
-    float* v = Scratch(kTileScratch, points * chunk * in_c);
-    float* m = Scratch(kProductScratch, points * chunk * out_c);
+    float* v = ScratchFloats(kTileScratch, points * chunk * in_c);
+    float* m = ScratchFloats(kProductScratch, points * chunk * out_c);
     // Zeros (input pixels outside the map, and the bias where there is none), then a spill row.
     const int64_t widest = std::max(in_c, out_c);
-    float* zeros = Scratch(kZeroScratch, 2 * widest);
+    float* zeros = ScratchFloats(kZeroScratch, 2 * widest);
     std::memset(zeros, 0, static_cast<size_t>(widest) * sizeof(float));
     float* spill = zeros + widest;
 #pragma omp for schedule(static)
@@ -555,10 +488,10 @@ void WinogradConv::Convolve(const float* in, int64_t in_c, const float* u, int64
 }
 
 void WinogradConv::Forward(const float* x, const float* w, const float* b, float* y) {
-  float* u = Scratch(kWeightScratch, t_ * t_ * c_ * o_);
+  float* u = ScratchFloats(kWeightScratch, t_ * t_ * c_ * o_);
   Loops(m_).weights(w, c_, o_, false, u);
   const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<float*>(x), kInputScratch).get_data_handle());
-  float* yr = y_out_.needed() ? Scratch(kOutputScratch, n_ * h_ * w_ * o_) : y;
+  float* yr = y_out_.needed() ? ScratchFloats(kOutputScratch, n_ * h_ * w_ * o_) : y;
   Convolve(xr, c_, u, o_, b, yr);
   if (y_out_.needed()) y_out_.Run(yr, y);
 }
@@ -568,21 +501,13 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
   const int64_t points = t_ * t_;
   const float* dyr = static_cast<const float*>(dy_in_.Apply(const_cast<float*>(dy), kGradScratch).get_data_handle());
   if (dx) {
-    float* u = Scratch(kWeightScratch, points * c_ * o_);
+    float* u = ScratchFloats(kWeightScratch, points * c_ * o_);
     loops.weights(w, o_, c_, true, u);
-    float* dxr = dx_out_.needed() ? Scratch(kOutputScratch, n_ * h_ * w_ * c_) : dx;
+    float* dxr = dx_out_.needed() ? ScratchFloats(kOutputScratch, n_ * h_ * w_ * c_) : dx;
     Convolve(dyr, o_, u, c_, nullptr, dxr);
     if (dx_out_.needed()) dx_out_.Run(dxr, dx);
   }
-  if (db) {
-    const int64_t rows = n_ * h_ * w_;
-#pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < o_; ++o) {
-      double sum = 0;
-      for (int64_t r = 0; r < rows; ++r) sum += dyr[r * o_ + o];
-      db[o] = static_cast<float>(sum);
-    }
-  }
+  if (db) ChannelSums(dyr, n_ * h_ * w_, o_, db);
   if (!dw) return;
   const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<float*>(x), kInputScratch).get_data_handle());
   const TileGrid grid{h_, w_, tiles_h_, tiles_w_, m_};
@@ -592,15 +517,15 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
   // by ranges.
   const int64_t du_size = points * c_ * o_;
   const int threads = omp_get_max_threads();
-  float* partials = Scratch(kWeightScratch, threads * du_size);
-  float* du = Scratch(kOutputScratch, du_size);
+  float* partials = ScratchFloats(kWeightScratch, threads * du_size);
+  float* du = ScratchFloats(kOutputScratch, du_size);
   std::vector<char> used(static_cast<size_t>(threads), 0);
 #pragma omp parallel num_threads(threads)
   {
     const int me = omp_get_thread_num();
-    float* v = Scratch(kTileScratch, points * chunk * c_);
-    float* dm = Scratch(kProductScratch, points * chunk * o_);
-    float* zeros = Scratch(kZeroScratch, std::max(c_, o_));
+    float* v = ScratchFloats(kTileScratch, points * chunk * c_);
+    float* dm = ScratchFloats(kProductScratch, points * chunk * o_);
+    float* zeros = ScratchFloats(kZeroScratch, std::max(c_, o_));
     std::memset(zeros, 0, static_cast<size_t>(std::max(c_, o_)) * sizeof(float));
     float* partial = partials + me * du_size;
 #pragma omp for schedule(static)
@@ -622,7 +547,7 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
         if (used[t]) AddTo(partials + t * du_size + i0, n, du + i0);
     }
   }
-  float* hwio = Scratch(kInputScratch, 9 * c_ * o_);  // x's channels-last copy is no longer needed
+  float* hwio = ScratchFloats(kInputScratch, 9 * c_ * o_);  // x's channels-last copy is no longer needed
   loops.fold(du, c_, o_, hwio);
   dw_out_.Run(hwio, dw);
 }
