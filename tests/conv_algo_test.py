@@ -8,6 +8,9 @@ maps (SmallMaps) checks auto's matrix products for those the same way, and one o
 and pads (TapShapes) the products over data taps (runtime/cpu/conv_taps.h) under --conv-algo taps,
 and one of 3x3 pad-1 convolutions (WinogradShapes) our Winograd F(2x2, 3x3) (conv_winograd.h)
 under --conv-algo winograd2, and F(4x4, 3x3) in its backward primitives under winograd4.
+auto's timed choices are kept beside the checkpoints: a resumed run (two-convolution model on
+synthetic data) ends bitwise equal to an uninterrupted one, and a damaged choices file is
+refused with its name.
 The dump must name the algorithm asked for in each primitive (forward, backward-data,
 backward-weights; auto shows its timings, and may pick taps or winograd2, and winograd4 for a backward primitive, where they were timed faster),
 and each algorithm's loss and gradients must lie within max(1e-4, 3x PyTorch float32's
@@ -30,6 +33,7 @@ from torch_parity import export, write_tensor  # noqa: E402  (same folder; exits
 from grad_compare import compare_gradients  # noqa: E402
 
 import re  # noqa: E402
+import shutil  # noqa: E402
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -132,6 +136,38 @@ def check_forced(args, failures, algo, make_module, name, want):
     print(f"  {algo:<9} loss rel err {loss_err:.1e}, worst gradient {worst:.2e} ({worst_name}) from float64, "
           f"torch float32 {worst_t32:.2e}  {'ok' if not f else 'FAILED'}")
     failures += [f"{algo}: {line}" for line in f]
+
+
+def check_choices_kept(args, failures, model_path):
+    """auto's timed choices are kept beside the checkpoints (conv_algorithms.rank0.txt) and a
+    resumed run loads them: two epochs in one run and one epoch plus a resumed one end in
+    the same bytes; a damaged file is refused with its name."""
+    def train(ckpt, epochs, *extra):
+        return subprocess.run([args.onnx_train, model_path, "--data", "synthetic:96", "--batch", "16", "--epochs",
+                               str(epochs), "--seed", "2", "--threads", "2", "--quiet", "--checkpoint-dir",
+                               os.path.join(args.workdir, ckpt), *extra], capture_output=True, text=True)
+    for d in ("keep_a", "keep_b"):
+        shutil.rmtree(os.path.join(args.workdir, d), ignore_errors=True)
+    runs = [train("keep_a", 2), train("keep_b", 1), train("keep_b", 2, "--resume", "latest")]
+    if any(r.returncode != 0 for r in runs):
+        failures.append("choices kept: training failed: " + " | ".join(r.stderr.strip()[-200:] for r in runs))
+        return
+    choices = os.path.join(args.workdir, "keep_b", "conv_algorithms.rank0.txt")
+    lines = open(choices).read().splitlines() if os.path.exists(choices) else []
+    if not lines or not all(line.split("\t")[0] in ("own", "winograd") and line.count("\t") == 2 for line in lines):
+        failures.append(f"choices kept: {choices} missing or not 'kind<TAB>key<TAB>choice' lines: {lines[:3]}")
+    same = all(open(os.path.join(args.workdir, d, "epoch_0002.onnx"), "rb").read() ==
+               open(os.path.join(args.workdir, "keep_a", "epoch_0002.onnx"), "rb").read() for d in ("keep_b",))
+    if not same:
+        failures.append("choices kept: one epoch plus a resumed one differ from two epochs in one run")
+    with open(choices, "a") as f:
+        f.write("own\tsome key\tfastest\n")
+    bad = train("keep_b", 3, "--resume", "latest")
+    if bad.returncode == 0 or "conv_algorithms.rank0.txt" not in bad.stderr:
+        failures.append(f"choices kept: a damaged file must be refused with its name; exit {bad.returncode}, "
+                        f"{bad.stderr.strip()[-300:]!r}")
+    print(f"  choices kept beside the checkpoints: {len(lines)} lines, resumed run bitwise equal: {same}  "
+          f"{'ok' if same and lines else 'FAILED'}")
 
 
 def prepare_case(args, make_module, name, shape, seed):
@@ -257,6 +293,7 @@ def main():
         failures += [f"{algo}: {line}" for line in f]
 
     check_small_maps(args, failures)
+    check_choices_kept(args, failures, model_path)
     convs = [f"conv{i}" for i in range(1, 7)]
     check_forced(args, failures, "taps", TapShapes, "tap_shapes",
                  [(c, "fwd", "taps") for c in convs] + [(c, "bwd_weights", "taps") for c in convs]

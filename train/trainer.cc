@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "comm/rendezvous.h"
+#include "runtime/cpu/conv_algorithm.h"
 #include "runtime/executor.h"
 #include "graph/error.h"
 #include "graph/file_util.h"
@@ -38,6 +39,44 @@
 namespace ot {
 
 namespace {
+
+// auto's convolution choices (runtime/cpu/conv_algorithm.h) beside the checkpoints, a file
+// per rank: a resumed run loads them and so runs the algorithms, and rounds the way, the
+// interrupted run did. Written when they change; a failure to write only warns (once).
+class ConvChoicesFile {
+ public:
+  ConvChoicesFile(std::string dir, int rank)
+      : path_(dir + "/conv_algorithms.rank" + std::to_string(rank) + ".txt") {}
+  // Before the first step of a run resumed from the state file `state_path`: the choices
+  // kept beside it, if any.
+  static void LoadBeside(const std::string& state_path, int rank) {
+    const size_t slash = state_path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : state_path.substr(0, slash);
+    const std::string path = dir + "/conv_algorithms.rank" + std::to_string(rank) + ".txt";
+    if (::access(path.c_str(), R_OK) != 0) return;
+    try {
+      LoadConvChoices(ReadFileBytes(path));
+    } catch (const Error& e) {
+      throw Error(path + ": " + e.what() + " (delete the file to let this run time its convolutions anew)");
+    }
+  }
+  void Update() {
+    const std::string text = SaveConvChoices();
+    if (text == written_ || failed_) return;
+    try {
+      WriteFileAtomic(path_, text);
+      written_ = text;
+    } catch (const std::exception& e) {
+      failed_ = true;
+      std::fprintf(stderr, "warning: could not keep the convolution choices in %s (%s); a resumed run may choose "
+                   "other algorithms and not be bitwise equal\n", path_.c_str(), e.what());
+    }
+  }
+
+ private:
+  std::string path_, written_;
+  bool failed_ = false;
+};
 
 // The settings that decide the data order and the update rule: a resumed run must use
 // the same ones to continue exactly.
@@ -394,12 +433,16 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
   DistributedSampler sampler(so);
   EpochTally resumed_tally;  // the resumed epoch's figures before the snapshot (whole job)
   TrainResult result;
+  std::unique_ptr<ConvChoicesFile> conv_choices;
+  if (o.save_checkpoints && device.type == DeviceType::kCPU)
+    conv_choices = std::make_unique<ConvChoicesFile>(o.checkpoint_dir, rank);
   if (!o.resume.empty()) {
     const std::string path = o.resume == "latest" ? FindLatestCheckpoint(o.checkpoint_dir) : ResumeStatePath(o.resume);
     if (path.empty()) {
       say("no checkpoint in " + o.checkpoint_dir + " yet: starting from the beginning");
     } else {
       sampler.Restore(Resume(session, forward, o, path, &resumed_tally, ema.get()));
+      if (device.type == DeviceType::kCPU) ConvChoicesFile::LoadBeside(path, rank);
       if (!lead) resumed_tally = EpochTally{};  // rank 0 adds the job's tally once
       const int64_t done = sampler.State().epoch;
       if (done >= o.epochs) {
@@ -535,6 +578,7 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
         reducer->FinishStep();
         result.allreduce_wait_seconds += reducer->last_wait_seconds();
       }
+      if (conv_choices) conv_choices->Update();
       // Step time (forward, backward, update, allreduce waits) and the reducer's overlap
       // counters for the metrics file.
       std::string extra = StrFormat(",\"step_ms\":%.3f",
@@ -632,6 +676,7 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
     if (lead) progress.EndEpoch(summary);
     if (!ema_line.empty()) say(ema_line);
     const bool interrupted = stop && !final_epoch;
+    if (conv_choices) conv_choices->Update();  // with the evaluation's shapes
     if (lead && o.save_checkpoints &&
         (final_epoch || interrupted || (o.save_every > 0 && (epoch + 1) % o.save_every == 0))) {
       const std::string stem = CheckpointStem(o.checkpoint_dir, epoch + 1);

@@ -435,6 +435,45 @@ struct OwnBuffers {
         db(static_cast<size_t>(p.out_channels)) {}
 };
 
+}  // namespace
+}  // namespace cpu
+
+std::string SaveConvChoices() {
+  std::lock_guard<std::mutex> lock(cpu::g_timed_mutex);
+  std::string text;
+  for (const auto& [key, winograd] : cpu::g_timed_winograd)
+    text += "winograd\t" + key + "\t" + (winograd ? "1" : "0") + "\n";
+  for (const auto& [key, own] : cpu::g_timed_own) text += "own\t" + key + "\t" + own + "\n";
+  return text;
+}
+
+void LoadConvChoices(const std::string& text) {
+  std::map<std::string, bool> winograd;
+  std::map<std::string, std::string> own;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(at, end - at);
+    at = end + 1;
+    const size_t a = line.find('\t'), b = line.rfind('\t');
+    if (a == std::string::npos || b == a)
+      throw Error("convolution choices: a line that is not 'kind<TAB>key<TAB>choice': '" + line + "'");
+    const std::string kind = line.substr(0, a), key = line.substr(a + 1, b - a - 1), choice = line.substr(b + 1);
+    if (kind == "winograd" && (choice == "0" || choice == "1")) winograd[key] = choice == "1";
+    else if (kind == "own" && (choice.empty() || choice == "taps" || choice == "winograd2" || choice == "winograd4"))
+      own[key] = choice;
+    else
+      throw Error("convolution choices: unknown entry '" + line + "'");
+  }
+  std::lock_guard<std::mutex> lock(cpu::g_timed_mutex);
+  for (auto& [k, v] : winograd) cpu::g_timed_winograd[k] = v;
+  for (auto& [k, v] : own) cpu::g_timed_own[k] = v;
+}
+
+namespace cpu {
+namespace {
+
 class ConvKernel final : public OpKernel {
  public:
   explicit ConvKernel(const KernelInfo& info) : OpKernel(info) {}

@@ -26,4 +26,12 @@ const char* ConvAlgorithmName(ConvAlgorithm a);
 void SetCpuConvAlgorithm(ConvAlgorithm a);
 ConvAlgorithm GetCpuConvAlgorithm();
 
+// auto's timed choices so far in this process, as text (a line per problem and primitive),
+// and their restoration: a run resumed from a checkpoint then runs the algorithms, and
+// rounds the way, the run that wrote it did (the trainer keeps them beside its checkpoints;
+// timing alone could choose otherwise on a busy machine, and resuming is bitwise).
+// LoadConvChoices throws ot::Error on text that SaveConvChoices did not write.
+std::string SaveConvChoices();
+void LoadConvChoices(const std::string& text);
+
 }  // namespace ot
