@@ -372,11 +372,11 @@ std::vector<Candidate> Candidates(const char* kind, const ConvProblem& p, const 
 std::map<std::string, std::string> g_timed_own;  // winner's name ("" for oneDNN's), under g_timed_mutex
 
 // The convolution of ours that runs primitive `kind`, or null for oneDNN's: under
-// --conv-algo taps, winograd2 or winograd4 that one where it applies, under auto the
-// fastest of oneDNN's primitive and the candidates, timed once per problem and kind
-// (`time_library()` and `time_own(SgemmConv*)` are CPU seconds). Where ours wins, `note`'s
-// entry for the kind (from `entry_start`) is rewritten; under auto the timings are noted
-// either way.
+// --conv-algo taps, winograd2 or winograd4 that one where it applies; under auto the
+// forward by a fixed rule and each backward primitive the fastest of oneDNN's primitive and
+// the candidates, timed once per problem and kind (`time_library()` and
+// `time_own(SgemmConv*)` are CPU seconds). Where ours is taken, `note`'s entry for the kind
+// (from `entry_start`) is rewritten; the timings are noted either way.
 template <typename TimeLibrary, typename TimeOwn>
 std::shared_ptr<SgemmConv> ChooseOwn(const char* kind, const ConvProblem& p, const dnnl::memory::desc& src,
                                      const std::vector<Candidate>& candidates, TimeLibrary time_library,
@@ -388,6 +388,20 @@ std::shared_ptr<SgemmConv> ChooseOwn(const char* kind, const ConvProblem& p, con
     return c.conv;  // shared: the kernels run both gradients in one call where one object won both
   };
   if (GetCpuConvAlgorithm() != ConvAlgorithm::kAuto) return take(candidates.front(), candidates.front().why);
+  if (std::string(kind) == "fwd") {
+    // The forward pass is chosen by rule, not timed, so that every process computes the
+    // same forward (timing may choose otherwise in another process): `infer` and `grad`
+    // agree on which side of a ReLU's kink a value falls, and a rerun of the same seed
+    // does the same. F(2x2, 3x3) where it applies (AVX2, ResNet34 b128: faster than oneDNN's
+    // direct kernels from 16x16 maps down), else taps where at most 3/4 of the window
+    // touches data (4x4 maps and smaller), else oneDNN's.
+    for (const Candidate& c : candidates)
+      if (c.name == "winograd2") return take(c, "forward by rule; " + c.why);
+    for (const Candidate& c : candidates)
+      if (c.name == "taps" && static_cast<const TapConv&>(*c.conv).data_share() <= 0.75)
+        return take(c, "forward by rule; " + c.why);
+    return nullptr;
+  }
   std::string key = ProblemKey(kind, p, src);
   for (const Candidate& c : candidates) key += "/" + c.name;
   {
