@@ -434,6 +434,7 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
   EpochTally resumed_tally;  // the resumed epoch's figures before the snapshot (whole job)
   TrainResult result;
   std::unique_ptr<ConvChoicesFile> conv_choices;
+  bool conv_choices_kept = false;  // after the run's first step
   if (o.save_checkpoints && device.type == DeviceType::kCPU)
     conv_choices = std::make_unique<ConvChoicesFile>(o.checkpoint_dir, rank);
   if (!o.resume.empty()) {
@@ -578,7 +579,12 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
         reducer->FinishStep();
         result.allreduce_wait_seconds += reducer->last_wait_seconds();
       }
-      if (conv_choices) conv_choices->Update();
+      // The choices are made when a shape is first planned: after the run's first step here,
+      // and at the epoch's end for a smaller last batch.
+      if (conv_choices && !conv_choices_kept) {
+        conv_choices->Update();
+        conv_choices_kept = true;
+      }
       // Step time (forward, backward, update, allreduce waits) and the reducer's overlap
       // counters for the metrics file.
       std::string extra = StrFormat(",\"step_ms\":%.3f",
@@ -676,7 +682,7 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
     if (lead) progress.EndEpoch(summary);
     if (!ema_line.empty()) say(ema_line);
     const bool interrupted = stop && !final_epoch;
-    if (conv_choices) conv_choices->Update();  // with the evaluation's shapes
+    if (conv_choices) conv_choices->Update();  // with a smaller last batch's shapes
     if (lead && o.save_checkpoints &&
         (final_epoch || interrupted || (o.save_every > 0 && (epoch + 1) % o.save_every == 0))) {
       const std::string stem = CheckpointStem(o.checkpoint_dir, epoch + 1);

@@ -7,8 +7,8 @@
 // (runtime/cpu/conv_algorithm.h): chosen per primitive at plan time. Under auto, one
 // whose maps fit inside its window runs as matrix products (runtime/cpu/conv_dense.h),
 // and one whose window is partly padding may run as products over the taps that touch
-// data (runtime/cpu/conv_taps.h), a 3x3 stride-1 pad-1 one as our Winograd F(2x2, 3x3)
-// (runtime/cpu/conv_winograd.h), where they were timed faster.
+// data (runtime/cpu/conv_taps.h), a 3x3 stride-1 pad-1 one as our Winograd
+// (runtime/cpu/conv_winograd.h): the forward by rule, the backward where timed faster.
 #include <time.h>
 
 #include <algorithm>
@@ -166,12 +166,17 @@ int64_t DenseBlock(const Tensor& t) {
 
 // Under --conv-algo auto, the convolution as one matrix product (conv_dense.h) where its
 // maps fit inside its window; null otherwise. Outputs take the input's layout.
+// The problem's dilations in ONNX terms (1 dense), as our own convolutions take them.
+std::vector<int64_t> OnnxDilations(const ConvProblem& p) {
+  std::vector<int64_t> dilations;
+  for (int64_t d : p.dilations) dilations.push_back(d + 1);
+  return dilations;
+}
+
 std::unique_ptr<DenseConv> MaybeDense(const ConvProblem& p, int64_t in_block, int64_t out_block) {
   if (GetCpuConvAlgorithm() != ConvAlgorithm::kAuto || p.weights.size() != 4 || in_block < 0 || out_block < 0)
     return nullptr;
-  std::vector<int64_t> dilations;
-  for (int64_t d : p.dilations) dilations.push_back(d + 1);
-  return DenseConv::Make(p.src, p.weights, p.dst, p.strides, dilations, p.pads_begin, in_block, out_block);
+  return DenseConv::Make(p.src, p.weights, p.dst, p.strides, OnnxDilations(p), p.pads_begin, in_block, out_block);
 }
 
 dnnl::memory::desc BlockedOrPlainDesc(const Shape& s, int64_t block) {
@@ -263,8 +268,8 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_n
     *note += std::string(kind) + "=" + how + "[" + pd.impl_info_str() + "]";
     return pd;
   };
-  // auto leaves the forward of oneDNN's Winograd F(4x4, 3x3) out (our F(2x2, 3x3), timed
-  // in ChooseOwn, rounds like direct): it rounds its activations more (5-9x
+  // auto leaves the forward of oneDNN's Winograd F(4x4, 3x3) out (ChooseOwn may take our
+  // F(2x2, 3x3) instead, which rounds like direct): it rounds its activations more (5-9x
   // PyTorch float32's distance from float64 at the ReLU inputs, against 1.2-1.7x direct),
   // and through BatchNorm the gradients follow: torch_grad_parity --conv-algo winograd
   // (ReLU decisions at the kinks taken from the same forward) has ResNet34 at 3x16x16,
@@ -327,9 +332,7 @@ constexpr double kTapsShareLimit = 0.95;
 std::unique_ptr<TapConv> MaybeTaps(const ConvProblem& p, const SgemmConv::Layouts& layouts) {
   const ConvAlgorithm setting = GetCpuConvAlgorithm();
   if ((setting != ConvAlgorithm::kAuto && setting != ConvAlgorithm::kTaps) || p.weights.size() != 4) return nullptr;
-  std::vector<int64_t> dilations;
-  for (int64_t d : p.dilations) dilations.push_back(d + 1);
-  auto taps = TapConv::Make(p.src, p.weights, p.dst, p.strides, dilations, p.pads_begin, layouts);
+  auto taps = TapConv::Make(p.src, p.weights, p.dst, p.strides, OnnxDilations(p), p.pads_begin, layouts);
   if (taps && setting == ConvAlgorithm::kAuto && taps->data_share() >= kTapsShareLimit) return nullptr;
   return taps;
 }
@@ -354,8 +357,7 @@ std::vector<Candidate> Candidates(const char* kind, const ConvProblem& p, const 
     std::snprintf(share, sizeof share, "%.0f%% of the window on data", 100 * taps->data_share());
     out.push_back({"taps", share, std::move(taps)});
   }
-  std::vector<int64_t> dilations;
-  for (int64_t d : p.dilations) dilations.push_back(d + 1);
+  const std::vector<int64_t> dilations = OnnxDilations(p);
   const bool forward = std::string(kind) == "fwd";
   for (int tile : {2, 4}) {
     // winograd4 forces F(4x4, 3x3) in the backward primitives and F(2x2, 3x3) forward.

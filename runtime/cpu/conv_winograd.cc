@@ -60,25 +60,19 @@ void TransformWeights(const float* w, int64_t rows, int64_t cols, bool flipped, 
     for (int64_t q = 0; q < cols; ++q) {
       const float* src = flipped ? w + (r * cols + q) * 9 : w + (q * rows + r) * 9;
       float g[3][3];
-      #pragma GCC unroll 8
       for (int i = 0; i < 3; ++i)
-        #pragma GCC unroll 8
         for (int j = 0; j < 3; ++j) g[i][j] = flipped ? src[(2 - i) * 3 + (2 - j)] : src[i * 3 + j];
       float t[T][3];  // G g, by column
-      #pragma GCC unroll 8
       for (int j = 0; j < 3; ++j) {
         const float col[3] = {g[0][j], g[1][j], g[2][j]};
         float out[T];
         W::Weights(col, out);
-        #pragma GCC unroll 8
         for (int i = 0; i < T; ++i) t[i][j] = out[i];
       }
       float* dst = u + r * cols + q;
-      #pragma GCC unroll 8
       for (int i = 0; i < T; ++i) {  // (G g) G^T
         float out[T];
         W::Weights(t[i], out);
-        #pragma GCC unroll 8
         for (int j = 0; j < T; ++j) dst[(i * T + j) * step] = out[j];
       }
     }
