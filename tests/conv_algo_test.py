@@ -55,8 +55,9 @@ class TwoConvs(torch.nn.Module):
 
 class SmallMaps(torch.nn.Module):
     """Convolutions whose maps fit in their window (2x2 and 1x1 maps under 3x3 kernels),
-    which auto runs as products over the data taps where the stride is 1 and else as one
-    dense matrix product: channel-blocked in and out (conv3), blocked in and plain out with
+    which auto runs as Winograd with 3 points a side on 2x2 maps (stride 1, pad 1), as
+    products over the data taps on others of stride 1, and else as one dense matrix
+    product: channel-blocked in and out (conv3, 2x2), blocked in and plain out with
     stride 2 (conv4: 20 channels are no block; dense), plain in and out on a 1x1 map
     (conv5), all with bias; conv1 and conv2 (4x4 maps) are timed or stay oneDNN's."""
 
@@ -207,9 +208,11 @@ def check_small_maps(args, failures):
     dump = [line for line in proc.stdout.splitlines() if line.startswith("plan ") and "Conv" in line]
     dense = sorted(re.search(r"/(conv\d)/", line).group(1) for line in dump if "=dense" in line)
     within = sorted(re.search(r"/(conv\d)/", line).group(1) for line in dump if "taps(maps within the window)" in line)
-    if dense != ["conv4", "conv4"] or within != ["conv3", "conv3", "conv5", "conv5"]:
-        failures.append("small maps: auto must run conv3 and conv5 (forward and gradient) as products over data taps, "
-                        "conv4 (stride 2) as dense products, and no other:\n" + "\n".join(dump))
+    two_by_two = sorted(re.search(r"/(conv\d)/", line).group(1) for line in dump
+                        if "winograd2(maps within the window; 2x2 maps" in line)
+    if dense != ["conv4", "conv4"] or within != ["conv5", "conv5"] or two_by_two != ["conv3", "conv3"]:
+        failures.append("small maps: auto must run conv3 (forward and gradient) as Winograd on 2x2 maps, conv5 as "
+                        "products over data taps, conv4 (stride 2) as dense products, and no other:\n" + "\n".join(dump))
     f, loss_err, worst, worst_name, worst_t32 = compare_gradients(read_dir(out), ref_loss, ref, ref32, 1e-5)
     print(f"  small maps loss rel err {loss_err:.1e}, worst gradient {worst:.2e} ({worst_name}) from "
           f"float64, torch float32 {worst_t32:.2e}  {'ok' if not f else 'FAILED'}")

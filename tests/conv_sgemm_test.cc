@@ -168,6 +168,9 @@ TEST(WinogradConv, MatchesFloat64) {
       {1, 8, 8, 2, 3, 3, 3, {1, 1}, {1, 1}, tag::nhwc, tag::nhwc},
       {2, 64, 32, 9, 9, 3, 3, {1, 1}, {1, 1}, tag::nChw8c, tag::nchw},
       {8, 64, 64, 24, 23, 3, 3, {1, 1}, {1, 1}, tag::nChw8c, tag::nChw8c},  // several chunks of tiles per thread
+      {3, 24, 40, 2, 2, 3, 3, {1, 1}, {1, 1}, tag::nChw8c, tag::nhwc},      // 2x2 maps: 3 points a side
+      {150, 16, 8, 2, 2, 3, 3, {1, 1}, {1, 1}, tag::nchw, tag::nChw8c},     // ... in several chunks
+      {2, 256, 264, 3, 5, 3, 3, {1, 1}, {1, 1}, tag::nhwc, tag::nChw8c},    // wide: all tiles at once
   };
   for (const Case& k : cases) {
     Check<WinogradConv>(k, 2 * kTolerance, 2);

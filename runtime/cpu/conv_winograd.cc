@@ -14,119 +14,43 @@ namespace {
 
 // ScratchBuffer slots (ScratchFloats): the caller's (0-4) and each thread's chunk buffers (5-6).
 constexpr int kInputScratch = 0, kWeightScratch = 1, kGradScratch = 2, kZeroScratch = 3, kOutputScratch = 4;
-constexpr int kTileScratch = 5, kProductScratch = 6;
+constexpr int kTileScratch = 5, kProductScratch = 6, kTapsScratch = 7;
 
-// The weight transform G g of F(M, 3) (input tile T = M + 2) on one column of a kernel;
-// the other transforms are macros below. F(2, 3): Lavin and Gray's matrices with points 0,
-// 1, -1; F(4, 3): points 0, 1, -1, 2, -2.
-template <int M>
-struct Winograd;
-
-template <>
-struct Winograd<2> {
-  static constexpr int T = 4;
-  static inline void Weights(const float* g, float* u) {
-    u[0] = g[0];
-    u[1] = 0.5f * (g[0] + g[1] + g[2]);
-    u[2] = 0.5f * (g[0] - g[1] + g[2]);
-    u[3] = g[2];
-  }
-};
-
-template <>
-struct Winograd<4> {
-  static constexpr int T = 6;
-  static inline void Weights(const float* g, float* u) {
-    u[0] = 0.25f * g[0];
-    u[1] = (-1.f / 6.f) * (g[0] + g[1] + g[2]);
-    u[2] = (-1.f / 6.f) * (g[0] - g[1] + g[2]);
-    u[3] = (1.f / 24.f) * g[0] + (1.f / 12.f) * g[1] + (1.f / 6.f) * g[2];
-    u[4] = (1.f / 24.f) * g[0] - (1.f / 12.f) * g[1] + (1.f / 6.f) * g[2];
-    u[5] = g[2];
-  }
-};
-
-// U[xi][rows][cols] = G g G^T of each 3x3 kernel g; g of (row r, col q) is
-// w[(q * rows + r) * 9] (plain [O, C, 3, 3] with rows = C, cols = O), or, `flipped`, the
-// kernel of w[(r * cols + q) * 9] turned by 180 degrees (the input gradient's: rows = O,
-// cols = C).
-template <int M>
-void TransformWeights(const float* w, int64_t rows, int64_t cols, bool flipped, float* u) {
-  using W = Winograd<M>;
-  constexpr int T = W::T;
-  const int64_t step = rows * cols;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t q = 0; q < cols; ++q) {
-      const float* src = flipped ? w + (r * cols + q) * 9 : w + (q * rows + r) * 9;
-      float g[3][3];
-      for (int i = 0; i < 3; ++i)
-        for (int j = 0; j < 3; ++j) g[i][j] = flipped ? src[(2 - i) * 3 + (2 - j)] : src[i * 3 + j];
-      float t[T][3];  // G g, by column
-      for (int j = 0; j < 3; ++j) {
-        const float col[3] = {g[0][j], g[1][j], g[2][j]};
-        float out[T];
-        W::Weights(col, out);
-        for (int i = 0; i < T; ++i) t[i][j] = out[i];
-      }
-      float* dst = u + r * cols + q;
-      for (int i = 0; i < T; ++i) {  // (G g) G^T
-        float out[T];
-        W::Weights(t[i], out);
-        for (int j = 0; j < T; ++j) dst[(i * T + j) * step] = out[j];
-      }
-    }
+// The weight transform of F(m, 3) as one matrix: U = G g G^T of a 3x3 kernel g is
+// U[i][j] = sum over a, b of G[i][a] G[j][b] g[a][b], so with the kernel's 9 taps as a
+// column, U's t * t values are kron(G, G) (t*t x 9) times it, and the weight gradient's
+// fold dg = G^T dU G is kron(G, G)^T times dU's column. `flipped` takes the kernel turned
+// by 180 degrees (tap k read as tap 8 - k). G (t x 3) of F(2, 3): Lavin and Gray's matrix
+// with points 0, 1, -1 (t = 4); of F(4, 3): points 0, 1, -1, 2, -2 (t = 6); on 2-pixel
+// maps (t = 3; see OT_WINO22_INPUT): w1, w2 - w1, w0 - w1. Products formed in double,
+// rounded once.
+const float* KronG(int64_t t, bool flipped) {
+  struct Matrices {
+    float f22[2][9 * 9], f2[2][16 * 9], f4[2][36 * 9];
+  };
+  static const Matrices matrices = [] {
+    const double g22[3][3] = {{0, 1, 0}, {0, -1, 1}, {1, -1, 0}};
+    const double g2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+    const double g4[6][3] = {{1. / 4, 0, 0},           {-1. / 6, -1. / 6, -1. / 6}, {-1. / 6, 1. / 6, -1. / 6},
+                             {1. / 24, 1. / 12, 1. / 6}, {1. / 24, -1. / 12, 1. / 6}, {0, 0, 1}};
+    Matrices k{};
+    auto fill = [](const auto& g, int t, float* plain, float* turned) {
+      for (int i = 0; i < t; ++i)
+        for (int j = 0; j < t; ++j)
+          for (int a = 0; a < 3; ++a)
+            for (int b = 0; b < 3; ++b) {
+              const float v = static_cast<float>(g[i][a] * g[j][b]);
+              plain[(i * t + j) * 9 + a * 3 + b] = v;
+              turned[(i * t + j) * 9 + 8 - (a * 3 + b)] = v;
+            }
+    };
+    fill(g22, 3, k.f22[0], k.f22[1]);
+    fill(g2, 4, k.f2[0], k.f2[1]);
+    fill(g4, 6, k.f4[0], k.f4[1]);
+    return k;
+  }();
+  return t == 3 ? matrices.f22[flipped] : t == 6 ? matrices.f4[flipped] : matrices.f2[flipped];
 }
-
-struct Folded {
-  float w0, w1, w2;
-};
-
-// dw[3][3][C][O] = G^T dU G of du[xi][C][O]; `fold(d, stride)` is G^T on t values.
-template <int T, typename Fold>
-inline __attribute__((always_inline)) void FoldWeightGradient(const float* du, int64_t c_count, int64_t o_count,
-                                                              float* dw, Fold fold) {
-  const int64_t step = c_count * o_count;
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < c_count; ++c) {
-    const float* src = du + c * o_count;
-    float* dst = dw + c * o_count;
-#pragma omp simd
-    for (int64_t o = 0; o < o_count; ++o) {
-      float t[3][T];  // G^T dU, by column
-#pragma GCC unroll 6
-      for (int j = 0; j < T; ++j) {
-        const Folded f = fold(src + j * step + o, T * step);
-        t[0][j] = f.w0;
-        t[1][j] = f.w1;
-        t[2][j] = f.w2;
-      }
-#pragma GCC unroll 3
-      for (int i = 0; i < 3; ++i) {  // (G^T dU) G
-        const Folded f = fold(t[i], 1);
-        dst[(i * 3 + 0) * step + o] = f.w0;
-        dst[(i * 3 + 1) * step + o] = f.w1;
-        dst[(i * 3 + 2) * step + o] = f.w2;
-      }
-    }
-  }
-}
-
-// G^T of F(2, 3) and F(4, 3) on the t values d[0], d[stride], ...
-struct FoldF2 {
-  inline __attribute__((always_inline)) Folded operator()(const float* d, int64_t stride) const {
-    const float d0 = d[0], d1 = d[stride], d2 = d[2 * stride], d3 = d[3 * stride];
-    return {d0 + 0.5f * (d1 + d2), 0.5f * (d1 - d2), 0.5f * (d1 + d2) + d3};
-  }
-};
-struct FoldF4 {
-  inline __attribute__((always_inline)) Folded operator()(const float* d, int64_t stride) const {
-    const float d0 = d[0], d1 = d[stride], d2 = d[2 * stride], d3 = d[3 * stride], d4 = d[4 * stride],
-                d5 = d[5 * stride];
-    return {0.25f * d0 - (1.f / 6.f) * (d1 + d2) + (1.f / 24.f) * (d3 + d4),
-            (1.f / 6.f) * (d2 - d1) + (1.f / 12.f) * (d3 - d4), (1.f / 6.f) * (d3 + d4 - d1 - d2) + d5};
-  }
-};
 
 OT_VECTOR_CLONES void AddTo(const float* src, int64_t n, float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
@@ -383,27 +307,97 @@ OT_VECTOR_CLONES void GradTiles4(const TileGrid& g, const float* dy, int64_t cha
 #undef OT_WINO4_OUTPUT
 #undef OT_WINO4_GRAD
 
-OT_VECTOR_CLONES void FoldWeightGradient2(const float* du, int64_t c_count, int64_t o_count, float* dw) {
-  FoldWeightGradient<4>(du, c_count, o_count, dw, FoldF2());
+// Maps of 2x2 pixels (pad 1): in each direction the third point of F(2, 3)'s window is
+// always padding, so y0 = w1 a + w2 b and y1 = w0 a + w1 b of the row (a, b) take 3
+// products, w1 (a + b), (w2 - w1) b and (w0 - w1) a: 9 per (image, input, output channel)
+// instead of the 16 of taps or F(2x2, 3x3). One tile per image, t = 3.
+#define OT_WINO22_INPUT(d0, d1, r0, r1, r2) \
+  do {                                      \
+    r0 = d0 + d1;                           \
+    r1 = d1;                                \
+    r2 = d0;                                \
+  } while (0)
+#define OT_WINO22_OUTPUT(m0, m1, m2, y0, y1) \
+  do {                                       \
+    y0 = m0 + m1;                            \
+    y1 = m0 + m2;                            \
+  } while (0)
+#define OT_WINO22_GRAD(g0, g1, a0, a1, a2) \
+  do {                                     \
+    a0 = g0 + g1;                          \
+    a1 = g0;                               \
+    a2 = g1;                               \
+  } while (0)
+
+OT_VECTOR_CLONES void InputTiles22(const TileGrid&, const float* in, int64_t channels, const float*, int64_t t0,
+                                   int64_t t1, int64_t chunk, float* v) {
+  const int64_t step = chunk * channels;
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* p = in + t * 4 * channels;
+    float* dst = v + (t - t0) * channels;
+#pragma omp simd
+    for (int64_t c = 0; c < channels; ++c) {
+      float r[3][2];  // D d, by column
+      for (int j = 0; j < 2; ++j) OT_WINO22_INPUT(p[j * channels + c], p[(2 + j) * channels + c], r[0][j], r[1][j], r[2][j]);
+      for (int i = 0; i < 3; ++i)
+        OT_WINO22_INPUT(r[i][0], r[i][1], dst[(i * 3 + 0) * step + c], dst[(i * 3 + 1) * step + c],
+                        dst[(i * 3 + 2) * step + c]);
+    }
+  }
 }
-OT_VECTOR_CLONES void FoldWeightGradient4(const float* du, int64_t c_count, int64_t o_count, float* dw) {
-  FoldWeightGradient<6>(du, c_count, o_count, dw, FoldF4());
+
+OT_VECTOR_CLONES void OutputTiles22(const TileGrid&, const float* m, int64_t channels, const float* bias, float*,
+                                    int64_t t0, int64_t t1, int64_t chunk, float* out) {
+  const int64_t step = chunk * channels;
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* src = m + (t - t0) * channels;
+    float* q = out + t * 4 * channels;
+#pragma omp simd
+    for (int64_t c = 0; c < channels; ++c) {
+      float s[3][2];  // rows of M A
+      for (int i = 0; i < 3; ++i)
+        OT_WINO22_OUTPUT(src[(i * 3 + 0) * step + c], src[(i * 3 + 1) * step + c], src[(i * 3 + 2) * step + c],
+                         s[i][0], s[i][1]);
+      for (int j = 0; j < 2; ++j) {
+        float y0, y1;
+        OT_WINO22_OUTPUT(s[0][j], s[1][j], s[2][j], y0, y1);
+        q[j * channels + c] = y0 + bias[c];
+        q[(2 + j) * channels + c] = y1 + bias[c];
+      }
+    }
+  }
+}
+
+OT_VECTOR_CLONES void GradTiles22(const TileGrid&, const float* dy, int64_t channels, const float*, int64_t t0,
+                                  int64_t t1, int64_t chunk, float* dm) {
+  const int64_t step = chunk * channels;
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* g = dy + t * 4 * channels;
+    float* dst = dm + (t - t0) * channels;
+#pragma omp simd
+    for (int64_t c = 0; c < channels; ++c) {
+      float r[3][2];  // A g, by column
+      for (int j = 0; j < 2; ++j) OT_WINO22_GRAD(g[j * channels + c], g[(2 + j) * channels + c], r[0][j], r[1][j], r[2][j]);
+      for (int i = 0; i < 3; ++i)
+        OT_WINO22_GRAD(r[i][0], r[i][1], dst[(i * 3 + 0) * step + c], dst[(i * 3 + 1) * step + c],
+                       dst[(i * 3 + 2) * step + c]);
+    }
+  }
 }
 
 struct TileLoops {
   decltype(&InputTiles2) input;
   decltype(&OutputTiles2) output;
   decltype(&GradTiles2) grad;
-  decltype(&FoldWeightGradient2) fold;
-  decltype(&TransformWeights<2>) weights;
 };
 
-const TileLoops& Loops(int m) {
-  static const TileLoops two{InputTiles2, OutputTiles2, GradTiles2, FoldWeightGradient2, TransformWeights<2>};
-  static const TileLoops four{InputTiles4, OutputTiles4, GradTiles4, FoldWeightGradient4, TransformWeights<4>};
-  return m == 4 ? four : two;
+// By input tile size t.
+const TileLoops& Loops(int64_t t) {
+  static const TileLoops two_by_two{InputTiles22, OutputTiles22, GradTiles22};
+  static const TileLoops two{InputTiles2, OutputTiles2, GradTiles2};
+  static const TileLoops four{InputTiles4, OutputTiles4, GradTiles4};
+  return t == 3 ? two_by_two : t == 6 ? four : two;
 }
-
 
 }  // namespace
 
@@ -423,7 +417,7 @@ std::unique_ptr<WinogradConv> WinogradConv::Make(const Shape& x, const Shape& w,
     if (d <= 0) return nullptr;
   std::unique_ptr<WinogradConv> c(new WinogradConv());
   c->m_ = tile;
-  c->t_ = tile + 2;
+  c->t_ = tile == 2 && x[2] == 2 && x[3] == 2 ? 3 : tile + 2;  // 2x2 maps: 3 points (OT_WINO22_INPUT)
   c->n_ = x[0];
   c->c_ = x[1];
   c->o_ = y[1];
@@ -437,8 +431,14 @@ std::unique_ptr<WinogradConv> WinogradConv::Make(const Shape& x, const Shape& w,
   c->y_out_ = Reorder(y_nhwc, layouts.y);
   c->dy_in_ = Reorder(layouts.dy, y_nhwc);
   c->dx_out_ = Reorder(x_nhwc, layouts.dx);
-  c->dw_out_ = Reorder(dnnl::memory::desc(ToDims(w), dnnl::memory::data_type::f32, dnnl::memory::format_tag::hwio),
-                       PlainDesc(w, DType::kFloat32));
+  // Weights: plain [O, C, 3, 3] to taps-major [3, 3, C, O] (forward), [3, 3, O, C] (input
+  // gradient; KronG turns the kernel), and the weight gradient's [3, 3, C, O] back to plain.
+  const dnnl::memory::desc plain = PlainDesc(w, DType::kFloat32);
+  const dnnl::memory::desc hwio(ToDims(w), dnnl::memory::data_type::f32, dnnl::memory::format_tag::hwio);
+  const dnnl::memory::desc hwoi(ToDims(w), dnnl::memory::data_type::f32, {c->c_, 1, 3 * c->o_ * c->c_, c->o_ * c->c_});
+  c->w_forward_ = Reorder(plain, hwio);
+  c->w_backward_ = Reorder(plain, hwoi);
+  c->dw_out_ = Reorder(hwio, plain);
   return c;
 }
 
@@ -453,19 +453,73 @@ int64_t WinogradConv::ChunkTiles(int64_t channels) const {
   return std::max<int64_t>(1, (tiles_ + chunks - 1) / chunks);
 }
 
+bool WinogradConv::Whole(int64_t in_c, int64_t out_c) const {
+  // Where one point's weights (in_c x out_c) fill half of a 512 KiB L2 or more, chunked
+  // sgemm calls reread them for every few tiles; all tiles at once read them once (AVX2,
+  // ResNet34 b128: 256 and 512 channels 10-15% faster this way, 64 and 128 slower), while
+  // the transformed tiles stay under 16 MiB.
+  return in_c * out_c >= 65536 && tiles_ * t_ * t_ * std::max(in_c, out_c) <= (int64_t{4} << 20);
+}
+
+std::vector<WinogradConv::Block> WinogradConv::Blocks(int64_t columns) const {
+  // Enough (point, column range) blocks to keep every thread busy: the points alone when
+  // they divide evenly among the threads or outnumber them 4 to 1, else columns split in up
+  // to 8 ranges (multiples of 16).
+  const int64_t points = t_ * t_, threads = std::max(1, omp_get_max_threads());
+  int64_t split = 1;
+  while (split < 8 && (points * split) % threads != 0 && points * split < 4 * threads) ++split;
+  const int64_t width = std::max<int64_t>(16, (columns + split - 1) / split + 15) / 16 * 16;
+  std::vector<Block> blocks;
+  for (int64_t xi = 0; xi < points; ++xi)
+    for (int64_t c0 = 0; c0 < columns; c0 += width) blocks.push_back({xi, c0, std::min(columns, c0 + width)});
+  return blocks;
+}
+
 void WinogradConv::Convolve(const float* in, int64_t in_c, const float* u, int64_t out_c, const float* bias,
                             float* out) const {
-  const TileLoops& loops = Loops(m_);
+  const TileLoops& loops = Loops(t_);
   const TileGrid grid{h_, w_, tiles_h_, tiles_w_, m_};
   const int64_t points = t_ * t_;
-  const int64_t chunk = ChunkTiles(std::max(in_c, out_c));
+  const int64_t widest = std::max(in_c, out_c);
+  if (Whole(in_c, out_c)) {
+    // Every tile transformed at once, then one sgemm per (point, column range) over all the
+    // tiles (chunks of few tiles made short sgemm calls on wide layers), then the outputs.
+    float* v = ScratchFloats(kTileScratch, points * tiles_ * in_c);
+    float* m = ScratchFloats(kProductScratch, points * tiles_ * out_c);
+    const std::vector<Block> blocks = Blocks(out_c);
+    const int64_t threads = std::max(1, omp_get_max_threads());
+    const int64_t share = (tiles_ + threads - 1) / threads;
+#pragma omp parallel
+    {
+      float* zeros = ScratchFloats(kZeroScratch, 2 * widest);
+      std::memset(zeros, 0, static_cast<size_t>(widest) * sizeof(float));
+      float* spill = zeros + widest;
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < threads; ++k) {
+        const int64_t t0 = std::min(tiles_, k * share), t1 = std::min(tiles_, t0 + share);
+        if (t0 < t1) loops.input(grid, in, in_c, zeros, t0, t1, tiles_, v + t0 * in_c);
+      }
+#pragma omp for schedule(static)
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        const Block& b = blocks[i];
+        Sgemm(false, tiles_, b.c1 - b.c0, in_c, v + b.xi * tiles_ * in_c, in_c, u + b.xi * in_c * out_c + b.c0, out_c,
+              false, m + b.xi * tiles_ * out_c + b.c0, out_c);
+      }
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < threads; ++k) {
+        const int64_t t0 = std::min(tiles_, k * share), t1 = std::min(tiles_, t0 + share);
+        if (t0 < t1) loops.output(grid, m + t0 * out_c, out_c, bias ? bias : zeros, spill, t0, t1, tiles_, out);
+      }
+    }
+    return;
+  }
+  const int64_t chunk = ChunkTiles(widest);
   const int64_t chunks = (tiles_ + chunk - 1) / chunk;
 #pragma omp parallel
   {
     float* v = ScratchFloats(kTileScratch, points * chunk * in_c);
     float* m = ScratchFloats(kProductScratch, points * chunk * out_c);
     // Zeros (input pixels outside the map, and the bias where there is none), then a spill row.
-    const int64_t widest = std::max(in_c, out_c);
     float* zeros = ScratchFloats(kZeroScratch, 2 * widest);
     std::memset(zeros, 0, static_cast<size_t>(widest) * sizeof(float));
     float* spill = zeros + widest;
@@ -481,9 +535,26 @@ void WinogradConv::Convolve(const float* in, int64_t in_c, const float* u, int64
   }
 }
 
+const float* WinogradConv::TransformWeights(const float* w, bool flipped) const {
+  // The kernels' taps as rows (Reorder), then U[xi] = kron(G, G) . taps in one sgemm.
+  const int64_t n = c_ * o_;
+  float* taps = ScratchFloats(kTapsScratch, 9 * n);
+  (flipped ? w_backward_ : w_forward_).Run(const_cast<float*>(w), taps);
+  float* u = ScratchFloats(kWeightScratch, t_ * t_ * n);
+  Sgemm(false, t_ * t_, n, 9, KronG(t_, flipped), 9, taps, n, false, u, n);
+  return u;
+}
+
+void WinogradConv::FoldWeightGradient(const float* du, float* dw) const {
+  // dg = kron(G, G)^T . dU[xi] (taps-major [3, 3, C, O]), then to plain.
+  const int64_t n = c_ * o_;
+  float* taps = ScratchFloats(kTapsScratch, 9 * n);
+  Sgemm(true, 9, n, t_ * t_, KronG(t_, false), 9, du, n, false, taps, n);
+  dw_out_.Run(taps, dw);
+}
+
 void WinogradConv::Forward(const float* x, const float* w, const float* b, float* y) {
-  float* u = ScratchFloats(kWeightScratch, t_ * t_ * c_ * o_);
-  Loops(m_).weights(w, c_, o_, false, u);
+  const float* u = TransformWeights(w, false);
   const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<float*>(x), kInputScratch).get_data_handle());
   float* yr = y_out_.needed() ? ScratchFloats(kOutputScratch, n_ * h_ * w_ * o_) : y;
   Convolve(xr, c_, u, o_, b, yr);
@@ -491,12 +562,11 @@ void WinogradConv::Forward(const float* x, const float* w, const float* b, float
 }
 
 void WinogradConv::Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db) {
-  const TileLoops& loops = Loops(m_);
+  const TileLoops& loops = Loops(t_);
   const int64_t points = t_ * t_;
   const float* dyr = static_cast<const float*>(dy_in_.Apply(const_cast<float*>(dy), kGradScratch).get_data_handle());
   if (dx) {
-    float* u = ScratchFloats(kWeightScratch, points * c_ * o_);
-    loops.weights(w, o_, c_, true, u);
+    const float* u = TransformWeights(w, true);
     float* dxr = dx_out_.needed() ? ScratchFloats(kOutputScratch, n_ * h_ * w_ * c_) : dx;
     Convolve(dyr, o_, u, c_, nullptr, dxr);
     if (dx_out_.needed()) dx_out_.Run(dxr, dx);
@@ -505,6 +575,36 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
   if (!dw) return;
   const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<float*>(x), kInputScratch).get_data_handle());
   const TileGrid grid{h_, w_, tiles_h_, tiles_w_, m_};
+  if (Whole(c_, o_)) {
+    // As in Convolve: all tiles transformed, then dU[xi] = V[xi]^T . dM[xi] over all of them
+    // by (point, column range), each written once (no per-thread partial sums).
+    float* v = ScratchFloats(kTileScratch, points * tiles_ * c_);
+    float* dm = ScratchFloats(kProductScratch, points * tiles_ * o_);
+    float* du = ScratchFloats(kOutputScratch, points * c_ * o_);
+    const std::vector<Block> blocks = Blocks(o_);
+    const int64_t threads = std::max(1, omp_get_max_threads());
+    const int64_t share = (tiles_ + threads - 1) / threads;
+#pragma omp parallel
+    {
+      float* zeros = ScratchFloats(kZeroScratch, std::max(c_, o_));
+      std::memset(zeros, 0, static_cast<size_t>(std::max(c_, o_)) * sizeof(float));
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < threads; ++k) {
+        const int64_t t0 = std::min(tiles_, k * share), t1 = std::min(tiles_, t0 + share);
+        if (t0 >= t1) continue;
+        loops.input(grid, xr, c_, zeros, t0, t1, tiles_, v + t0 * c_);
+        loops.grad(grid, dyr, o_, zeros, t0, t1, tiles_, dm + t0 * o_);
+      }
+#pragma omp for schedule(static)
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        const Block& b = blocks[i];
+        Sgemm(true, c_, b.c1 - b.c0, tiles_, v + b.xi * tiles_ * c_, c_, dm + b.xi * tiles_ * o_ + b.c0, o_, false,
+              du + b.xi * c_ * o_ + b.c0, o_);
+      }
+    }
+    FoldWeightGradient(du, dw);
+    return;
+  }
   const int64_t chunk = ChunkTiles(std::max(c_, o_));
   const int64_t chunks = (tiles_ + chunk - 1) / chunk;
   // Each thread sums its chunks' products into its own dU, then the threads add those up
@@ -541,9 +641,7 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
         if (used[t]) AddTo(partials + t * du_size + i0, n, du + i0);
     }
   }
-  float* hwio = ScratchFloats(kInputScratch, 9 * c_ * o_);  // x's channels-last copy is no longer needed
-  loops.fold(du, c_, o_, hwio);
-  dw_out_.Run(hwio, dw);
+  FoldWeightGradient(du, dw);
 }
 
 }  // namespace cpu

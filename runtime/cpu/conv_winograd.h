@@ -39,6 +39,8 @@ class WinogradConv final : public SgemmConv {
                                             const std::vector<int64_t>& pads_begin, const TapConv::Layouts& layouts,
                                             int tile = 2);
   int tile() const { return static_cast<int>(m_); }
+  // Whether this is F(2x2, 3x3) on maps of 2x2 pixels (3 points a side; see conv_winograd.cc).
+  bool two_by_two_map() const { return t_ == 3; }
 
   void Forward(const float* x, const float* w, const float* b, float* y) override;
   void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db) override;
@@ -49,11 +51,23 @@ class WinogradConv final : public SgemmConv {
   void Convolve(const float* in, int64_t in_c, const float* u, int64_t out_c, const float* bias, float* out) const;
   // Tiles per chunk for rows of `channels` values.
   int64_t ChunkTiles(int64_t channels) const;
+  // Whether to transform all tiles before multiplying (see Convolve) in a convolution of
+  // in_c to out_c channels.
+  bool Whole(int64_t in_c, int64_t out_c) const;
+  struct Block {
+    int64_t xi, c0, c1;  // point, column range
+  };
+  std::vector<Block> Blocks(int64_t columns) const;
+  // U[xi][C][O] of w (plain [O, C, 3, 3]), or, `flipped`, U[xi][O][C] of the input
+  // gradient's kernels; in a scratch buffer.
+  const float* TransformWeights(const float* w, bool flipped) const;
+  // dw (plain) of dU[xi][C][O].
+  void FoldWeightGradient(const float* du, float* dw) const;
 
   int64_t m_ = 2, t_ = 4;  // output tile m x m, input tile t x t
   int64_t n_ = 0, c_ = 0, o_ = 0, h_ = 0, w_ = 0, tiles_h_ = 0, tiles_w_ = 0, tiles_ = 0;
   Reorder x_in_, y_out_, dy_in_, dx_out_;
-  Reorder dw_out_;  // [3, 3, C, O] to plain
+  Reorder w_forward_, w_backward_, dw_out_;  // plain to [3, 3, C, O] and [3, 3, O, C]; [3, 3, C, O] to plain
 };
 
 }  // namespace cpu
