@@ -1,7 +1,8 @@
 // Our CPU convolutions on sgemm (runtime/cpu/conv_taps.h, runtime/cpu/conv_winograd.h with
 // 2x2 and 4x4 output tiles)
 // against a float64 convolution written out in loops here: forward with bias, input,
-// weight and bias gradients, for odd maps, batch 1, kernels 1x1 to 5x5 and 7x1, pads
+// weight and bias gradients, for odd maps, batch 1, kernels 1x1 to 5x5 and 7x1, strides
+// 1 to 3 (taps), pads
 // that leave the map, grow it or differ per side, channel counts that are and are not
 // multiples of a channel block, and activations plain (NCHW), channel-blocked (nChw8c,
 // nChw16c) and channels-last (NHWC), the input's and output's layouts not always the same.
@@ -25,9 +26,10 @@ struct Case {
   int64_t n, c, o, h, w, kh, kw;
   std::vector<int64_t> pads_begin, pads_end;
   tag x_layout, y_layout;
+  std::vector<int64_t> strides = {1, 1};
 };
 
-// The float64 convolution and its gradients (stride 1, dilation 1), plain NCHW.
+// The float64 convolution and its gradients (dilation 1), plain NCHW.
 struct Reference {
   std::vector<double> y, dx, dw, db;
 };
@@ -50,7 +52,8 @@ Reference Convolve(const Case& k, int64_t oh, int64_t ow, const std::vector<floa
           for (int64_t c = 0; c < k.c; ++c)
             for (int64_t i = 0; i < k.kh; ++i)
               for (int64_t j = 0; j < k.kw; ++j) {
-                const int64_t iy = y + i - k.pads_begin[0], ix = x0 + j - k.pads_begin[1];
+                const int64_t iy = y * k.strides[0] + i - k.pads_begin[0];
+                const int64_t ix = x0 * k.strides[1] + j - k.pads_begin[1];
                 if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w) continue;
                 const size_t xi = static_cast<size_t>(((n * k.c + c) * k.h + iy) * k.w + ix);
                 const size_t wi = static_cast<size_t>(((o * k.c + c) * k.kh + i) * k.kw + j);
@@ -105,10 +108,11 @@ void Check(const Case& k, double tolerance, int tile = 0) {
                std::to_string(k.h) + "x" + std::to_string(k.w) + " kernel " + std::to_string(k.kh) + "x" +
                std::to_string(k.kw) + " pads " + std::to_string(k.pads_begin[0]) + "," +
                std::to_string(k.pads_begin[1]) + "/" + std::to_string(k.pads_end[0]) + "," +
-               std::to_string(k.pads_end[1]) + " layouts " + std::to_string(static_cast<int>(k.x_layout)) + "->" +
+               std::to_string(k.pads_end[1]) + " strides " + std::to_string(k.strides[0]) + "," +
+               std::to_string(k.strides[1]) + " layouts " + std::to_string(static_cast<int>(k.x_layout)) + "->" +
                std::to_string(static_cast<int>(k.y_layout)));
-  const int64_t oh = k.h + k.pads_begin[0] + k.pads_end[0] - k.kh + 1;
-  const int64_t ow = k.w + k.pads_begin[1] + k.pads_end[1] - k.kw + 1;
+  const int64_t oh = (k.h + k.pads_begin[0] + k.pads_end[0] - k.kh) / k.strides[0] + 1;
+  const int64_t ow = (k.w + k.pads_begin[1] + k.pads_end[1] - k.kw) / k.strides[1] + 1;
   const Shape xs{k.n, k.c, k.h, k.w}, ws{k.o, k.c, k.kh, k.kw}, ys{k.n, k.o, oh, ow};
   std::mt19937 rng(static_cast<unsigned>(k.n * 1000 + k.c * 100 + k.h * 10 + k.kh));
   const std::vector<float> x = Random(static_cast<size_t>(NumElements(xs)), rng);
@@ -123,7 +127,7 @@ void Check(const Case& k, double tolerance, int tile = 0) {
   if constexpr (std::is_same_v<Conv, WinogradConv>)
     conv = Conv::Make(xs, ws, ys, {1, 1}, {1, 1}, k.pads_begin, layouts, tile);
   else
-    conv = Conv::Make(xs, ws, ys, {1, 1}, {1, 1}, k.pads_begin, layouts);
+    conv = Conv::Make(xs, ws, ys, k.strides, {1, 1}, k.pads_begin, layouts);
   ASSERT_NE(conv, nullptr);
   const std::vector<float> x_in = ToLayout(x, xs, k.x_layout), dy_in = ToLayout(dy, ys, k.y_layout);
   std::vector<float> y(layouts.y.get_size() / sizeof(float)), dx(layouts.dx.get_size() / sizeof(float));
@@ -156,6 +160,13 @@ TEST(TapConv, MatchesFloat64) {
       {1, 8, 8, 4, 3, 3, 3, {2, 2}, {2, 2}, tag::nChw8c, tag::nChw8c},  // a larger map
       {2, 8, 16, 4, 5, 3, 3, {1, 0}, {0, 2}, tag::nchw, tag::nhwc},    // pads differ per side
       {4, 32, 24, 3, 3, 1, 1, {0, 0}, {0, 0}, tag::nChw8c, tag::nChw8c},
+      // Strided: ResNet's downsampling 3x3 (even and odd maps), unequal strides, a 5x5
+      // whose columns skip pixels, 4x4 patches at stride 4.
+      {2, 16, 24, 4, 4, 3, 3, {1, 1}, {1, 1}, tag::nChw8c, tag::nChw8c, {2, 2}},
+      {3, 8, 16, 7, 5, 3, 3, {1, 1}, {1, 1}, tag::nhwc, tag::nchw, {2, 2}},
+      {2, 12, 8, 9, 8, 3, 3, {1, 0}, {1, 2}, tag::nchw, tag::nChw8c, {2, 3}},
+      {1, 8, 8, 9, 9, 5, 5, {2, 2}, {2, 2}, tag::nChw8c, tag::nhwc, {3, 2}},
+      {2, 8, 16, 8, 8, 4, 4, {0, 0}, {0, 0}, tag::nhwc, tag::nhwc, {4, 4}},  // patches (ConvNeXt's stem)
   };
   for (const Case& k : cases) Check<TapConv>(k, kTolerance);
 }
@@ -190,7 +201,10 @@ TEST(WinogradConv, TakesOnlyThreeByThreeSamePaddingAndTiles2Or4) {
   EXPECT_EQ(WinogradConv::Make(x, {8, 8, 3, 3}, {2, 8, 4, 4}, {1, 1}, {1, 1}, {0, 0}, same), nullptr);  // no pad
   EXPECT_EQ(WinogradConv::Make(x, {8, 8, 5, 5}, x, {1, 1}, {1, 1}, {2, 2}, same), nullptr);             // 5x5
   EXPECT_EQ(WinogradConv::Make(x, {8, 8, 3, 3}, {2, 8, 2, 2}, {1, 1}, {2, 2}, {0, 0}, same), nullptr);  // dilated
-  EXPECT_EQ(TapConv::Make(x, {8, 8, 3, 3}, {2, 8, 3, 3}, {2, 2}, {1, 1}, {1, 1}, same), nullptr);       // stride 2
+  const Shape half{2, 8, 3, 3};
+  const TapConv::Layouts strided{md(x), md(half), md(half), md(x)};
+  EXPECT_NE(TapConv::Make(x, {8, 8, 3, 3}, half, {2, 2}, {1, 1}, {1, 1}, strided), nullptr);  // stride 2
+  EXPECT_EQ(TapConv::Make(x, {8, 8, 1, 1}, half, {2, 2}, {1, 1}, {0, 0}, strided), nullptr);  // inputs unread
   EXPECT_EQ(TapConv::Make(x, {8, 8, 3, 3}, {2, 8, 2, 2}, {1, 1}, {2, 2}, {0, 0}, same), nullptr);       // dilated
   // A pad so wide that corner outputs see no input.
   EXPECT_EQ(TapConv::Make(x, {8, 8, 3, 3}, {2, 8, 10, 10}, {1, 1}, {1, 1}, {3, 3}, same), nullptr);

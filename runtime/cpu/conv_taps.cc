@@ -39,13 +39,24 @@ void ChannelSums(const float* rows, int64_t count, int64_t channels, float* sums
   }
 }
 
+namespace {
+
+// The first output o >= 0 with o * stride >= offset (offset = pad - tap: where a tap's
+// input coordinate o * stride - offset reaches 0, or, with offset = size + pad - tap, leaves
+// the map).
+int64_t FirstOnData(int64_t offset, int64_t stride) {
+  return offset <= 0 ? 0 : (offset + stride - 1) / stride;
+}
+
+}  // namespace
+
 std::unique_ptr<TapConv> TapConv::Make(const Shape& x, const Shape& w, const Shape& y,
                                        const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
                                        const std::vector<int64_t>& pads_begin, const Layouts& layouts) {
   if (x.size() != 4 || w.size() != 4 || y.size() != 4 || strides.size() != 2 || dilations.size() != 2 ||
       pads_begin.size() != 2 || x[1] != w[1] || y[1] != w[0] || x[0] != y[0])
     return nullptr;
-  if (strides[0] != 1 || strides[1] != 1 || dilations[0] != 1 || dilations[1] != 1) return nullptr;
+  if (strides[0] < 1 || strides[1] < 1 || dilations[0] != 1 || dilations[1] != 1) return nullptr;
   for (int64_t d : {x[0], x[1], x[2], x[3], y[1], y[2], y[3]})
     if (d <= 0) return nullptr;
   std::unique_ptr<TapConv> t(new TapConv());
@@ -60,8 +71,10 @@ std::unique_ptr<TapConv> TapConv::Make(const Shape& x, const Shape& w, const Sha
   t->kw_ = w[3];
   t->pad_h_ = pads_begin[0];
   t->pad_w_ = pads_begin[1];
-  t->forward_spans_ = Spans(t->oh_, t->ow_, t->ih_, t->iw_, t->kh_, t->kw_, t->pad_h_, t->pad_w_, false);
-  t->backward_spans_ = Spans(t->ih_, t->iw_, t->oh_, t->ow_, t->kh_, t->kw_, t->pad_h_, t->pad_w_, true);
+  t->stride_h_ = strides[0];
+  t->stride_w_ = strides[1];
+  t->forward_spans_ = t->Spans(false);
+  t->backward_spans_ = t->Spans(true);
   int64_t taps = 0;
   for (const auto& spans : t->forward_spans_) {
     if (spans.empty()) return nullptr;  // an output of bias alone: not this class's business
@@ -89,34 +102,43 @@ std::unique_ptr<TapConv> TapConv::Make(const Shape& x, const Shape& w, const Sha
   return t;
 }
 
-std::vector<std::vector<TapConv::Span>> TapConv::Spans(int64_t oh, int64_t ow, int64_t ih, int64_t iw, int64_t kh,
-                                                       int64_t kw, int64_t pad_h, int64_t pad_w, bool flip) {
-  std::vector<std::vector<Span>> all(static_cast<size_t>(oh * ow));
-  for (int64_t oy = 0; oy < oh; ++oy)
-    for (int64_t ox = 0; ox < ow; ++ox)
-      for (int64_t r = 0; r < kh; ++r) {
-        // Forward: output (oy, ox) reads input (oy + r - pad_h, ox + c - pad_w) through tap (r, c).
-        // Input gradient (flip): input (oy, ox) takes output (oy + pad_h - r, ox + pad_w - c).
-        const int64_t ry = flip ? oy + pad_h - r : oy + r - pad_h;
-        if (ry < 0 || ry >= ih) continue;
-        Span s;
-        s.kh = r;
+std::vector<std::vector<TapConv::Span>> TapConv::Spans(bool flip) const {
+  // Forward: output (oy, ox) reads input (oy * sh + r - pad_h, ox * sw + c - pad_w) through
+  // tap (r, c): for each kernel row, the columns that land on data are adjacent pixels.
+  // Input gradient (flip): input (iy, ix) takes output ((iy + pad_h - r) / sh, (ix + pad_w
+  // - c) / sw) where those divide: with stride 1 adjacent columns take adjacent outputs (in
+  // flipped column order); with larger strides every column is a span of its own.
+  const int64_t rows = flip ? ih_ : oh_, cols = flip ? iw_ : ow_;
+  std::vector<std::vector<Span>> all(static_cast<size_t>(rows * cols));
+  for (int64_t y = 0; y < rows; ++y)
+    for (int64_t x = 0; x < cols; ++x)
+      for (int64_t r = 0; r < kh_; ++r) {
+        std::vector<Span>& spans = all[static_cast<size_t>(y * cols + x)];
         if (!flip) {
-          const int64_t lo = std::max<int64_t>(0, pad_w - ox), hi = std::min(kw - 1, iw - 1 + pad_w - ox);
+          const int64_t ry = y * stride_h_ + r - pad_h_;
+          if (ry < 0 || ry >= ih_) continue;
+          const int64_t base = x * stride_w_ - pad_w_;  // input column of kernel column 0
+          const int64_t lo = std::max<int64_t>(0, -base), hi = std::min(kw_ - 1, iw_ - 1 - base);
           if (lo > hi) continue;
-          s.k_first = lo;
-          s.k_last = hi;
-          s.pixel = ry * iw + ox + lo - pad_w;
-        } else {
-          // Columns c in [lo, hi] read pixels ox + pad_w - c: ascending pixels are descending
-          // c, i.e. ascending flipped columns kw - 1 - c.
-          const int64_t lo = std::max<int64_t>(0, ox + pad_w - (iw - 1)), hi = std::min(kw - 1, ox + pad_w);
-          if (lo > hi) continue;
-          s.k_first = kw - 1 - hi;
-          s.k_last = kw - 1 - lo;
-          s.pixel = ry * iw + ox + pad_w - hi;
+          spans.push_back({r, lo, hi, ry * iw_ + base + lo});
+          continue;
         }
-        all[static_cast<size_t>(oy * ow + ox)].push_back(s);
+        const int64_t ty = y + pad_h_ - r;
+        if (ty < 0 || ty % stride_h_ != 0 || ty / stride_h_ >= oh_) continue;
+        const int64_t oy = ty / stride_h_;
+        if (stride_w_ == 1) {
+          // Columns c in [lo, hi] take outputs x + pad_w - c: ascending outputs are
+          // descending c, i.e. ascending flipped columns kw - 1 - c.
+          const int64_t lo = std::max<int64_t>(0, x + pad_w_ - (ow_ - 1)), hi = std::min(kw_ - 1, x + pad_w_);
+          if (lo > hi) continue;
+          spans.push_back({r, kw_ - 1 - hi, kw_ - 1 - lo, oy * ow_ + x + pad_w_ - hi});
+          continue;
+        }
+        for (int64_t c = 0; c < kw_; ++c) {
+          const int64_t tx = x + pad_w_ - c;
+          if (tx < 0 || tx % stride_w_ != 0 || tx / stride_w_ >= ow_) continue;
+          spans.push_back({r, kw_ - 1 - c, kw_ - 1 - c, oy * ow_ + tx / stride_w_});
+        }
       }
   return all;
 }
@@ -171,8 +193,9 @@ void TapConv::Backward(const float* dy, const float* x, const float* w, float* d
   for (int64_t r = 0; r < kh_; ++r)
     for (int64_t k = 0; k < kw_; ++k) {
       float* tap = dwt + (r * kw_ + k) * c_ * o_;
-      const int64_t y0 = std::max<int64_t>(0, pad_h_ - r), y1 = std::min(oh_, ih_ + pad_h_ - r);
-      const int64_t x0 = std::max<int64_t>(0, pad_w_ - k), x1 = std::min(ow_, iw_ + pad_w_ - k);
+      // Outputs [y0, y1) x [x0, x1) read input (oy * sh + r - pad_h, ox * sw + k - pad_w) on data.
+      const int64_t y0 = FirstOnData(pad_h_ - r, stride_h_), y1 = std::min(oh_, FirstOnData(ih_ + pad_h_ - r, stride_h_));
+      const int64_t x0 = FirstOnData(pad_w_ - k, stride_w_), x1 = std::min(ow_, FirstOnData(iw_ + pad_w_ - k, stride_w_));
       if (y0 >= y1 || x0 >= x1) {
         std::memset(tap, 0, static_cast<size_t>(c_ * o_) * sizeof(float));
         continue;
@@ -180,7 +203,7 @@ void TapConv::Backward(const float* dy, const float* x, const float* w, float* d
       const int64_t ny = y1 - y0, nx = x1 - x0, rows = n_ * ny * nx;
       const float* a = gathered;
       const float* d = gathered_dy;
-      if (ny == oh_ && nx == ow_ && ny == ih_ && nx == iw_) {
+      if (ny == oh_ && nx == ow_ && ny == ih_ && nx == iw_ && stride_h_ == 1 && stride_w_ == 1) {
         a = xr;  // every output reads the input pixel at its own position
         d = dyr;
       } else {
@@ -188,8 +211,12 @@ void TapConv::Backward(const float* dy, const float* x, const float* w, float* d
         for (int64_t n = 0; n < n_; ++n)
           for (int64_t oy = y0; oy < y1; ++oy) {
             const int64_t row = (n * ny + oy - y0) * nx;
-            std::memcpy(gathered + row * c_, xr + (n * in_pixels + (oy + r - pad_h_) * iw_ + x0 + k - pad_w_) * c_,
-                        static_cast<size_t>(nx * c_) * sizeof(float));
+            const float* src = xr + (n * in_pixels + (oy * stride_h_ + r - pad_h_) * iw_ + x0 * stride_w_ + k - pad_w_) * c_;
+            if (stride_w_ == 1)
+              std::memcpy(gathered + row * c_, src, static_cast<size_t>(nx * c_) * sizeof(float));
+            else
+              for (int64_t i = 0; i < nx; ++i)
+                std::memcpy(gathered + (row + i) * c_, src + i * stride_w_ * c_, static_cast<size_t>(c_) * sizeof(float));
             std::memcpy(gathered_dy + row * o_, dyr + (n * out_pixels + oy * ow_ + x0) * o_,
                         static_cast<size_t>(nx * o_) * sizeof(float));
           }

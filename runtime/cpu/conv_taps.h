@@ -56,7 +56,7 @@ class SgemmConv {
 class TapConv final : public SgemmConv {
  public:
   // The convolution in ONNX terms (dilations >= 1): null unless it is 2D, ungrouped,
-  // stride 1 and dilation 1, every output sees an input and every input an output.
+  // dilation 1, every output sees an input and every input an output (any stride).
   static std::unique_ptr<TapConv> Make(const Shape& x, const Shape& w, const Shape& y,
                                        const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
                                        const std::vector<int64_t>& pads_begin, const Layouts& layouts);
@@ -74,17 +74,16 @@ class TapConv final : public SgemmConv {
   struct Span {
     int64_t kh = 0, k_first = 0, k_last = 0, pixel = 0;
   };
-  // The spans of each position of an output map of oh x ow read from an ih x iw map
-  // through a kernel of kh x kw with pads (flip: the kernel columns run backwards, the
-  // input gradient's case).
-  static std::vector<std::vector<Span>> Spans(int64_t oh, int64_t ow, int64_t ih, int64_t iw, int64_t kh, int64_t kw,
-                                              int64_t pad_h, int64_t pad_w, bool flip);
+  // The spans of each output position (or, `flip`, of each input position: the input
+  // gradient's case, the kernel columns running backwards).
+  std::vector<std::vector<Span>> Spans(bool flip) const;
   // out[:, p, :] = sum over p's spans of in[:, span pixels, :] . wt[span taps] (channels-
   // last data of `batch` images with `in_pixels` x in_c and `out_pixels` x out_c values).
   void Products(const std::vector<std::vector<Span>>& spans, const float* in, int64_t in_c, int64_t in_pixels,
                 const float* wt, int64_t out_c, int64_t out_pixels, float* out) const;
 
   int64_t n_ = 0, c_ = 0, o_ = 0, ih_ = 0, iw_ = 0, oh_ = 0, ow_ = 0, kh_ = 0, kw_ = 0, pad_h_ = 0, pad_w_ = 0;
+  int64_t stride_h_ = 1, stride_w_ = 1;
   double data_share_ = 1;
   std::vector<std::vector<Span>> forward_spans_, backward_spans_;
   Reorder x_in_, y_out_, dy_in_, dx_out_;  // activations to and from channels-last
