@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/cpu/channel_statistics.h"
 #include "runtime/cpu/vector_loops.h"
 
 namespace ot {
@@ -67,26 +68,33 @@ struct TileGrid {
   }
 };
 
-// The pointers to the rows (channels-last) of a tile's t x t input pixels (pad 1), or to
-// `zeros` outside the map.
+// The channels of one block: LANES where the caller fixed them at compile time (8 and 16:
+// one or two vectors, no loop left), else L.block.
+template <int LANES>
+inline __attribute__((always_inline)) int64_t Lanes(const MapLayout& L) {
+  return LANES ? LANES : L.block;
+}
+
+// The pointers to a tile's t x t input pixels (pad 1; their first channel block), or to
+// `zeros` outside the map (an image of zeros, so that every block's offset lands on zeros).
 template <int T>
-inline __attribute__((always_inline)) void TilePixels(const TileGrid& g, const float* in, int64_t channels,
+inline __attribute__((always_inline)) void TilePixels(const TileGrid& g, const MapLayout& L, const float* in,
                                                       const float* zeros, int64_t n, int64_t y, int64_t x,
                                                       const float* (&p)[T][T]) {
   for (int i = 0; i < T; ++i)
     for (int j = 0; j < T; ++j) {
       const int64_t iy = y - 1 + i, ix = x - 1 + j;
-      p[i][j] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? in + ((n * g.h + iy) * g.w + ix) * channels : zeros;
+      p[i][j] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? L.Pixel(in, n, iy * g.w + ix, 0) : zeros;
     }
 }
 
-// The same for a tile's m x m output pixels (to `spill` outside the map).
+// The same for a tile's m x m output pixels (to `spill`, an image's worth, outside the map).
 template <int M, typename P>
-inline __attribute__((always_inline)) void OutputPixels(const TileGrid& g, P* out, int64_t channels, P* spill,
+inline __attribute__((always_inline)) void OutputPixels(const TileGrid& g, const MapLayout& L, P* out, P* spill,
                                                         int64_t n, int64_t y, int64_t x, P* (&q)[M][M]) {
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < M; ++j)
-      q[i][j] = y + i < g.h && x + j < g.w ? out + ((n * g.h + y + i) * g.w + x + j) * channels : spill;
+      q[i][j] = y + i < g.h && x + j < g.w ? L.Pixel(out, n, (y + i) * g.w + x + j, 0) : spill;
 }
 
 // The 1D transforms on scalars (the vectoriser keeps scalars in registers; arrays passed
@@ -140,20 +148,23 @@ inline __attribute__((always_inline)) void OutputPixels(const TileGrid& g, P* ou
   } while (0)
 
 // v[xi][t - t0][c] = (B^T d B)[xi] of the input tile (pad 1) of each tile t in [t0, t1).
-OT_VECTOR_CLONES void InputTiles2(const TileGrid& g, const float* in, int64_t channels, const float* zeros,
+template <int LANES>
+inline __attribute__((always_inline)) void InputTiles2Impl(const TileGrid& g, const MapLayout& L, const float* in, const float* zeros,
                                   int64_t t0, int64_t t1, int64_t chunk, float* v) {
-  const int64_t step = chunk * channels;
+  const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
     g.Locate(t, &n, &y, &x);
     const float* p[4][4];
-    TilePixels<4>(g, in, channels, zeros, n, y, x, p);
-    float* dst = v + (t - t0) * channels;
+    TilePixels<4>(g, L, in, zeros, n, y, x, p);
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+    const int64_t off = (cb / L.block) * L.block_stride;
+    float* dst = v + (t - t0) * L.channels + cb;
 #pragma omp simd
-    for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
       float r[4][4];  // B^T d, by column
       for (int j = 0; j < 4; ++j) {
-        const float d0 = p[0][j][c], d1 = p[1][j][c], d2 = p[2][j][c], d3 = p[3][j][c];
+        const float d0 = p[0][j][off + c], d1 = p[1][j][off + c], d2 = p[2][j][off + c], d3 = p[3][j][off + c];
         OT_WINO2_INPUT(d0, d1, d2, d3, r[0][j], r[1][j], r[2][j], r[3][j]);
       }
       for (int i = 0; i < 4; ++i) {  // (B^T d) B
@@ -161,25 +172,36 @@ OT_VECTOR_CLONES void InputTiles2(const TileGrid& g, const float* in, int64_t ch
                        dst[(i * 4 + 2) * step + c], dst[(i * 4 + 3) * step + c]);
       }
     }
+    }
   }
 }
 
-OT_VECTOR_CLONES void InputTiles4(const TileGrid& g, const float* in, int64_t channels, const float* zeros,
+OT_VECTOR_CLONES void InputTiles2(const TileGrid& g, const MapLayout& L, const float* in, const float* zeros,
                                   int64_t t0, int64_t t1, int64_t chunk, float* v) {
-  const int64_t step = chunk * channels;
+  if (L.block == 8) return InputTiles2Impl<8>(g, L, in, zeros, t0, t1, chunk, v);
+  if (L.block == 16) return InputTiles2Impl<16>(g, L, in, zeros, t0, t1, chunk, v);
+  InputTiles2Impl<0>(g, L, in, zeros, t0, t1, chunk, v);
+}
+
+template <int LANES>
+inline __attribute__((always_inline)) void InputTiles4Impl(const TileGrid& g, const MapLayout& L, const float* in, const float* zeros,
+                                  int64_t t0, int64_t t1, int64_t chunk, float* v) {
+  const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
     g.Locate(t, &n, &y, &x);
     const float* p[6][6];
-    TilePixels<6>(g, in, channels, zeros, n, y, x, p);
-    float* dst = v + (t - t0) * channels;
+    TilePixels<6>(g, L, in, zeros, n, y, x, p);
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+    const int64_t off = (cb / L.block) * L.block_stride;
+    float* dst = v + (t - t0) * L.channels + cb;
 #pragma omp simd
-    for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
       float r[6][6];
 #pragma GCC unroll 6
       for (int j = 0; j < 6; ++j) {
-        const float d0 = p[0][j][c], d1 = p[1][j][c], d2 = p[2][j][c], d3 = p[3][j][c], d4 = p[4][j][c],
-                    d5 = p[5][j][c];
+        const float d0 = p[0][j][off + c], d1 = p[1][j][off + c], d2 = p[2][j][off + c], d3 = p[3][j][off + c], d4 = p[4][j][off + c],
+                    d5 = p[5][j][off + c];
         OT_WINO4_INPUT(d0, d1, d2, d3, d4, d5, r[0][j], r[1][j], r[2][j], r[3][j], r[4][j], r[5][j]);
       }
 #pragma GCC unroll 6
@@ -189,106 +211,150 @@ OT_VECTOR_CLONES void InputTiles4(const TileGrid& g, const float* in, int64_t ch
                        o[4 * step], o[5 * step]);
       }
     }
+    }
   }
 }
 
+OT_VECTOR_CLONES void InputTiles4(const TileGrid& g, const MapLayout& L, const float* in, const float* zeros,
+                                  int64_t t0, int64_t t1, int64_t chunk, float* v) {
+  if (L.block == 8) return InputTiles4Impl<8>(g, L, in, zeros, t0, t1, chunk, v);
+  if (L.block == 16) return InputTiles4Impl<16>(g, L, in, zeros, t0, t1, chunk, v);
+  InputTiles4Impl<0>(g, L, in, zeros, t0, t1, chunk, v);
+}
+
 // The output tiles y = A^T M A (+ bias) of m[xi][t - t0][o], written where inside the map
-// (values outside go to `spill`, `channels` floats); bias: `channels` floats (zeros for none).
-OT_VECTOR_CLONES void OutputTiles2(const TileGrid& g, const float* m, int64_t channels, const float* bias,
+// (values outside go to `spill`, L.block floats); bias: L.channels floats (zeros for none).
+template <int LANES>
+inline __attribute__((always_inline)) void OutputTiles2Impl(const TileGrid& g, const MapLayout& L, const float* m, const float* bias,
                                    float* spill, int64_t t0, int64_t t1, int64_t chunk, float* out) {
-  const int64_t step = chunk * channels;
+  const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
     g.Locate(t, &n, &y, &x);
     float* q[2][2];
-    OutputPixels<2>(g, out, channels, spill, n, y, x, q);
-    const float* src = m + (t - t0) * channels;
+    OutputPixels<2>(g, L, out, spill, n, y, x, q);
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+    const int64_t off = (cb / L.block) * L.block_stride;
+    const float* src = m + (t - t0) * L.channels + cb;
 #pragma omp simd
-    for (int64_t o = 0; o < channels; ++o) {
+    for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
       float r[2][4];  // A^T M
       for (int j = 0; j < 4; ++j) {
         OT_WINO2_OUTPUT(src[j * step + o], src[(4 + j) * step + o], src[(8 + j) * step + o],
                         src[(12 + j) * step + o], r[0][j], r[1][j]);
       }
-      const float b = bias[o];
+      const float b = bias[cb + o];
       for (int i = 0; i < 2; ++i) {
         float y0, y1;
         OT_WINO2_OUTPUT(r[i][0], r[i][1], r[i][2], r[i][3], y0, y1);
-        q[i][0][o] = y0 + b;
-        q[i][1][o] = y1 + b;
+        q[i][0][off + o] = y0 + b;
+        q[i][1][off + o] = y1 + b;
       }
+    }
     }
   }
 }
 
-OT_VECTOR_CLONES void OutputTiles4(const TileGrid& g, const float* m, int64_t channels, const float* bias,
+OT_VECTOR_CLONES void OutputTiles2(const TileGrid& g, const MapLayout& L, const float* m, const float* bias,
                                    float* spill, int64_t t0, int64_t t1, int64_t chunk, float* out) {
-  const int64_t step = chunk * channels;
+  if (L.block == 8) return OutputTiles2Impl<8>(g, L, m, bias, spill, t0, t1, chunk, out);
+  if (L.block == 16) return OutputTiles2Impl<16>(g, L, m, bias, spill, t0, t1, chunk, out);
+  OutputTiles2Impl<0>(g, L, m, bias, spill, t0, t1, chunk, out);
+}
+
+template <int LANES>
+inline __attribute__((always_inline)) void OutputTiles4Impl(const TileGrid& g, const MapLayout& L, const float* m, const float* bias,
+                                   float* spill, int64_t t0, int64_t t1, int64_t chunk, float* out) {
+  const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
     g.Locate(t, &n, &y, &x);
     float* q[4][4];
-    OutputPixels<4>(g, out, channels, spill, n, y, x, q);
-    const float* src = m + (t - t0) * channels;
+    OutputPixels<4>(g, L, out, spill, n, y, x, q);
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+    const int64_t off = (cb / L.block) * L.block_stride;
+    const float* src = m + (t - t0) * L.channels + cb;
 #pragma omp simd
-    for (int64_t o = 0; o < channels; ++o) {
+    for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
       float r[4][6];
       for (int j = 0; j < 6; ++j) {
         const float* s = src + j * step + o;
         OT_WINO4_OUTPUT(s[0], s[6 * step], s[12 * step], s[18 * step], s[24 * step], s[30 * step], r[0][j], r[1][j],
                         r[2][j], r[3][j]);
       }
-      const float b = bias[o];
+      const float b = bias[cb + o];
       for (int i = 0; i < 4; ++i) {
         float y0, y1, y2, y3;
         OT_WINO4_OUTPUT(r[i][0], r[i][1], r[i][2], r[i][3], r[i][4], r[i][5], y0, y1, y2, y3);
-        q[i][0][o] = y0 + b;
-        q[i][1][o] = y1 + b;
-        q[i][2][o] = y2 + b;
-        q[i][3][o] = y3 + b;
+        q[i][0][off + o] = y0 + b;
+        q[i][1][off + o] = y1 + b;
+        q[i][2][off + o] = y2 + b;
+        q[i][3][off + o] = y3 + b;
       }
+    }
     }
   }
 }
 
+OT_VECTOR_CLONES void OutputTiles4(const TileGrid& g, const MapLayout& L, const float* m, const float* bias,
+                                   float* spill, int64_t t0, int64_t t1, int64_t chunk, float* out) {
+  if (L.block == 8) return OutputTiles4Impl<8>(g, L, m, bias, spill, t0, t1, chunk, out);
+  if (L.block == 16) return OutputTiles4Impl<16>(g, L, m, bias, spill, t0, t1, chunk, out);
+  OutputTiles4Impl<0>(g, L, m, bias, spill, t0, t1, chunk, out);
+}
+
 // dm[xi][t - t0][o] = (A g A^T)[xi] of each output-gradient tile g (zero outside the map).
-OT_VECTOR_CLONES void GradTiles2(const TileGrid& g, const float* dy, int64_t channels, const float* zeros,
+template <int LANES>
+inline __attribute__((always_inline)) void GradTiles2Impl(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros,
                                  int64_t t0, int64_t t1, int64_t chunk, float* dm) {
-  const int64_t step = chunk * channels;
+  const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
     g.Locate(t, &n, &y, &x);
     const float* p[2][2];
-    OutputPixels<2>(g, dy, channels, zeros, n, y, x, p);
-    float* dst = dm + (t - t0) * channels;
+    OutputPixels<2>(g, L, dy, zeros, n, y, x, p);
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+    const int64_t off = (cb / L.block) * L.block_stride;
+    float* dst = dm + (t - t0) * L.channels + cb;
 #pragma omp simd
-    for (int64_t o = 0; o < channels; ++o) {
+    for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
       float r[4][2];  // A g
       for (int j = 0; j < 2; ++j) {
-        OT_WINO2_GRAD(p[0][j][o], p[1][j][o], r[0][j], r[1][j], r[2][j], r[3][j]);
+        OT_WINO2_GRAD(p[0][j][off + o], p[1][j][off + o], r[0][j], r[1][j], r[2][j], r[3][j]);
       }
       for (int i = 0; i < 4; ++i) {
         float* d = dst + i * 4 * step + o;
         OT_WINO2_GRAD(r[i][0], r[i][1], d[0], d[step], d[2 * step], d[3 * step]);
       }
     }
+    }
   }
 }
 
-OT_VECTOR_CLONES void GradTiles4(const TileGrid& g, const float* dy, int64_t channels, const float* zeros,
+OT_VECTOR_CLONES void GradTiles2(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros,
                                  int64_t t0, int64_t t1, int64_t chunk, float* dm) {
-  const int64_t step = chunk * channels;
+  if (L.block == 8) return GradTiles2Impl<8>(g, L, dy, zeros, t0, t1, chunk, dm);
+  if (L.block == 16) return GradTiles2Impl<16>(g, L, dy, zeros, t0, t1, chunk, dm);
+  GradTiles2Impl<0>(g, L, dy, zeros, t0, t1, chunk, dm);
+}
+
+template <int LANES>
+inline __attribute__((always_inline)) void GradTiles4Impl(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros,
+                                 int64_t t0, int64_t t1, int64_t chunk, float* dm) {
+  const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
     g.Locate(t, &n, &y, &x);
     const float* p[4][4];
-    OutputPixels<4>(g, dy, channels, zeros, n, y, x, p);
-    float* dst = dm + (t - t0) * channels;
+    OutputPixels<4>(g, L, dy, zeros, n, y, x, p);
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+    const int64_t off = (cb / L.block) * L.block_stride;
+    float* dst = dm + (t - t0) * L.channels + cb;
 #pragma omp simd
-    for (int64_t o = 0; o < channels; ++o) {
+    for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
       float r[6][4];
       for (int j = 0; j < 4; ++j) {
-        OT_WINO4_GRAD(p[0][j][o], p[1][j][o], p[2][j][o], p[3][j][o], r[0][j], r[1][j], r[2][j], r[3][j], r[4][j],
+        OT_WINO4_GRAD(p[0][j][off + o], p[1][j][off + o], p[2][j][off + o], p[3][j][off + o], r[0][j], r[1][j], r[2][j], r[3][j], r[4][j],
                       r[5][j]);
       }
       for (int i = 0; i < 6; ++i) {
@@ -297,7 +363,15 @@ OT_VECTOR_CLONES void GradTiles4(const TileGrid& g, const float* dy, int64_t cha
                       d[5 * step]);
       }
     }
+    }
   }
+}
+
+OT_VECTOR_CLONES void GradTiles4(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros,
+                                 int64_t t0, int64_t t1, int64_t chunk, float* dm) {
+  if (L.block == 8) return GradTiles4Impl<8>(g, L, dy, zeros, t0, t1, chunk, dm);
+  if (L.block == 16) return GradTiles4Impl<16>(g, L, dy, zeros, t0, t1, chunk, dm);
+  GradTiles4Impl<0>(g, L, dy, zeros, t0, t1, chunk, dm);
 }
 
 #undef OT_WINO2_INPUT
@@ -329,60 +403,94 @@ OT_VECTOR_CLONES void GradTiles4(const TileGrid& g, const float* dy, int64_t cha
     a2 = g1;                               \
   } while (0)
 
-OT_VECTOR_CLONES void InputTiles22(const TileGrid&, const float* in, int64_t channels, const float*, int64_t t0,
+template <int LANES>
+inline __attribute__((always_inline)) void InputTiles22Impl(const TileGrid& g, const MapLayout& L, const float* in, const float* zeros, int64_t t0,
                                    int64_t t1, int64_t chunk, float* v) {
-  const int64_t step = chunk * channels;
-  for (int64_t t = t0; t < t1; ++t) {
-    const float* p = in + t * 4 * channels;
-    float* dst = v + (t - t0) * channels;
+  const int64_t step = chunk * L.channels;
+  for (int64_t t = t0; t < t1; ++t)
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+      const float *p0 = L.Pixel(in, t, 0, cb), *p1 = L.Pixel(in, t, 1, cb), *p2 = L.Pixel(in, t, 2, cb),
+                  *p3 = L.Pixel(in, t, 3, cb);
+      float* dst = v + (t - t0) * L.channels + cb;
 #pragma omp simd
-    for (int64_t c = 0; c < channels; ++c) {
-      float r[3][2];  // D d, by column
-      for (int j = 0; j < 2; ++j) OT_WINO22_INPUT(p[j * channels + c], p[(2 + j) * channels + c], r[0][j], r[1][j], r[2][j]);
-      for (int i = 0; i < 3; ++i)
-        OT_WINO22_INPUT(r[i][0], r[i][1], dst[(i * 3 + 0) * step + c], dst[(i * 3 + 1) * step + c],
-                        dst[(i * 3 + 2) * step + c]);
-    }
-  }
-}
-
-OT_VECTOR_CLONES void OutputTiles22(const TileGrid&, const float* m, int64_t channels, const float* bias, float*,
-                                    int64_t t0, int64_t t1, int64_t chunk, float* out) {
-  const int64_t step = chunk * channels;
-  for (int64_t t = t0; t < t1; ++t) {
-    const float* src = m + (t - t0) * channels;
-    float* q = out + t * 4 * channels;
-#pragma omp simd
-    for (int64_t c = 0; c < channels; ++c) {
-      float s[3][2];  // rows of M A
-      for (int i = 0; i < 3; ++i)
-        OT_WINO22_OUTPUT(src[(i * 3 + 0) * step + c], src[(i * 3 + 1) * step + c], src[(i * 3 + 2) * step + c],
-                         s[i][0], s[i][1]);
-      for (int j = 0; j < 2; ++j) {
-        float y0, y1;
-        OT_WINO22_OUTPUT(s[0][j], s[1][j], s[2][j], y0, y1);
-        q[j * channels + c] = y0 + bias[c];
-        q[(2 + j) * channels + c] = y1 + bias[c];
+      for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
+        float r[3][2];  // D d, by column
+        OT_WINO22_INPUT(p0[c], p2[c], r[0][0], r[1][0], r[2][0]);
+        OT_WINO22_INPUT(p1[c], p3[c], r[0][1], r[1][1], r[2][1]);
+        for (int i = 0; i < 3; ++i)
+          OT_WINO22_INPUT(r[i][0], r[i][1], dst[(i * 3 + 0) * step + c], dst[(i * 3 + 1) * step + c],
+                          dst[(i * 3 + 2) * step + c]);
       }
     }
-  }
 }
 
-OT_VECTOR_CLONES void GradTiles22(const TileGrid&, const float* dy, int64_t channels, const float*, int64_t t0,
-                                  int64_t t1, int64_t chunk, float* dm) {
-  const int64_t step = chunk * channels;
-  for (int64_t t = t0; t < t1; ++t) {
-    const float* g = dy + t * 4 * channels;
-    float* dst = dm + (t - t0) * channels;
+OT_VECTOR_CLONES void InputTiles22(const TileGrid& g, const MapLayout& L, const float* in, const float* zeros, int64_t t0,
+                                   int64_t t1, int64_t chunk, float* v) {
+  if (L.block == 8) return InputTiles22Impl<8>(g, L, in, zeros, t0, t1, chunk, v);
+  if (L.block == 16) return InputTiles22Impl<16>(g, L, in, zeros, t0, t1, chunk, v);
+  InputTiles22Impl<0>(g, L, in, zeros, t0, t1, chunk, v);
+}
+
+template <int LANES>
+inline __attribute__((always_inline)) void OutputTiles22Impl(const TileGrid& g, const MapLayout& L, const float* m, const float* bias, float* spill,
+                                    int64_t t0, int64_t t1, int64_t chunk, float* out) {
+  const int64_t step = chunk * L.channels;
+  for (int64_t t = t0; t < t1; ++t)
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+      const float* src = m + (t - t0) * L.channels + cb;
+      float *q0 = L.Pixel(out, t, 0, cb), *q1 = L.Pixel(out, t, 1, cb), *q2 = L.Pixel(out, t, 2, cb),
+            *q3 = L.Pixel(out, t, 3, cb);
 #pragma omp simd
-    for (int64_t c = 0; c < channels; ++c) {
-      float r[3][2];  // A g, by column
-      for (int j = 0; j < 2; ++j) OT_WINO22_GRAD(g[j * channels + c], g[(2 + j) * channels + c], r[0][j], r[1][j], r[2][j]);
-      for (int i = 0; i < 3; ++i)
-        OT_WINO22_GRAD(r[i][0], r[i][1], dst[(i * 3 + 0) * step + c], dst[(i * 3 + 1) * step + c],
-                       dst[(i * 3 + 2) * step + c]);
+      for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
+        float s[3][2];  // rows of M A
+        for (int i = 0; i < 3; ++i)
+          OT_WINO22_OUTPUT(src[(i * 3 + 0) * step + c], src[(i * 3 + 1) * step + c], src[(i * 3 + 2) * step + c],
+                           s[i][0], s[i][1]);
+        const float b = bias[cb + c];
+        float y0, y1;
+        OT_WINO22_OUTPUT(s[0][0], s[1][0], s[2][0], y0, y1);
+        q0[c] = y0 + b;
+        q2[c] = y1 + b;
+        OT_WINO22_OUTPUT(s[0][1], s[1][1], s[2][1], y0, y1);
+        q1[c] = y0 + b;
+        q3[c] = y1 + b;
+      }
     }
-  }
+}
+
+OT_VECTOR_CLONES void OutputTiles22(const TileGrid& g, const MapLayout& L, const float* m, const float* bias, float* spill,
+                                    int64_t t0, int64_t t1, int64_t chunk, float* out) {
+  if (L.block == 8) return OutputTiles22Impl<8>(g, L, m, bias, spill, t0, t1, chunk, out);
+  if (L.block == 16) return OutputTiles22Impl<16>(g, L, m, bias, spill, t0, t1, chunk, out);
+  OutputTiles22Impl<0>(g, L, m, bias, spill, t0, t1, chunk, out);
+}
+
+template <int LANES>
+inline __attribute__((always_inline)) void GradTiles22Impl(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros, int64_t t0,
+                                  int64_t t1, int64_t chunk, float* dm) {
+  const int64_t step = chunk * L.channels;
+  for (int64_t t = t0; t < t1; ++t)
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+      const float *g0 = L.Pixel(dy, t, 0, cb), *g1 = L.Pixel(dy, t, 1, cb), *g2 = L.Pixel(dy, t, 2, cb),
+                  *g3 = L.Pixel(dy, t, 3, cb);
+      float* dst = dm + (t - t0) * L.channels + cb;
+#pragma omp simd
+      for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
+        float r[3][2];  // A g, by column
+        OT_WINO22_GRAD(g0[c], g2[c], r[0][0], r[1][0], r[2][0]);
+        OT_WINO22_GRAD(g1[c], g3[c], r[0][1], r[1][1], r[2][1]);
+        for (int i = 0; i < 3; ++i)
+          OT_WINO22_GRAD(r[i][0], r[i][1], dst[(i * 3 + 0) * step + c], dst[(i * 3 + 1) * step + c],
+                         dst[(i * 3 + 2) * step + c]);
+      }
+    }
+}
+
+OT_VECTOR_CLONES void GradTiles22(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros, int64_t t0,
+                                  int64_t t1, int64_t chunk, float* dm) {
+  if (L.block == 8) return GradTiles22Impl<8>(g, L, dy, zeros, t0, t1, chunk, dm);
+  if (L.block == 16) return GradTiles22Impl<16>(g, L, dy, zeros, t0, t1, chunk, dm);
+  GradTiles22Impl<0>(g, L, dy, zeros, t0, t1, chunk, dm);
 }
 
 struct TileLoops {
@@ -426,11 +534,27 @@ std::unique_ptr<WinogradConv> WinogradConv::Make(const Shape& x, const Shape& w,
   c->tiles_h_ = (c->h_ + tile - 1) / tile;
   c->tiles_w_ = (c->w_ + tile - 1) / tile;
   c->tiles_ = c->n_ * c->tiles_h_ * c->tiles_w_;
-  const dnnl::memory::desc x_nhwc = ChannelsLast4(x), y_nhwc = ChannelsLast4(y);
-  c->x_in_ = Reorder(layouts.x, x_nhwc);
-  c->y_out_ = Reorder(y_nhwc, layouts.y);
-  c->dy_in_ = Reorder(layouts.dy, y_nhwc);
-  c->dx_out_ = Reorder(x_nhwc, layouts.dx);
+  // Activations channels-last or channel-blocked stay where they are (the transforms read
+  // and write them); others go through channels-last copies.
+  auto map = [](const dnnl::memory::desc& md, const Shape& s, Reorder* in, Reorder* out, MapLayout* l) {
+    const int64_t channels = s[1], pixels = s[2] * s[3];
+    const dnnl::memory::desc nhwc = ChannelsLast4(s);
+    dnnl::memory::desc own = nhwc;
+    *l = {channels, channels, 0, pixels * channels};
+    for (int64_t block : {8, 16})
+      if (channels % block == 0 &&
+          md == dnnl::memory::desc(ToDims(s), dnnl::memory::data_type::f32,
+                                   block == 8 ? dnnl::memory::format_tag::nChw8c : dnnl::memory::format_tag::nChw16c)) {
+        own = md;
+        *l = {channels, block, pixels * block, pixels * channels};
+      }
+    if (in) *in = Reorder(md, own);
+    if (out) *out = Reorder(own, md);
+  };
+  map(layouts.x, x, &c->x_in_, nullptr, &c->x_map_);
+  map(layouts.y, y, nullptr, &c->y_out_, &c->y_map_);
+  map(layouts.dy, y, &c->dy_in_, nullptr, &c->dy_map_);
+  map(layouts.dx, x, nullptr, &c->dx_out_, &c->dx_map_);
   // Weights: plain [O, C, 3, 3] to taps-major [3, 3, C, O] (forward), [3, 3, O, C] (input
   // gradient; KronG turns the kernel), and the weight gradient's [3, 3, C, O] back to plain.
   const dnnl::memory::desc plain = PlainDesc(w, DType::kFloat32);
@@ -475,12 +599,16 @@ std::vector<WinogradConv::Block> WinogradConv::Blocks(int64_t columns) const {
   return blocks;
 }
 
-void WinogradConv::Convolve(const float* in, int64_t in_c, const float* u, int64_t out_c, const float* bias,
-                            float* out) const {
+void WinogradConv::Convolve(const float* in, const MapLayout& in_map, const float* u, const MapLayout& out_map,
+                            const float* bias, float* out) const {
+  const int64_t in_c = in_map.channels, out_c = out_map.channels;
   const TileLoops& loops = Loops(t_);
   const TileGrid grid{h_, w_, tiles_h_, tiles_w_, m_};
   const int64_t points = t_ * t_;
   const int64_t widest = std::max(in_c, out_c);
+  // Zeros for input pixels outside the map (in every channel block's place) and for the
+  // bias where there is none, then a spill region for output pixels outside the map.
+  const int64_t zero_count = std::max(in_map.Span(), out_c);
   if (Whole(in_c, out_c)) {
     // Every tile transformed at once, then one sgemm per (point, column range) over all the
     // tiles (chunks of few tiles made short sgemm calls on wide layers), then the outputs.
@@ -491,13 +619,13 @@ void WinogradConv::Convolve(const float* in, int64_t in_c, const float* u, int64
     const int64_t share = (tiles_ + threads - 1) / threads;
 #pragma omp parallel
     {
-      float* zeros = ScratchFloats(kZeroScratch, 2 * widest);
-      std::memset(zeros, 0, static_cast<size_t>(widest) * sizeof(float));
-      float* spill = zeros + widest;
+      float* zeros = ScratchFloats(kZeroScratch, zero_count + out_map.Span());
+      std::memset(zeros, 0, static_cast<size_t>(zero_count) * sizeof(float));
+      float* spill = zeros + zero_count;
 #pragma omp for schedule(static)
       for (int64_t k = 0; k < threads; ++k) {
         const int64_t t0 = std::min(tiles_, k * share), t1 = std::min(tiles_, t0 + share);
-        if (t0 < t1) loops.input(grid, in, in_c, zeros, t0, t1, tiles_, v + t0 * in_c);
+        if (t0 < t1) loops.input(grid, in_map, in, zeros, t0, t1, tiles_, v + t0 * in_c);
       }
 #pragma omp for schedule(static)
       for (size_t i = 0; i < blocks.size(); ++i) {
@@ -508,7 +636,7 @@ void WinogradConv::Convolve(const float* in, int64_t in_c, const float* u, int64
 #pragma omp for schedule(static)
       for (int64_t k = 0; k < threads; ++k) {
         const int64_t t0 = std::min(tiles_, k * share), t1 = std::min(tiles_, t0 + share);
-        if (t0 < t1) loops.output(grid, m + t0 * out_c, out_c, bias ? bias : zeros, spill, t0, t1, tiles_, out);
+        if (t0 < t1) loops.output(grid, out_map, m + t0 * out_c, bias ? bias : zeros, spill, t0, t1, tiles_, out);
       }
     }
     return;
@@ -520,17 +648,17 @@ void WinogradConv::Convolve(const float* in, int64_t in_c, const float* u, int64
     float* v = ScratchFloats(kTileScratch, points * chunk * in_c);
     float* m = ScratchFloats(kProductScratch, points * chunk * out_c);
     // Zeros (input pixels outside the map, and the bias where there is none), then a spill row.
-    float* zeros = ScratchFloats(kZeroScratch, 2 * widest);
-    std::memset(zeros, 0, static_cast<size_t>(widest) * sizeof(float));
-    float* spill = zeros + widest;
+    float* zeros = ScratchFloats(kZeroScratch, zero_count + out_map.Span());
+    std::memset(zeros, 0, static_cast<size_t>(zero_count) * sizeof(float));
+    float* spill = zeros + zero_count;
 #pragma omp for schedule(static)
     for (int64_t k = 0; k < chunks; ++k) {
       const int64_t t0 = k * chunk, t1 = std::min(tiles_, t0 + chunk);
-      loops.input(grid, in, in_c, zeros, t0, t1, chunk, v);
+      loops.input(grid, in_map, in, zeros, t0, t1, chunk, v);
       for (int64_t xi = 0; xi < points; ++xi)
         Sgemm(false, t1 - t0, out_c, in_c, v + xi * chunk * in_c, in_c, u + xi * in_c * out_c, out_c, false,
               m + xi * chunk * out_c, out_c);
-      loops.output(grid, m, out_c, bias ? bias : zeros, spill, t0, t1, chunk, out);
+      loops.output(grid, out_map, m, bias ? bias : zeros, spill, t0, t1, chunk, out);
     }
   }
 }
@@ -557,7 +685,7 @@ void WinogradConv::Forward(const float* x, const float* w, const float* b, float
   const float* u = TransformWeights(w, false);
   const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<float*>(x), kInputScratch).get_data_handle());
   float* yr = y_out_.needed() ? ScratchFloats(kOutputScratch, n_ * h_ * w_ * o_) : y;
-  Convolve(xr, c_, u, o_, b, yr);
+  Convolve(xr, x_map_, u, y_map_, b, yr);
   if (y_out_.needed()) y_out_.Run(yr, y);
 }
 
@@ -568,13 +696,22 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
   if (dx) {
     const float* u = TransformWeights(w, true);
     float* dxr = dx_out_.needed() ? ScratchFloats(kOutputScratch, n_ * h_ * w_ * c_) : dx;
-    Convolve(dyr, o_, u, c_, nullptr, dxr);
+    Convolve(dyr, dy_map_, u, dx_map_, nullptr, dxr);
     if (dx_out_.needed()) dx_out_.Run(dxr, dx);
   }
-  if (db) ChannelSums(dyr, n_ * h_ * w_, o_, db);
+  if (db) {
+    if (dy_map_.block == o_) {
+      ChannelSums(dyr, n_ * h_ * w_, o_, db);
+    } else {
+      std::vector<double> sums(static_cast<size_t>(o_));
+      ChannelSums(dy_in_.to(), dyr, nullptr, sums.data(), nullptr);
+      for (int64_t o = 0; o < o_; ++o) db[o] = static_cast<float>(sums[static_cast<size_t>(o)]);
+    }
+  }
   if (!dw) return;
   const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<float*>(x), kInputScratch).get_data_handle());
   const TileGrid grid{h_, w_, tiles_h_, tiles_w_, m_};
+  const int64_t zero_count = std::max(x_map_.Span(), dy_map_.Span());  // pixels outside the maps
   if (Whole(c_, o_)) {
     // As in Convolve: all tiles transformed, then dU[xi] = V[xi]^T . dM[xi] over all of them
     // by (point, column range), each written once (no per-thread partial sums).
@@ -586,14 +723,14 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
     const int64_t share = (tiles_ + threads - 1) / threads;
 #pragma omp parallel
     {
-      float* zeros = ScratchFloats(kZeroScratch, std::max(c_, o_));
-      std::memset(zeros, 0, static_cast<size_t>(std::max(c_, o_)) * sizeof(float));
+      float* zeros = ScratchFloats(kZeroScratch, zero_count);
+      std::memset(zeros, 0, static_cast<size_t>(zero_count) * sizeof(float));
 #pragma omp for schedule(static)
       for (int64_t k = 0; k < threads; ++k) {
         const int64_t t0 = std::min(tiles_, k * share), t1 = std::min(tiles_, t0 + share);
         if (t0 >= t1) continue;
-        loops.input(grid, xr, c_, zeros, t0, t1, tiles_, v + t0 * c_);
-        loops.grad(grid, dyr, o_, zeros, t0, t1, tiles_, dm + t0 * o_);
+        loops.input(grid, x_map_, xr, zeros, t0, t1, tiles_, v + t0 * c_);
+        loops.grad(grid, dy_map_, dyr, zeros, t0, t1, tiles_, dm + t0 * o_);
       }
 #pragma omp for schedule(static)
       for (size_t i = 0; i < blocks.size(); ++i) {
@@ -619,14 +756,14 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
     const int me = omp_get_thread_num();
     float* v = ScratchFloats(kTileScratch, points * chunk * c_);
     float* dm = ScratchFloats(kProductScratch, points * chunk * o_);
-    float* zeros = ScratchFloats(kZeroScratch, std::max(c_, o_));
-    std::memset(zeros, 0, static_cast<size_t>(std::max(c_, o_)) * sizeof(float));
+    float* zeros = ScratchFloats(kZeroScratch, zero_count);
+    std::memset(zeros, 0, static_cast<size_t>(zero_count) * sizeof(float));
     float* partial = partials + me * du_size;
 #pragma omp for schedule(static)
     for (int64_t k = 0; k < chunks; ++k) {
       const int64_t t0 = k * chunk, t1 = std::min(tiles_, t0 + chunk);
-      loops.input(grid, xr, c_, zeros, t0, t1, chunk, v);
-      loops.grad(grid, dyr, o_, zeros, t0, t1, chunk, dm);
+      loops.input(grid, x_map_, xr, zeros, t0, t1, chunk, v);
+      loops.grad(grid, dy_map_, dyr, zeros, t0, t1, chunk, dm);
       for (int64_t xi = 0; xi < points; ++xi)
         Sgemm(true, c_, o_, t1 - t0, v + xi * chunk * c_, c_, dm + xi * chunk * o_, o_, used[me] != 0,
               partial + xi * c_ * o_, o_);

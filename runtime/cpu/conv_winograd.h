@@ -12,12 +12,18 @@
 // thread at a time; t = m + 2 for m x m output tiles):
 //   V[xi] = B^T d B (t x t input tiles, channels-last rows), M[xi] = V[xi] . U[xi] (t*t
 //   sgemm calls, U[xi] = G g G^T the transformed weights), y = A^T M A (output tiles).
+// Where one point's weights fill half an L2 or more (256+ channels), all tiles are
+// transformed first and each point's product is one sgemm over all of them. The weight
+// transform and the weight gradient's fold are each one sgemm with kron(G, G). On maps of
+// 2x2 pixels, F(2x2, 3x3)'s third point a side always meets padding: 3 points a side
+// (9 products) do there.
 // The input gradient is the same convolution of dy with the kernel flipped and
 // transposed; the weight gradient accumulates dU[xi] = V[xi]^T . (A dy A^T)[xi] over the
 // tiles and folds it back with G^T dU G.
 //
 // Takes 2D 3x3 convolutions with stride 1, dilation 1, pads 1 (outputs the size of the
-// inputs), ungrouped; activations in any layout (reordered to and from channels-last),
+// inputs), ungrouped; activations channels-last or channel-blocked (nChw8c, nChw16c) are
+// read and written where they are (MapLayout), others through channels-last copies;
 // weights plain [O, C, 3, 3].
 #pragma once
 
@@ -29,6 +35,20 @@
 
 namespace ot {
 namespace cpu {
+
+// An activation as the tile transforms read and write it: channels [cb, cb + block) of
+// pixel `pix` (row-major in the map) of image n at base + n * image + (cb / block) *
+// block_stride + pix * block: channels-last (one block of all channels) or channel-blocked
+// (nChw8c, nChw16c: blocks of 8 or 16).
+struct MapLayout {
+  int64_t channels, block, block_stride, image;
+  // Floats from a pixel's first channel to its last.
+  int64_t Span() const { return (channels / block - 1) * block_stride + block; }
+  template <typename P>
+  P* Pixel(P* base, int64_t n, int64_t pix, int64_t cb) const {
+    return base + n * image + (cb / block) * block_stride + pix * block;
+  }
+};
 
 class WinogradConv final : public SgemmConv {
  public:
@@ -47,8 +67,9 @@ class WinogradConv final : public SgemmConv {
 
  private:
   WinogradConv() = default;
-  // out (channels-last, out_c) = conv(in (channels-last, in_c)) through transformed weights u.
-  void Convolve(const float* in, int64_t in_c, const float* u, int64_t out_c, const float* bias, float* out) const;
+  // out (out_map) = conv(in (in_map)) through transformed weights u.
+  void Convolve(const float* in, const MapLayout& in_map, const float* u, const MapLayout& out_map, const float* bias,
+                float* out) const;
   // Tiles per chunk for rows of `channels` values.
   int64_t ChunkTiles(int64_t channels) const;
   // Whether to transform all tiles before multiplying (see Convolve) in a convolution of
@@ -66,7 +87,8 @@ class WinogradConv final : public SgemmConv {
 
   int64_t m_ = 2, t_ = 4;  // output tile m x m, input tile t x t
   int64_t n_ = 0, c_ = 0, o_ = 0, h_ = 0, w_ = 0, tiles_h_ = 0, tiles_w_ = 0, tiles_ = 0;
-  Reorder x_in_, y_out_, dy_in_, dx_out_;
+  Reorder x_in_, y_out_, dy_in_, dx_out_;  // where the activations' layouts are not the transforms' own
+  MapLayout x_map_{}, y_map_{}, dy_map_{}, dx_map_{};
   Reorder w_forward_, w_backward_, dw_out_;  // plain to [3, 3, C, O] and [3, 3, O, C]; [3, 3, C, O] to plain
 };
 
