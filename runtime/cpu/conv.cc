@@ -5,10 +5,11 @@
 // plain weights (state the optimizer updates) are reordered each run.
 // 3x3 stride-1 convolutions may run on oneDNN's Winograd primitives instead
 // (runtime/cpu/conv_algorithm.h): chosen per primitive at plan time. Under auto, one
-// whose maps fit inside its window runs as matrix products (runtime/cpu/conv_dense.h),
-// and one whose window is partly padding may run as products over the taps that touch
-// data (runtime/cpu/conv_taps.h), a 3x3 stride-1 pad-1 one as our Winograd
-// (runtime/cpu/conv_winograd.h): the forward by rule, the backward where timed faster.
+// whose maps fit inside its window runs as our Winograd on 2x2 maps, products over the
+// taps that touch data, or else one dense matrix product (runtime/cpu/conv_dense.h); one
+// whose window is partly padding may run as products over the taps (runtime/cpu/conv_taps.h,
+// any stride), a 3x3 stride-1 pad-1 one as our Winograd (runtime/cpu/conv_winograd.h): the
+// forward by rule, the backward where timed faster.
 #include <time.h>
 
 #include <algorithm>

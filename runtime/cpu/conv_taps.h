@@ -6,10 +6,12 @@
 // taps of one kernel row that touch data at one output are adjacent pixels, so
 //   Y[:, p, :] += X[:, pixels of row kh, :] (batch x taps*C) . W[kh, taps, C, O]
 // is one matrix product per output position and kernel row (batch rows, leading dimension
-// one image), and only data is multiplied. The input gradient is the same with the kernel
-// flipped along its width and transposed; the weight gradient is one product per tap over
-// the output positions it joins to data (gathered into contiguous rows). Every product is
-// oneDNN's sgemm.
+// one image), and only data is multiplied; with a stride the same holds (the row's taps
+// still read adjacent pixels). The input gradient is the same with the kernel flipped along
+// its width and transposed (with a stride, each input pixel takes one kernel column per
+// product: the columns that reach it skip by the stride); the weight gradient is one product
+// per tap over the output positions it joins to data (gathered into contiguous rows). Every
+// product is oneDNN's sgemm.
 //
 // Activations come and go in any layout (oneDNN reorders to and from channels-last
 // scratch; none where they are channels-last already); weights are plain [O, C, KH, KW].
