@@ -75,6 +75,15 @@ inline __attribute__((always_inline)) int64_t Lanes(const MapLayout& L) {
   return LANES ? LANES : L.block;
 }
 
+// The body of a transform's clone-compiled entry point: `impl` with the lane count fixed at
+// 8 or 16 where the layout L's block is, else taken at run time.
+#define OT_BY_LANES(impl, ...)                       \
+  do {                                               \
+    if (L.block == 8) return impl<8>(__VA_ARGS__);   \
+    if (L.block == 16) return impl<16>(__VA_ARGS__); \
+    impl<0>(__VA_ARGS__);                            \
+  } while (0)
+
 // The pointers to a tile's t x t input pixels (pad 1; their first channel block), or to
 // `zeros` outside the map (an image of zeros, so that every block's offset lands on zeros).
 template <int T>
@@ -100,35 +109,35 @@ inline __attribute__((always_inline)) void OutputPixels(const TileGrid& g, const
 // The 1D transforms on scalars (the vectoriser keeps scalars in registers; arrays passed
 // to helpers stopped it): F(2, 3) ...
 #define OT_WINO2_INPUT(d0, d1, d2, d3, r0, r1, r2, r3) \
-  do {                                                \
-    r0 = d0 - d2;                                     \
-    r1 = d1 + d2;                                     \
-    r2 = d2 - d1;                                     \
-    r3 = d1 - d3;                                     \
+  do {                                                 \
+    r0 = d0 - d2;                                      \
+    r1 = d1 + d2;                                      \
+    r2 = d2 - d1;                                      \
+    r3 = d1 - d3;                                      \
   } while (0)
 #define OT_WINO2_OUTPUT(m0, m1, m2, m3, y0, y1) \
-  do {                                         \
-    y0 = m0 + m1 + m2;                         \
-    y1 = m1 - m2 - m3;                         \
+  do {                                          \
+    y0 = m0 + m1 + m2;                          \
+    y1 = m1 - m2 - m3;                          \
   } while (0)
 #define OT_WINO2_GRAD(g0, g1, a0, a1, a2, a3) \
-  do {                                       \
-    a0 = g0;                                 \
-    a1 = g0 + g1;                            \
-    a2 = g0 - g1;                            \
-    a3 = -g1;                                \
+  do {                                        \
+    a0 = g0;                                  \
+    a1 = g0 + g1;                             \
+    a2 = g0 - g1;                             \
+    a3 = -g1;                                 \
   } while (0)
 // ... and F(4, 3).
 #define OT_WINO4_INPUT(d0, d1, d2, d3, d4, d5, r0, r1, r2, r3, r4, r5) \
-  do {                                                                \
-    r0 = 4.f * d0 - 5.f * d2 + d4;                                    \
-    r1 = -4.f * (d1 + d2) + d3 + d4;                                  \
-    r2 = 4.f * (d1 - d2) - d3 + d4;                                   \
-    r3 = 2.f * (d3 - d1) - d2 + d4;                                   \
-    r4 = 2.f * (d1 - d3) - d2 + d4;                                   \
-    r5 = 4.f * d1 - 5.f * d3 + d5;                                    \
+  do {                                                                 \
+    r0 = 4.f * d0 - 5.f * d2 + d4;                                     \
+    r1 = -4.f * (d1 + d2) + d3 + d4;                                   \
+    r2 = 4.f * (d1 - d2) - d3 + d4;                                    \
+    r3 = 2.f * (d3 - d1) - d2 + d4;                                    \
+    r4 = 2.f * (d1 - d3) - d2 + d4;                                    \
+    r5 = 4.f * d1 - 5.f * d3 + d5;                                     \
   } while (0)
-#define OT_WINO4_OUTPUT(m0, m1, m2, m3, m4, m5, y0, y1, y2, y3)              \
+#define OT_WINO4_OUTPUT(m0, m1, m2, m3, m4, m5, y0, y1, y2, y3)             \
   do {                                                                      \
     const float p1_ = m1 + m2, q1_ = m1 - m2, p2_ = m3 + m4, q2_ = m3 - m4; \
     y0 = m0 + p1_ + p2_;                                                    \
@@ -137,20 +146,21 @@ inline __attribute__((always_inline)) void OutputPixels(const TileGrid& g, const
     y3 = q1_ + 8.f * q2_ + m5;                                              \
   } while (0)
 #define OT_WINO4_GRAD(g0, g1, g2, g3, a0, a1, a2, a3, a4, a5) \
-  do {                                                       \
-    const float p1_ = g0 + g2, q1_ = g1 + g3;                \
-    a0 = g0;                                                 \
-    a1 = p1_ + q1_;                                          \
-    a2 = p1_ - q1_;                                          \
-    a3 = g0 + 2.f * g1 + 4.f * g2 + 8.f * g3;                \
-    a4 = g0 - 2.f * g1 + 4.f * g2 - 8.f * g3;                \
-    a5 = g3;                                                 \
+  do {                                                        \
+    const float p1_ = g0 + g2, q1_ = g1 + g3;                 \
+    a0 = g0;                                                  \
+    a1 = p1_ + q1_;                                           \
+    a2 = p1_ - q1_;                                           \
+    a3 = g0 + 2.f * g1 + 4.f * g2 + 8.f * g3;                 \
+    a4 = g0 - 2.f * g1 + 4.f * g2 - 8.f * g3;                 \
+    a5 = g3;                                                  \
   } while (0)
 
 // v[xi][t - t0][c] = (B^T d B)[xi] of the input tile (pad 1) of each tile t in [t0, t1).
 template <int LANES>
-inline __attribute__((always_inline)) void InputTiles2Impl(const TileGrid& g, const MapLayout& L, const float* in, const float* zeros,
-                                  int64_t t0, int64_t t1, int64_t chunk, float* v) {
+inline __attribute__((always_inline)) void InputTiles2Impl(const TileGrid& g, const MapLayout& L, const float* in,
+                                                           const float* zeros, int64_t t0, int64_t t1, int64_t chunk,
+                                                           float* v) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
@@ -158,34 +168,33 @@ inline __attribute__((always_inline)) void InputTiles2Impl(const TileGrid& g, co
     const float* p[4][4];
     TilePixels<4>(g, L, in, zeros, n, y, x, p);
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
-    const int64_t off = (cb / L.block) * L.block_stride;
-    float* dst = v + (t - t0) * L.channels + cb;
+      const int64_t off = (cb / L.block) * L.block_stride;
+      float* dst = v + (t - t0) * L.channels + cb;
 #pragma omp simd
-    for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
-      float r[4][4];  // B^T d, by column
-      for (int j = 0; j < 4; ++j) {
-        const float d0 = p[0][j][off + c], d1 = p[1][j][off + c], d2 = p[2][j][off + c], d3 = p[3][j][off + c];
-        OT_WINO2_INPUT(d0, d1, d2, d3, r[0][j], r[1][j], r[2][j], r[3][j]);
+      for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
+        float r[4][4];  // B^T d, by column
+        for (int j = 0; j < 4; ++j) {
+          const float d0 = p[0][j][off + c], d1 = p[1][j][off + c], d2 = p[2][j][off + c], d3 = p[3][j][off + c];
+          OT_WINO2_INPUT(d0, d1, d2, d3, r[0][j], r[1][j], r[2][j], r[3][j]);
+        }
+        for (int i = 0; i < 4; ++i) {  // (B^T d) B
+          OT_WINO2_INPUT(r[i][0], r[i][1], r[i][2], r[i][3], dst[(i * 4 + 0) * step + c], dst[(i * 4 + 1) * step + c],
+                         dst[(i * 4 + 2) * step + c], dst[(i * 4 + 3) * step + c]);
+        }
       }
-      for (int i = 0; i < 4; ++i) {  // (B^T d) B
-        OT_WINO2_INPUT(r[i][0], r[i][1], r[i][2], r[i][3], dst[(i * 4 + 0) * step + c], dst[(i * 4 + 1) * step + c],
-                       dst[(i * 4 + 2) * step + c], dst[(i * 4 + 3) * step + c]);
-      }
-    }
     }
   }
 }
 
 OT_VECTOR_CLONES void InputTiles2(const TileGrid& g, const MapLayout& L, const float* in, const float* zeros,
                                   int64_t t0, int64_t t1, int64_t chunk, float* v) {
-  if (L.block == 8) return InputTiles2Impl<8>(g, L, in, zeros, t0, t1, chunk, v);
-  if (L.block == 16) return InputTiles2Impl<16>(g, L, in, zeros, t0, t1, chunk, v);
-  InputTiles2Impl<0>(g, L, in, zeros, t0, t1, chunk, v);
+  OT_BY_LANES(InputTiles2Impl, g, L, in, zeros, t0, t1, chunk, v);
 }
 
 template <int LANES>
-inline __attribute__((always_inline)) void InputTiles4Impl(const TileGrid& g, const MapLayout& L, const float* in, const float* zeros,
-                                  int64_t t0, int64_t t1, int64_t chunk, float* v) {
+inline __attribute__((always_inline)) void InputTiles4Impl(const TileGrid& g, const MapLayout& L, const float* in,
+                                                           const float* zeros, int64_t t0, int64_t t1, int64_t chunk,
+                                                           float* v) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
@@ -193,40 +202,39 @@ inline __attribute__((always_inline)) void InputTiles4Impl(const TileGrid& g, co
     const float* p[6][6];
     TilePixels<6>(g, L, in, zeros, n, y, x, p);
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
-    const int64_t off = (cb / L.block) * L.block_stride;
-    float* dst = v + (t - t0) * L.channels + cb;
+      const int64_t off = (cb / L.block) * L.block_stride;
+      float* dst = v + (t - t0) * L.channels + cb;
 #pragma omp simd
-    for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
-      float r[6][6];
+      for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
+        float r[6][6];
 #pragma GCC unroll 6
-      for (int j = 0; j < 6; ++j) {
-        const float d0 = p[0][j][off + c], d1 = p[1][j][off + c], d2 = p[2][j][off + c], d3 = p[3][j][off + c], d4 = p[4][j][off + c],
-                    d5 = p[5][j][off + c];
-        OT_WINO4_INPUT(d0, d1, d2, d3, d4, d5, r[0][j], r[1][j], r[2][j], r[3][j], r[4][j], r[5][j]);
-      }
+        for (int j = 0; j < 6; ++j) {
+          const float d0 = p[0][j][off + c], d1 = p[1][j][off + c], d2 = p[2][j][off + c], d3 = p[3][j][off + c],
+                      d4 = p[4][j][off + c], d5 = p[5][j][off + c];
+          OT_WINO4_INPUT(d0, d1, d2, d3, d4, d5, r[0][j], r[1][j], r[2][j], r[3][j], r[4][j], r[5][j]);
+        }
 #pragma GCC unroll 6
-      for (int i = 0; i < 6; ++i) {
-        float* o = dst + i * 6 * step + c;
-        OT_WINO4_INPUT(r[i][0], r[i][1], r[i][2], r[i][3], r[i][4], r[i][5], o[0], o[step], o[2 * step], o[3 * step],
-                       o[4 * step], o[5 * step]);
+        for (int i = 0; i < 6; ++i) {
+          float* o = dst + i * 6 * step + c;
+          OT_WINO4_INPUT(r[i][0], r[i][1], r[i][2], r[i][3], r[i][4], r[i][5], o[0], o[step], o[2 * step], o[3 * step],
+                         o[4 * step], o[5 * step]);
+        }
       }
-    }
     }
   }
 }
 
 OT_VECTOR_CLONES void InputTiles4(const TileGrid& g, const MapLayout& L, const float* in, const float* zeros,
                                   int64_t t0, int64_t t1, int64_t chunk, float* v) {
-  if (L.block == 8) return InputTiles4Impl<8>(g, L, in, zeros, t0, t1, chunk, v);
-  if (L.block == 16) return InputTiles4Impl<16>(g, L, in, zeros, t0, t1, chunk, v);
-  InputTiles4Impl<0>(g, L, in, zeros, t0, t1, chunk, v);
+  OT_BY_LANES(InputTiles4Impl, g, L, in, zeros, t0, t1, chunk, v);
 }
 
 // The output tiles y = A^T M A (+ bias) of m[xi][t - t0][o], written where inside the map
 // (values outside go to `spill`, L.block floats); bias: L.channels floats (zeros for none).
 template <int LANES>
-inline __attribute__((always_inline)) void OutputTiles2Impl(const TileGrid& g, const MapLayout& L, const float* m, const float* bias,
-                                   float* spill, int64_t t0, int64_t t1, int64_t chunk, float* out) {
+inline __attribute__((always_inline)) void OutputTiles2Impl(const TileGrid& g, const MapLayout& L, const float* m,
+                                                            const float* bias, float* spill, int64_t t0, int64_t t1,
+                                                            int64_t chunk, float* out) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
@@ -234,37 +242,36 @@ inline __attribute__((always_inline)) void OutputTiles2Impl(const TileGrid& g, c
     float* q[2][2];
     OutputPixels<2>(g, L, out, spill, n, y, x, q);
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
-    const int64_t off = (cb / L.block) * L.block_stride;
-    const float* src = m + (t - t0) * L.channels + cb;
+      const int64_t off = (cb / L.block) * L.block_stride;
+      const float* src = m + (t - t0) * L.channels + cb;
 #pragma omp simd
-    for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
-      float r[2][4];  // A^T M
-      for (int j = 0; j < 4; ++j) {
-        OT_WINO2_OUTPUT(src[j * step + o], src[(4 + j) * step + o], src[(8 + j) * step + o],
-                        src[(12 + j) * step + o], r[0][j], r[1][j]);
+      for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
+        float r[2][4];  // A^T M
+        for (int j = 0; j < 4; ++j) {
+          OT_WINO2_OUTPUT(src[j * step + o], src[(4 + j) * step + o], src[(8 + j) * step + o], src[(12 + j) * step + o],
+                          r[0][j], r[1][j]);
+        }
+        const float b = bias[cb + o];
+        for (int i = 0; i < 2; ++i) {
+          float y0, y1;
+          OT_WINO2_OUTPUT(r[i][0], r[i][1], r[i][2], r[i][3], y0, y1);
+          q[i][0][off + o] = y0 + b;
+          q[i][1][off + o] = y1 + b;
+        }
       }
-      const float b = bias[cb + o];
-      for (int i = 0; i < 2; ++i) {
-        float y0, y1;
-        OT_WINO2_OUTPUT(r[i][0], r[i][1], r[i][2], r[i][3], y0, y1);
-        q[i][0][off + o] = y0 + b;
-        q[i][1][off + o] = y1 + b;
-      }
-    }
     }
   }
 }
 
 OT_VECTOR_CLONES void OutputTiles2(const TileGrid& g, const MapLayout& L, const float* m, const float* bias,
                                    float* spill, int64_t t0, int64_t t1, int64_t chunk, float* out) {
-  if (L.block == 8) return OutputTiles2Impl<8>(g, L, m, bias, spill, t0, t1, chunk, out);
-  if (L.block == 16) return OutputTiles2Impl<16>(g, L, m, bias, spill, t0, t1, chunk, out);
-  OutputTiles2Impl<0>(g, L, m, bias, spill, t0, t1, chunk, out);
+  OT_BY_LANES(OutputTiles2Impl, g, L, m, bias, spill, t0, t1, chunk, out);
 }
 
 template <int LANES>
-inline __attribute__((always_inline)) void OutputTiles4Impl(const TileGrid& g, const MapLayout& L, const float* m, const float* bias,
-                                   float* spill, int64_t t0, int64_t t1, int64_t chunk, float* out) {
+inline __attribute__((always_inline)) void OutputTiles4Impl(const TileGrid& g, const MapLayout& L, const float* m,
+                                                            const float* bias, float* spill, int64_t t0, int64_t t1,
+                                                            int64_t chunk, float* out) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
@@ -272,41 +279,40 @@ inline __attribute__((always_inline)) void OutputTiles4Impl(const TileGrid& g, c
     float* q[4][4];
     OutputPixels<4>(g, L, out, spill, n, y, x, q);
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
-    const int64_t off = (cb / L.block) * L.block_stride;
-    const float* src = m + (t - t0) * L.channels + cb;
+      const int64_t off = (cb / L.block) * L.block_stride;
+      const float* src = m + (t - t0) * L.channels + cb;
 #pragma omp simd
-    for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
-      float r[4][6];
-      for (int j = 0; j < 6; ++j) {
-        const float* s = src + j * step + o;
-        OT_WINO4_OUTPUT(s[0], s[6 * step], s[12 * step], s[18 * step], s[24 * step], s[30 * step], r[0][j], r[1][j],
-                        r[2][j], r[3][j]);
+      for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
+        float r[4][6];
+        for (int j = 0; j < 6; ++j) {
+          const float* s = src + j * step + o;
+          OT_WINO4_OUTPUT(s[0], s[6 * step], s[12 * step], s[18 * step], s[24 * step], s[30 * step], r[0][j], r[1][j],
+                          r[2][j], r[3][j]);
+        }
+        const float b = bias[cb + o];
+        for (int i = 0; i < 4; ++i) {
+          float y0, y1, y2, y3;
+          OT_WINO4_OUTPUT(r[i][0], r[i][1], r[i][2], r[i][3], r[i][4], r[i][5], y0, y1, y2, y3);
+          q[i][0][off + o] = y0 + b;
+          q[i][1][off + o] = y1 + b;
+          q[i][2][off + o] = y2 + b;
+          q[i][3][off + o] = y3 + b;
+        }
       }
-      const float b = bias[cb + o];
-      for (int i = 0; i < 4; ++i) {
-        float y0, y1, y2, y3;
-        OT_WINO4_OUTPUT(r[i][0], r[i][1], r[i][2], r[i][3], r[i][4], r[i][5], y0, y1, y2, y3);
-        q[i][0][off + o] = y0 + b;
-        q[i][1][off + o] = y1 + b;
-        q[i][2][off + o] = y2 + b;
-        q[i][3][off + o] = y3 + b;
-      }
-    }
     }
   }
 }
 
 OT_VECTOR_CLONES void OutputTiles4(const TileGrid& g, const MapLayout& L, const float* m, const float* bias,
                                    float* spill, int64_t t0, int64_t t1, int64_t chunk, float* out) {
-  if (L.block == 8) return OutputTiles4Impl<8>(g, L, m, bias, spill, t0, t1, chunk, out);
-  if (L.block == 16) return OutputTiles4Impl<16>(g, L, m, bias, spill, t0, t1, chunk, out);
-  OutputTiles4Impl<0>(g, L, m, bias, spill, t0, t1, chunk, out);
+  OT_BY_LANES(OutputTiles4Impl, g, L, m, bias, spill, t0, t1, chunk, out);
 }
 
 // dm[xi][t - t0][o] = (A g A^T)[xi] of each output-gradient tile g (zero outside the map).
 template <int LANES>
-inline __attribute__((always_inline)) void GradTiles2Impl(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros,
-                                 int64_t t0, int64_t t1, int64_t chunk, float* dm) {
+inline __attribute__((always_inline)) void GradTiles2Impl(const TileGrid& g, const MapLayout& L, const float* dy,
+                                                          const float* zeros, int64_t t0, int64_t t1, int64_t chunk,
+                                                          float* dm) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
@@ -314,33 +320,32 @@ inline __attribute__((always_inline)) void GradTiles2Impl(const TileGrid& g, con
     const float* p[2][2];
     OutputPixels<2>(g, L, dy, zeros, n, y, x, p);
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
-    const int64_t off = (cb / L.block) * L.block_stride;
-    float* dst = dm + (t - t0) * L.channels + cb;
+      const int64_t off = (cb / L.block) * L.block_stride;
+      float* dst = dm + (t - t0) * L.channels + cb;
 #pragma omp simd
-    for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
-      float r[4][2];  // A g
-      for (int j = 0; j < 2; ++j) {
-        OT_WINO2_GRAD(p[0][j][off + o], p[1][j][off + o], r[0][j], r[1][j], r[2][j], r[3][j]);
+      for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
+        float r[4][2];  // A g
+        for (int j = 0; j < 2; ++j) {
+          OT_WINO2_GRAD(p[0][j][off + o], p[1][j][off + o], r[0][j], r[1][j], r[2][j], r[3][j]);
+        }
+        for (int i = 0; i < 4; ++i) {
+          float* d = dst + i * 4 * step + o;
+          OT_WINO2_GRAD(r[i][0], r[i][1], d[0], d[step], d[2 * step], d[3 * step]);
+        }
       }
-      for (int i = 0; i < 4; ++i) {
-        float* d = dst + i * 4 * step + o;
-        OT_WINO2_GRAD(r[i][0], r[i][1], d[0], d[step], d[2 * step], d[3 * step]);
-      }
-    }
     }
   }
 }
 
-OT_VECTOR_CLONES void GradTiles2(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros,
-                                 int64_t t0, int64_t t1, int64_t chunk, float* dm) {
-  if (L.block == 8) return GradTiles2Impl<8>(g, L, dy, zeros, t0, t1, chunk, dm);
-  if (L.block == 16) return GradTiles2Impl<16>(g, L, dy, zeros, t0, t1, chunk, dm);
-  GradTiles2Impl<0>(g, L, dy, zeros, t0, t1, chunk, dm);
+OT_VECTOR_CLONES void GradTiles2(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros, int64_t t0,
+                                 int64_t t1, int64_t chunk, float* dm) {
+  OT_BY_LANES(GradTiles2Impl, g, L, dy, zeros, t0, t1, chunk, dm);
 }
 
 template <int LANES>
-inline __attribute__((always_inline)) void GradTiles4Impl(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros,
-                                 int64_t t0, int64_t t1, int64_t chunk, float* dm) {
+inline __attribute__((always_inline)) void GradTiles4Impl(const TileGrid& g, const MapLayout& L, const float* dy,
+                                                          const float* zeros, int64_t t0, int64_t t1, int64_t chunk,
+                                                          float* dm) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
@@ -348,30 +353,28 @@ inline __attribute__((always_inline)) void GradTiles4Impl(const TileGrid& g, con
     const float* p[4][4];
     OutputPixels<4>(g, L, dy, zeros, n, y, x, p);
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
-    const int64_t off = (cb / L.block) * L.block_stride;
-    float* dst = dm + (t - t0) * L.channels + cb;
+      const int64_t off = (cb / L.block) * L.block_stride;
+      float* dst = dm + (t - t0) * L.channels + cb;
 #pragma omp simd
-    for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
-      float r[6][4];
-      for (int j = 0; j < 4; ++j) {
-        OT_WINO4_GRAD(p[0][j][off + o], p[1][j][off + o], p[2][j][off + o], p[3][j][off + o], r[0][j], r[1][j], r[2][j], r[3][j], r[4][j],
-                      r[5][j]);
+      for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
+        float r[6][4];
+        for (int j = 0; j < 4; ++j) {
+          OT_WINO4_GRAD(p[0][j][off + o], p[1][j][off + o], p[2][j][off + o], p[3][j][off + o], r[0][j], r[1][j],
+                        r[2][j], r[3][j], r[4][j], r[5][j]);
+        }
+        for (int i = 0; i < 6; ++i) {
+          float* d = dst + i * 6 * step + o;
+          OT_WINO4_GRAD(r[i][0], r[i][1], r[i][2], r[i][3], d[0], d[step], d[2 * step], d[3 * step], d[4 * step],
+                        d[5 * step]);
+        }
       }
-      for (int i = 0; i < 6; ++i) {
-        float* d = dst + i * 6 * step + o;
-        OT_WINO4_GRAD(r[i][0], r[i][1], r[i][2], r[i][3], d[0], d[step], d[2 * step], d[3 * step], d[4 * step],
-                      d[5 * step]);
-      }
-    }
     }
   }
 }
 
-OT_VECTOR_CLONES void GradTiles4(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros,
-                                 int64_t t0, int64_t t1, int64_t chunk, float* dm) {
-  if (L.block == 8) return GradTiles4Impl<8>(g, L, dy, zeros, t0, t1, chunk, dm);
-  if (L.block == 16) return GradTiles4Impl<16>(g, L, dy, zeros, t0, t1, chunk, dm);
-  GradTiles4Impl<0>(g, L, dy, zeros, t0, t1, chunk, dm);
+OT_VECTOR_CLONES void GradTiles4(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros, int64_t t0,
+                                 int64_t t1, int64_t chunk, float* dm) {
+  OT_BY_LANES(GradTiles4Impl, g, L, dy, zeros, t0, t1, chunk, dm);
 }
 
 #undef OT_WINO2_INPUT
@@ -403,9 +406,11 @@ OT_VECTOR_CLONES void GradTiles4(const TileGrid& g, const MapLayout& L, const fl
     a2 = g1;                               \
   } while (0)
 
-template <int LANES>
-inline __attribute__((always_inline)) void InputTiles22Impl(const TileGrid& g, const MapLayout& L, const float* in, const float* zeros, int64_t t0,
-                                   int64_t t1, int64_t chunk, float* v) {
+// The input transform D d D^T (GRAD false) or the output gradient's A g A^T (GRAD true)
+// of each image's 2x2 map: dst[xi][t - t0][c], xi of 3 x 3.
+template <int LANES, bool GRAD>
+inline __attribute__((always_inline)) void MapTiles22Impl(const MapLayout& L, const float* in, int64_t t0, int64_t t1,
+                                                          int64_t chunk, float* v) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t)
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
@@ -414,26 +419,42 @@ inline __attribute__((always_inline)) void InputTiles22Impl(const TileGrid& g, c
       float* dst = v + (t - t0) * L.channels + cb;
 #pragma omp simd
       for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
-        float r[3][2];  // D d, by column
-        OT_WINO22_INPUT(p0[c], p2[c], r[0][0], r[1][0], r[2][0]);
-        OT_WINO22_INPUT(p1[c], p3[c], r[0][1], r[1][1], r[2][1]);
-        for (int i = 0; i < 3; ++i)
-          OT_WINO22_INPUT(r[i][0], r[i][1], dst[(i * 3 + 0) * step + c], dst[(i * 3 + 1) * step + c],
-                          dst[(i * 3 + 2) * step + c]);
+        float r[3][2];  // by column
+        if constexpr (GRAD) {
+          OT_WINO22_GRAD(p0[c], p2[c], r[0][0], r[1][0], r[2][0]);
+          OT_WINO22_GRAD(p1[c], p3[c], r[0][1], r[1][1], r[2][1]);
+          for (int i = 0; i < 3; ++i)
+            OT_WINO22_GRAD(r[i][0], r[i][1], dst[(i * 3 + 0) * step + c], dst[(i * 3 + 1) * step + c],
+                           dst[(i * 3 + 2) * step + c]);
+        } else {
+          OT_WINO22_INPUT(p0[c], p2[c], r[0][0], r[1][0], r[2][0]);
+          OT_WINO22_INPUT(p1[c], p3[c], r[0][1], r[1][1], r[2][1]);
+          for (int i = 0; i < 3; ++i)
+            OT_WINO22_INPUT(r[i][0], r[i][1], dst[(i * 3 + 0) * step + c], dst[(i * 3 + 1) * step + c],
+                            dst[(i * 3 + 2) * step + c]);
+        }
       }
     }
 }
 
-OT_VECTOR_CLONES void InputTiles22(const TileGrid& g, const MapLayout& L, const float* in, const float* zeros, int64_t t0,
+OT_VECTOR_CLONES void InputTiles22(const TileGrid&, const MapLayout& L, const float* in, const float*, int64_t t0,
                                    int64_t t1, int64_t chunk, float* v) {
-  if (L.block == 8) return InputTiles22Impl<8>(g, L, in, zeros, t0, t1, chunk, v);
-  if (L.block == 16) return InputTiles22Impl<16>(g, L, in, zeros, t0, t1, chunk, v);
-  InputTiles22Impl<0>(g, L, in, zeros, t0, t1, chunk, v);
+  if (L.block == 8) return MapTiles22Impl<8, false>(L, in, t0, t1, chunk, v);
+  if (L.block == 16) return MapTiles22Impl<16, false>(L, in, t0, t1, chunk, v);
+  MapTiles22Impl<0, false>(L, in, t0, t1, chunk, v);
+}
+
+OT_VECTOR_CLONES void GradTiles22(const TileGrid&, const MapLayout& L, const float* dy, const float*, int64_t t0,
+                                  int64_t t1, int64_t chunk, float* dm) {
+  if (L.block == 8) return MapTiles22Impl<8, true>(L, dy, t0, t1, chunk, dm);
+  if (L.block == 16) return MapTiles22Impl<16, true>(L, dy, t0, t1, chunk, dm);
+  MapTiles22Impl<0, true>(L, dy, t0, t1, chunk, dm);
 }
 
 template <int LANES>
-inline __attribute__((always_inline)) void OutputTiles22Impl(const TileGrid& g, const MapLayout& L, const float* m, const float* bias, float* spill,
-                                    int64_t t0, int64_t t1, int64_t chunk, float* out) {
+inline __attribute__((always_inline)) void OutputTiles22Impl(const TileGrid& g, const MapLayout& L, const float* m,
+                                                             const float* bias, float* spill, int64_t t0, int64_t t1,
+                                                             int64_t chunk, float* out) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t)
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
@@ -458,39 +479,9 @@ inline __attribute__((always_inline)) void OutputTiles22Impl(const TileGrid& g, 
     }
 }
 
-OT_VECTOR_CLONES void OutputTiles22(const TileGrid& g, const MapLayout& L, const float* m, const float* bias, float* spill,
-                                    int64_t t0, int64_t t1, int64_t chunk, float* out) {
-  if (L.block == 8) return OutputTiles22Impl<8>(g, L, m, bias, spill, t0, t1, chunk, out);
-  if (L.block == 16) return OutputTiles22Impl<16>(g, L, m, bias, spill, t0, t1, chunk, out);
-  OutputTiles22Impl<0>(g, L, m, bias, spill, t0, t1, chunk, out);
-}
-
-template <int LANES>
-inline __attribute__((always_inline)) void GradTiles22Impl(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros, int64_t t0,
-                                  int64_t t1, int64_t chunk, float* dm) {
-  const int64_t step = chunk * L.channels;
-  for (int64_t t = t0; t < t1; ++t)
-    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
-      const float *g0 = L.Pixel(dy, t, 0, cb), *g1 = L.Pixel(dy, t, 1, cb), *g2 = L.Pixel(dy, t, 2, cb),
-                  *g3 = L.Pixel(dy, t, 3, cb);
-      float* dst = dm + (t - t0) * L.channels + cb;
-#pragma omp simd
-      for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
-        float r[3][2];  // A g, by column
-        OT_WINO22_GRAD(g0[c], g2[c], r[0][0], r[1][0], r[2][0]);
-        OT_WINO22_GRAD(g1[c], g3[c], r[0][1], r[1][1], r[2][1]);
-        for (int i = 0; i < 3; ++i)
-          OT_WINO22_GRAD(r[i][0], r[i][1], dst[(i * 3 + 0) * step + c], dst[(i * 3 + 1) * step + c],
-                         dst[(i * 3 + 2) * step + c]);
-      }
-    }
-}
-
-OT_VECTOR_CLONES void GradTiles22(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros, int64_t t0,
-                                  int64_t t1, int64_t chunk, float* dm) {
-  if (L.block == 8) return GradTiles22Impl<8>(g, L, dy, zeros, t0, t1, chunk, dm);
-  if (L.block == 16) return GradTiles22Impl<16>(g, L, dy, zeros, t0, t1, chunk, dm);
-  GradTiles22Impl<0>(g, L, dy, zeros, t0, t1, chunk, dm);
+OT_VECTOR_CLONES void OutputTiles22(const TileGrid& g, const MapLayout& L, const float* m, const float* bias,
+                                    float* spill, int64_t t0, int64_t t1, int64_t chunk, float* out) {
+  OT_BY_LANES(OutputTiles22Impl, g, L, m, bias, spill, t0, t1, chunk, out);
 }
 
 struct TileLoops {
