@@ -532,8 +532,7 @@ class ConvKernel final : public OpKernel {
     const int64_t out_block = block > 0 && p.out_channels % block == 0 ? block : 0;
     dense_ = MaybeDense(p, block, out_block);
     if (dense_) {
-      // The products over data taps do the dense product's multiplications without building
-      // its matrix (layer4 of ResNet34 on 2x2 maps, AVX2: 7 ms against 10 ms a forward).
+      // Ours where one applies (WithinWindow), else the dense product.
       const dnnl::memory::desc y_md = BlockedOrPlainDesc(p.dst, out_block);
       std::string name;
       own_ = WithinWindow(p, SgemmConv::Layouts{DescOf(x), y_md, y_md, DescOf(x)}, &name);

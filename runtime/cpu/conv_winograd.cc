@@ -484,6 +484,15 @@ OT_VECTOR_CLONES void OutputTiles22(const TileGrid& g, const MapLayout& L, const
   OT_BY_LANES(OutputTiles22Impl, g, L, m, bias, spill, t0, t1, chunk, out);
 }
 
+// This thread's zero region (`zero_count` floats of zeros: input pixels outside the map, in
+// every channel block's place, and the bias where there is none), then `spill_count`
+// floats that output pixels outside the map are written to.
+float* ZeroRegion(int64_t zero_count, int64_t spill_count) {
+  float* zeros = ScratchFloats(kZeroScratch, zero_count + spill_count);
+  std::memset(zeros, 0, static_cast<size_t>(zero_count) * sizeof(float));
+  return zeros;
+}
+
 struct TileLoops {
   decltype(&InputTiles2) input;
   decltype(&OutputTiles2) output;
@@ -597,9 +606,7 @@ void WinogradConv::Convolve(const float* in, const MapLayout& in_map, const floa
   const TileGrid grid{h_, w_, tiles_h_, tiles_w_, m_};
   const int64_t points = t_ * t_;
   const int64_t widest = std::max(in_c, out_c);
-  // Zeros for input pixels outside the map (in every channel block's place) and for the
-  // bias where there is none, then a spill region for output pixels outside the map.
-  const int64_t zero_count = std::max(in_map.Span(), out_c);
+  const int64_t zero_count = std::max(in_map.Span(), out_c);  // ZeroRegion
   if (Whole(in_c, out_c)) {
     // Every tile transformed at once, then one sgemm per (point, column range) over all the
     // tiles (chunks of few tiles made short sgemm calls on wide layers), then the outputs.
@@ -610,8 +617,7 @@ void WinogradConv::Convolve(const float* in, const MapLayout& in_map, const floa
     const int64_t share = (tiles_ + threads - 1) / threads;
 #pragma omp parallel
     {
-      float* zeros = ScratchFloats(kZeroScratch, zero_count + out_map.Span());
-      std::memset(zeros, 0, static_cast<size_t>(zero_count) * sizeof(float));
+      float* zeros = ZeroRegion(zero_count, out_map.Span());
       float* spill = zeros + zero_count;
 #pragma omp for schedule(static)
       for (int64_t k = 0; k < threads; ++k) {
@@ -638,9 +644,7 @@ void WinogradConv::Convolve(const float* in, const MapLayout& in_map, const floa
   {
     float* v = ScratchFloats(kTileScratch, points * chunk * in_c);
     float* m = ScratchFloats(kProductScratch, points * chunk * out_c);
-    // Zeros (input pixels outside the map, and the bias where there is none), then a spill row.
-    float* zeros = ScratchFloats(kZeroScratch, zero_count + out_map.Span());
-    std::memset(zeros, 0, static_cast<size_t>(zero_count) * sizeof(float));
+    float* zeros = ZeroRegion(zero_count, out_map.Span());
     float* spill = zeros + zero_count;
 #pragma omp for schedule(static)
     for (int64_t k = 0; k < chunks; ++k) {
@@ -690,14 +694,10 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
     Convolve(dyr, dy_map_, u, dx_map_, nullptr, dxr);
     if (dx_out_.needed()) dx_out_.Run(dxr, dx);
   }
-  if (db) {
-    if (dy_map_.block == o_) {
-      ChannelSums(dyr, n_ * h_ * w_, o_, db);
-    } else {
-      std::vector<double> sums(static_cast<size_t>(o_));
-      ChannelSums(dy_in_.to(), dyr, nullptr, sums.data(), nullptr);
-      for (int64_t o = 0; o < o_; ++o) db[o] = static_cast<float>(sums[static_cast<size_t>(o)]);
-    }
+  if (db) {  // in dy's layout as the transforms read it
+    std::vector<double> sums(static_cast<size_t>(o_));
+    ChannelSums(dy_in_.to(), dyr, nullptr, sums.data(), nullptr);
+    for (int64_t o = 0; o < o_; ++o) db[o] = static_cast<float>(sums[static_cast<size_t>(o)]);
   }
   if (!dw) return;
   const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<float*>(x), kInputScratch).get_data_handle());
@@ -714,8 +714,7 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
     const int64_t share = (tiles_ + threads - 1) / threads;
 #pragma omp parallel
     {
-      float* zeros = ScratchFloats(kZeroScratch, zero_count);
-      std::memset(zeros, 0, static_cast<size_t>(zero_count) * sizeof(float));
+      const float* zeros = ZeroRegion(zero_count, 0);
 #pragma omp for schedule(static)
       for (int64_t k = 0; k < threads; ++k) {
         const int64_t t0 = std::min(tiles_, k * share), t1 = std::min(tiles_, t0 + share);
@@ -747,8 +746,7 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
     const int me = omp_get_thread_num();
     float* v = ScratchFloats(kTileScratch, points * chunk * c_);
     float* dm = ScratchFloats(kProductScratch, points * chunk * o_);
-    float* zeros = ScratchFloats(kZeroScratch, zero_count);
-    std::memset(zeros, 0, static_cast<size_t>(zero_count) * sizeof(float));
+    const float* zeros = ZeroRegion(zero_count, 0);
     float* partial = partials + me * du_size;
 #pragma omp for schedule(static)
     for (int64_t k = 0; k < chunks; ++k) {

@@ -58,7 +58,6 @@ class WinogradConv final : public SgemmConv {
                                             const std::vector<int64_t>& dilations,
                                             const std::vector<int64_t>& pads_begin, const TapConv::Layouts& layouts,
                                             int tile = 2);
-  int tile() const { return static_cast<int>(m_); }
   // Whether this is F(2x2, 3x3) on maps of 2x2 pixels (3 points a side; see conv_winograd.cc).
   bool two_by_two_map() const { return t_ == 3; }
 
