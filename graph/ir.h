@@ -48,6 +48,9 @@ struct Node {
   std::vector<std::string> inputs;   // "" marks an absent optional input
   std::vector<std::string> outputs;  // "" marks an unrequested optional output
   std::map<std::string, Attribute> attrs;
+  // The node's metadata_props as exported (PyTorch 2.x names the module and the rewrite
+  // rule that made the node); kept through passes and written back.
+  std::map<std::string, std::string> metadata;
 
   bool HasAttr(const std::string& key) const { return attrs.count(key) != 0; }
   int64_t GetInt(const std::string& key, int64_t fallback) const;

@@ -4,5 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-} >/dev/null
+# ONNX 1.19.1 from its source distribution, built once into a cache (scripts/build-onnx.sh).
+onnx_root=$(bash scripts/build-onnx.sh | tail -n 1)
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DONNXTRAIN_ONNX_ROOT="$onnx_root" ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$build_dir" -j "$jobs"

@@ -502,14 +502,30 @@ def kink_decisions(ours, calls64, calls32):
     return decide, taken
 
 
+EXPORTER = ["legacy"]  # --exporter: legacy, dynamo (PyTorch 2.x default settings) or dynamo-noopt
+
+
 def export(module, x, path, opset):
     example = torch.from_numpy(x[:2])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(copy.deepcopy(module).train(), example, path, input_names=["input"],
-                          output_names=["logits"], dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
-                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
-                          opset_version=opset)
+        if EXPORTER[0] == "legacy":
+            kwargs = {"training": torch.onnx.TrainingMode.TRAINING, "do_constant_folding": False}
+            if int(torch.__version__.split(".")[0]) >= 2:
+                kwargs["dynamo"] = False
+            torch.onnx.export(copy.deepcopy(module).train(), example, path, input_names=["input"],
+                              output_names=["logits"], dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+                              opset_version=opset, **kwargs)
+            return
+        # PyTorch 2.x's dynamo exporter as a user calls it: the model in train(), a dynamic
+        # batch through dynamic_shapes, weights in model.onnx.data beside the model.
+        # dynamo-noopt adds optimize=False (every parameter keeps its name).
+        import contextlib, io
+        with contextlib.redirect_stdout(io.StringIO()):
+            torch.onnx.export(copy.deepcopy(module).train(), (example,), path, input_names=["input"],
+                              output_names=["logits"], dynamic_shapes=({0: torch.export.Dim("batch")},),
+                              opset_version=opset, dynamo=True, external_data=True,
+                              optimize=EXPORTER[0] != "dynamo-noopt")
 
 
 def write_tensor(array, name, path):
@@ -675,7 +691,9 @@ def check_model(args, name, opsets, seed):
             run_export(args.onnx_train, path, args.workdir, tag)
         except RuntimeError as e:
             row["failures"].append(str(e))
-        os.remove(path)
+        for leftover in (path, path + ".data"):
+            if os.path.exists(leftover):
+                os.remove(leftover)
         row["seconds"] = time.time() - start
         rows.append(row)
     return rows
@@ -691,8 +709,12 @@ def main():
     p.add_argument("--seed", type=int, default=1300, help="weights and data seed (the model's index is added)")
     p.add_argument("--conv-algo", default="auto", help="onnx-train grad's --conv-algo (auto, direct, winograd, taps, winograd2, winograd4)")
     p.add_argument("--failures", help="also write each failing model's first failure lines to this file")
+    p.add_argument("--exporter", default="legacy", choices=["legacy", "dynamo", "dynamo-noopt"],
+                   help="torch.onnx.export's exporter: legacy (TorchScript), dynamo (PyTorch 2.x default), "
+                        "dynamo-noopt (dynamo with optimize=False)")
     args = p.parse_args()
     CONV_ALGO[0] = args.conv_algo
+    EXPORTER[0] = args.exporter
     os.makedirs(args.workdir, exist_ok=True)
     torch.set_num_threads(2)
     start = time.time()
