@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """`onnx-train MODEL --data synthetic` on the models of the zoo (tests/torch_zoo_test.py): each
-is exported by torch.onnx.export in training mode (opset 17, dynamic batch), trained for one
+is exported by torch.onnx.export in training mode (opset 17 by default, dynamic batch; --exporter
+dynamo and --opset 18-23 with PyTorch 2.x), trained for one
 epoch (Adam, lr 3e-4, batch 32) on synthetic data shaped as its input (images with class
 patterns learnable from the pixels; token ids, sequences and signals with class patterns of
 their own: train/image_dataset.h), and the inference ONNX it writes is run by `onnx-train eval`.
@@ -47,7 +48,7 @@ def train_one(args, name):
     torch.manual_seed(0)
     module, shape = zoo.ZOO[name]()
     path = os.path.join(work, name + ".onnx")
-    zoo.export(module, zoo.make_input(name, shape, 2, np.random.default_rng(0)), path, 17)
+    zoo.export(module, zoo.make_input(name, shape, 2, np.random.default_rng(0)), path, args.opset)
     metrics, ckpt = os.path.join(work, "metrics.jsonl"), os.path.join(work, "checkpoints")
     start = time.time()
     proc = subprocess.run([args.onnx_train, path, "--data", f"synthetic:{args.images}", "--epochs", "1", "--batch",
@@ -96,9 +97,13 @@ def main():
     p.add_argument("--optimizer", default="adam")
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--exporter", default="legacy", choices=["legacy", "dynamo", "dynamo-noopt"],
+                   help="torch.onnx.export's exporter (dynamo: PyTorch 2.x's default, needs PyTorch 2.x)")
+    p.add_argument("--opset", type=int, default=17)
     p.add_argument("--min-eval-acc", type=float, default=0.0,
                    help="also require this eval accuracy (chance is 0.1; the ctest asks 0.2 of resnet and vit)")
     args = p.parse_args()
+    zoo.EXPORTER[0] = args.exporter
     torch.set_num_threads(args.threads)
     os.makedirs(args.workdir, exist_ok=True)
     names = args.models.split(",")
@@ -121,8 +126,8 @@ def main():
               f"{'ok' if ok else 'FAILED'}", flush=True)
         if not ok:
             print("      " + row["error"], flush=True)
-    print(f"zoo_train: {len(names) - failed} of {len(names)} models trained an epoch on synthetic data "
-          "(loss fell) and their checkpoints ran in eval")
+    print(f"zoo_train ({args.exporter} exporter, opset {args.opset}): {len(names) - failed} of {len(names)} models "
+          "trained an epoch on synthetic data (loss fell) and their checkpoints ran in eval")
     return 1 if failed else 0
 
 

@@ -386,6 +386,18 @@ bool AllFinite(const HostTensor& t) {
 
 }  // namespace
 
+bool IsExporterConstant(const Model& model, const HostTensor& t) {
+  // PyTorch 2.x's dynamo exporter, optimizing, folds the graph's constants into
+  // initializers named val_<n> or <name>_cast (a ReLU6's bounds, 1/sqrt(d), eps). A
+  // module's parameters keep their dotted names; a folded transform of one (a Linear
+  // weight transposed) is val_<n> too, but never a scalar.
+  if (model.producer_name != "pytorch" || t.NumElements() > 1 || t.name.find('.') != std::string::npos) return false;
+  const bool numbered = t.name.rfind("val_", 0) == 0 && t.name.size() > 4 &&
+                        t.name.find_first_not_of("0123456789", 4) == std::string::npos;
+  const bool cast = t.name.size() > 5 && t.name.compare(t.name.size() - 5, 5, "_cast") == 0;
+  return numbered || cast;
+}
+
 std::vector<std::string> DefaultTrainableParams(const Model& model, const std::vector<std::string>& freeze) {
   std::set<std::string> excluded(freeze.begin(), freeze.end());
   for (const auto& n : model.graph.nodes)
@@ -397,7 +409,8 @@ std::vector<std::string> DefaultTrainableParams(const Model& model, const std::v
              f.c_str());
   std::vector<std::string> out;
   for (const auto& t : model.graph.initializers)
-    if (t.dtype == DType::kFloat32 && !excluded.count(t.name) && AllFinite(t)) out.push_back(t.name);
+    if (t.dtype == DType::kFloat32 && !excluded.count(t.name) && AllFinite(t) && !IsExporterConstant(model, t))
+      out.push_back(t.name);
   return out;
 }
 

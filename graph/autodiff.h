@@ -56,6 +56,9 @@ Model DeriveEvalModel(const Model& model);
 // diagonal, which torch.onnx.export writes as initializers like parameters: a gradient step
 // would turn -inf into NaN, and PyTorch never trains buffers), minus `freeze`.
 std::vector<std::string> DefaultTrainableParams(const Model& model, const std::vector<std::string>& freeze);
+// True for a scalar constant that PyTorch 2.x's optimizing dynamo exporter wrote as an
+// initializer (val_<n>, <name>_cast): part of the graph, not a parameter; never trained.
+bool IsExporterConstant(const Model& model, const HostTensor& t);
 
 // Throws ot::Error for: no trainable initializers, a loss output that does not exist,
 // a missing gradient rule (one message naming every op and node without one).

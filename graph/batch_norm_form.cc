@@ -88,9 +88,9 @@ int UnshareStatistics(Graph& g) {
 std::string BatchNormFormReport::Describe() const {
   std::string out;
   if (restored > 0)
-    out += StrFormat("the model was exported in eval mode: PyTorch folded %d BatchNorm layer%s into the convolution%s "
-                     "before %s; restored %s as BatchNormalization in training form (scale 1, bias 0, fresh "
-                     "statistics)",
+    out += StrFormat("the model was exported in eval mode or optimized by the dynamo exporter: PyTorch folded %d "
+                     "BatchNorm layer%s into the convolution%s before %s; restored %s as BatchNormalization in "
+                     "training form (scale 1, bias 0, fresh statistics)",
                      restored, restored == 1 ? "" : "s", restored == 1 ? "" : "s", restored == 1 ? "it" : "them",
                      restored == 1 ? "it" : "them");
   if (inference_nodes > 0)
@@ -115,14 +115,43 @@ bool IsInferenceBatchNorm(const Graph& g, const Node& n) {
   return !more_outputs || (n.HasAttr("training_mode") && n.GetInt("training_mode", 0) == 0);
 }
 
+// PyTorch 2.x's dynamo exporter optimizes the graph with onnxscript's rewriter, whose
+// FuseBatchNormIntoConv rule folds a BatchNorm into the convolution before it even for a
+// model in train(); the Conv node records the rule and the BatchNorm module's scope.
+bool FoldedByRewriter(const Node& n) {
+  auto rule = n.metadata.find("pkg.onnxscript.rewriter.rule_name");
+  return rule != n.metadata.end() && rule->second.find("FuseBatchNormIntoConv") != std::string::npos;
+}
+
+// The BatchNorm module whose layer the rewriter folded into `conv` ("layer1.0.bn1"): the
+// last dotted name of the node's pkg.torch.onnx.name_scopes ("['', 'layer1', ..., 'layer1.0.bn1',
+// '_native_batch_norm_legit_functional_1']"); "" when the metadata does not say.
+std::string FoldedModuleName(const Node& conv) {
+  auto it = conv.metadata.find("pkg.torch.onnx.name_scopes");
+  if (it == conv.metadata.end()) return "";
+  std::string best;
+  const std::string& s = it->second;
+  for (size_t open = s.find('\''); open != std::string::npos; open = s.find('\'', open + 1)) {
+    const size_t close = s.find('\'', open + 1);
+    if (close == std::string::npos) break;
+    const std::string scope = s.substr(open + 1, close - open - 1);
+    if (!scope.empty() && scope.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") ==
+                              std::string::npos && !StartsWith(scope, "_native_batch_norm"))
+      best = scope;
+    open = close;
+  }
+  return best;
+}
+
 std::vector<const Node*> ConvsWithFoldedBatchNorm(const Model& m) {
   std::vector<const Node*> out;
   if (m.producer_name != "pytorch") return out;
-  for (const auto& n : m.graph.nodes)
-    if (n.domain.empty() && n.op_type == "Conv" && n.HasInput(1) && n.HasInput(2) &&
-        StartsWith(n.inputs[1], "onnx::Conv_") && StartsWith(n.inputs[2], "onnx::Conv_") &&
-        m.graph.FindInitializer(n.inputs[1]) && m.graph.FindInitializer(n.inputs[2]))
-      out.push_back(&n);
+  for (const auto& n : m.graph.nodes) {
+    if (!n.domain.empty() || n.op_type != "Conv" || !n.HasInput(1) || !m.graph.FindInitializer(n.inputs[1])) continue;
+    const bool legacy = n.HasInput(2) && StartsWith(n.inputs[1], "onnx::Conv_") &&
+                        StartsWith(n.inputs[2], "onnx::Conv_") && m.graph.FindInitializer(n.inputs[2]);
+    if (legacy || FoldedByRewriter(n)) out.push_back(&n);
+  }
   return out;
 }
 
@@ -147,17 +176,20 @@ BatchNormFormReport UseTrainingFormBatchNorm(Model& m) {
              conv.inputs[1].c_str());
     const int64_t channels = w->dims[0];
     const std::string base = conv.name.empty() ? conv.inputs[1] : conv.name;
+    // The dynamo exporter names the folded module: its parameters take PyTorch's names
+    // (layer1.0.bn1.weight, ...), so a checkpoint loads back into the module by name.
+    const std::string module = FoldedByRewriter(conv) ? FoldedModuleName(conv) : "";
     const std::string y = conv.outputs[0];
     conv.outputs[0] = UniqueName(g, taken, y + "/before_bn");
     Node bn;
-    bn.name = UniqueName(g, taken, base + "/restored_bn");
+    bn.name = UniqueName(g, taken, module.empty() ? base + "/restored_bn" : module);
     bn.op_type = "BatchNormalization";
     bn.inputs = {conv.outputs[0]};
     const float init[4] = {1.f, 0.f, 0.f, 1.f};  // scale, bias, running mean, running variance
     const char* what[4] = {"weight", "bias", "running_mean", "running_var"};
     for (int k = 0; k < 4; ++k) {
       HostTensor t = HostTensor::FromVector(std::vector<float>(static_cast<size_t>(channels), init[k]), {channels},
-                                            UniqueName(g, taken, bn.name + "." + what[k]));
+                                            UniqueName(g, taken, (module.empty() ? bn.name : module) + "." + what[k]));
       bn.inputs.push_back(t.name);
       added.push_back(std::move(t));
     }

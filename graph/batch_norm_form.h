@@ -32,8 +32,10 @@ struct BatchNormFormReport {
 // running statistics that are initializers.
 bool IsInferenceBatchNorm(const Graph& graph, const Node& node);
 
-// Convolutions whose weight and bias PyTorch's eval-mode export computed by folding a
-// batch normalisation into them (producer pytorch, initializers named "onnx::Conv_*").
+// Convolutions whose weight and bias PyTorch computed by folding a batch normalisation
+// into them: the legacy exporter's eval-mode export (producer pytorch, initializers named
+// "onnx::Conv_*"), or the dynamo exporter's optimizer (metadata_props naming the rewrite
+// rule FuseBatchNormIntoConv; the restored layer takes the BatchNorm module's name).
 std::vector<const Node*> ConvsWithFoldedBatchNorm(const Model& model);
 
 // The default: counts inference-form nodes (trained in training form by the autodiff pass)

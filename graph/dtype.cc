@@ -1,6 +1,8 @@
 // Element type sizes and names.
 #include "graph/dtype.h"
 
+#include "graph/error.h"
+
 namespace ot {
 
 size_t DTypeSize(DType t) {
@@ -34,5 +36,29 @@ std::string DTypeName(DType t) {
 }
 
 bool DTypeIsKnown(int32_t v) { return (v >= 1 && v <= 13) || v == 16; }
+
+std::string OnnxTypeName(int32_t v) {
+  if (DTypeIsKnown(v)) return DTypeName(static_cast<DType>(v));
+  switch (v) {
+    case 14: return "complex64";
+    case 15: return "complex128";
+    case 17: return "float8e4m3fn";
+    case 18: return "float8e4m3fnuz";
+    case 19: return "float8e5m2";
+    case 20: return "float8e5m2fnuz";
+    case 21: return "uint4";
+    case 22: return "int4";
+    case 23: return "float4e2m1";
+    case 24: return "float8e8m0";
+    case 25: return "uint2";
+    case 26: return "int2";
+    default: return "data type " + std::to_string(v);
+  }
+}
+
+void CheckDTypeSupported(int32_t v, const std::string& where) {
+  if (DTypeIsKnown(v) && v != static_cast<int32_t>(DType::kString)) return;
+  throw UnsupportedError(where + " has element type " + OnnxTypeName(v) + ", which onnx-train does not support");
+}
 
 }  // namespace ot

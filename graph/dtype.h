@@ -29,8 +29,14 @@ enum class DType : int32_t {
 size_t DTypeSize(DType t);
 // Lower-case name as ONNX prints it ("float", "int64", ...).
 std::string DTypeName(DType t);
-// True for the values ONNX defines (excluding complex types).
+// True for the values ONNX defines that onnx-train knows (not complex, float8, int4, float4).
 bool DTypeIsKnown(int32_t onnx_type);
+// ONNX's name of any TensorProto::DataType value, known to onnx-train or not ("float8e4m3fn",
+// "int4", "complex64", ...); "data type N" for a value ONNX does not define.
+std::string OnnxTypeName(int32_t onnx_type);
+// Throws UnsupportedError naming `where` and the type when onnx-train has no such element type
+// (or it is string, which no kernel takes): such a model is unsupported, not corrupt.
+void CheckDTypeSupported(int32_t onnx_type, const std::string& where);
 
 template <typename T> struct DTypeOf;
 template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };

@@ -92,6 +92,7 @@ GradientRegistry& GradientRegistry::Global() {
     RegisterTensorGradientRules(*registry);
     RegisterNnGradientRules(*registry);
     RegisterSequenceGradientRules(*registry);
+    RegisterAttentionGradientRules(*registry);
     return registry;
   }();
   return *r;

@@ -25,5 +25,6 @@ void RegisterElementwiseGradientRules(GradientRegistry& r);  // gradient_rules_e
 void RegisterTensorGradientRules(GradientRegistry& r);       // gradient_rules_tensor.cc
 void RegisterNnGradientRules(GradientRegistry& r);           // gradient_rules_nn.cc
 void RegisterSequenceGradientRules(GradientRegistry& r);     // gradient_rules_sequence.cc
+void RegisterAttentionGradientRules(GradientRegistry& r);    // gradient_rules_attention.cc
 
 }  // namespace ot

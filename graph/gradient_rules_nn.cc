@@ -1,5 +1,6 @@
 // Gradient rules, Normalisation, reductions and contractions: LayerNormalization,
-// InstanceNormalization, LpNormalization, the Reduce* family, ConvTranspose, MatMul, Einsum.
+// InstanceNormalization, GroupNormalization, RMSNormalization, LpNormalization, the Reduce*
+// family, ConvTranspose, MatMul, Einsum.
 #include "graph/gradient_rules_common.h"
 
 #include "graph/einsum_equation.h"
@@ -27,6 +28,31 @@ void LayerNormalizationGrad(B& b) {
           {"stash_type", B::AttrInt(n.GetInt("stash_type", 1))}});
   if (b.NeedGI(1)) WriteBroadcastGrad(b, outs[1], 1);
   if (need_bias) WriteBroadcastGrad(b, outs[2], 2);
+}
+
+// GroupNormalization(X, scale, bias): GroupNormalizationGrad(dY, X, scale) -> dX, dScale,
+// dBias, shaped like scale and bias: one value per group before opset 21 (per_channel 0),
+// per channel from 21 on. Statistics are recomputed from X.
+void GroupNormalizationGrad(B& b) {
+  const Node& n = b.node();
+  std::vector<std::string> outs = {b.NeedGI(0) ? b.GI(0) : "", b.NeedGI(1) ? b.GI(1) : "", b.NeedGI(2) ? b.GI(2) : ""};
+  b.Emit("GroupNormalizationGrad", {b.GO(0), b.I(0), b.I(1)}, outs, kGradDomain,
+         {{"epsilon", B::AttrFloat(n.GetFloat("epsilon", 1e-5f))},
+          {"num_groups", B::AttrInt(n.GetInt("num_groups", 1))},
+          {"stash_type", B::AttrInt(n.GetInt("stash_type", 1))},
+          {"per_channel", B::AttrInt(b.opset() >= 21 ? 1 : 0)}});
+}
+
+// RMSNormalization(X, scale): RMSNormalizationGrad(dY, X, scale) -> dX, dScale, where
+// dScale is shaped like the normalised tail X.shape[axis:] and summed down to scale's shape.
+void RMSNormalizationGrad(B& b) {
+  const Node& n = b.node();
+  std::vector<std::string> outs = {b.NeedGI(0) ? b.GI(0) : "", b.NeedGI(1) ? b.Temp("dscale") : ""};
+  b.Emit("RMSNormalizationGrad", {b.GO(0), b.I(0), b.I(1)}, outs, kGradDomain,
+         {{"axis", B::AttrInt(n.GetInt("axis", -1))},
+          {"epsilon", B::AttrFloat(n.GetFloat("epsilon", 1e-5f))},
+          {"stash_type", B::AttrInt(n.GetInt("stash_type", 1))}});
+  if (b.NeedGI(1)) WriteBroadcastGrad(b, outs[1], 1);
 }
 
 // ReduceMax ... ReduceLogSumExp: ReduceValueGrad(dY, X, Y[, axes]) with the forward op's
@@ -214,6 +240,8 @@ void RegisterNnGradientRules(GradientRegistry& r) {
   RegisterRule(r, "LpNormalization", 1, kAnyOpset, LpNormalizationGrad);
   RegisterRule(r, "MaxUnpool", 9, kAnyOpset, MaxUnpoolGrad, {1, 2});
   RegisterRule(r, "InstanceNormalization", 1, kAnyOpset, InstanceNormalizationGrad);
+  RegisterRule(r, "GroupNormalization", 18, kAnyOpset, GroupNormalizationGrad);
+  RegisterRule(r, "RMSNormalization", 23, kAnyOpset, RMSNormalizationGrad);
 }
 
 }  // namespace ot

@@ -7,10 +7,13 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <unistd.h>
+
 #include <google/protobuf/io/coded_stream.h>
 
 #include "graph/error.h"
 #include "graph/file_util.h"
+#include "graph/sequence_rewrite.h"
 #include "graph/tensor_proto.h"
 
 namespace ot {
@@ -250,6 +253,7 @@ Model LoadModelFromBytes(const std::string& bytes, const std::string& where, con
     }
   }
   Model model = ModelFromProto(proto, base_dir, where);
+  RewriteSequenceOps(model);  // torch.split/chunk's SplitToSequence + SequenceAt become Split
   if (options.run_checker || options.infer_shapes) {
     // The checker and shape inference read tensors inline: give them the IR's view.
     onnx::ModelProto full;
@@ -280,12 +284,41 @@ Model LoadModel(const std::string& path, const LoadOptions& options) {
   return m;
 }
 
-void SaveModel(const Model& model, const std::string& path) {
+void SaveModel(const Model& model, const std::string& path, const SaveOptions& options) {
   onnx::ModelProto proto;
   ModelToProto(model, &proto);
+  int64_t total = 0;
+  for (const auto& t : model.graph.initializers) total += static_cast<int64_t>(t.NumBytes());
+  const size_t slash = path.find_last_of('/');
+  const std::string data_name = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".data";
+  const std::string data_path = DirName(path) + "/" + data_name;
+  if (total > options.external_above_bytes) {
+    // Tensors in file order, each at the next 64-byte boundary (memory-mappable, aligned
+    // for vector loads), the rest inline.
+    std::string data;
+    for (auto& t : *proto.mutable_graph()->mutable_initializer()) {
+      if (static_cast<int64_t>(t.raw_data().size()) < options.min_external_bytes) continue;
+      data.resize((data.size() + 63) / 64 * 64, '\0');
+      const size_t offset = data.size();
+      data += t.raw_data();
+      t.clear_raw_data();
+      t.set_data_location(onnx::TensorProto::EXTERNAL);
+      auto add = [&](const char* key, const std::string& value) {
+        auto* kv = t.add_external_data();
+        kv->set_key(key);
+        kv->set_value(value);
+      };
+      add("location", data_name);
+      add("offset", std::to_string(offset));
+      add("length", std::to_string(data.size() - offset));
+    }
+    WriteFileAtomic(data_path, data);
+  }
   std::string bytes;
-  OT_CHECK(proto.SerializeToString(&bytes), "cannot serialize the model for '%s' (over 2 GB?)", path.c_str());
+  OT_CHECK(proto.SerializeToString(&bytes),
+           "cannot serialize the model for '%s': its graph without the weights is over 2 GB", path.c_str());
   WriteFileAtomic(path, bytes);
+  if (total <= options.external_above_bytes) ::unlink(data_path.c_str());  // an earlier, larger save's data
 }
 
 void CheckModel(const Model& model) {

@@ -23,8 +23,18 @@ Model LoadModelFromBytes(const std::string& bytes, const std::string& where, con
 
 Model ModelFromProto(const onnx::ModelProto& proto, const std::string& base_dir, const std::string& where);
 void ModelToProto(const Model& model, onnx::ModelProto* proto);
-// Writes the model atomically.
-void SaveModel(const Model& model, const std::string& path);
+struct SaveOptions {
+  // Protobuf cannot serialize a message of 2 GiB or more: when the initializers need more
+  // than this many bytes, every tensor of at least min_external_bytes goes to ONNX external
+  // data in one file beside the model, "<file name>.data" (relative location, offsets).
+  int64_t external_above_bytes = int64_t(1800) << 20;
+  int64_t min_external_bytes = 1024;
+};
+
+// Writes the model atomically (the external data file first, so a model never names a data
+// file that is incomplete); a stale "<file name>.data" of an earlier save is removed when
+// this one keeps every tensor inline.
+void SaveModel(const Model& model, const std::string& path, const SaveOptions& options = {});
 // Runs the ONNX checker over the exported form of model; throws ot::Error with its message.
 void CheckModel(const Model& model);
 

@@ -114,8 +114,9 @@ class RankInference {
         "Softplus", "Softsign", "Clip", "Floor", "Ceil", "Round", "Sign", "Not", "IsNaN", "IsInf", "Mish",
         "ThresholdedRelu", "Shrink", "Sin", "Cos", "Trilu", "CumSum", "Transpose", "Slice", "Pad", "Tile",
         "Resize", "Upsample", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool",
-        "GlobalMaxPool", "LRN", "InstanceNormalization", "LpNormalization", "SpaceToDepth", "DepthToSpace",
-        "Hardmax", "ReverseSequence", "ScatterElements", "ScatterND", "GatherElements", "Compress"};
+        "GlobalMaxPool", "LRN", "InstanceNormalization", "GroupNormalization", "RMSNormalization", "LpNormalization",
+        "SpaceToDepth", "DepthToSpace", "Hardmax", "ReverseSequence", "ScatterElements", "ScatterND", "GatherElements",
+        "Compress"};
     static const std::set<std::string> kBroadcast = {
         "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Where", "Equal", "Less", "Greater",
         "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "PRelu", "Mod", "BitShift"};

@@ -68,8 +68,7 @@ void LoadExternal(const onnx::TensorProto& p, const std::string& base_dir, const
 }  // namespace
 
 HostTensor TensorFromProto(const onnx::TensorProto& p, const std::string& base_dir, const std::string& where) {
-  OT_CHECK(DTypeIsKnown(p.data_type()) && p.data_type() != onnx::TensorProto::STRING,
-           "%s: tensor '%s' has unsupported data type %d", where.c_str(), p.name().c_str(), p.data_type());
+  CheckDTypeSupported(p.data_type(), where + ": tensor '" + p.name() + "'");
   HostTensor t;
   t.name = p.name();
   t.dtype = static_cast<DType>(p.data_type());
@@ -117,7 +116,8 @@ HostTensor TensorFromProto(const onnx::TensorProto& p, const std::string& base_d
       check_count(p.int32_data_size()); CopyField<uint8_t>(p.int32_data(), &t); break;
     case DType::kUInt32: check_count(p.uint64_data_size()); CopyField<uint32_t>(p.uint64_data(), &t); break;
     case DType::kUInt64: check_count(p.uint64_data_size()); CopyField<uint64_t>(p.uint64_data(), &t); break;
-    default: throw Error(where + ": tensor '" + p.name() + "' has unsupported type " + DTypeName(t.dtype));
+    default:
+      throw UnsupportedError(where + ": tensor '" + p.name() + "' has unsupported type " + DTypeName(t.dtype));
   }
   return t;
 }

@@ -17,6 +17,18 @@ bool ParseUnaryFn(const std::string& op_type, UnaryFn* fn) {
   return false;
 }
 
+bool ParseNodeUnaryFn(const Node& node, const std::string& op_type, UnaryFn* fn) {
+  if (!ParseUnaryFn(op_type, fn)) return false;
+  if (*fn == UnaryFn::kGelu) {
+    // ai.onnx Gelu (opset 20) names its form; the fused org.onnxtrain Gelu has none (erf).
+    const std::string form = node.GetString("approximate", "none");
+    if (form != "none" && form != "tanh")
+      throw Error(node.Describe() + ": Gelu's approximate must be \"none\" or \"tanh\", not \"" + form + "\"");
+    if (form == "tanh") *fn = UnaryFn::kGeluTanh;
+  }
+  return true;
+}
+
 UnaryParams ReadUnaryParams(const Node& node, UnaryFn fn) {
   UnaryParams p;
   switch (fn) {

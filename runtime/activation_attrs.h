@@ -16,6 +16,11 @@ namespace ot {
 
 // The UnaryFn named by an ONNX op type; false when there is none.
 bool ParseUnaryFn(const std::string& op_type, UnaryFn* fn);
+// The UnaryFn that `node` computes for the op type `op_type` (the node's own, or the forward
+// op an ActivationGrad names), in the form its attributes choose: Gelu with approximate
+// "tanh" is kGeluTanh ("none" or absent: the erf form). false when the op has none; throws
+// naming the node for an approximate other than "none" or "tanh".
+bool ParseNodeUnaryFn(const Node& node, const std::string& op_type, UnaryFn* fn);
 // The op's attributes (ONNX defaults where absent). Clip's bounds are not attributes from
 // opset 11 on: read them with ReadClipBounds.
 UnaryParams ReadUnaryParams(const Node& node, UnaryFn fn);

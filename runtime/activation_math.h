@@ -24,9 +24,14 @@ namespace ot {
       X(Abs) X(Reciprocal) X(HardSigmoid) X(HardSwish) X(Softplus) X(Softsign) X(Elu) X(Selu) X(Celu) X(Mish) \
           X(ThresholdedRelu) X(Shrink) X(Clip) X(Gelu)
 
+// Y(name): a form of an op above that its attributes choose (ParseNodeUnaryFn in
+// runtime/activation_attrs.h), not an op type: GeluTanh is Gelu with approximate="tanh".
+// A form of its own, so that each loop over elements has no per-element branch.
+#define OT_UNARY_FORMS(Y) Y(GeluTanh)
+
 enum class UnaryFn {
 #define OT_UNARY_ENUM(name) k##name,
-  OT_UNARY_FNS(OT_UNARY_ENUM)
+  OT_UNARY_FNS(OT_UNARY_ENUM) OT_UNARY_FORMS(OT_UNARY_ENUM)
 #undef OT_UNARY_ENUM
 };
 
@@ -90,6 +95,13 @@ template <typename T>
 OT_ACTIVATION_HD inline T Sigmoid(T x) {
   return T(1) / (T(1) + Exp(-x));
 }
+// GELU's tanh approximation 0.5 x (1 + tanh(u(x))), u(x) = sqrt(2/pi) (x + 0.044715 x^3)
+// (ONNX Gelu approximate="tanh", PyTorch's gelu(approximate='tanh')), is computed as the
+// equal x sigmoid(2 u(x)): no cancellation in 1 + tanh where tanh nears -1, and vectorisable.
+template <typename T>
+OT_ACTIVATION_HD inline T GeluTanhArg2(T x) {  // 2 u(x)
+  return T(1.5957691216057308) * (x + T(0.044715) * x * x * x);
+}
 // log(1 + e^x) without overflow.
 template <typename T>
 OT_ACTIVATION_HD inline T Softplus(T x) {
@@ -138,6 +150,7 @@ OT_ACTIVATION_HD inline T UnaryForward(T x, const UnaryParams& p) {
     if constexpr (F == UnaryFn::kShrink) return x < -a ? x + b : x > a ? x - b : T(0);
     if constexpr (F == UnaryFn::kClip) return x < a ? a : x > b ? b : x;  // a > b gives b, as ONNX says
     if constexpr (F == UnaryFn::kGelu) return T(0.5) * x * (T(1) + unary_detail::Erf(x * T(0.70710678118654752)));
+    if constexpr (F == UnaryFn::kGeluTanh) return x * unary_detail::Sigmoid(unary_detail::GeluTanhArg2(x));
   }
 }
 
@@ -193,6 +206,10 @@ OT_ACTIVATION_HD inline T UnaryDerivative(T x, const UnaryParams& p) {
   if constexpr (F == UnaryFn::kGelu)  // Phi(x) + x phi(x)
     return T(0.5) * (T(1) + unary_detail::Erf(x * T(0.70710678118654752))) +
            x * T(0.39894228040143268) * unary_detail::Exp(T(-0.5) * x * x);
+  if constexpr (F == UnaryFn::kGeluTanh) {  // s + x s (1 - s) 2u'(x), s = sigmoid(2 u(x))
+    const T s = Sigmoid(unary_detail::GeluTanhArg2(x));
+    return s + x * s * (T(1) - s) * T(1.5957691216057308) * (T(1) + T(3 * 0.044715) * x * x);
+  }
 }
 
 // Calls fn(std::integral_constant<UnaryFn, F>{}) for the runtime value `f`, so that a
@@ -204,6 +221,7 @@ inline void DispatchUnaryFn(UnaryFn f, Fn&& fn) {
   case UnaryFn::k##name:    \
     return fn(std::integral_constant<UnaryFn, UnaryFn::k##name>{});
     OT_UNARY_FNS(OT_UNARY_CASE)
+    OT_UNARY_FORMS(OT_UNARY_CASE)
 #undef OT_UNARY_CASE
   }
 }

@@ -234,13 +234,16 @@ double SourceCoordinate(const std::string& mode, double x, double scale, int64_t
                         double roi_end) {
   const double out_len = scale * static_cast<double>(in);
   if (mode == "half_pixel") return (x + 0.5) / scale - 0.5;
+  if (mode == "half_pixel_symmetric") {  // opset 19: half_pixel shifted to keep the centre where it is
+    const double adjustment = static_cast<double>(out) / out_len;
+    return static_cast<double>(in) / 2 * (1 - adjustment) + (x + 0.5) / scale - 0.5;
+  }
   if (mode == "pytorch_half_pixel") return out_len > 1 ? (x + 0.5) / scale - 0.5 : -0.5;
   if (mode == "align_corners") return out_len == 1 ? 0.0 : x * static_cast<double>(in - 1) / (out_len - 1);
   if (mode == "asymmetric") return x / scale;
   if (mode == "tf_half_pixel_for_nn") return (x + 0.5) / scale;
   // tf_crop_and_resize
   const double span = static_cast<double>(in - 1);
-  (void)out;
   if (out_len == 1) return (roi_end - roi_start) * span / 2 + roi_start * span;
   return x * (roi_end - roi_start) * span / (out_len - 1) + roi_start * span;
 }
@@ -272,13 +275,15 @@ ResizePlan PlanResize(const Node& node, const std::string& op, int64_t opset, co
   if (legacy && mode == "cubic") Fail(node, "mode 'cubic' needs opset 11");
   const std::string coord = legacy ? "asymmetric" : node.GetString("coordinate_transformation_mode", "half_pixel");
   static const char* kCoords[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-                                  "tf_half_pixel_for_nn", "tf_crop_and_resize"};
-  if (std::find(std::begin(kCoords), std::end(kCoords), coord) == std::end(kCoords))
-    Unsupported(node, "coordinate_transformation_mode '" + coord + "'");
+                                  "tf_half_pixel_for_nn", "tf_crop_and_resize", "half_pixel_symmetric"};
+  if (std::find(std::begin(kCoords), std::end(kCoords), coord) == std::end(kCoords) ||
+      (coord == "half_pixel_symmetric" && opset < 19))
+    Fail(node, "coordinate_transformation_mode '" + coord + "' is not one of opset " + std::to_string(opset) + "'s");
   const std::string nearest = legacy ? "floor" : node.GetString("nearest_mode", "round_prefer_floor");
   if (nearest != "round_prefer_floor" && nearest != "round_prefer_ceil" && nearest != "floor" && nearest != "ceil")
     Fail(node, "nearest_mode '" + nearest + "' is not one of round_prefer_floor, round_prefer_ceil, floor, ceil");
-  if (node.GetInt("antialias", 0) != 0) Unsupported(node, "attribute 'antialias'");
+  // Opset 18's antialias: linear and cubic stretch their filter by 1 / scale when downscaling.
+  const bool antialias = !legacy && node.GetInt("antialias", 0) != 0 && mode != "nearest";
   const std::string policy = node.GetString("keep_aspect_ratio_policy", "stretch");
   if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
     Fail(node, "keep_aspect_ratio_policy must be stretch, not_larger or not_smaller, not '" + policy + "'");
@@ -364,11 +369,18 @@ ResizePlan PlanResize(const Node& node, const std::string& op, int64_t opset, co
                                 p.out[0] == x[0] && p.out[1] == x[1] &&
                                 (coord == "half_pixel" || coord == "pytorch_half_pixel");
   for (size_t d = 2; d < rank && p.spatial_half_pixel_linear; ++d)
-    p.spatial_half_pixel_linear = x[d] > 0 && p.out[d] > (coord == "pytorch_half_pixel" ? 1 : 0) &&
+    p.spatial_half_pixel_linear = !(antialias && scales[d] < 1) && x[d] > 0 && p.out[d] > (coord == "pytorch_half_pixel" ? 1 : 0) &&
                                   scales[d] * static_cast<double>(x[d]) == static_cast<double>(p.out[d]);
 
-  const int taps = mode == "cubic" ? 4 : mode == "nearest" ? 1 : 2;
   for (size_t d = 0; d < rank; ++d) {
+    // Antialiased, a downscaling axis reads every input index within the filter's support
+    // (1 for linear, 2 for cubic) times 1 / scale of the source coordinate, as ONNX's
+    // reference does: `first` is the offset of the first tap from the tap left of the
+    // source (the one before it when the source is an integer).
+    const double support = mode == "cubic" ? 2 : 1;
+    const double filter_scale = antialias ? std::min(scales[d], 1.0) : 1.0;
+    const auto first = static_cast<int64_t>(std::floor(-support / filter_scale)) + 1;
+    const int taps = mode == "nearest" ? 1 : static_cast<int>(2 - 2 * first);
     ResizeAxis ax;
     ax.in = x[d];
     ax.out = p.out[d];
@@ -404,6 +416,26 @@ ResizePlan PlanResize(const Node& node, const std::string& op, int64_t opset, co
         }
         idx[0] = clamp(base + (up ? 1 : 0));
         w[0] = 1.f;
+      } else if (antialias) {
+        const double ratio = r == 0 ? 1.0 : r;
+        const int64_t left = r == 0 ? base - 1 : base;
+        std::vector<double> c(static_cast<size_t>(taps));
+        double sum = 0;
+        for (int k = 0; k < taps; ++k) {
+          const double v = std::fabs(filter_scale * (static_cast<double>(first + k) - ratio));
+          double& ck = c[static_cast<size_t>(k)];
+          if (mode == "linear") ck = std::max(0.0, 1 - v);
+          else if (v <= 1) ck = ((a + 2) * v - (a + 3)) * v * v + 1;
+          else if (v < 2) ck = ((a * v - 5 * a) * v + 8 * a) * v - 4 * a;
+          else ck = 0;
+          const int64_t i = left + first + k;
+          if (exclude_outside && (i < 0 || i >= ax.in)) ck = 0;
+          sum += ck;
+        }
+        for (int k = 0; k < taps; ++k) {
+          idx[k] = clamp(left + first + k);
+          w[k] = static_cast<float>(sum != 0 ? c[static_cast<size_t>(k)] / sum : 0.0);
+        }
       } else if (taps == 2) {
         idx[0] = clamp(base);
         idx[1] = clamp(base + 1);
@@ -429,15 +461,23 @@ ResizePlan PlanResize(const Node& node, const std::string& op, int64_t opset, co
   return p;
 }
 
+std::string GridSampleMode(const Node& node) {
+  const std::string mode = node.GetString("mode", "bilinear");
+  if (mode == "bilinear" || mode == "linear") return "bilinear";
+  if (mode == "bicubic" || mode == "cubic") return "bicubic";
+  if (mode == "nearest") return mode;
+  Fail(node, "mode must be linear (bilinear before opset 20), nearest or cubic (bicubic), not '" + mode + "'");
+}
+
 Shape GridSampleOutputShape(const Node& node, const Tensor& x, const Tensor& grid) {
+  if (x.rank() == 5)
+    Unsupported(node, "the volumetric form (5-D X [N, C, D, H, W], opset 20) is not supported; only 4-D X is");
   if (x.rank() != 4) Fail(node, "X must be 4-D [N, C, H, W], got " + ShapeString(x.shape()));
   if (grid.rank() != 4 || grid.dim(0) != x.dim(0) || grid.dim(3) != 2)
     Fail(node, "grid must be [N, H_out, W_out, 2] with N = " + std::to_string(x.dim(0)) + ", got " +
                    ShapeString(grid.shape()));
   if (grid.dtype() != x.dtype()) Fail(node, "grid and X differ in type");
-  const std::string mode = node.GetString("mode", "bilinear");
-  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
-    Fail(node, "mode must be bilinear, nearest or bicubic, not '" + mode + "'");
+  GridSampleMode(node);
   const std::string pad = node.GetString("padding_mode", "zeros");
   if (pad != "zeros" && pad != "border" && pad != "reflection")
     Fail(node, "padding_mode must be zeros, border or reflection, not '" + pad + "'");

@@ -119,9 +119,13 @@ struct ResizeInputs {
 ResizeInputs ReadResizeInputs(const Node& node, const std::string& op, int64_t opset, const KernelContext& ctx);
 ResizePlan PlanResize(const Node& node, const std::string& op, int64_t opset, const Shape& x, const ResizeInputs& in);
 
-// GridSample(X [N, C, H, W], grid [N, Ho, Wo, 2]) (opset 16): checks the inputs and the
-// attributes (mode bilinear/nearest/bicubic, padding_mode zeros/border/reflection);
-// returns the output shape [N, C, Ho, Wo].
+// GridSample's mode as opset 16 names it: "bilinear", "nearest" or "bicubic". Opset 20
+// renamed bilinear and bicubic to linear and cubic; either name is taken (a GridSampleGrad
+// node carries its forward's attributes, whatever its opset). Throws for other modes.
+std::string GridSampleMode(const Node& node);
+// GridSample(X [N, C, H, W], grid [N, Ho, Wo, 2]) (opsets 16, 20, 22): checks the inputs and
+// the attributes (mode, padding_mode zeros/border/reflection); returns the output shape
+// [N, C, Ho, Wo]. The volumetric form of opset 20 (5-D X) throws ot::UnsupportedError.
 Shape GridSampleOutputShape(const Node& node, const Tensor& x, const Tensor& grid);
 
 }  // namespace ot

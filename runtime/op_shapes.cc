@@ -248,8 +248,8 @@ std::vector<int64_t> PadsOnAllAxes(const Node& node, std::vector<int64_t> pads, 
 PadPlan PreparePad(const Node& node, int opset, const KernelContext& ctx, ShapeInputValues& inputs, const Shape& x) {
   PadPlan plan;
   plan.mode = node.GetString("mode", "constant");
-  if (plan.mode != "constant" && plan.mode != "reflect" && plan.mode != "edge")
-    Unsupported(node, "mode '" + plan.mode + "'");
+  if (plan.mode != "constant" && plan.mode != "reflect" && plan.mode != "edge" && !(opset >= 19 && plan.mode == "wrap"))
+    Fail(node, "mode must be constant, reflect, edge or (from opset 19) wrap, not '" + plan.mode + "'");
   plan.pads = opset < 11 ? node.GetInts("pads") : inputs.Read(ctx, 1);
   const size_t rank = x.size();
   if (opset >= 18) plan.pads = PadsOnAllAxes(node, plan.pads, inputs.Read(ctx, 3), rank);
@@ -261,6 +261,8 @@ PadPlan PreparePad(const Node& node, int opset, const KernelContext& ctx, ShapeI
     if (out < 0) Fail(node, "pads " + ShapeString(plan.pads) + " crop axis " + std::to_string(d) + " below 0");
     if (plan.mode != "constant" && x[d] == 0 && out > 0)
       Fail(node, "cannot pad an empty axis in mode '" + plan.mode + "'");
+    if (plan.mode == "wrap" && out > 0 && x[d] + std::min<int64_t>(plan.pads[d], 0) + std::min<int64_t>(plan.pads[d + rank], 0) <= 0)
+      Fail(node, "pads " + ShapeString(plan.pads) + " crop axis " + std::to_string(d) + " to nothing, so it cannot wrap");
     plan.out[d] = out;
   }
   return plan;
@@ -290,10 +292,17 @@ std::vector<int64_t> PadAxisSources(int64_t dim, int64_t begin, int64_t out_dim,
   for (int64_t o = 0; o < out_dim; ++o) {
     int64_t i = o - begin;
     if (i < 0 || i >= dim) {
-      if (mode == "constant") i = -1;
-      else if (mode == "edge") i = std::clamp<int64_t>(i, 0, dim - 1);
-      else if (dim == 1) i = 0;
-      else {  // reflect: period 2*(dim-1), mirrored about both ends
+      if (mode == "constant") {
+        i = -1;
+      } else if (mode == "wrap") {  // around what is left after cropping (negative pads) on either side
+        const int64_t lo = std::max<int64_t>(-begin, 0), end = out_dim - dim - begin;
+        const int64_t len = dim - lo - std::max<int64_t>(-end, 0);
+        i = lo + ((i - lo) % len + len) % len;
+      } else if (mode == "edge") {
+        i = std::clamp<int64_t>(i, 0, dim - 1);
+      } else if (dim == 1) {
+        i = 0;
+      } else {  // reflect: period 2*(dim-1), mirrored about both ends
         const int64_t period = 2 * (dim - 1);
         i = ((i % period) + period) % period;
         if (i >= dim) i = period - i;
@@ -345,8 +354,12 @@ void CheckClipBounds(const Node& node, const KernelContext& ctx) {
 }
 
 DType CastTargetType(const Node& node, const KernelContext& ctx) {
-  if (node.HasAttr("saturate")) Unsupported(node, "attribute 'saturate'");
-  return node.op_type == "CastLike" ? ctx.Input(1).dtype() : static_cast<DType>(node.GetInt("to", 0));
+  // saturate (opset 19) and round_mode (opset 24) change only conversions to the float8
+  // types, which onnx-train does not have: CheckDTypeSupported refuses those targets.
+  const int32_t to = node.op_type == "CastLike" ? static_cast<int32_t>(ctx.Input(1).dtype())
+                                                : static_cast<int32_t>(node.GetInt("to", 0));
+  CheckDTypeSupported(to, node.op_type + ": the target type");
+  return static_cast<DType>(to);
 }
 
 BinaryOp ParseBinaryOp(const std::string& op_type) {

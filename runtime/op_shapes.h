@@ -68,7 +68,7 @@ int64_t GatherElementsAxis(const Node& node, const Tensor& data, const Tensor& i
 // `rank` axes; `pads` as it is when axes is empty.
 std::vector<int64_t> PadsOnAllAxes(const Node& node, std::vector<int64_t> pads, const std::vector<int64_t>& axes,
                                    size_t rank);
-// Pad: mode (constant, reflect or edge), pads (attribute before opset 11, else input 1;
+// Pad: mode (constant, reflect, edge, or from opset 19 wrap), pads (attribute before opset 11, else input 1;
 // from opset 18 for the axes of input 3 when given)
 // and the output shape, checked (no axis cropped below 0, no empty axis padded by
 // reflect or edge).
@@ -84,7 +84,8 @@ std::vector<unsigned char> PadAttributeValue(const Node& node, DType t);
 // Opset 11+: throws when the constant_value input is given in another type than the data.
 void CheckPadConstantValue(const Node& node, const Tensor* value, DType t);
 // Pad along one axis: the input index each output index reads, -1 where constant padding
-// goes (reflect mirrors about both ends, edge repeats them).
+// goes (reflect mirrors about both ends, edge repeats them, wrap continues from the other
+// end of what negative pads leave).
 std::vector<int64_t> PadAxisSources(int64_t dim, int64_t begin, int64_t out_dim, const std::string& mode);
 // PadGrad(dY, X, pads[, axes]): checks the inputs and returns the begin pads of every axis.
 std::vector<int64_t> PadGradBeginPads(const Node& node, const KernelContext& ctx);

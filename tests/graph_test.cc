@@ -141,6 +141,53 @@ TEST(Graph, ExternalDataIsReadFromTheModelsFolder) {
   }
 }
 
+// A model over the external-data threshold (protobuf's 2 GB limit in real use; a few
+// bytes here) is written as model + "<name>.data"; it loads back whole, and a short data
+// file names the file, the tensor and the offset.
+TEST(Graph, LargeModelsAreSavedWithExternalData) {
+  std::string dir = TempDir();
+  Model m = SmallModel();
+  m.graph.nodes[0].attrs.clear();
+  HostTensor big(DType::kFloat32, {300}, "big");
+  for (int i = 0; i < 300; ++i) big.Data<float>()[i] = 0.5f * static_cast<float>(i);
+  m.graph.initializers.push_back(big);
+  SaveOptions opts;
+  opts.external_above_bytes = 100;
+  opts.min_external_bytes = 16;
+  SaveModel(m, dir + "/big.onnx", opts);
+  struct stat st {};
+  ASSERT_EQ(::stat((dir + "/big.onnx.data").c_str(), &st), 0) << "no external data file written";
+  EXPECT_GE(st.st_size, 1200);
+  onnx::ModelProto p;
+  std::ifstream in(dir + "/big.onnx", std::ios::binary);
+  ASSERT_TRUE(p.ParseFromIstream(&in));
+  int external = 0;
+  for (const auto& t : p.graph().initializer()) external += t.data_location() == onnx::TensorProto::EXTERNAL;
+  EXPECT_GE(external, 1);
+  Model back = LoadModel(dir + "/big.onnx");
+  const HostTensor* b = back.graph.FindInitializer("big");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->bytes, big.bytes);
+  EXPECT_EQ(back.graph.FindInitializer("w")->bytes, m.graph.FindInitializer("w")->bytes);
+
+  // Saved again under the threshold: one file, and the stale data file is gone.
+  SaveModel(m, dir + "/big.onnx");
+  EXPECT_NE(::stat((dir + "/big.onnx.data").c_str(), &st), 0);
+  EXPECT_EQ(LoadModel(dir + "/big.onnx").graph.FindInitializer("big")->bytes, big.bytes);
+
+  SaveModel(m, dir + "/big.onnx", opts);
+  ASSERT_EQ(::truncate((dir + "/big.onnx.data").c_str(), 100), 0);
+  try {
+    LoadModel(dir + "/big.onnx");
+    FAIL() << "a short data file must be an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("big.onnx.data"), std::string::npos) << what;
+    EXPECT_NE(what.find("'big'"), std::string::npos) << what;
+    EXPECT_NE(what.find("truncated"), std::string::npos) << what;
+  }
+}
+
 TEST(Graph, OldIrVersionModelsListInitializersAsInputs) {
   Model m = SmallModel();
   m.graph.nodes[0].attrs.clear();

@@ -82,6 +82,15 @@ VOCAB, SEQ = 50, 12
 # Models that fail today for a reason owned elsewhere: name -> what they wait for. Run and
 # reported, not counted.
 KNOWN_FAILURES = {}
+# Models the dynamo exporter (PyTorch 2.x) cannot export: not ours to fix, reported as known.
+DYNAMO_EXPORT_FAILURES = {
+    "transformer": "torch.export cannot trace nn.TransformerEncoder in train() with a mask: its fast-path check "
+                   "(_detect_is_causal_mask) reads the mask's values (a data-dependent .all())",
+}
+
+
+def known_failures():
+    return KNOWN_FAILURES if EXPORTER[0] == "legacy" else {**KNOWN_FAILURES, **DYNAMO_EXPORT_FAILURES}
 
 
 # ---------------------------------------------------------------------------------------
@@ -457,6 +466,12 @@ def our_kink_inputs(binary, model_path, workdir, tag, calls):
     if kinds != [c[0] for c in calls]:
         return None, f"{len(nodes)} activation nodes do not pair with torch's {len(calls)} activation calls"
     names = [n.input[0] for n in nodes]
+    # The dynamo exporter writes BatchNormalization in inference form even for a model in
+    # train(); `grad` trains it in training form (batch statistics), so the forward whose
+    # kinks count normalises with batch statistics too.
+    for n in model.graph.node:
+        if n.op_type == "BatchNormalization" and not any(a.name == "training_mode" and a.i for a in n.attribute):
+            n.attribute.append(onnx.helper.make_attribute("training_mode", 1))
     known = {o.name for o in model.graph.output}
     for name, call in zip(names, calls):
         if name not in known:
@@ -729,7 +744,7 @@ def main():
     for name in names:
         for row in check_model(args, name, opsets, seed=args.seed + list(ZOO).index(name)):
             ok = not row["failures"]
-            known = name in KNOWN_FAILURES
+            known = name in known_failures()
             row["result"] = ("pass" if not known else "XPASS") if ok else ("known" if known else "FAIL")
             limit = max(1e-4, 3 * row["t32"]) if row["t32"] == row["t32"] else float("nan")
             kinks = row.get("kinks", "-")
@@ -738,7 +753,7 @@ def main():
             for f in row["failures"][:4]:
                 print("      " + f, flush=True)
             if known and not ok:
-                print(f"      (known: {KNOWN_FAILURES[name]})")
+                print(f"      (known: {known_failures()[name]})")
             rows.append(row)
     counts = {k: sum(r["result"] == k for r in rows) for k in ("pass", "FAIL", "known", "XPASS")}
     print(f"torch_zoo_test: {counts['pass']} passed, {counts['FAIL']} failed, {counts['known']} known failures, "

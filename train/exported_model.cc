@@ -30,6 +30,28 @@ bool RunsWithBatch(const Model& model, int64_t batch) {
   }
 }
 
+// Parameters that PyTorch 2.x's optimizing dynamo exporter transformed into new
+// initializers (val_<n>: a Linear weight transposed, an LSTM's biases combined): they train
+// as they are, but their names match no module parameter. One line saying so, or "".
+std::string FoldedParametersNote(const Model& model) {
+  if (model.producer_name != "pytorch") return "";
+  std::vector<std::string> folded;
+  for (const auto& t : model.graph.initializers)
+    if (t.dtype == DType::kFloat32 && t.NumElements() > 1 && t.name.rfind("val_", 0) == 0 &&
+        t.name.find_first_not_of("0123456789", 4) == std::string::npos && t.name.size() > 4)
+      folded.push_back(t.name);
+  if (folded.empty()) return "";
+  std::string names;
+  for (size_t i = 0; i < folded.size() && i < 3; ++i) names += (i ? ", " : "") + folded[i];
+  return StrFormat("%zu parameter tensor%s (%s%s) %s transformed by PyTorch's dynamo exporter into new "
+                   "initializers (e.g. a Linear weight transposed); %s, but the checkpoint's %s will not load back "
+                   "into the PyTorch module by name: export with torch.onnx.export(..., optimize=False) to keep "
+                   "every parameter's name",
+                   folded.size(), folded.size() == 1 ? "" : "s", names.c_str(), folded.size() > 3 ? ", ..." : "",
+                   folded.size() == 1 ? "was" : "were", folded.size() == 1 ? "it trains" : "they train",
+                   folded.size() == 1 ? "copy" : "copies");
+}
+
 }  // namespace
 
 PreparedModel PrepareExportedModel(const Model& model, const ExportedModelOptions& o) {
@@ -68,6 +90,8 @@ PreparedModel PrepareExportedModel(const Model& model, const ExportedModelOption
     p.freeze = r.frozen_statistics;
     const std::string line = r.Describe();
     if (!line.empty()) p.notes.push_back(line);
+    const std::string folded = FoldedParametersNote(p.model);
+    if (!folded.empty()) p.notes.push_back(folded);
   }
   return p;
 }

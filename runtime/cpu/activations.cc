@@ -39,7 +39,7 @@ bool KeepsZero(UnaryFn fn, const UnaryParams& p) {
 class UnaryLoopKernel final : public OpKernel {
  public:
   explicit UnaryLoopKernel(const KernelInfo& info) : OpKernel(info) {
-    if (!ParseUnaryFn(node_.op_type, &fn_)) Fail("no element function for this op");
+    if (!ParseNodeUnaryFn(node_, node_.op_type, &fn_)) Fail("no element function for this op");
     params_ = ReadUnaryParams(node_, fn_);
   }
 
@@ -124,7 +124,9 @@ OT_REGISTER_CPU_KERNEL("Celu", 12, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("ThresholdedRelu", 10, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("Shrink", 9, kLatest, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("PRelu", 1, kLatest, PReluKernel);
-// GELU (erf form), fused from PyTorch's exported Div/Erf/Add/Mul/Mul (graph/fusion.h).
+// GELU: ONNX's from opset 20 (approximate "none", the erf form, or "tanh"); and the erf
+// form fused from PyTorch's exported Div/Erf/Add/Mul/Mul (graph/fusion.h).
+OT_REGISTER_CPU_KERNEL("Gelu", 20, kLatest, UnaryLoopKernel);
 OT_REGISTER_KERNEL(kGradDomain, "Gelu", 1, kLatest, DeviceType::kCPU, UnaryLoopKernel);
 
 }  // namespace

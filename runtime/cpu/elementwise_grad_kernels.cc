@@ -48,7 +48,7 @@ class ActivationGradKernel final : public OpKernel {
  public:
   explicit ActivationGradKernel(const KernelInfo& info) : OpKernel(info) {
     const std::string op = node_.GetString("op", "");
-    if (!ParseUnaryFn(op, &fn_)) Fail("unknown forward op '" + op + "' (attribute 'op')");
+    if (!ParseNodeUnaryFn(node_, op, &fn_)) Fail("unknown forward op '" + op + "' (attribute 'op')");
     params_ = ReadUnaryParams(node_, fn_);
   }
 

@@ -3,13 +3,18 @@
 // stash_type 1 (float) only. Where Scale (and B) cover the whole normalised tail (the
 // usual [D] of a transformer), both run on oneDNN's layer_normalization primitives (the
 // gradient with row statistics computed here in double from X); otherwise, as row loops
-// with statistics accumulated in double.
+// with statistics accumulated in double. RMSNormalization (opset 23) and its gradient
+// share the geometry, as row loops.
 //
 //   LayerNormalization(X, Scale[, B]) -> Y[, Mean, InvStdDev]
 //     Mean and InvStdDev have X's shape with the normalised axes set to 1.
 //   LayerNormalizationGrad(dY, X, Scale) -> dX, dScale, dBias (each optional)
 //     recomputes the row statistics from X; dScale and dBias are shaped like the
 //     normalised tail X.shape[axis:] (the rule sums them down to Scale's and B's shapes).
+//   RMSNormalization(X, scale) -> Y = X * r * scale, r = 1 / sqrt(mean(X^2) + epsilon) per row
+//   RMSNormalizationGrad(dY, X, scale) -> dX, dScale (each optional); with g = dY * scale,
+//     dX = r * (g - X * r^2 * mean(g * X)) per row, dScale = sum over rows of dY * X * r,
+//     shaped like the normalised tail (summed down to scale's shape by the rule).
 #include <cmath>
 #include <vector>
 
@@ -57,7 +62,7 @@ LayerNormGeometry PlanLayerNorm(const Node& node, const KernelContext& ctx, int 
     throw UnsupportedError(node.op_type + ": stash_type " + std::to_string(node.GetInt("stash_type", 1)) +
                            " (only 1, float)");
   const int64_t rank = static_cast<int64_t>(x.rank());
-  if (rank == 0) throw Error(node.Describe() + ": LayerNormalization needs an input of rank >= 1");
+  if (rank == 0) throw Error(node.Describe() + ": " + node.op_type + " needs an input of rank >= 1");
   const int64_t axis = NormalizeAxis(node.GetInt("axis", -1), rank, node);
   LayerNormGeometry g;
   const Shape& s = x.shape();
@@ -326,10 +331,109 @@ class LayerNormGradKernel final : public OpKernel {
   dnnl::layer_normalization_backward prim_;
 };
 
+// 1 / sqrt(mean(x^2) + eps) of one row of `inner` values, in double.
+double RowInvRms(const float* x, int64_t inner, double eps) {
+  double sq = 0;
+  for (int64_t j = 0; j < inner; ++j) sq += static_cast<double>(x[j]) * x[j];
+  return 1.0 / std::sqrt((inner ? sq / static_cast<double>(inner) : 0.0) + eps);
+}
+
+class RmsNormKernel final : public OpKernel {
+ public:
+  explicit RmsNormKernel(const KernelInfo& info) : OpKernel(info) {}
+
+  void Prepare(KernelContext& ctx) override {
+    g_ = PlanLayerNorm(node_, ctx, 1, nullptr);
+    ctx.SetOutput(0, DType::kFloat32, ctx.Input(0).shape());
+    IndexTail(g_.tail, g_.scale_strides, &scale_off_);
+    scale_.resize(static_cast<size_t>(g_.inner));
+  }
+
+  void Compute(KernelContext& ctx) override {
+    const float* x = ctx.Input(0).data<float>();
+    const float* sc = ctx.Input(1).data<float>();
+    for (size_t j = 0; j < scale_.size(); ++j) scale_[j] = sc[scale_off_[j]];
+    float* y = ctx.Output(0).data<float>();
+    const double eps = node_.GetFloat("epsilon", 1e-5f);
+    const int64_t inner = g_.inner, outer = g_.outer;
+    const float* scale = scale_.data();
+#pragma omp parallel for if (outer * inner > 32768)
+    for (int64_t r = 0; r < outer; ++r) {
+      const float* xr = x + r * inner;
+      float* yr = y + r * inner;
+      const float inv = static_cast<float>(RowInvRms(xr, inner, eps));
+      for (int64_t j = 0; j < inner; ++j) yr[j] = xr[j] * inv * scale[j];
+    }
+  }
+
+ private:
+  LayerNormGeometry g_;
+  std::vector<int64_t> scale_off_;
+  std::vector<float> scale_;
+};
+
+class RmsNormGradKernel final : public OpKernel {
+ public:
+  explicit RmsNormGradKernel(const KernelInfo& info) : OpKernel(info) {}
+
+  void Prepare(KernelContext& ctx) override {
+    g_ = PlanLayerNorm(node_, ctx, 2, nullptr);
+    const Tensor& dy = ctx.Input(0);
+    if (dy.dtype() != DType::kFloat32 || dy.shape() != ctx.Input(1).shape())
+      Fail("gradient " + dy.Describe() + " does not match X " + ctx.Input(1).Describe());
+    ctx.SetOutput(0, DType::kFloat32, dy.shape());
+    ctx.SetOutput(1, DType::kFloat32, g_.tail);
+    IndexTail(g_.tail, g_.scale_strides, &scale_off_);
+    scale_.resize(static_cast<size_t>(g_.inner));
+    inv_.resize(static_cast<size_t>(g_.outer));
+  }
+
+  void Compute(KernelContext& ctx) override {
+    const float* dy = ctx.Input(0).data<float>();
+    const float* x = ctx.Input(1).data<float>();
+    const float* sc = ctx.Input(2).data<float>();
+    for (size_t j = 0; j < scale_.size(); ++j) scale_[j] = sc[scale_off_[j]];
+    const double eps = node_.GetFloat("epsilon", 1e-5f);
+    const int64_t inner = g_.inner, outer = g_.outer;
+    const float* scale = scale_.data();
+    double* inv = inv_.data();
+    float* dx = ctx.HasOutput(0) ? ctx.Output(0).data<float>() : nullptr;
+#pragma omp parallel for if (outer * inner > 32768)
+    for (int64_t r = 0; r < outer; ++r) {
+      const float* xr = x + r * inner;
+      const float* dyr = dy + r * inner;
+      inv[r] = RowInvRms(xr, inner, eps);
+      if (!dx) continue;
+      double sum_gx = 0;
+      for (int64_t j = 0; j < inner; ++j) sum_gx += static_cast<double>(dyr[j]) * scale[j] * xr[j];
+      const float fi = static_cast<float>(inv[r]);
+      const float k = static_cast<float>(inv[r] * inv[r] * sum_gx / static_cast<double>(inner));
+      float* dxr = dx + r * inner;
+      for (int64_t j = 0; j < inner; ++j) dxr[j] = fi * (dyr[j] * scale[j] - xr[j] * k);
+    }
+    if (!ctx.HasOutput(1)) return;
+    float* dscale = ctx.Output(1).data<float>();
+#pragma omp parallel for if (outer * inner > 32768)
+    for (int64_t j = 0; j < inner; ++j) {
+      double ds = 0;
+      for (int64_t r = 0; r < outer; ++r) ds += static_cast<double>(dy[r * inner + j]) * x[r * inner + j] * inv[r];
+      dscale[j] = static_cast<float>(ds);
+    }
+  }
+
+ private:
+  LayerNormGeometry g_;
+  std::vector<int64_t> scale_off_;
+  std::vector<float> scale_;
+  std::vector<double> inv_;
+};
+
 OT_REGISTER_CPU_KERNEL("LayerNormalization", 17, 1 << 30, LayerNormKernel);
 // The same op fused from an older opset's decomposition (graph/fusion.h).
 OT_REGISTER_KERNEL(kGradDomain, "LayerNormalization", 1, 1 << 30, DeviceType::kCPU, LayerNormKernel);
 OT_REGISTER_KERNEL(kGradDomain, "LayerNormalizationGrad", 1, 1 << 30, DeviceType::kCPU, LayerNormGradKernel);
+OT_REGISTER_CPU_KERNEL("RMSNormalization", 23, 1 << 30, RmsNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "RMSNormalizationGrad", 1, 1 << 30, DeviceType::kCPU, RmsNormGradKernel);
 
 }  // namespace
 }  // namespace cpu

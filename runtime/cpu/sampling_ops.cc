@@ -1,4 +1,4 @@
-// CPU kernels of GridSample (opset 16, float32) and GridSampleGrad, and of RoiAlign
+// CPU kernels of GridSample (opsets 16 to 22: 4-D X, float32) and GridSampleGrad, and of RoiAlign
 // (bilinear samples averaged or maxed over each bin of a box). GridSample: each output pixel
 // samples X at the normalised (x, y) of the grid, with bilinear, nearest (ties to even)
 // or bicubic (A = -0.75) interpolation and zeros, border or reflection padding, as
@@ -58,7 +58,7 @@ class GridSampleBase : public OpKernel {
 
  protected:
   void ReadAttributes() {
-    mode_ = node_.GetString("mode", "bilinear");
+    mode_ = GridSampleMode(node_);
     const std::string pad = node_.GetString("padding_mode", "zeros");
     padding_ = pad == "border" ? Padding::kBorder : pad == "reflection" ? Padding::kReflection : Padding::kZeros;
     align_ = node_.GetInt("align_corners", 0) != 0;

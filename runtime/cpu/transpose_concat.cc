@@ -363,7 +363,7 @@ class WhereKernel final : public OpKernel {
 };
 
 // ---------------------------------------------------------------------------------------
-// Pad: constant, reflect and edge modes. Each output coordinate maps to an input
+// Pad: constant, reflect, edge and (opset 19) wrap modes. Each output coordinate maps to an input
 // coordinate per axis (or to "padding" in constant mode); pads may be negative (crop).
 class PadKernel final : public OpKernel {
  public:
@@ -448,7 +448,7 @@ OT_REGISTER_CPU_KERNEL("GatherElements", 11, kLatestOpset, GatherElementsKernel)
 OT_REGISTER_CPU_KERNEL("Tile", 6, kLatestOpset, TileKernel);
 OT_REGISTER_CPU_KERNEL("Expand", 8, kLatestOpset, ExpandKernel);
 OT_REGISTER_CPU_KERNEL("Where", 9, kLatestOpset, WhereKernel);
-OT_REGISTER_CPU_KERNEL("Pad", 2, kLatestOpset, PadKernel);  // 19's wrap mode is refused by PreparePad
+OT_REGISTER_CPU_KERNEL("Pad", 2, kLatestOpset, PadKernel);
 
 }  // namespace
 }  // namespace cpu

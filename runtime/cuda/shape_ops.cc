@@ -363,6 +363,7 @@ class PadKernel final : public CudaKernel {
     const Tensor& x = ctx.Input(0);
     esize_ = CheckedElementSize(x, node_);
     const PadPlan plan = PreparePad(node_, opset_, ctx, shape_inputs_, x.shape());
+    if (plan.mode == "wrap") Unsupported("mode 'wrap' (opset 19) is not supported on CUDA; the CPU runtime has it");
     mode_ = plan.mode == "reflect" ? PadMode::kReflect : plan.mode == "edge" ? PadMode::kEdge : PadMode::kConstant;
     begin_.assign(plan.pads.begin(), plan.pads.begin() + x.rank());
     fill_bits_ = 0;
