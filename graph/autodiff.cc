@@ -7,9 +7,11 @@
 #include <set>
 #include <tuple>
 
+#include "graph/class_head.h"
 #include "graph/error.h"
 #include "graph/gradient_registry.h"
 #include "graph/fusion.h"
+#include "graph/param_patterns.h"
 #include "graph/rank_inference.h"
 
 namespace ot {
@@ -146,9 +148,34 @@ std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* la
   Graph& g = m.graph;
   OT_CHECK(!g.outputs.empty(), "the model has no outputs to attach a loss to");
   std::string logits = options.logits_output.empty() ? g.outputs[0].name : options.logits_output;
+  // A final Softmax or LogSoftmax (zoo models): the loss reads the class scores before it.
+  const ClassHead head = FindClassHead(m, logits);
+  logits = head.scores;
+  if (!head.activation.empty() && !FindValue(g, logits)) {
+    ValueInfo scores;  // shape inference left it unknown
+    scores.name = logits;
+    scores.dtype = DType::kFloat32;
+    g.value_info[logits] = scores;
+  }
   const ValueInfo* info = FindValue(g, logits);
   OT_CHECK(info, "cannot attach the loss: '%s' is not a value of the model; outputs are: %s", logits.c_str(),
            GraphOutputList(g).c_str());
+  if (HasUnitTrailingAxes(*info)) {
+    // Class scores [N, K, 1, 1] (a 1x1-conv head) are read as [N, K]; labels [N].
+    Node flatten;
+    flatten.name = logits + "/class_scores/Flatten";
+    flatten.op_type = "Flatten";
+    flatten.inputs = {logits};
+    flatten.outputs = {logits + "/class_scores"};
+    flatten.SetInt("axis", 1);
+    g.nodes.push_back(flatten);
+    ValueInfo flat = *info;
+    flat.name = flatten.outputs[0];
+    flat.dims.resize(2);
+    g.value_info[flat.name] = flat;
+    logits = flat.name;
+    info = &g.value_info[flat.name];
+  }
   OT_CHECK(info->dtype == DType::kFloat32, "cannot attach the loss to '%s': it is %s, not float logits",
            logits.c_str(), DTypeName(info->dtype).c_str());
   OT_CHECK(!info->has_shape || info->dims.size() >= 2,
@@ -398,15 +425,20 @@ bool IsExporterConstant(const Model& model, const HostTensor& t) {
   return numbered || cast;
 }
 
-std::vector<std::string> DefaultTrainableParams(const Model& model, const std::vector<std::string>& freeze) {
-  std::set<std::string> excluded(freeze.begin(), freeze.end());
+std::vector<std::string> DefaultTrainableParams(const Model& model, const std::vector<std::string>& freeze,
+                                                const std::vector<std::string>& train_only) {
+  const std::vector<std::string> frozen = MatchInitializers(model.graph, freeze, "--freeze");
+  std::set<std::string> excluded(frozen.begin(), frozen.end());
+  if (!train_only.empty()) {
+    const std::vector<std::string> kept = MatchInitializers(model.graph, train_only, "--train-only");
+    const std::set<std::string> keep(kept.begin(), kept.end());
+    for (const auto& t : model.graph.initializers)
+      if (!keep.count(t.name)) excluded.insert(t.name);
+  }
   for (const auto& n : model.graph.nodes)
     if (n.op_type == "BatchNormalization" && n.domain.empty())
       for (int i : {3, 4})
         if (n.HasInput(i)) excluded.insert(n.inputs[static_cast<size_t>(i)]);
-  for (const auto& f : freeze)
-    OT_CHECK(model.graph.FindInitializer(f), "--freeze names '%s', which is not an initializer of the model",
-             f.c_str());
   std::vector<std::string> out;
   for (const auto& t : model.graph.initializers)
     if (t.dtype == DType::kFloat32 && !excluded.count(t.name) && AllFinite(t) && !IsExporterConstant(model, t))
@@ -449,9 +481,10 @@ TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& op
   ConvertToTrainingMode(m, tg);
 
   // 2. Trainable parameters.
-  tg.params = DefaultTrainableParams(m, options.freeze);
+  tg.params = DefaultTrainableParams(m, options.freeze, options.train_only);
   OT_CHECK(!tg.params.empty(), "the model has no trainable float initializers (nothing to train)%s",
-           options.freeze.empty() ? "" : "; --freeze excluded all of them");
+           options.freeze.empty() && options.train_only.empty() ? ""
+                                                               : "; --freeze or --train-only excluded all of them");
 
   // 3. Reachability: forward from the parameters through differentiable values (floating
   // point, not shapes, indices or masks; not through a rule's stop inputs), backward from

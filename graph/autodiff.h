@@ -12,7 +12,12 @@
 namespace ot {
 
 struct AutodiffOptions {
-  std::vector<std::string> freeze;  // initializers that stay fixed
+  // Initializers that stay fixed: names or glob patterns (graph/param_patterns.h); each
+  // must match at least one initializer.
+  std::vector<std::string> freeze;
+  // When not empty, only initializers matching one of these patterns train (--train-only);
+  // `freeze` still applies to them.
+  std::vector<std::string> train_only;
   std::string loss_output;          // an existing scalar loss output; "" = detect or attach
   std::string logits_output;        // where to attach the loss; "" = the first graph output
   std::string labels_name = "labels";
@@ -54,8 +59,11 @@ Model DeriveEvalModel(const Model& model);
 // Float initializers except BatchNormalization running statistics and tensors holding an
 // infinity or NaN (constants such as PyTorch's causal attention-mask buffer, -inf above the
 // diagonal, which torch.onnx.export writes as initializers like parameters: a gradient step
-// would turn -inf into NaN, and PyTorch never trains buffers), minus `freeze`.
-std::vector<std::string> DefaultTrainableParams(const Model& model, const std::vector<std::string>& freeze);
+// would turn -inf into NaN, and PyTorch never trains buffers), minus those matching a
+// `freeze` pattern and, when `train_only` is not empty, those matching none of its
+// patterns. Throws ot::Error for a pattern that matches no initializer.
+std::vector<std::string> DefaultTrainableParams(const Model& model, const std::vector<std::string>& freeze,
+                                                const std::vector<std::string>& train_only = {});
 // True for a scalar constant that PyTorch 2.x's optimizing dynamo exporter wrote as an
 // initializer (val_<n>, <name>_cast): part of the graph, not a parameter; never trained.
 bool IsExporterConstant(const Model& model, const HostTensor& t);

@@ -264,6 +264,7 @@ BatchNormFormReport FreezeBatchNorm(Model& m) {
     add.outputs = {n.outputs[0]};
     report.frozen_statistics.push_back(n.inputs[3]);
     report.frozen_statistics.push_back(n.inputs[4]);
+    report.frozen_statistics.push_back(eps.name);  // a float initializer too, not a parameter
     nodes.push_back(std::move(add));
     report.frozen++;
   }

@@ -23,7 +23,8 @@ struct BatchNormFormReport {
   int inference_nodes = 0;  // BatchNormalization nodes exported in inference form
   int restored = 0;         // layers restored after convolutions PyTorch had folded them into
   int frozen = 0;           // nodes frozen (--frozen-bn)
-  std::vector<std::string> frozen_statistics;  // running statistics that must not train
+  // Initializers that must not train: the running statistics, and the epsilons of frozen nodes.
+  std::vector<std::string> frozen_statistics;
   // One line for the user saying what was done ("" when there was nothing to do).
   std::string Describe() const;
 };

@@ -22,10 +22,11 @@ using B = GradientBuilder;
 
 void IdentityGrad(B& b) { b.Emit("Identity", {b.GO(0)}, {b.GI(0)}); }
 
-// Ops that only change the shape: the gradient is GO reshaped to the input's shape.
+// Ops that only change the shape: the gradient is GO reshaped to the input's shape
+// (before opset 5, whose Reshape takes no shape input, by the gradient domain's Reshape).
 void ReshapeLikeInputGrad(B& b) {
   std::string shape = b.Emit("Shape", {b.I(0)}, {b.Temp("shape")});
-  b.Emit("Reshape", {b.GO(0), shape}, {b.GI(0)});
+  b.Emit("Reshape", {b.GO(0), shape}, {b.GI(0)}, b.opset() < 5 ? kGradDomain : "");
 }
 
 // Activations whose gradient needs the output (Relu, Sigmoid, Tanh) or the input.
@@ -59,6 +60,60 @@ void DivGrad(B& b) {
   }
 }
 
+// Add, Sub, Mul and Div before opset 7: Y has A's shape; B has it too, or with
+// broadcast=1 is matched against A's dimensions from `axis` on (by default against its
+// last ones, as numpy would). The emitted ops that read B broadcast it the same way; B's
+// gradient is summed over A's dimensions outside [axis, axis + rank(B)) and then over
+// those where B has 1.
+void LegacyBinaryGrad(B& b) {
+  const Node& n = b.node();
+  const std::string& op = n.op_type;
+  const bool broadcast = n.GetInt("broadcast", 0) != 0;
+  std::map<std::string, Attribute> bcast;
+  if (broadcast) {
+    bcast["broadcast"] = B::AttrInt(1);
+    if (n.HasAttr("axis")) bcast["axis"] = B::AttrInt(n.GetInt("axis", 0));
+  }
+  // `g` shaped like Y (and A) summed to B's shape, into GI(1).
+  auto write_b = [&](std::string g) {
+    if (!broadcast) {
+      b.Emit("Identity", {g}, {b.GI(1)});
+      return;
+    }
+    if (n.HasAttr("axis")) {
+      const int ra = b.Rank(b.I(0)), rb = b.Rank(b.I(1));
+      OT_CHECK(ra >= 0 && rb >= 0, "%s: the gradient of %s with broadcast=1 and an axis needs the ranks of A and B, "
+               "which the model's shapes do not give; add shapes (value_info) or re-export at opset 7 or newer",
+               n.Describe().c_str(), op.c_str());
+      int64_t axis = n.GetInt("axis", 0);
+      if (axis < 0) axis += ra;
+      OT_CHECK(axis >= 0 && axis + rb <= ra, "%s: B of rank %d does not fit A of rank %d at axis %lld",
+               n.Describe().c_str(), rb, ra, static_cast<long long>(n.GetInt("axis", 0)));
+      std::vector<int64_t> outside;
+      for (int64_t d = 0; d < ra; ++d)
+        if (d < axis || d >= axis + rb) outside.push_back(d);
+      if (!outside.empty())
+        g = b.Emit("ReduceSum", {g}, {b.Temp("summed")}, "",
+                   {{"axes", B::AttrInts(outside)}, {"keepdims", B::AttrInt(0)}});
+    }
+    WriteBroadcastGrad(b, g, 1);
+  };
+  if (op == "Add" || op == "Sub") {
+    if (b.NeedGI(0)) b.Emit("Identity", {b.GO(0)}, {b.GI(0)});
+    if (b.NeedGI(1)) write_b(op == "Add" ? b.GO(0) : b.Emit("Neg", {b.GO(0)}, {b.Temp("neg")}));
+  } else if (op == "Mul") {
+    if (b.NeedGI(0)) b.Emit("Mul", {b.GO(0), b.I(1)}, {b.GI(0)}, "", bcast);
+    if (b.NeedGI(1)) write_b(b.Emit("Mul", {b.GO(0), b.I(0)}, {b.Temp("mul")}));
+  } else {  // Div: d(a/b)/db = -(a/b)/b
+    if (b.NeedGI(0)) b.Emit("Div", {b.GO(0), b.I(1)}, {b.GI(0)}, "", bcast);
+    if (b.NeedGI(1)) {
+      std::string t = b.Emit("Mul", {b.GO(0), b.O(0)}, {b.Temp("mul")});
+      t = b.Emit("Div", {t, b.I(1)}, {b.Temp("div")}, "", bcast);
+      write_b(b.Emit("Neg", {t}, {b.Temp("neg")}));
+    }
+  }
+}
+
 // Y = alpha * op(A) * op(B) + beta * C
 void GemmGrad(B& b) {
   const Node& n = b.node();
@@ -78,7 +133,11 @@ void GemmGrad(B& b) {
   }
   if (b.NeedGI(2)) {
     std::string g = b.GO(0);
-    if (beta != 1.f) g = b.Emit("Mul", {g, b.ConstantFloat(beta, "beta")}, {b.Temp("scaled")});
+    if (beta != 1.f) {
+      std::map<std::string, Attribute> attrs;
+      if (b.opset() < 7) attrs["broadcast"] = B::AttrInt(1);  // a scalar broadcasts only when told to
+      g = b.Emit("Mul", {g, b.ConstantFloat(beta, "beta")}, {b.Temp("scaled")}, "", attrs);
+    }
     WriteBroadcastGrad(b, g, 2);
   }
 }
@@ -120,8 +179,15 @@ void BatchNormTrainingGrad(B& b) {
          {{"epsilon", B::AttrFloat(b.node().GetFloat("epsilon", 1e-5f))}});
 }
 
-// Dropout(X[, ratio, training_mode]) -> Y, mask: dX = dY * mask / (1 - ratio).
+// Dropout(X[, ratio, training_mode]) -> Y, mask: dX = dY * mask / (1 - ratio). From
+// opset 7 to 11 the op has no training switch and the CPU kernel passes X through (the
+// mask all ones, nothing scaled), so there dX = dY; before opset 7 is_test=0 (what the
+// training graph leaves) drops and scales as from opset 12.
 void DropoutGrad(B& b) {
+  if (b.opset() >= 7 && b.opset() < 12) {
+    b.Emit("Identity", {b.GO(0)}, {b.GI(0)});
+    return;
+  }
   std::vector<std::string> ins = {b.GO(0), b.O(1)};
   std::map<std::string, Attribute> attrs;
   if (b.opset() >= 12) {
@@ -176,7 +242,9 @@ void ConcatGrad(B& b) {
     ins.push_back(b.I(i));
     outs.push_back(b.NeedGI(i) ? b.GI(i) : "");
   }
-  b.Emit("ConcatGrad", ins, outs, kGradDomain, {{"axis", B::AttrInt(b.node().GetInt("axis", 0))}});
+  // Before opset 4 the axis is optional, 1 by default.
+  const int64_t axis = b.node().GetInt("axis", b.opset() < 4 ? 1 : 0);
+  b.Emit("ConcatGrad", ins, outs, kGradDomain, {{"axis", B::AttrInt(axis)}});
 }
 
 // Pad (constant, reflect, edge): dY added back to the input elements it was read from.
@@ -226,6 +294,12 @@ void RegisterStandardGradientRules(GradientRegistry& r) {
   Register(r, "Mul", 7, kAny, MulGrad);
   Register(r, "Div", 7, kAny, DivGrad);
   Register(r, "Gemm", 7, kAny, GemmGrad);
+  // The forms before opset 7 (broadcast/axis attributes), as Model Zoo models carry them.
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) Register(r, op, 1, 6, LegacyBinaryGrad);
+  Register(r, "Gemm", 1, 6, GemmGrad);  // C broadcast (suffix matching) only with broadcast=1
+  Register(r, "Sum", 1, 7, SumGrad);    // inputs of equal shapes
+  Register(r, "Dropout", 1, 6, DropoutGrad);
+  Register(r, "Concat", 1, 3, ConcatGrad);
   Register(r, "Transpose", 1, kAny, TransposeGrad);
   Register(r, "SoftmaxCrossEntropyLoss", 12, kAny, SoftmaxCrossEntropyLossGrad, {1, 2});
   Register(r, "NegativeLogLikelihoodLoss", 12, kAny, NegativeLogLikelihoodLossGrad, {1, 2});

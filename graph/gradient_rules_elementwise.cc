@@ -109,7 +109,7 @@ void RegisterElementwiseGradientRules(GradientRegistry& r) {
   RegisterRule(r, "CastLike", 15, kAnyOpset, CastGrad, {1});
   RegisterRule(r, "PRelu", 1, kAnyOpset, PReluGrad);
   RegisterRule(r, "Pow", 7, kAnyOpset, PowGrad);
-  for (const char* op : {"Max", "Min"}) RegisterRule(r, op, 6, kAnyOpset, MinMaxGrad);
+  for (const char* op : {"Max", "Min"}) RegisterRule(r, op, 1, kAnyOpset, MinMaxGrad);  // before 8: inputs of equal shapes
   RegisterRule(r, "Mean", 6, kAnyOpset, MeanGrad);
 }
 

@@ -1,6 +1,6 @@
 // Gradient rules, Normalisation, reductions and contractions: LayerNormalization,
-// InstanceNormalization, GroupNormalization, RMSNormalization, LpNormalization, the Reduce*
-// family, ConvTranspose, MatMul, Einsum.
+// InstanceNormalization, GroupNormalization, RMSNormalization, LpNormalization, LRN, the
+// Reduce* family, ConvTranspose, MatMul, Einsum.
 #include "graph/gradient_rules_common.h"
 
 #include "graph/einsum_equation.h"
@@ -218,6 +218,10 @@ void LpNormalizationGrad(B& b) {
   b.Emit("LpNormalizationGrad", {b.GO(0), b.I(0)}, {b.GI(0)}, kGradDomain, b.node().attrs);
 }
 
+// LRN(X): LRNGrad(dY, X) with the forward attributes; the kernel recomputes the window
+// sums from X (runtime/cpu/lrn.cc has the formula).
+void LrnGrad(B& b) { b.Emit("LRNGrad", {b.GO(0), b.I(0)}, {b.GI(0)}, kGradDomain, b.node().attrs); }
+
 // MaxUnpool(X, I[, output_shape]): MaxUnpoolGrad(dY, I[, output_shape]) gathers dY at
 // each value's position.
 void MaxUnpoolGrad(B& b) {
@@ -238,6 +242,7 @@ void RegisterNnGradientRules(GradientRegistry& r) {
   RegisterRule(r, "MatMul", 1, kAnyOpset, MatMulGrad);
   RegisterRule(r, "Einsum", 12, kAnyOpset, EinsumGrad);
   RegisterRule(r, "LpNormalization", 1, kAnyOpset, LpNormalizationGrad);
+  RegisterRule(r, "LRN", 1, kAnyOpset, LrnGrad);
   RegisterRule(r, "MaxUnpool", 9, kAnyOpset, MaxUnpoolGrad, {1, 2});
   RegisterRule(r, "InstanceNormalization", 1, kAnyOpset, InstanceNormalizationGrad);
   RegisterRule(r, "GroupNormalization", 18, kAnyOpset, GroupNormalizationGrad);

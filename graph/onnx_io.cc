@@ -13,6 +13,7 @@
 
 #include "graph/error.h"
 #include "graph/file_util.h"
+#include "graph/legacy_rewrite.h"
 #include "graph/sequence_rewrite.h"
 #include "graph/tensor_proto.h"
 
@@ -254,6 +255,7 @@ Model LoadModelFromBytes(const std::string& bytes, const std::string& where, con
   }
   Model model = ModelFromProto(proto, base_dir, where);
   RewriteSequenceOps(model);  // torch.split/chunk's SplitToSequence + SequenceAt become Split
+  RewriteLegacyOps(model);    // ImageScaler (opsets 1-9, gone from current ONNX) becomes Mul and Add
   if (options.run_checker || options.infer_shapes) {
     // The checker and shape inference read tensors inline: give them the IR's view.
     onnx::ModelProto full;
@@ -282,6 +284,18 @@ Model LoadModel(const std::string& path, const LoadOptions& options) {
   Model m = LoadModelFromBytes(ReadFileBytes(path), "'" + path + "'", DirName(path), options);
   m.path = path;
   return m;
+}
+
+Model WithShapesInferredAgain(const Model& model) {
+  Model m = model;
+  m.graph.value_info.clear();
+  onnx::ModelProto proto;
+  ModelToProto(m, &proto);
+  LoadOptions lo;
+  lo.run_checker = false;
+  Model out = LoadModelFromBytes(proto.SerializeAsString(), model.path.empty() ? "the model" : model.path, "", lo);
+  out.path = model.path;
+  return out;
 }
 
 void SaveModel(const Model& model, const std::string& path, const SaveOptions& options) {

@@ -21,6 +21,10 @@ Model LoadModel(const std::string& path, const LoadOptions& options = {});
 Model LoadModelFromBytes(const std::string& bytes, const std::string& where, const std::string& base_dir,
                          const LoadOptions& options = {});
 
+// A copy of `model` whose intermediate shapes (value_info) are inferred anew from its
+// inputs, initializers and declared outputs, after a rewrite that changed them.
+Model WithShapesInferredAgain(const Model& model);
+
 Model ModelFromProto(const onnx::ModelProto& proto, const std::string& base_dir, const std::string& where);
 void ModelToProto(const Model& model, onnx::ModelProto* proto);
 struct SaveOptions {

@@ -1,6 +1,7 @@
 // Optimizer insertion.
 #include "graph/optimizer_pass.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -117,6 +118,32 @@ std::vector<std::string> ClipGradients(TrainingGraph& tg, float max_norm) {
   return out;
 }
 
+// Each parameter's group in config.groups (the last that matches it), -1 for none.
+std::vector<int> ParamGroupOf(const TrainingGraph& tg, const OptimizerConfig& config) {
+  std::vector<int> group_of(tg.params.size(), -1);
+  for (size_t k = 0; k < config.groups.size(); ++k) {
+    const ParamGroup& group = config.groups[k];
+    const std::vector<std::string> matched =
+        MatchInitializers(tg.model.graph, group.patterns, "--param-group '" + group.spec + "':");
+    const std::set<std::string> names(matched.begin(), matched.end());
+    bool any = false;
+    for (size_t i = 0; i < tg.params.size(); ++i)
+      if (names.count(tg.params[i])) {
+        group_of[i] = static_cast<int>(k);
+        any = true;
+      }
+    OT_CHECK(any,
+             "--param-group '%s' matches only initializers that do not train (frozen, statistics, or without a "
+             "gradient), e.g. '%s'; point it at trainable parameters or leave it out",
+             group.spec.c_str(), matched.front().c_str());
+    OT_CHECK(std::isnan(group.lr) || (!std::isnan(config.base_lr) && config.base_lr > 0.f),
+             "--param-group '%s' sets an absolute lr, which needs the base learning rate (--lr); write it as a "
+             "factor of the base rate instead (lr=0.1x)",
+             group.spec.c_str());
+  }
+  return group_of;
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> AppendGradientAccumulation(TrainingGraph& tg, int64_t steps) {
@@ -157,12 +184,34 @@ void AppendOptimizer(TrainingGraph& tg, const OptimizerConfig& config) {
   g.inputs.push_back(ScalarInput(kStepInput, DType::kInt64));
   tg.model.opsets[kTrainingOpsDomain] = 1;
 
+  const std::vector<int> group_of = ParamGroupOf(tg, config);
+  // A group whose rate differs from the base reads "lr/group_K" = lr * factor.
+  std::vector<std::string> group_lr(config.groups.size(), kLearningRateInput);
+  for (size_t k = 0; k < config.groups.size(); ++k) {
+    const ParamGroup& group = config.groups[k];
+    const float factor = !std::isnan(group.lr_factor) ? group.lr_factor
+                         : !std::isnan(group.lr)      ? group.lr / config.base_lr
+                                                      : 1.f;
+    if (factor == 1.f || std::find(group_of.begin(), group_of.end(), static_cast<int>(k)) == group_of.end()) continue;
+    const std::string name = StrFormat("%s/group_%zu", kLearningRateInput, k);
+    Node c;
+    c.op_type = "Constant";
+    c.name = name + "/factor";
+    c.outputs = {name + "/factor"};
+    c.SetTensor("value", HostTensor::FromVector<float>({factor}, {}));
+    g.nodes.push_back(std::move(c));
+    group_lr[k] = AddNode(g, "Mul", {kLearningRateInput, name + "/factor"}, name);
+  }
+
   const std::vector<std::string> grads = ClipGradients(tg, config.clip_grad_norm);
   std::vector<Node> updates;
   for (size_t i = 0; i < tg.params.size(); ++i) {
     const std::string& p = tg.params[i];
     const HostTensor param = *g.FindInitializer(p);
-    const float decay = WeightDecayFor(config, ParamKindOf(g, p));
+    const int group = group_of[i];
+    const float decay = group >= 0 && !std::isnan(config.groups[static_cast<size_t>(group)].weight_decay)
+                            ? config.groups[static_cast<size_t>(group)].weight_decay
+                            : WeightDecayFor(config, ParamKindOf(g, p));
     std::vector<std::string> states;
     Node n;
     n.domain = kTrainingOpsDomain;
@@ -219,7 +268,8 @@ void AppendOptimizer(TrainingGraph& tg, const OptimizerConfig& config) {
         break;
     }
     if (n.domain == kGradDomain) tg.model.opsets[kGradDomain] = 1;
-    n.inputs = {kLearningRateInput, kStepInput, p, grads[i]};
+    n.inputs = {group >= 0 ? group_lr[static_cast<size_t>(group)] : std::string(kLearningRateInput), kStepInput, p,
+                grads[i]};
     n.outputs = {StateUpdateName(p)};
     for (const auto& s : states) {
       OT_CHECK(!g.FindInitializer(s), "the model already has a value named '%s'", s.c_str());

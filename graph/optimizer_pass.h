@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph/autodiff.h"
+#include "graph/param_patterns.h"
 
 namespace ot {
 
@@ -43,6 +44,14 @@ struct OptimizerConfig {
   // all gradients together (torch.nn.utils.clip_grad_norm_), computed in the graph before
   // the updates, after data-parallel averaging.
   float clip_grad_norm = 0.f;
+  // --param-group: per-parameter learning rate and weight decay. The last group whose
+  // patterns match a trainable parameter decides its settings; what that group leaves
+  // unset keeps the defaults above (weight decay as WeightDecayFor). A group's rate is
+  // the lr input times a constant factor (an absolute rate: rate / base_lr), so a schedule
+  // scales every group alike, as PyTorch's schedulers do. Every pattern must match an
+  // initializer and every group a trainable parameter.
+  std::vector<ParamGroup> groups;
+  float base_lr = std::numeric_limits<float>::quiet_NaN();  // needed by absolute group rates
 };
 
 // What a parameter is to the weight-decay groups, from the nodes that consume it (a

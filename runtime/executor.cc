@@ -13,6 +13,7 @@
 #endif
 #include <iostream>
 #include <functional>
+#include <map>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -201,22 +202,32 @@ Executor::Executor(std::unique_ptr<Model> model, const std::vector<HostTensor>* 
     output_names_.push_back(o.name);
   }
 
-  // Every op must have a kernel; collect all that do not, for one message.
-  std::vector<std::string> missing;
+  // Every op must have a kernel; collect all that do not, for one message grouped by op
+  // type and opset: "Attention (opset 23): 2 nodes, 'attn_0', 'attn_1'; ...".
+  std::map<std::string, std::vector<std::string>> missing;  // "Op (opset N)" -> node names
+  size_t missing_nodes = 0;
   node_opsets_.resize(g.nodes.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     int64_t opset = model_->OpsetFor(n.domain);
     node_opsets_[i] = opset;
     if (!KernelRegistry::Global().Find(n.domain, n.op_type, opset, options_.device.type)) {
-      missing.push_back(n.Describe() + " at opset " + std::to_string(opset));
+      missing[(n.domain.empty() ? "" : n.domain + ".") + n.op_type + " (opset " + std::to_string(opset) + ")"]
+          .push_back("'" + n.name + "'");
+      ++missing_nodes;
     }
   }
   if (!missing.empty()) {
-    std::string msg = "the model uses " + std::to_string(missing.size()) + " node(s) whose op onnx-train does not support on " +
+    std::string msg = "the model uses " + std::to_string(missing_nodes) + " node(s) whose op onnx-train does not support on " +
                       options_.device.ToString() + ": ";
-    for (size_t i = 0; i < missing.size(); ++i) msg += (i ? "; " : "") + missing[i];
-    throw UnsupportedError(msg);
+    bool first = true;
+    for (const auto& [op, nodes] : missing) {
+      msg += (first ? "" : "; ") + op + ": " + std::to_string(nodes.size()) + (nodes.size() == 1 ? " node " : " nodes ");
+      for (size_t k = 0; k < nodes.size() && k < 3; ++k) msg += (k ? ", " : "") + nodes[k];
+      if (nodes.size() > 3) msg += ", ...";
+      first = false;
+    }
+    throw UnsupportedError(msg + " (export at another opset, or replace those ops)");
   }
 
   state_.resize(value_names_.size());

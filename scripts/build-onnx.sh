@@ -6,9 +6,10 @@
 #
 #   scripts/build-onnx.sh            prints the install prefix on its last line (CMake's ONNXTRAIN_ONNX_ROOT)
 #
-# The same archive's backend node cases (onnx/backend/test/data/node, opsets up to 24) are
-# unpacked beside the library, in $prefix/share/onnx-backend-test-data/node, for the
-# conformance test.
+# The same archive's backend node cases (onnx/backend/test/data/node, opsets up to 24) and its
+# "light" Model Zoo classics (data/light: AlexNet, DenseNet-121, Inception v1/v2, ResNet-50,
+# ShuffleNet, SqueezeNet, VGG-19, ZFNet-512 without their weights) are unpacked beside the
+# library, in $prefix/share/onnx-backend-test-data/{node,light}, for the tests.
 #
 # The archive is fetched with pip (the only source of ONNX that is not Debian's) and must match
 # the pinned SHA-256; a cached build with a stamp of that hash is reused as it is.
@@ -21,7 +22,7 @@ prefix=$cache/onnx-$onnx_version
 stamp=$prefix/.built-from-$onnx_sha256
 testdata=$prefix/share/onnx-backend-test-data
 
-if [ -f "$stamp" ] && [ -d "$testdata/node" ]; then
+if [ -f "$stamp" ] && [ -d "$testdata/node" ] && [ -d "$testdata/light" ]; then
   echo "build-onnx: ONNX $onnx_version already built in $prefix" >&2
   echo "$prefix"
   exit 0
@@ -53,7 +54,8 @@ echo "$onnx_sha256  $archive" | sha256sum -c --status || {
 tar -xzf "$archive" -C "$work"
 src=$work/onnx-$onnx_version
 if [ -f "$stamp" ]; then
-  mkdir -p "$testdata" && rm -rf "$testdata/node" && mv "$src/onnx/backend/test/data/node" "$testdata/node"
+  mkdir -p "$testdata" && rm -rf "$testdata/node" "$testdata/light"
+  mv "$src/onnx/backend/test/data/node" "$src/onnx/backend/test/data/light" "$testdata/"
   echo "$prefix"
   exit 0
 fi
@@ -70,7 +72,7 @@ cmake --build "$work/build" -j "${JOBS:-$(nproc)}" >"$work/build.log" 2>&1 ||
 rm -rf "$prefix"
 cmake --install "$work/build" >/dev/null
 mkdir -p "$testdata"
-mv "$src/onnx/backend/test/data/node" "$testdata/node"
+mv "$src/onnx/backend/test/data/node" "$src/onnx/backend/test/data/light" "$testdata/"
 touch "$stamp"
 echo "build-onnx: installed ONNX $onnx_version in $prefix" >&2
 echo "$prefix"

@@ -247,7 +247,9 @@ TEST_F(CliErrorsTest, UnsupportedOpsAreAllListed) {
   for (const auto& n : m.graph.nodes) {
     int64_t opset = m.OpsetFor(n.domain);
     if (KernelRegistry::Global().Find(n.domain, n.op_type, opset, DeviceType::kCPU)) continue;
-    fragments.push_back(n.Describe() + " at opset " + std::to_string(opset));
+    // Grouped by op type and opset, each node named.
+    fragments.push_back((n.domain.empty() ? "" : n.domain + ".") + n.op_type + " (opset " + std::to_string(opset) + ")");
+    fragments.push_back("'" + n.name + "'");
     ++missing;
   }
   ASSERT_GE(missing, 2);

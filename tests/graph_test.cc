@@ -188,6 +188,38 @@ TEST(Graph, LargeModelsAreSavedWithExternalData) {
   }
 }
 
+// A model newer than the ONNX library we build (1.19.1: opset 24, IR 12) is refused in one
+// line naming both versions and what to do, not with the checker's own words.
+TEST(Graph, NewerIrOrOpsetThanTheLibraryIsRefusedNamingBoth) {
+  std::string dir = TempDir();
+  Model m = SmallModel();
+  m.graph.nodes[0].attrs.clear();
+  onnx::ModelProto p;
+  ModelToProto(m, &p);
+  p.mutable_opset_import(0)->set_version(99);
+  std::ofstream(dir + "/opset99.onnx", std::ios::binary) << p.SerializeAsString();
+  try {
+    LoadModel(dir + "/opset99.onnx");
+    FAIL() << "opset 99 must be refused";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("opset 99"), std::string::npos) << what;
+    EXPECT_NE(what.find("24"), std::string::npos) << what;
+    EXPECT_NE(what.find("opset_version"), std::string::npos) << what;
+  }
+  ModelToProto(m, &p);
+  p.set_ir_version(99);
+  std::ofstream(dir + "/ir99.onnx", std::ios::binary) << p.SerializeAsString();
+  try {
+    LoadModel(dir + "/ir99.onnx");
+    FAIL() << "IR 99 must be refused";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("IR version 99"), std::string::npos) << what;
+    EXPECT_NE(what.find("1.19.1"), std::string::npos) << what;
+  }
+}
+
 TEST(Graph, OldIrVersionModelsListInitializersAsInputs) {
   Model m = SmallModel();
   m.graph.nodes[0].attrs.clear();

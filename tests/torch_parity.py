@@ -130,7 +130,7 @@ def run_infer(binary, model_path, x, workdir, tag):
 def summarize_error(stderr):
     """The last line of onnx-train's error; for missing kernels just the op names."""
     last = stderr.splitlines()[-1]
-    missing = sorted(set(re.findall(r"\((\w+)\) at opset", last)))
+    missing = sorted(set(re.findall(r"(\w+) \(opset \d+\): \d+ node", last)))
     return "kernels missing: " + ", ".join(missing) if missing else last[:300]
 
 

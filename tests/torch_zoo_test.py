@@ -469,8 +469,10 @@ def our_kink_inputs(binary, model_path, workdir, tag, calls):
     # The dynamo exporter writes BatchNormalization in inference form even for a model in
     # train(); `grad` trains it in training form (batch statistics), so the forward whose
     # kinks count normalises with batch statistics too.
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     for n in model.graph.node:
-        if n.op_type == "BatchNormalization" and not any(a.name == "training_mode" and a.i for a in n.attribute):
+        if (opset >= 14 and n.op_type == "BatchNormalization" and len(n.output) == 1
+                and not any(a.name == "training_mode" for a in n.attribute)):
             n.attribute.append(onnx.helper.make_attribute("training_mode", 1))
     known = {o.name for o in model.graph.output}
     for name, call in zip(names, calls):

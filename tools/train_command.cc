@@ -15,6 +15,7 @@
 #include "comm/rendezvous.h"
 #include "graph/error.h"
 #include "graph/onnx_io.h"
+#include "graph/param_patterns.h"
 #include "runtime/cpu/conv_algorithm.h"
 #include "runtime/plugin.h"
 #include "runtime/executor.h"
@@ -57,6 +58,10 @@ const char* kTrainUsage =
   "                       ratio 0.3-3.3, value 0 after normalisation)\n"
     "  --no-shuffle         keep the data set's order\n"
     "  --seed S             shuffling, augmentation and initial randomness (default 0)\n"
+    "model:\n"
+    "  --num-classes K|auto replace the final classifier (Gemm, MatMul+Add or 1x1 Conv) with a fresh K-way\n"
+    "                       layer initialised as PyTorch's nn.Linear/nn.Conv2d from --seed; auto: the data\n"
+    "                       set's class count (image folder class folders)\n"
     "recipe:\n"
     "  --recipe NAME        simplenn: SGD lr 0.01, batch 32, 5 epochs (the defaults)\n"
     "                       resnet34: SGD lr 0.1 momentum 0.9, StepLR 5 x0.1, batch 128, 15 epochs,\n"
@@ -89,9 +94,15 @@ const char* kTrainUsage =
     "                       evaluated beside the model, checkpointed, written as epoch_N_ema.onnx\n"
     "  --model-ema-steps N  update it every N steps (32)   --model-ema-decay D  (0.99998), adjusted as\n"
     "                       torchvision: 1 - min(1, (1 - D) * world * batch * N / epochs)\n"
-    "  --freeze A,B         initializers that stay fixed\n"
-    "  --frozen-bn          BatchNormalization normalises with its running statistics, which stay fixed\n"
+    "fine-tuning (PATTERNS: comma-separated initializer names or globs, * ? [..], e.g. 'features.*,fc.*'):\n"
+    "  --freeze PATTERNS    initializers that stay fixed (no gradient is computed for them)\n"
+    "  --train-only PATTERNS  only these train; everything else stays fixed (with --freeze: minus those)\n"
+    "  --freeze-bn-stats    BatchNormalization normalises with its running statistics, which stay fixed,\n"
+    "                       while scale and bias train (PyTorch's bn.eval(); also --frozen-bn)\n"
     "                       (default: training form, and layers PyTorch folded in eval mode restored)\n"
+    "  --param-group 'PATTERNS:lr=X,wd=Y'  (repeatable) lr and weight decay of the matching parameters:\n"
+    "                       lr=0.001 absolute, lr=0.1x a factor of --lr; the schedule scales all groups\n"
+    "                       alike; a later group overrides an earlier one\n"
     "evaluation and checkpoints:\n"
     "  --eval-every N       test accuracy every N epochs (always at the end)\n"
     "  --save-every N       checkpoint every N epochs (always at the end)\n"
@@ -220,9 +231,10 @@ int CmdTrain(std::vector<std::string> argv) {
              "std", "val-fraction", "npz-keys", "lr-warmup-epochs", "lr-warmup-method", "lr-warmup-decay",
              "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha", "accumulate",
              "label-smoothing", "random-erase", "model-ema-steps", "model-ema-decay", "mixup-alpha", "cutmix-alpha",
-             "conv-algo"},
+             "conv-algo", "train-only", "param-group", "num-classes"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
-             "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn", "sync-bn", "centered", "lr-per-step", "model-ema"});
+             "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn", "freeze-bn-stats", "sync-bn", "centered",
+             "lr-per-step", "model-ema"});
   if (args.Has("help")) {
     std::cout << kTrainUsage;
     return 0;
@@ -275,7 +287,10 @@ int CmdTrain(std::vector<std::string> argv) {
            "--clip-grad-norm must be a positive number (the largest global gradient norm), got %s",
            args.Get("clip-grad-norm").c_str());
   o.optimizer.clip_grad_norm = static_cast<float>(clip);
-  o.freeze = SplitList(args.Get("freeze"));
+  o.freeze = SplitPatternList(args.Get("freeze"));
+  o.train_only = SplitPatternList(args.Get("train-only"));
+  OT_CHECK(!args.Has("train-only") || !o.train_only.empty(), "--train-only needs patterns, e.g. --train-only 'fc.*'");
+  for (const std::string& spec : args.GetAll("param-group")) o.optimizer.groups.push_back(ParseParamGroup(spec));
   o.augment = args.Has("augment");
   o.label_smoothing = ParseLabelSmoothing(args);
   o.random_erase = ParseProbability(args, "random-erase");
@@ -372,8 +387,10 @@ int CmdTrain(std::vector<std::string> argv) {
     // fails here with one line, not once per worker.
     if (world > 1) {
       ExportedModelOptions check;
-      check.frozen_bn = args.Has("frozen-bn");
+      check.frozen_bn = args.Has("frozen-bn") || args.Has("freeze-bn-stats");
       check.batch = o.batch;
+      check.num_classes = args.Has("num-classes") ? ParseNumClasses(args.Get("num-classes"), o.data) : 0;
+      check.seed = o.seed;
       PrepareExportedModel(LoadModel(args.positional()[0]), check);
     }
     return LaunchWorkers(lo);
@@ -399,8 +416,10 @@ int CmdTrain(std::vector<std::string> argv) {
   // Exports from PyTorch: a fixed batch rebound (or checked against --batch, before any
   // training), BatchNormalization in training form or frozen.
   ExportedModelOptions eo;
-  eo.frozen_bn = args.Has("frozen-bn");
+  eo.frozen_bn = args.Has("frozen-bn") || args.Has("freeze-bn-stats");
   eo.batch = o.batch;
+  eo.num_classes = args.Has("num-classes") ? ParseNumClasses(args.Get("num-classes"), o.data) : 0;
+  eo.seed = o.seed;
   PreparedModel prepared = PrepareExportedModel(LoadModel(args.positional()[0]), eo);
   o.freeze.insert(o.freeze.end(), prepared.freeze.begin(), prepared.freeze.end());
   o.fixed_batch = prepared.fixed_batch;

@@ -10,6 +10,7 @@
 #include "graph/gradient_registry.h"
 #include "graph/onnx_io.h"
 #include "graph/optimizer_pass.h"
+#include "graph/param_patterns.h"
 #include "graph/tensor_proto.h"
 #include "graph/fusion.h"
 #include "runtime/executor.h"
@@ -22,10 +23,13 @@ namespace ot {
 namespace {
 
 // The model as train would train it (a fixed batch rebound, BatchNormalization in training
-// form or, with --frozen-bn, frozen); prints the notes.
+// form or, with --freeze-bn-stats (--frozen-bn), frozen); prints the notes.
 Model LoadForTraining(const Args& args, std::vector<std::string>* freeze) {
   ExportedModelOptions eo;
-  eo.frozen_bn = args.Has("frozen-bn");
+  eo.frozen_bn = args.Has("frozen-bn") || args.Has("freeze-bn-stats");
+  eo.num_classes = args.Has("num-classes") ? ParseNumClasses(args.Get("num-classes"), "") : 0;
+  eo.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
+  eo.logits_output = args.Get("logits-output");
   PreparedModel p = PrepareExportedModel(LoadModel(args.positional()[0]), eo);
   for (const auto& note : p.notes) std::cout << note << "\n";
   freeze->insert(freeze->end(), p.freeze.begin(), p.freeze.end());
@@ -34,7 +38,9 @@ Model LoadForTraining(const Args& args, std::vector<std::string>* freeze) {
 
 AutodiffOptions ReadAutodiffOptions(const Args& args) {
   AutodiffOptions o;
-  o.freeze = SplitList(args.Get("freeze"));
+  o.freeze = SplitPatternList(args.Get("freeze"));
+  o.train_only = SplitPatternList(args.Get("train-only"));
+  OT_CHECK(!args.Has("train-only") || !o.train_only.empty(), "--train-only needs patterns, e.g. --train-only 'fc.*'");
   o.loss_output = args.Get("loss-output");
   o.logits_output = args.Get("logits-output");
   o.label_smoothing = ParseLabelSmoothing(args);
@@ -45,8 +51,8 @@ AutodiffOptions ReadAutodiffOptions(const Args& args) {
 
 int CmdGrad(const std::vector<std::string>& argv) {
   Args args(argv, {"input", "o", "device", "threads", "freeze", "loss-output", "logits-output", "seed", "label-smoothing",
-                   "conv-algo"},
-            {"frozen-bn", "plan-dump", "no-fusion"});
+                   "conv-algo", "train-only", "num-classes"},
+            {"frozen-bn", "freeze-bn-stats", "plan-dump", "no-fusion"});
   OT_CHECK(args.positional().size() == 1, "grad needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "grad needs -o DIR (where the loss and gradients are written)");
   AutodiffOptions ao = ReadAutodiffOptions(args);
@@ -84,8 +90,9 @@ int CmdGrad(const std::vector<std::string>& argv) {
 int CmdExport(const std::vector<std::string>& argv) {
   Args args(argv,
             {"o", "freeze", "loss-output", "logits-output", "label-smoothing", "optimizer", "momentum", "weight-decay",
-             "beta1", "beta2", "epsilon", "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha"},
-            {"nesterov", "no-optimizer", "frozen-bn", "centered"});
+             "beta1", "beta2", "epsilon", "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha",
+             "train-only", "param-group", "lr", "num-classes", "seed"},
+            {"nesterov", "no-optimizer", "frozen-bn", "freeze-bn-stats", "centered"});
   OT_CHECK(args.positional().size() == 1, "export needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "export needs -o TRAINING.onnx");
   AutodiffOptions ao = ReadAutodiffOptions(args);
@@ -106,6 +113,9 @@ int CmdExport(const std::vector<std::string>& argv) {
     OT_CHECK(c.clip_grad_norm >= 0, "--clip-grad-norm must be a positive number");
     c.rmsprop_alpha = static_cast<float>(args.GetDouble("rmsprop-alpha", c.rmsprop_alpha));
     c.rmsprop_centered = args.Has("centered");
+    for (const std::string& spec : args.GetAll("param-group")) c.groups.push_back(ParseParamGroup(spec));
+    // The lr input stays the graph's; --lr only says what absolute group rates are relative to.
+    c.base_lr = static_cast<float>(args.GetDouble("lr", std::nan("")));
     AppendOptimizer(tg, c);
   }
   CheckModel(tg.model);

@@ -9,7 +9,10 @@ namespace ot {
 
 std::vector<int64_t> ArgMaxRows(const Tensor& logits) {
   HostTensor h = logits.ToHost();
-  OT_CHECK(h.dtype == DType::kFloat32 && h.dims.size() == 2, "expected float logits [N, K], got %s",
+  // Scores [N, K, 1, 1] (a 1x1-conv head, SqueezeNet's) are [N, K].
+  bool unit_trailing = h.dims.size() >= 2;
+  for (size_t d = 2; d < h.dims.size(); ++d) unit_trailing = unit_trailing && h.dims[d] == 1;
+  OT_CHECK(h.dtype == DType::kFloat32 && unit_trailing, "expected float logits [N, K] (or [N, K, 1, 1]), got %s",
            logits.Describe().c_str());
   const int64_t n = h.dims[0], k = h.dims[1];
   std::vector<int64_t> out(static_cast<size_t>(n), 0);

@@ -1,10 +1,15 @@
 // Making exported models ready to train (see exported_model.h).
 #include "train/exported_model.h"
 
+#include <cstdlib>
+#include <filesystem>
+
 #include "graph/batch_dim.h"
 #include "graph/batch_norm_form.h"
+#include "graph/class_head.h"
 #include "graph/error.h"
 #include "runtime/executor.h"
+#include "train/image_folder.h"
 
 namespace ot {
 
@@ -61,14 +66,22 @@ PreparedModel PrepareExportedModel(const Model& model, const ExportedModelOption
   if (fixed > 0 && model.graph.inputs.size() == 1) {
     const std::string input = model.graph.inputs[0].name;
     std::vector<std::string> holders = NodesHoldingBatch(model, fixed);
+    // Reshape targets holding the batch (x.view(1, -1)) can take it from their input instead.
+    Model freed = model;
+    std::vector<std::string> rewritten;
+    if (!holders.empty()) {
+      rewritten = FreeReshapesOfBatch(freed, fixed);
+      holders = NodesHoldingBatch(freed, fixed);
+    }
     Model rebound;
     bool ok = false;
     if (holders.empty()) {
-      rebound = WithSymbolicBatch(model, fixed);
+      rebound = WithSymbolicBatch(freed, fixed);
       ok = RunsWithBatch(rebound, fixed + 1);
     }
     if (ok) {
       p.model = std::move(rebound);
+      p.notes.insert(p.notes.end(), rewritten.begin(), rewritten.end());
       p.notes.push_back(StrFormat("the model was exported with batch fixed at %lld; running it with any batch (its "
                                   "batch dimension is now symbolic)",
                                   (long long)fixed));
@@ -85,6 +98,7 @@ PreparedModel PrepareExportedModel(const Model& model, const ExportedModelOption
                                   (long long)fixed, why.c_str(), (long long)fixed));
     }
   }
+  if (o.num_classes > 0) p.notes.push_back(ReplaceClassifier(p.model, o.num_classes, o.seed));
   if (o.training) {
     BatchNormFormReport r = o.frozen_bn ? FreezeBatchNorm(p.model) : UseTrainingFormBatchNorm(p.model);
     p.freeze = r.frozen_statistics;
@@ -92,8 +106,36 @@ PreparedModel PrepareExportedModel(const Model& model, const ExportedModelOption
     if (!line.empty()) p.notes.push_back(line);
     const std::string folded = FoldedParametersNote(p.model);
     if (!folded.empty()) p.notes.push_back(folded);
+    // A final Softmax/LogSoftmax: the loss reads the scores before it (graph/autodiff.cc).
+    const Graph& g = p.model.graph;
+    const bool ends_in_loss = !g.outputs.empty() && g.outputs[0].has_shape && g.outputs[0].dims.empty();
+    if (!g.outputs.empty() && !ends_in_loss) {
+      const std::string head =
+          DescribeClassHead(p.model, FindClassHead(p.model, o.logits_output.empty() ? g.outputs[0].name : o.logits_output));
+      if (!head.empty()) p.notes.push_back(head);
+    }
   }
   return p;
+}
+
+int64_t ParseNumClasses(const std::string& value, const std::string& data_spec) {
+  if (value == "auto") {
+    const size_t colon = data_spec.find(':');
+    const std::string kind = data_spec.substr(0, colon);
+    const std::string dir = colon == std::string::npos ? "" : data_spec.substr(colon + 1);
+    if (kind == "fashion-mnist" || kind == "mnist" || kind == "cifar10") return 10;
+    OT_CHECK(kind == "imagefolder" && !dir.empty(),
+             "--num-classes auto takes the class count from an image folder, fashion-mnist, mnist or cifar10 (--data), "
+             "not from %s; give the number: --num-classes K",
+             data_spec.empty() ? "this command, which reads no data" : ("'" + data_spec + "'").c_str());
+    const std::string root = std::filesystem::is_directory(dir + "/train") ? dir + "/train" : dir;
+    return static_cast<int64_t>(ScanImageFolder(root).classes.size());
+  }
+  char* end = nullptr;
+  const long long k = std::strtoll(value.c_str(), &end, 10);
+  OT_CHECK(!value.empty() && end && *end == '\0' && k >= 2,
+           "--num-classes takes a class count of at least 2 or auto, not '%s'", value.c_str());
+  return k;
 }
 
 }  // namespace ot

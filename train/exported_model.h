@@ -1,7 +1,9 @@
 // A model as exported (from PyTorch, usually) made ready for train and eval: a fixed batch
-// dimension rebound to a symbolic one when the graph allows, or else the batch the model
-// must run with; BatchNormalization in training form or frozen (graph/batch_norm_form.h).
-// Each change comes with one line for the user.
+// dimension rebound to a symbolic one when the graph allows (Reshape targets holding it
+// rewritten), or else the batch the model must run with; BatchNormalization in training form
+// or frozen (graph/batch_norm_form.h); the final classifier replaced for --num-classes and
+// the class-score head described (graph/class_head.h). Each change comes with one line for
+// the user.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,9 @@ struct ExportedModelOptions {
   bool training = true;     // train: BatchNormalization forms apply; eval: only the batch
   bool frozen_bn = false;   // --frozen-bn
   int64_t batch = 0;        // the batch the caller will run (0: any; eval)
+  int64_t num_classes = 0;  // --num-classes: > 0 replaces the final classifier with a fresh K-way one
+  uint64_t seed = 0;        // its initialisation
+  std::string logits_output;  // --logits-output: the scores the loss reads ("" = the first output)
 };
 
 struct PreparedModel {
@@ -31,5 +36,11 @@ struct PreparedModel {
 // differs from options.batch: "the model was exported with batch fixed at 2; export with
 // dynamic_axes={'input': {0: 'N'}} or use --batch 2".
 PreparedModel PrepareExportedModel(const Model& model, const ExportedModelOptions& options);
+
+// The class count of --num-classes VALUE: a whole number of at least 2, or "auto": the class
+// folders of imagefolder:DIR (DIR/train when present), 10 for fashion-mnist, mnist and
+// cifar10. `data_spec` is --data ("" for commands that read no data). Throws ot::Error
+// naming the flag otherwise.
+int64_t ParseNumClasses(const std::string& value, const std::string& data_spec);
 
 }  // namespace ot

@@ -39,7 +39,10 @@ void CheckDataFitsInput(const ValueInfo& input, const ImageDataset& data) {
 
 void CheckClassesFitOutput(const ValueInfo& scores, const std::string& dataset_name, int64_t classes) {
   if (!scores.has_shape) return;
-  OT_CHECK(scores.dims.size() == 2, "the model's output '%s' should be class scores [batch, classes], it is %s",
+  bool unit_trailing = scores.dims.size() >= 2;  // [batch, classes, 1, 1] too (a 1x1-conv head)
+  for (size_t d = 2; d < scores.dims.size(); ++d)
+    unit_trailing = unit_trailing && scores.dims[d].IsStatic() && scores.dims[d].value == 1;
+  OT_CHECK(unit_trailing, "the model's output '%s' should be class scores [batch, classes], it is %s",
            scores.name.c_str(), scores.ShapeString().c_str());
   const Dim& k = scores.dims[1];
   OT_CHECK(!k.IsStatic() || k.value >= classes,

@@ -346,6 +346,7 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
   config.sync_batch_norm = sync_bn;
   if (sync_bn) config.executor.cross_replica = &replica_sum;
   config.autodiff.freeze = o.freeze;
+  config.autodiff.train_only = o.train_only;
   config.autodiff.label_smoothing = o.label_smoothing;
   MixOptions mix;
   mix.mixup_alpha = o.mixup_alpha;
@@ -353,6 +354,7 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
   mix.seed = o.seed;
   config.autodiff.mixed_targets = mix.Enabled();
   config.optimizer = o.optimizer;
+  config.optimizer.base_lr = static_cast<float>(o.schedule.base_lr);  // absolute --param-group rates
   OT_CHECK(o.accumulate >= 1, "--accumulate must be at least 1");
   config.accumulate = o.accumulate;
   config.executor.device = device;

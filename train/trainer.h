@@ -23,7 +23,10 @@ struct TrainerOptions {
   int64_t accumulate = 1;
   LrSchedule schedule;
   OptimizerConfig optimizer;
+  // Initializer names or glob patterns that stay fixed (--freeze); when train_only is not
+  // empty, only initializers matching it train (--train-only). See graph/param_patterns.h.
   std::vector<std::string> freeze;
+  std::vector<std::string> train_only;
   bool shuffle = true;
   bool augment = false;
   float label_smoothing = 0.f;  // --label-smoothing: PyTorch's CrossEntropyLoss(label_smoothing=)

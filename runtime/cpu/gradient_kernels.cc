@@ -361,6 +361,8 @@ class DropoutGradKernel final : public OpKernel {
     const Tensor& dy = ctx.Input(0);
     if (dy.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(dy.dtype()));
     if (ctx.Input(1).shape() != dy.shape()) Fail("mask shape differs from the gradient's");
+    if (ctx.Input(1).dtype() != DType::kBool && ctx.Input(1).dtype() != DType::kFloat32)
+      Unsupported("mask of data type " + DTypeName(ctx.Input(1).dtype()) + " (bool or float expected)");
     ctx.SetOutput(0, DType::kFloat32, dy.shape());
   }
   void Compute(KernelContext& ctx) override {
@@ -369,11 +371,18 @@ class DropoutGradKernel final : public OpKernel {
     const float scale = ratio >= 1.f ? 0.f : 1.f / (1.f - ratio);
     const Tensor& dy = ctx.Input(0);
     const float* g = dy.data<float>();
-    const bool* mask = ctx.Input(1).data<bool>();
     float* dx = ctx.Output(0).data<float>();
     const int64_t n = dy.numel();
+    const Tensor& mask = ctx.Input(1);
+    if (mask.dtype() == DType::kFloat32) {  // Dropout before opset 10: the mask has X's type
+      const float* m = mask.data<float>();
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) dx[i] = mask[i] ? g[i] * scale : 0.f;
+      for (int64_t i = 0; i < n; ++i) dx[i] = m[i] != 0.f ? g[i] * scale : 0.f;
+      return;
+    }
+    const bool* m = mask.data<bool>();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) dx[i] = m[i] ? g[i] * scale : 0.f;
   }
 };
 

@@ -73,7 +73,10 @@ class ReshapeKernel final : public ReshapeLikeKernel {
  protected:
   Shape OutputShape(const KernelContext& ctx) override {
     const Shape& in = ctx.Input(0).shape();
-    const Shape requested = shape_inputs_.Read(ctx, 1);
+    // Before opset 5 the target shape is the `shape` attribute (the gradient domain's
+    // Reshape, emitted for such models, always takes it as input 1).
+    const bool from_attr = opset_ < 5 && node_.domain.empty();
+    const Shape requested = from_attr ? Shape(node_.GetInts("shape")) : shape_inputs_.Read(ctx, 1);
     Shape out = requested;
     const bool allow_zero = opset_ >= 14 && node_.GetInt("allowzero", 0) != 0;
     int infer_at = -1;
@@ -428,7 +431,9 @@ class DropoutKernel final : public OpKernel {
   void Compute(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
     double ratio = Ratio(ctx);
-    bool training = false;
+    // Before opset 7 is_test (default 0: training) chooses; from 7 to 11 the op has no
+    // switch and passes X through; from 12 the training_mode input.
+    bool training = opset_ < 7 && node_.GetInt("is_test", 0) == 0;
     if (opset_ >= 12) {
       if (const Tensor* mode = ctx.OptionalInput(2)) {
         if (mode->dtype() != DType::kBool || mode->numel() != 1) Fail("training_mode must be a bool scalar");
@@ -472,13 +477,17 @@ class DropoutKernel final : public OpKernel {
   template <typename T> void Drop(KernelContext& ctx, double ratio) {
     const T* x = ctx.Input(0).data<T>();
     T* y = ctx.Output(0).data<T>();
-    uint8_t* mask = ctx.HasOutput(1) ? ctx.Output(1).data<uint8_t>() : nullptr;
+    // The mask is bool from opset 10, of X's type before.
+    Tensor* mask = ctx.HasOutput(1) ? &ctx.Output(1) : nullptr;
+    uint8_t* bool_mask = mask && mask->dtype() == DType::kBool ? mask->data<uint8_t>() : nullptr;
+    T* typed_mask = mask && !bool_mask ? mask->data<T>() : nullptr;
     // Computed in T as the reference does: scale = 1 / (1 - ratio).
     const T keep_scale = T(1) / (T(1) - static_cast<T>(ratio));
     for (int64_t i = 0, n = ctx.Input(0).numel(); i < n; ++i) {
       bool keep = Uniform(ctx) >= ratio;
       y[i] = keep ? x[i] * keep_scale : T(0);
-      if (mask) mask[i] = keep;
+      if (bool_mask) bool_mask[i] = keep;
+      if (typed_mask) typed_mask[i] = keep ? T(1) : T(0);
     }
   }
 
@@ -498,7 +507,10 @@ class DropoutKernel final : public OpKernel {
 };
 
 OT_REGISTER_CPU_KERNEL("Flatten", 1, kLatestOpset, FlattenKernel);
-OT_REGISTER_CPU_KERNEL("Reshape", 5, kLatestOpset, ReshapeKernel);
+OT_REGISTER_CPU_KERNEL("Reshape", 1, kLatestOpset, ReshapeKernel);
+// Reshape(X, shape) for the gradients of models older than opset 5, whose Reshape has no
+// shape input.
+OT_REGISTER_KERNEL(kGradDomain, "Reshape", 1, kLatestOpset, DeviceType::kCPU, ReshapeKernel);
 OT_REGISTER_CPU_KERNEL("Identity", 1, kLatestOpset, IdentityKernel);
 OT_REGISTER_CPU_KERNEL("Squeeze", 1, kLatestOpset, SqueezeKernel);
 OT_REGISTER_CPU_KERNEL("Unsqueeze", 1, kLatestOpset, UnsqueezeKernel);
@@ -510,7 +522,7 @@ OT_REGISTER_CPU_KERNEL("Cast", 6, kLatestOpset, CastKernel);
 OT_REGISTER_CPU_KERNEL("CastLike", 15, kLatestOpset, CastKernel);
 // Cast's gradient: dY back to the forward input's type, at any model opset.
 OT_REGISTER_KERNEL(kGradDomain, "CastLike", 1, kLatestOpset, DeviceType::kCPU, CastKernel);
-OT_REGISTER_CPU_KERNEL("Dropout", 7, kLatestOpset, DropoutKernel);
+OT_REGISTER_CPU_KERNEL("Dropout", 1, kLatestOpset, DropoutKernel);
 
 }  // namespace
 }  // namespace cpu
