@@ -14,6 +14,10 @@ after BatchNormalization (Unsqueeze, Mul, Add) one and zero. Then, per model:
          output of the declared shape;
   grad:  `onnx-train grad` on a random batch of 2 with int64 labels gives a finite loss and
          a finite gradient file for every weight (the batch of 1 is rebound to 2).
+  finetune: `onnx-train MODEL --data imagefolder:DIR --num-classes 5 --batch 2` trains one
+         epoch on a 5-class image folder (small PNGs, resized to the model's 224x224), the
+         1000-way classifier replaced; `onnx-train eval` runs the checkpoint, whose output
+         has 5 classes.
 
 A model listed in KNOWN (with the work it waits for) is run and reported but not counted;
 one that passes is flagged XPASS so its entry can be removed. Any other model that fails a
@@ -222,6 +226,22 @@ def run_model(name, args, seed):
         if missing:
             return steps, "grad: no gradient for %d of %d weights, e.g. %s" % (len(missing), len(trainable), missing[0])
         steps.append("grad")
+
+        ck = os.path.join(work, "checkpoints")
+        proc = run([args.onnx_train, model_path, "--data", "imagefolder:" + args.images, "--num-classes", "5",
+                    "--epochs", "1", "--batch", "2", "--lr", "0.001", "--checkpoint-dir", ck, "--threads", "2",
+                    "--quiet", "--seed", str(seed)], 1200)
+        if proc.returncode != 0:
+            return steps, "finetune: " + first_error(proc)
+        checkpoint = os.path.join(ck, "epoch_0001.onnx")
+        scores = onnx.load(checkpoint).graph.output[0].type.tensor_type.shape.dim
+        if len(scores) < 2 or scores[1].dim_value != 5:
+            return steps, "finetune: the checkpoint's output has shape %s, not [N, 5, ...]" % [
+                d.dim_value or d.dim_param for d in scores]
+        proc = run([args.onnx_train, "eval", checkpoint, "--data", "imagefolder:" + args.images, "--threads", "2"], 600)
+        if proc.returncode != 0 or "test accuracy" not in proc.stdout:
+            return steps, "eval of the fine-tuned checkpoint: " + first_error(proc)
+        steps.append("finetune")
         return steps, None
     finally:
         if not args.keep:
@@ -233,6 +253,22 @@ def run_model(name, args, seed):
                 os.remove(model_path)
 
 
+def make_image_folder(root):
+    """A 5-class image folder, train/ and val/: 2 and 1 48x48 PNGs a class, each class a
+    colour with noise."""
+    from PIL import Image
+    rng = np.random.default_rng(7)
+    colours = [(220, 40, 40), (40, 200, 60), (50, 60, 220), (230, 210, 40), (40, 210, 210)]
+    for split, count in (("train", 2), ("val", 1)):
+        for c, colour in enumerate(colours):
+            folder = os.path.join(root, split, "class_%d" % c)
+            os.makedirs(folder, exist_ok=True)
+            for i in range(count):
+                pixels = np.clip(np.array(colour) + rng.normal(0, 25, (48, 48, 3)), 0, 255).astype(np.uint8)
+                Image.fromarray(pixels).save(os.path.join(folder, "%d.png" % i))
+    return root
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--onnx-train", required=True)
@@ -241,8 +277,9 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the trainable models and inputs")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
+    args.images = make_image_folder(os.path.join(args.workdir, "images"))
     failures, xpass = [], []
-    print("%-14s %-18s %s" % ("model", "steps passed", "first error"))
+    print("%-14s %-27s %s" % ("model", "steps passed", "first error"))
     for k, name in enumerate(args.models.split(",")):
         steps, err = run_model(name, args, seed=100 + k)
         tag = ""
@@ -253,7 +290,7 @@ def main():
             tag = "known: %s" % KNOWN[name]
         elif err is not None:
             failures.append(name)
-        print("%-14s %-18s %s %s" % (name, ",".join(steps) or "-", err or "ok", tag), flush=True)
+        print("%-14s %-27s %s %s" % (name, ",".join(steps) or "-", err or "ok", tag), flush=True)
     if xpass:
         print("XPASS: %s now pass; remove them from KNOWN" % ", ".join(xpass))
     if failures:
