@@ -87,80 +87,222 @@ class Differentiability {
   std::set<std::string> blocked_;
 };
 
-// Cross entropy of `logits` against the class indices `labels`, mean over the samples, as
-// PyTorch's CrossEntropyLoss(label_smoothing=eps), into the value `out`; value names start
-// with `prefix`. Without smoothing one SoftmaxCrossEntropyLoss; with it, in ordinary ONNX
-// nodes that have gradient rules,
-//   out = (1 - eps) * nll - eps * ReduceMean(LogSoftmax(logits, axis 1))
-// (ReduceMean over all axes of [N, C, d...] is the mean over the N*d positions of
-// sum_c log p_c / C, PyTorch's smoothing term for reduction 'mean' without weights).
+// Appends the nodes of an attached loss to a graph: constants, plain ops, and the Reduce*
+// ops whose axes are an attribute or (ReduceSum from opset 13, ReduceMean from 18) an input.
+class LossNodes {
+ public:
+  explicit LossNodes(Model& m) : m_(m), opset_(m.OpsetFor("")) {}
+  int64_t opset() const { return opset_; }
+  std::string Constant(const std::string& name, HostTensor value) {
+    Node c;
+    c.name = name;
+    c.op_type = "Constant";
+    c.outputs = {name};
+    c.SetTensor("value", std::move(value));
+    m_.graph.nodes.push_back(c);
+    return name;
+  }
+  std::string Float(const std::string& name, float v) { return Constant(name, HostTensor::FromVector<float>({v}, {})); }
+  Node* Add(const std::string& op, std::vector<std::string> inputs, const std::string& out) {
+    Node n;
+    n.name = out + "/" + op;
+    n.op_type = op;
+    n.inputs = std::move(inputs);
+    n.outputs = {out};
+    m_.graph.nodes.push_back(n);
+    return &m_.graph.nodes.back();
+  }
+  // ReduceSum or ReduceMean over `axes` (all axes when empty), keepdims 0.
+  void Reduce(const std::string& op, const std::string& in, const std::string& out, const std::vector<int64_t>& axes) {
+    const bool axes_input = opset_ >= (op == "ReduceSum" ? 13 : 18);
+    std::vector<std::string> inputs = {in};
+    if (!axes.empty() && axes_input)
+      inputs.push_back(Constant(out + "/axes", HostTensor::FromVector<int64_t>(axes, {static_cast<int64_t>(axes.size())})));
+    Node* n = Add(op, inputs, out);
+    n->SetInt("keepdims", 0);
+    if (!axes.empty() && !axes_input) n->SetInts("axes", axes);
+  }
+
+ private:
+  Model& m_;
+  const int64_t opset_;
+};
+
+// Cross entropy (or, `nll`, the negative log-likelihood of log-probabilities) of the class
+// scores `logits` [N, C, d...] against the class indices `labels` [N, d...], mean over the
+// positions whose label is not `ignore_index`, as PyTorch's CrossEntropyLoss(ignore_index=,
+// label_smoothing=eps) and NLLLoss, into the value `out`; value names start with `prefix`.
+// Without smoothing one SoftmaxCrossEntropyLoss (NegativeLogLikelihoodLoss); with it, in
+// ordinary ONNX nodes that have gradient rules,
+//   out = (1 - eps) * nll - eps * sum(mean_c log p_c * kept) / sum(kept)
+// with kept = (labels != ignore_index) as float: PyTorch's smoothing term for reduction
+// 'mean' without weights, also over the positions not ignored.
 void EmitCrossEntropy(Model& m, const std::string& logits, int rank, const std::string& labels, float eps,
-                      const std::string& prefix, const std::string& out) {
+                      int64_t ignore_index, bool nll, const std::string& prefix, const std::string& out) {
   Graph& g = m.graph;
-  const int64_t opset = m.OpsetFor("");
+  LossNodes b(m);
+  const int64_t opset = b.opset();
   Node sce;
-  sce.name = prefix + "/SoftmaxCrossEntropyLoss";
-  sce.op_type = "SoftmaxCrossEntropyLoss";
+  sce.name = prefix + (nll ? "/NegativeLogLikelihoodLoss" : "/SoftmaxCrossEntropyLoss");
+  sce.op_type = nll ? "NegativeLogLikelihoodLoss" : "SoftmaxCrossEntropyLoss";
+  OT_CHECK(!nll || opset >= 12, "--loss nll needs an opset 12 or newer model (this one is %lld); re-export it with "
+           "opset_version=12 or more", (long long)opset);
   if (opset < 12) {  // ONNX has the op from opset 12; older models get ours
     sce.domain = kGradDomain;
     m.opsets[kGradDomain] = 1;
   }
   sce.inputs = {logits, labels};
-  sce.outputs = {eps > 0.f ? prefix + "/nll" : out, prefix + "/log_prob"};
+  sce.outputs = {eps > 0.f ? prefix + "/nll" : out};
+  if (!nll) sce.outputs.push_back(prefix + "/log_prob");
   sce.SetString("reduction", "mean");
+  sce.SetInt("ignore_index", ignore_index);
   g.nodes.push_back(sce);
   if (eps == 0.f) return;
+  OT_CHECK(!nll, "label smoothing is CrossEntropyLoss's; PyTorch's NLLLoss has none: leave out --label-smoothing");
   // Before opset 13 LogSoftmax flattens from its axis on: right only for [N, C] logits.
   OT_CHECK(opset >= 13 || rank == 2,
            "label smoothing on logits of rank %d needs an opset 13 or newer model (this one is %lld); re-export it "
            "with opset_version=13 or more",
            rank, (long long)opset);
-  auto constant = [&](const std::string& name, float v) {
-    Node c;
-    c.name = name;
-    c.op_type = "Constant";
-    c.outputs = {name};
-    c.SetTensor("value", HostTensor::FromVector<float>({v}, {}));
-    g.nodes.push_back(c);
-    return name;
-  };
-  auto node = [&](const std::string& op, std::vector<std::string> inputs, const std::string& o) {
-    Node n;
-    n.name = o + "/" + op;
-    n.op_type = op;
-    n.inputs = std::move(inputs);
-    n.outputs = {o};
-    g.nodes.push_back(n);
-    return &g.nodes.back();
-  };
-  node("LogSoftmax", {logits}, prefix + "/smooth_log_prob")->SetInt("axis", 1);
-  node("ReduceMean", {prefix + "/smooth_log_prob"}, prefix + "/smooth_mean_log_prob")->SetInt("keepdims", 0);
-  node("Mul", {prefix + "/nll", constant(prefix + "/one_minus_eps", 1.f - eps)}, prefix + "/nll_scaled");
-  node("Mul", {prefix + "/smooth_mean_log_prob", constant(prefix + "/eps", eps)}, prefix + "/smooth_scaled");
-  node("Sub", {prefix + "/nll_scaled", prefix + "/smooth_scaled"}, out);
+  b.Add("LogSoftmax", {logits}, prefix + "/smooth_log_prob")->SetInt("axis", 1);
+  b.Reduce("ReduceMean", prefix + "/smooth_log_prob", prefix + "/smooth_class_mean", {1});
+  const std::string ignore = b.Constant(prefix + "/ignore_index", HostTensor::FromVector<int64_t>({ignore_index}, {}));
+  b.Add("Equal", {labels, ignore}, prefix + "/ignored");
+  b.Add("Not", {prefix + "/ignored"}, prefix + "/kept_bool");
+  b.Add("Cast", {prefix + "/kept_bool"}, prefix + "/kept")->SetInt("to", static_cast<int64_t>(DType::kFloat32));
+  b.Add("Mul", {prefix + "/smooth_class_mean", prefix + "/kept"}, prefix + "/smooth_kept");
+  b.Reduce("ReduceSum", prefix + "/smooth_kept", prefix + "/smooth_sum", {});
+  b.Reduce("ReduceSum", prefix + "/kept", prefix + "/kept_count", {});
+  b.Add("Div", {prefix + "/smooth_sum", prefix + "/kept_count"}, prefix + "/smooth_mean_log_prob");
+  b.Add("Mul", {prefix + "/nll", b.Float(prefix + "/one_minus_eps", 1.f - eps)}, prefix + "/nll_scaled");
+  b.Add("Mul", {prefix + "/smooth_mean_log_prob", b.Float(prefix + "/eps", eps)}, prefix + "/smooth_scaled");
+  b.Add("Sub", {prefix + "/nll_scaled", prefix + "/smooth_scaled"}, out);
 }
 
-// Attaches the cross-entropy loss (with label smoothing when asked) to the logits; returns
-// the loss name. With mixed targets the loss is lambda * CE(labels) + (1 - lambda) *
-// CE(labels_b), with the inputs kMixLabelsInput and kMixLambdaInput: CE is linear in a soft
-// target, so this equals CE against torchvision's mixed (smoothed) one-hot targets.
-std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* labels) {
+// The element-wise losses of `output` against float targets `labels` of its shape, mean
+// over all elements, in ONNX ops with gradient rules (d = output - labels):
+//   mse: d * d   l1: |d|   smooth-l1: |d| < beta ? 0.5 d^2 / beta : |d| - 0.5 beta
+//   bce-with-logits: softplus(x) - x * y  (= -(y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))))
+void EmitElementwiseLoss(Model& m, LossKind kind, const std::string& output, const std::string& labels, float beta,
+                         const std::string& out) {
+  LossNodes b(m);
+  std::string element;
+  if (kind == LossKind::kBceWithLogits) {
+    b.Add("Softplus", {output}, "loss/softplus");
+    b.Add("Mul", {output, labels}, "loss/output_times_target");
+    element = b.Add("Sub", {"loss/softplus", "loss/output_times_target"}, "loss/element")->outputs[0];
+  } else {
+    b.Add("Sub", {output, labels}, "loss/diff");
+    if (kind == LossKind::kMse) {
+      element = b.Add("Mul", {"loss/diff", "loss/diff"}, "loss/element")->outputs[0];
+    } else if (kind == LossKind::kL1 || beta == 0.f) {  // SmoothL1Loss(beta=0) is L1Loss
+      element = b.Add("Abs", {"loss/diff"}, "loss/element")->outputs[0];
+    } else {
+      b.Add("Abs", {"loss/diff"}, "loss/abs_diff");
+      b.Add("Less", {"loss/abs_diff", b.Float("loss/beta", beta)}, "loss/quadratic_part");
+      b.Add("Mul", {"loss/diff", "loss/diff"}, "loss/square");
+      b.Add("Mul", {"loss/square", b.Float("loss/half_over_beta", 0.5f / beta)}, "loss/quadratic");
+      b.Add("Sub", {"loss/abs_diff", b.Float("loss/half_beta", 0.5f * beta)}, "loss/linear");
+      element = b.Add("Where", {"loss/quadratic_part", "loss/quadratic", "loss/linear"}, "loss/element")->outputs[0];
+    }
+  }
+  b.Reduce("ReduceMean", element, out, {});
+}
+
+// A Softmax or LogSoftmax over the last axis that produces the per-token scores `output`
+// ([N, T, V]): its input, so that cross-entropy reads the scores before it; `output`
+// itself otherwise. Throws ot::Error for one over another axis.
+std::string PerTokenScores(const Model& m, const std::string& output) {
+  for (const auto& n : m.graph.nodes) {
+    if (n.outputs.empty() || n.outputs[0] != output || !n.domain.empty()) continue;
+    if ((n.op_type != "Softmax" && n.op_type != "LogSoftmax") || !n.HasInput(0)) return output;
+    const int64_t axis = n.GetInt("axis", m.OpsetFor("") < 13 ? 1 : -1);
+    OT_CHECK(axis == -1 || axis == 2,
+             "the model's output '%s' comes from %s over axis %lld, which is not the class axis 2 (the last) of "
+             "per-token scores [N, T, V]; export the model without the final %s, or with it over dim -1",
+             output.c_str(), n.Describe().c_str(), (long long)axis, n.op_type.c_str());
+    return n.inputs[0];
+  }
+  return output;
+}
+
+// Attaches the loss options.loss asks for (cross-entropy when kAuto) to the first output
+// (or options.logits_output); returns the loss name, and sets *labels to the labels input
+// and tg's loss_kind and loss_input. With mixed targets the loss is lambda * CE(labels) +
+// (1 - lambda) * CE(labels_b), with the inputs kMixLabelsInput and kMixLambdaInput: CE is
+// linear in a soft target, so this equals CE against torchvision's mixed (smoothed) one-hot
+// targets.
+std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* labels, TrainingGraph* tg) {
   Graph& g = m.graph;
   OT_CHECK(!g.outputs.empty(), "the model has no outputs to attach a loss to");
+  const LossKind kind = options.loss == LossKind::kAuto ? LossKind::kCrossEntropy : options.loss;
+  const char* kind_name = LossKindName(kind);
   std::string logits = options.logits_output.empty() ? g.outputs[0].name : options.logits_output;
-  // A final Softmax or LogSoftmax (zoo models): the loss reads the class scores before it.
-  const ClassHead head = FindClassHead(m, logits);
-  logits = head.scores;
-  if (!head.activation.empty() && !FindValue(g, logits)) {
-    ValueInfo scores;  // shape inference left it unknown
+  const ValueInfo* out_info = FindValue(g, logits);
+  const int out_rank = out_info && out_info->has_shape ? static_cast<int>(out_info->dims.size()) : -1;
+  const float eps = options.label_smoothing;
+  OT_CHECK(eps >= 0.f && eps < 1.f, "label smoothing %g is outside [0, 1); give a value such as 0.1", eps);
+  OT_CHECK(eps == 0.f || kind == LossKind::kCrossEntropy,
+           "label smoothing is cross-entropy's; --loss %s has none: leave out --label-smoothing", kind_name);
+  OT_CHECK(!options.mixed_targets || kind == LossKind::kCrossEntropy,
+           "Mixup and CutMix mix class labels for cross-entropy; --loss %s cannot use them: leave out --mixup-alpha "
+           "and --cutmix-alpha", kind_name);
+  tg->loss_kind = kind;
+  ValueInfo lab;
+  lab.name = options.labels_name;
+  OT_CHECK(!g.FindInput(lab.name) && !g.FindInitializer(lab.name), "the model already has a value named '%s'",
+           lab.name.c_str());
+  ValueInfo loss;
+  loss.name = "loss";
+  loss.dtype = DType::kFloat32;
+  loss.has_shape = true;
+
+  if (!IsClassIndexLoss(kind)) {
+    OT_CHECK(out_info, "cannot attach the loss: '%s' is not a value of the model; outputs are: %s", logits.c_str(),
+             GraphOutputList(g).c_str());
+    OT_CHECK(out_info->dtype == DType::kFloat32, "cannot attach --loss %s to '%s': it is %s, not float32", kind_name,
+             logits.c_str(), DTypeName(out_info->dtype).c_str());
+    OT_CHECK(options.smooth_l1_beta >= 0.f && std::isfinite(options.smooth_l1_beta),
+             "--smooth-l1-beta %g must be 0 or more (PyTorch's default is 1.0)", options.smooth_l1_beta);
+    lab.dtype = DType::kFloat32;
+    lab.has_shape = out_info->has_shape;
+    lab.dims = out_info->dims;
+    g.inputs.push_back(lab);
+    EmitElementwiseLoss(m, kind, logits, lab.name, options.smooth_l1_beta, "loss");
+    g.outputs.insert(g.outputs.begin(), loss);
+    *labels = lab.name;
+    tg->loss_input = logits;
+    return "loss";
+  }
+
+  // Class indices. Per-token scores [N, T, V] have their classes last; everything else,
+  // [N, K, 1] (a 1x1-conv head) included, on axis 1.
+  const bool per_token = out_rank == 3 && !HasUnitTrailingAxes(*out_info);
+  if (kind == LossKind::kCrossEntropy) {
+    if (per_token) {
+      logits = PerTokenScores(m, logits);
+    } else {
+      // A final Softmax or LogSoftmax (zoo models): the loss reads the class scores before it.
+      const ClassHead head = FindClassHead(m, logits);
+      logits = head.scores;
+      if (!head.activation.empty() && !FindValue(g, logits)) {
+        ValueInfo scores;  // shape inference left it unknown
+        scores.name = logits;
+        scores.dtype = DType::kFloat32;
+        g.value_info[logits] = scores;
+      }
+    }
+  }
+  if (per_token && !FindValue(g, logits)) {
+    ValueInfo scores = *out_info;  // the Softmax's input has the output's shape
     scores.name = logits;
-    scores.dtype = DType::kFloat32;
     g.value_info[logits] = scores;
   }
+  tg->loss_input = logits;
   const ValueInfo* info = FindValue(g, logits);
   OT_CHECK(info, "cannot attach the loss: '%s' is not a value of the model; outputs are: %s", logits.c_str(),
            GraphOutputList(g).c_str());
-  if (HasUnitTrailingAxes(*info)) {
+  if (!per_token && HasUnitTrailingAxes(*info)) {
     // Class scores [N, K, 1, 1] (a 1x1-conv head) are read as [N, K]; labels [N].
     Node flatten;
     flatten.name = logits + "/class_scores/Flatten";
@@ -181,22 +323,30 @@ std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* la
   OT_CHECK(!info->has_shape || info->dims.size() >= 2,
            "cannot attach the loss to '%s' of shape %s: logits need shape [N, C] or [N, C, d1, ...]", logits.c_str(),
            info->ShapeString().c_str());
-  ValueInfo lab;
-  lab.name = options.labels_name;
-  OT_CHECK(!g.FindInput(lab.name) && !g.FindInitializer(lab.name), "the model already has a value named '%s'",
-           lab.name.c_str());
   lab.dtype = DType::kInt64;
   if (info->has_shape) {
     lab.has_shape = true;
     lab.dims.push_back(info->dims[0]);
-    for (size_t d = 2; d < info->dims.size(); ++d) lab.dims.push_back(info->dims[d]);
+    if (per_token) lab.dims.push_back(info->dims[1]);
+    else
+      for (size_t d = 2; d < info->dims.size(); ++d) lab.dims.push_back(info->dims[d]);
+  }
+  if (per_token) {
+    // [N, T, V] -> [N, V, T]: the classes on axis 1, as the ONNX loss ops read them.
+    Node t;
+    t.name = "loss/class_first/Transpose";
+    t.op_type = "Transpose";
+    t.inputs = {logits};
+    t.outputs = {"loss/class_first"};
+    t.SetInts("perm", {0, 2, 1});
+    g.nodes.push_back(t);
+    logits = t.outputs[0];
   }
   g.inputs.push_back(lab);
-  const float eps = options.label_smoothing;
-  OT_CHECK(eps >= 0.f && eps < 1.f, "label smoothing %g is outside [0, 1); give a value such as 0.1", eps);
   const int rank = info->has_shape ? static_cast<int>(info->dims.size()) : -1;
+  const bool nll = kind == LossKind::kNll;
   if (!options.mixed_targets) {
-    EmitCrossEntropy(m, logits, rank, lab.name, eps, "loss", "loss");
+    EmitCrossEntropy(m, logits, rank, lab.name, eps, options.ignore_index, nll, "loss", "loss");
   } else {
     ValueInfo lab_b = lab;
     lab_b.name = kMixLabelsInput;
@@ -209,8 +359,8 @@ std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* la
                v->name.c_str());
     g.inputs.push_back(lab_b);
     g.inputs.push_back(lambda);
-    EmitCrossEntropy(m, logits, rank, lab.name, eps, "loss/a", "loss/a/ce");
-    EmitCrossEntropy(m, logits, rank, lab_b.name, eps, "loss/b", "loss/b/ce");
+    EmitCrossEntropy(m, logits, rank, lab.name, eps, options.ignore_index, nll, "loss/a", "loss/a/ce");
+    EmitCrossEntropy(m, logits, rank, lab_b.name, eps, options.ignore_index, nll, "loss/b", "loss/b/ce");
     // loss = ce_b + lambda * (ce_a - ce_b)
     for (auto [op, inputs, out] :
          std::vector<std::tuple<const char*, std::vector<std::string>, std::string>>{
@@ -225,10 +375,6 @@ std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* la
       g.nodes.push_back(n);
     }
   }
-  ValueInfo loss;
-  loss.name = "loss";
-  loss.dtype = DType::kFloat32;
-  loss.has_shape = true;
   g.outputs.insert(g.outputs.begin(), loss);
   *labels = lab.name;
   return "loss";
@@ -446,6 +592,47 @@ std::vector<std::string> DefaultTrainableParams(const Model& model, const std::v
   return out;
 }
 
+namespace {
+constexpr std::pair<LossKind, const char*> kLossNames[] = {
+    {LossKind::kCrossEntropy, "cross-entropy"}, {LossKind::kNll, "nll"},         {LossKind::kMse, "mse"},
+    {LossKind::kL1, "l1"},                      {LossKind::kSmoothL1, "smooth-l1"}, {LossKind::kBceWithLogits, "bce-with-logits"},
+    {LossKind::kModel, "model"}};
+}  // namespace
+
+LossKind ParseLossKind(const std::string& name) {
+  std::string names;
+  for (const auto& [kind, n] : kLossNames) {
+    if (name == n) return kind;
+    names += (names.empty() ? "" : ", ") + std::string(n);
+  }
+  throw Error("unknown --loss '" + name + "'; choose one of " + names);
+}
+
+const char* LossKindName(LossKind kind) {
+  for (const auto& [k, n] : kLossNames)
+    if (k == kind) return n;
+  return "cross-entropy";  // kAuto attaches cross-entropy
+}
+
+void CheckLabelsFit(const TrainingGraph& tg, DType dtype, const std::vector<int64_t>& dims) {
+  if (tg.labels.empty()) return;
+  const ValueInfo* lab = tg.model.graph.FindInput(tg.labels);
+  if (!lab) return;
+  const bool class_index = IsClassIndexLoss(tg.loss_kind);
+  bool fits = class_index ? (dtype == DType::kInt64 || dtype == DType::kInt32) : dtype == DType::kFloat32;
+  if (lab->has_shape) {
+    fits = fits && dims.size() == lab->dims.size();
+    for (size_t d = 0; fits && d < dims.size(); ++d)
+      fits = d == 0 || !lab->dims[d].IsStatic() || lab->dims[d].value == dims[d];  // any batch size
+  }
+  if (fits) return;
+  const std::string expected = lab->has_shape ? lab->ShapeString() : "[N, ...]";
+  throw Error(StrFormat("the labels input '%s' does not fit --loss %s: it is %s%s, the loss needs %s%s (%s '%s')",
+                        tg.labels.c_str(), LossKindName(tg.loss_kind), DTypeName(dtype).c_str(),
+                        ShapeString(dims).c_str(), class_index ? "int64" : "float32", expected.c_str(),
+                        class_index ? "class indices for the scores" : "shaped as the output", tg.loss_input.c_str()));
+}
+
 TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& options) {
   TrainingGraph tg;
   tg.model = forward;
@@ -453,17 +640,27 @@ TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& op
   Graph& g = m.graph;
 
   // 1. The loss.
-  if (!options.loss_output.empty()) {
+  const bool model_loss = options.loss == LossKind::kModel || !options.loss_output.empty();
+  OT_CHECK(options.loss_output.empty() || options.loss == LossKind::kAuto || options.loss == LossKind::kModel,
+           "--loss-output '%s' names the model's own loss, but --loss %s asks for an attached one; give one of them",
+           options.loss_output.c_str(), LossKindName(options.loss));
+  if (model_loss && !options.loss_output.empty()) {
     OT_CHECK(FindValue(g, options.loss_output) != nullptr && std::any_of(g.outputs.begin(), g.outputs.end(),
                                                                            [&](const ValueInfo& v) { return v.name == options.loss_output; }),
              "the loss output '%s' does not exist; the model's outputs are: %s", options.loss_output.c_str(),
              GraphOutputList(g).c_str());
     tg.loss = options.loss_output;
-  } else if (!g.outputs.empty() && g.outputs[0].has_shape && g.outputs[0].dims.empty() &&
-             g.outputs[0].dtype == DType::kFloat32) {
+  } else if (model_loss) {
+    for (const auto& o : g.outputs)
+      if (tg.loss.empty() && o.has_shape && o.dims.empty() && o.dtype == DType::kFloat32) tg.loss = o.name;
+    OT_CHECK(!tg.loss.empty(),
+             "--loss model needs a float32 scalar output of the model to be the loss; its outputs are: %s",
+             GraphOutputList(g).c_str());
+  } else if (options.loss == LossKind::kAuto && !g.outputs.empty() && g.outputs[0].has_shape &&
+             g.outputs[0].dims.empty() && g.outputs[0].dtype == DType::kFloat32) {
     tg.loss = g.outputs[0].name;  // the model ends in a scalar loss
   } else {
-    tg.loss = AttachLoss(m, options, &tg.labels);
+    tg.loss = AttachLoss(m, options, &tg.labels, &tg);
   }
   OT_CHECK(options.label_smoothing == 0.f || !tg.labels.empty(),
            "label smoothing applies to the loss onnx-train attaches, but the model has its own loss '%s'; leave out "

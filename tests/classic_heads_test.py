@@ -37,6 +37,7 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_parity import write_tensor  # noqa: E402  (same folder; exits if torch is missing)
+from grad_compare import compare_gradients  # noqa: E402
 from torch_grad_parity import read_tensor, run_grad  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -139,26 +140,8 @@ def check_head(args, name, build, marker, opset, keep_inputs, seed):
     ref_loss, ref = torch_scores_grads(module, x, y, torch.float64)
     _, ref32 = torch_scores_grads(module, x, y, torch.float32)
     ours = run_grad(args.onnx_train, path, x, y, args.workdir, tag)
-    loss = float(ours.pop("loss"))
-    loss_err = abs(loss - ref_loss) / abs(ref_loss)
-    if loss_err > 1e-4:
-        failures.append(f"loss {loss} vs torch's cross-entropy on the scores {ref_loss}")
-    worst, worst_name = 0.0, ""
-    for pname, g in ref.items():
-        if pname not in ours:
-            failures.append(f"no gradient for {pname}")
-            continue
-        a = ours[pname].astype(np.float64)
-        if a.shape != g.shape:
-            failures.append(f"{pname}: shape {a.shape} vs torch {g.shape}")
-            continue
-        scale = max(np.linalg.norm(g), 1e-3)
-        err = float(np.linalg.norm(a - g) / scale)
-        t32 = float(np.linalg.norm(ref32[pname] - g) / scale)
-        if err > worst:
-            worst, worst_name = err, pname
-        if err > max(1e-4, 3 * t32):
-            failures.append(f"{pname}: {err:.2e} from float64 by norm (torch float32: {t32:.2e})")
+    found, loss_err, worst, worst_name, _ = compare_gradients(ours, ref_loss, ref, ref32, 1e-4)
+    failures += found
     print(f"  {tag:<36} loss rel err {loss_err:.1e}  worst grad {worst:.2e} ({worst_name})  "
           f"{'ok' if not failures else 'FAILED'}", flush=True)
     for f in failures:

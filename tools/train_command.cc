@@ -28,6 +28,7 @@
 #include "train/image_dataset.h"
 #include "train/interrupt.h"
 #include "train/model_input_check.h"
+#include "train/token_dataset.h"
 #include "train/trainer.h"
 
 namespace ot {
@@ -42,7 +43,14 @@ const char* kTrainUsage =
     "                       rows, or float features),\n"
     "                       imagefolder:DIR (ROOT/<class>/*.jpg|png;\n"
     "                       DIR/train + DIR/val|test when present), npy:X.npy,Y.npy[,XTEST.npy,YTEST.npy],\n"
-    "                       npz:FILE.npz (arrays x, y[, x_test, y_test])\n"
+    "                       npz:FILE.npz (arrays x, y[, x_test, y_test]; token ids x [N,T] with y [N,T]),\n"
+    "                       tokens:TRAIN.bin[,VAL.bin] (flat token files as nanoGPT and llm.c write them,\n"
+    "                       memory-mapped; without VAL.bin the last --val-fraction is validation)\n"
+    "  --seq-len T          tokens: tokens per sample (default: the model's input length if fixed); samples\n"
+    "                       are x = tokens[o:o+T], labels the next tokens[o+1:o+T+1], at seeded random\n"
+    "                       offsets o; an epoch is (tokens - 1) / T samples; validation windows follow\n"
+    "                       one another\n"
+    "  --token-dtype TYPE   tokens: uint16 (default, nanoGPT's), uint32 or int32 (llm.c's header sets it)\n"
     "  --npz-keys X,Y[,XT,YT] array names in the .npz\n"
     "  --val-fraction F     held-out share when the data has no test split (0.1)\n"
     "  --data-workers N     threads decoding and transforming images (default: a quarter of --threads)\n"
@@ -86,6 +94,12 @@ const char* kTrainUsage =
     "  --accumulate N       N micro-batches of --batch per optimizer step, gradients averaged (as batch\n"
     "                       N x B; data parallel: one allreduce per step, like DDP's no_sync); N must\n"
     "                       divide an epoch's batches; --max-steps counts optimizer steps\n"
+    "  --loss NAME          cross-entropy (default): scores [N,K] with labels [N], per token [N,T,V]\n"
+    "                       (classes last) with labels [N,T], per pixel [N,C,H,W] with labels [N,H,W];\n"
+    "                       nll (the model outputs log-probabilities); mse, l1, smooth-l1, bce-with-logits\n"
+    "                       (float32 targets shaped as the output); mean reduction, PyTorch's meanings\n"
+    "  --ignore-index I     cross-entropy and nll: positions labelled I count for nothing (-100)\n"
+    "  --smooth-l1-beta B   SmoothL1Loss's beta (1.0)\n"
     "  --label-smoothing E  the loss as PyTorch's CrossEntropyLoss(label_smoothing=E), 0 <= E < 1 (0)\n"
     "  --mixup-alpha A      torchvision's RandomMixup: each batch blended with itself rolled by one,\n"
     "                       lambda ~ Beta(A, A); the loss mixes the two labels' (0: off)\n"
@@ -162,6 +176,9 @@ void ReadDataSourceFlags(const Args& args, DataSourceOptions* d) {
   d->val_fraction = args.GetDouble("val-fraction", d->val_fraction);
   d->npz_keys = SplitList(args.Get("npz-keys"));
   d->skip_bad_images = args.Has("skip-bad-images");
+  d->token_seq_len = args.GetInt("seq-len", 0);
+  OT_CHECK(d->token_seq_len >= 0, "--seq-len takes the tokens per sample, 1 or more");
+  if (args.Has("token-dtype")) d->token_dtype = ParseTokenDType(args.Get("token-dtype"));
 }
 
 void ApplyRecipe(const std::string& name, TrainerOptions* o) {
@@ -231,7 +248,7 @@ int CmdTrain(std::vector<std::string> argv) {
              "std", "val-fraction", "npz-keys", "lr-warmup-epochs", "lr-warmup-method", "lr-warmup-decay",
              "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha", "accumulate",
              "label-smoothing", "random-erase", "model-ema-steps", "model-ema-decay", "mixup-alpha", "cutmix-alpha",
-             "conv-algo", "train-only", "param-group", "num-classes"},
+             "conv-algo", "train-only", "param-group", "num-classes", "seq-len", "token-dtype", "loss", "ignore-index", "smooth-l1-beta"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
              "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn", "freeze-bn-stats", "sync-bn", "centered",
              "lr-per-step", "model-ema"});
@@ -293,6 +310,16 @@ int CmdTrain(std::vector<std::string> argv) {
   for (const std::string& spec : args.GetAll("param-group")) o.optimizer.groups.push_back(ParseParamGroup(spec));
   o.augment = args.Has("augment");
   o.label_smoothing = ParseLabelSmoothing(args);
+  {
+    AutodiffOptions loss;
+    ReadLossFlags(args, &loss);
+    OT_CHECK(loss.loss != LossKind::kModel,
+             "--loss model is for grad and export; training attaches its loss to the model's output: choose another "
+             "--loss");
+    o.loss = loss.loss;
+    o.ignore_index = loss.ignore_index;
+    o.smooth_l1_beta = loss.smooth_l1_beta;
+  }
   o.random_erase = ParseProbability(args, "random-erase");
   o.mixup_alpha = args.GetDouble("mixup-alpha", 0.0);
   o.cutmix_alpha = args.GetDouble("cutmix-alpha", 0.0);
@@ -420,6 +447,7 @@ int CmdTrain(std::vector<std::string> argv) {
   eo.batch = o.batch;
   eo.num_classes = args.Has("num-classes") ? ParseNumClasses(args.Get("num-classes"), o.data) : 0;
   eo.seed = o.seed;
+  eo.class_scores = o.loss == LossKind::kAuto || o.loss == LossKind::kCrossEntropy;
   PreparedModel prepared = PrepareExportedModel(LoadModel(args.positional()[0]), eo);
   o.freeze.insert(o.freeze.end(), prepared.freeze.begin(), prepared.freeze.end());
   o.fixed_batch = prepared.fixed_batch;
@@ -441,8 +469,12 @@ int CmdTrain(std::vector<std::string> argv) {
   if (r.interrupted) return kInterruptedExitStatus;  // the trainer said where it stopped
   if (!lead || r.already_complete) return 0;  // a finished run said so, with no figures to report
   // The whole run's counts, also after a resume.
-  std::cout << StrFormat("done: %d epoch%s, %lld steps; test accuracy %.2f%%", r.epochs_done,
-                         r.epochs_done == 1 ? "" : "s", (long long)r.global_step, 100.0 * r.test_accuracy);
+  std::cout << StrFormat("done: %d epoch%s, %lld steps", r.epochs_done, r.epochs_done == 1 ? "" : "s",
+                         (long long)r.global_step);
+  if (r.test_loss >= 0)  // a language model: validation loss and perplexity
+    std::cout << StrFormat("; validation loss %.4f, perplexity %.3f", r.test_loss, std::exp(r.test_loss));
+  else
+    std::cout << StrFormat("; test accuracy %.2f%%", 100.0 * r.test_accuracy);
   if (!r.last_checkpoint.empty()) std::cout << "; model saved as " << r.last_checkpoint << ".onnx";
   std::cout << "\n";
   return 0;
@@ -475,7 +507,7 @@ int CmdEval(const std::vector<std::string>& argv) {
   Args args(argv,
             {"data", "split", "batch", "threads", "device", "seed", "data-workers", "resize", "center-crop",
              "random-resized-crop", "mean", "std", "val-fraction", "npz-keys", "label-smoothing", "random-erase", "model-ema-steps",
-             "model-ema-decay", "mixup-alpha", "cutmix-alpha"},
+             "model-ema-decay", "mixup-alpha", "cutmix-alpha", "seq-len", "token-dtype"},
             {"skip-bad-images", "hflip", "per-class"});
   OT_CHECK(args.positional().size() == 1, "eval needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   ExportedModelOptions eo;
@@ -499,13 +531,21 @@ int CmdEval(const std::vector<std::string>& argv) {
   ImageDataset data = LoadImageDataset(spec, split, source);
   CheckDataFitsInput(model.graph.inputs[0], data);
   OT_CHECK(!model.graph.outputs.empty(), "the model has no outputs");
-  CheckClassesFitOutput(model.graph.outputs[0], data.name, data.classes);
+  CheckLabelsFitOutput(model.graph.outputs[0], data);
   Executor exec(model, opts);
   for (const auto& note : prepared.notes) std::cout << note << "\n";
   for (const std::string& note : data.notes) std::cout << note << "\n";
   const std::string input = model.graph.inputs[0].name;
   const int64_t batch = prepared.fixed_batch > 0 ? prepared.fixed_batch : args.GetInt("batch", 256);
   OT_CHECK(batch >= 1, "--batch must be at least 1");
+  if (!data.label_dims.empty()) {  // per-token labels (token windows): loss, perplexity, token accuracy
+    const TokenLoss t = EvaluateTokens([&](const Tensor& x) { return exec.Run({{input, x}})[0]; }, data, batch,
+                                       opts.device, prepared.fixed_batch > 0);
+    std::cout << StrFormat("%s %s loss: %.4f, perplexity %.3f, token accuracy %.2f%% (%lld of %lld)\n", spec.c_str(),
+                           split.c_str(), t.Loss(), t.Perplexity(), 100.0 * t.Accuracy(), (long long)t.correct,
+                           (long long)t.tokens);
+    return 0;
+  }
   Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return exec.Run({{input, x}})[0]; }, data, batch, opts.device,
                                   prepared.fixed_batch > 0);
   std::cout << StrFormat("%s %s accuracy: %.2f%% (%lld of %lld)\n", spec.c_str(), split.c_str(), 100.0 * acc.Fraction(),

@@ -30,6 +30,7 @@ Model LoadForTraining(const Args& args, std::vector<std::string>* freeze) {
   eo.num_classes = args.Has("num-classes") ? ParseNumClasses(args.Get("num-classes"), "") : 0;
   eo.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
   eo.logits_output = args.Get("logits-output");
+  eo.class_scores = !args.Has("loss") || args.Get("loss") == "cross-entropy";
   PreparedModel p = PrepareExportedModel(LoadModel(args.positional()[0]), eo);
   for (const auto& note : p.notes) std::cout << note << "\n";
   freeze->insert(freeze->end(), p.freeze.begin(), p.freeze.end());
@@ -44,6 +45,7 @@ AutodiffOptions ReadAutodiffOptions(const Args& args) {
   o.loss_output = args.Get("loss-output");
   o.logits_output = args.Get("logits-output");
   o.label_smoothing = ParseLabelSmoothing(args);
+  ReadLossFlags(args, &o);
   return o;
 }
 
@@ -51,7 +53,7 @@ AutodiffOptions ReadAutodiffOptions(const Args& args) {
 
 int CmdGrad(const std::vector<std::string>& argv) {
   Args args(argv, {"input", "o", "device", "threads", "freeze", "loss-output", "logits-output", "seed", "label-smoothing",
-                   "conv-algo", "train-only", "num-classes"},
+                   "conv-algo", "train-only", "num-classes", "loss", "ignore-index", "smooth-l1-beta"},
             {"frozen-bn", "freeze-bn-stats", "plan-dump", "no-fusion"});
   OT_CHECK(args.positional().size() == 1, "grad needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "grad needs -o DIR (where the loss and gradients are written)");
@@ -70,9 +72,12 @@ int CmdGrad(const std::vector<std::string>& argv) {
   }
   Executor exec(tg.model, opts);
   std::map<std::string, Tensor> feeds = ReadFeeds(args.GetAll("input"), opts.device);
-  if (!tg.labels.empty())
-    OT_CHECK(feeds.count(tg.labels), "grad needs the labels: --input %s=FILE.pb (int64, one class index per sample)",
-             tg.labels.c_str());
+  if (!tg.labels.empty()) {
+    OT_CHECK(feeds.count(tg.labels), "grad needs the labels: --input %s=FILE.pb (%s)", tg.labels.c_str(),
+             IsClassIndexLoss(tg.loss_kind) ? "int64 class indices" : "float32, shaped as the output");
+    const Tensor& lab = feeds.at(tg.labels);
+    CheckLabelsFit(tg, lab.dtype(), lab.shape());
+  }
   std::vector<std::string> fetch = {tg.loss};
   fetch.insert(fetch.end(), tg.grads.begin(), tg.grads.end());
   std::vector<Tensor> out = exec.Run(feeds, fetch);
@@ -89,7 +94,8 @@ int CmdGrad(const std::vector<std::string>& argv) {
 
 int CmdExport(const std::vector<std::string>& argv) {
   Args args(argv,
-            {"o", "freeze", "loss-output", "logits-output", "label-smoothing", "optimizer", "momentum", "weight-decay",
+            {"o", "freeze", "loss-output", "logits-output", "label-smoothing", "loss", "ignore-index", "smooth-l1-beta",
+             "optimizer", "momentum", "weight-decay",
              "beta1", "beta2", "epsilon", "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha",
              "train-only", "param-group", "lr", "num-classes", "seed"},
             {"nesterov", "no-optimizer", "frozen-bn", "freeze-bn-stats", "centered"});

@@ -14,7 +14,9 @@ Batch PrepareBatch(const ImageDataset& dataset, std::vector<int64_t> samples, co
   b.index = index;
   b.samples = std::move(samples);
   b.real_count = static_cast<int64_t>(b.samples.size());
-  b.labels = dataset.Labels(b.samples);  // checks the indices
+  // Checks the indices; token windows make the labels of this epoch's windows.
+  b.labels = dataset.source && dataset.source->MakesLabels() ? dataset.source->Labels(b.samples, epoch)
+                                                             : dataset.Labels(b.samples);
   if (dataset.source) {  // made on demand, augmented per sample
     b.images = dataset.source->Inputs(b.samples, &augment, epoch, index);
     EraseBatch(b.images, augment, epoch, index);

@@ -26,7 +26,7 @@ struct Batch {
   int64_t real_count = 0;        // leading samples that are not sampler padding (for metrics)
   HostTensor images;             // float32 [n, C, H, W], augmented and normalised (or what a
                                  // SampleSource makes: e.g. int64 token ids [n, L])
-  HostTensor labels;             // int64 [n]
+  HostTensor labels;             // int64 [n] (token windows: [n, T])
   SamplerState next;             // the sampler's state after this batch: a checkpoint taken
                                  // after training on it resumes from here
 };

@@ -13,7 +13,7 @@ namespace {
 
 // The rows of the embedding table that integer input `name` indexes: the first dim of the
 // initializer a Gather (axis 0) reads with it, directly or through a Cast; 0 when none does.
-int64_t VocabularyOf(const Graph& g, const std::string& name) {
+int64_t VocabularyOf(const Graph& g, const std::string& name, std::string* table_name = nullptr) {
   std::vector<std::string> ids = {name};
   for (const Node& n : g.nodes)
     if (n.op_type == "Cast" && n.inputs.size() == 1 && n.inputs[0] == name && !n.outputs.empty())
@@ -22,7 +22,10 @@ int64_t VocabularyOf(const Graph& g, const std::string& name) {
     if (n.op_type != "Gather" || n.inputs.size() != 2 || n.GetInt("axis", 0) != 0) continue;
     if (std::find(ids.begin(), ids.end(), n.inputs[1]) == ids.end()) continue;
     if (const HostTensor* table = g.FindInitializer(n.inputs[0]))
-      if (!table->dims.empty() && table->dims[0] > 0) return table->dims[0];
+      if (!table->dims.empty() && table->dims[0] > 0) {
+        if (table_name) *table_name = n.inputs[0];
+        return table->dims[0];
+      }
   }
   return 0;
 }
@@ -39,7 +42,26 @@ DataSourceOptions DataSourceForModel(const Model& model, const std::string& spec
     const ValueInfo& out = model.graph.outputs[0];
     if (out.has_shape && out.dims.size() == 2 && out.dims[1].IsStatic()) source.model_classes = out.dims[1].value;
   }
-  if (spec.rfind("synthetic", 0) == 0 && !IsImageInput(model.graph.inputs[0])) {
+  if (spec.rfind("tokens:", 0) == 0) {
+    // Token windows: T from the model's input [N, T] when --seq-len is not given; ids
+    // checked against the embedding's rows when the model shows its table.
+    const ValueInfo& input = model.graph.inputs[0];
+    OT_CHECK(input.dtype == DType::kInt64 || input.dtype == DType::kInt32 || input.dtype == DType::kUndefined,
+             "--data %s feeds token ids, but the model's input '%s' is %s; a language model takes int64 token ids "
+             "[N, T]",
+             spec.c_str(), input.name.c_str(), DTypeName(input.dtype).c_str());
+    if (source.token_seq_len <= 0 && input.has_shape && input.dims.size() == 2 && input.dims[1].IsStatic() &&
+        input.dims[1].value > 0)
+      source.token_seq_len = input.dims[1].value;
+    OT_CHECK(source.token_seq_len > 0,
+             "--data %s needs --seq-len T: the model's input '%s' is %s, with no fixed sequence length to take",
+             spec.c_str(), input.name.c_str(), input.ShapeString().c_str());
+    std::string table;
+    source.token_vocabulary = VocabularyOf(model.graph, input.name, &table);
+    if (source.token_vocabulary > 0)
+      source.token_vocabulary_source = "the embedding '" + table + "'";
+    source.model_classes = 0;
+  } else if (spec.rfind("synthetic", 0) == 0 && !IsImageInput(model.graph.inputs[0])) {
     // Not an image: samples of the input's own fixed shape and element type.
     const ValueInfo& input = model.graph.inputs[0];
     bool fixed = input.has_shape && input.dims.size() >= 2;

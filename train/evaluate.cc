@@ -2,6 +2,7 @@
 #include "train/evaluate.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "graph/error.h"
 
@@ -23,7 +24,70 @@ std::vector<int64_t> ArgMaxRows(const Tensor& logits) {
   return out;
 }
 
+double TokenLoss::Perplexity() const { return std::exp(Loss()); }
+
+namespace {
+
+// Per-token arg-max hits and, with `loss`, the summed cross-entropy of scores against labels.
+void ScoreTokens(const HostTensor& h, const HostTensor& labels, bool loss, TokenLoss* acc) {
+  OT_CHECK(h.dtype == DType::kFloat32, "expected float per-token scores, got %s", DTypeName(h.dtype).c_str());
+  OT_CHECK(labels.dims.size() == 2 && h.dims.size() == 3 && h.dims[0] == labels.dims[0] && h.dims[1] == labels.dims[1],
+           "per-token scores should be [N, T, V] for labels [N, T] = %s, they are %s", ShapeString(labels.dims).c_str(),
+           ShapeString(h.dims).c_str());
+  const int64_t n = labels.dims[0], t = labels.dims[1], v = h.dims[2];
+  const int64_t ps = v, cs = 1;  // element (i, position, class) at i*T*V + position*ps + class*cs
+  const float* p = h.Data<float>();
+  const std::vector<int64_t> y = labels.AsInt64s();
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < t; ++k) {
+      const int64_t label = y[static_cast<size_t>(i * t + k)];
+      if (label == -100) continue;
+      OT_CHECK(label >= 0 && label < v, "label %lld of sample %lld position %lld is outside the %lld scores",
+               (long long)label, (long long)i, (long long)k, (long long)v);
+      const float* row = p + i * t * v + k * ps;
+      int64_t best = 0;
+      for (int64_t c = 1; c < v; ++c)
+        if (row[c * cs] > row[best * cs]) best = c;
+      acc->correct += best == label;
+      acc->tokens++;
+      if (!loss) continue;
+      double sum = 0;
+      const double top = row[best * cs];
+      for (int64_t c = 0; c < v; ++c) sum += std::exp(static_cast<double>(row[c * cs]) - top);
+      acc->loss_sum += top + std::log(sum) - static_cast<double>(row[label * cs]);
+    }
+  }
+}
+
+}  // namespace
+
+TokenLoss EvaluateTokens(const std::function<Tensor(const Tensor&)>& forward, const ImageDataset& data, int64_t batch,
+                         Device device, bool pad_last) {
+  TokenLoss acc;
+  for (int64_t start = 0; start < data.count; start += batch) {
+    std::vector<int64_t> idx;
+    for (int64_t i = start; i < std::min(data.count, start + batch); ++i) idx.push_back(i);
+    const HostTensor truth = data.Labels(idx);
+    const size_t real = idx.size();
+    while (pad_last && static_cast<int64_t>(idx.size()) < batch) idx.push_back(idx.back());
+    HostTensor scores = forward(Tensor::FromHost(data.Images(idx), device)).ToHost();
+    if (idx.size() > real) {  // padding rows: keep the real ones
+      const int64_t row = scores.NumElements() / scores.dims[0];
+      HostTensor cut(scores.dtype, {static_cast<int64_t>(real), scores.dims[1], scores.dims[2]}, scores.name);
+      std::copy_n(scores.Data<float>(), static_cast<int64_t>(real) * row, cut.Data<float>());
+      scores = std::move(cut);
+    }
+    ScoreTokens(scores, truth, true, &acc);
+  }
+  return acc;
+}
+
 int64_t CountCorrect(const Tensor& logits, const HostTensor& labels) {
+  if (labels.dims.size() == 2) {  // per-token labels [N, T]
+    TokenLoss acc;
+    ScoreTokens(logits.ToHost(), labels, false, &acc);
+    return acc.correct;
+  }
   std::vector<int64_t> pred = ArgMaxRows(logits);
   std::vector<int64_t> truth = labels.AsInt64s();
   OT_CHECK(pred.size() == truth.size(), "%zu predictions for %zu labels", pred.size(), truth.size());
@@ -35,6 +99,12 @@ int64_t CountCorrect(const Tensor& logits, const HostTensor& labels) {
 Accuracy EvaluateAccuracy(const std::function<Tensor(const Tensor&)>& forward, const ImageDataset& data,
                           int64_t batch, Device device, bool pad_last) {
   Accuracy acc;
+  if (!data.label_dims.empty()) {  // per-token labels: the tokens' arg-max hits (no per-class counts)
+    const TokenLoss tokens = EvaluateTokens(forward, data, batch, device, pad_last);
+    acc.correct = tokens.correct;
+    acc.total = tokens.tokens;
+    return acc;
+  }
   for (int64_t start = 0; start < data.count; start += batch) {
     std::vector<int64_t> idx;
     for (int64_t i = start; i < std::min(data.count, start + batch); ++i) idx.push_back(i);

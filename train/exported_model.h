@@ -21,6 +21,7 @@ struct ExportedModelOptions {
   int64_t num_classes = 0;  // --num-classes: > 0 replaces the final classifier with a fresh K-way one
   uint64_t seed = 0;        // its initialisation
   std::string logits_output;  // --logits-output: the scores the loss reads ("" = the first output)
+  bool class_scores = true;   // the loss reads class scores [N, K, ...] (cross-entropy): note a final Softmax
 };
 
 struct PreparedModel {

@@ -15,6 +15,7 @@
 #include "train/image_folder.h"
 #include "train/image_source.h"
 #include "train/npy_dataset.h"
+#include "train/token_dataset.h"
 
 namespace ot {
 
@@ -291,9 +292,10 @@ ImageDataset LoadSpec(const std::string& spec, const std::string& split, const D
     return LoadImageFolder(rest, split, options);
   }
   if (kind == "npy" || kind == "npz") return LoadNumpyDataset(kind, rest, split, options);
+  if (kind == "tokens") return LoadTokenDataset(rest, split, options);
   throw Error("unknown data set '" + spec +
               "'; use fashion-mnist, fashion-mnist:DIR, mnist:DIR, cifar10:DIR, synthetic[:N[:CxHxW]], "
-              "imagefolder:DIR, npy:X.npy,Y.npy or npz:FILE.npz");
+              "imagefolder:DIR, npy:X.npy,Y.npy, npz:FILE.npz or tokens:TRAIN.bin[,VAL.bin]");
 }
 
 }  // namespace
@@ -351,13 +353,22 @@ HostTensor ImageDataset::Images(const std::vector<int64_t>& indices) const {
   return Normalize(RawImages(indices));
 }
 
+HostTensor SampleSource::Labels(const std::vector<int64_t>&, int64_t) const {
+  throw Error("this data source keeps its labels in the data set; it does not make them");
+}
+
 HostTensor ImageDataset::Labels(const std::vector<int64_t>& indices) const {
-  HostTensor t(DType::kInt64, {static_cast<int64_t>(indices.size())}, "labels");
-  for (size_t i = 0; i < indices.size(); ++i) {
-    OT_CHECK(indices[i] >= 0 && indices[i] < count, "sample index %lld is outside the data set (%lld samples)",
-             (long long)indices[i], (long long)count);
-    t.Data<int64_t>()[i] = labels[static_cast<size_t>(indices[i])];
-  }
+  for (int64_t i : indices)
+    OT_CHECK(i >= 0 && i < count, "sample index %lld is outside the data set (%lld samples)", (long long)i,
+             (long long)count);
+  if (source && source->MakesLabels()) return source->Labels(indices, 0);
+  std::vector<int64_t> dims = label_dims;
+  int64_t per = 1;
+  for (int64_t d : label_dims) per *= d;
+  dims.insert(dims.begin(), static_cast<int64_t>(indices.size()));
+  HostTensor t(DType::kInt64, dims, "labels");
+  for (size_t i = 0; i < indices.size(); ++i)
+    std::copy_n(labels.data() + indices[i] * per, per, t.Data<int64_t>() + static_cast<int64_t>(i) * per);
   return t;
 }
 

@@ -28,6 +28,10 @@ class SampleSource {
   // batch_index, place in the batch) only, so batches are the same on every run and resume.
   virtual HostTensor Inputs(const std::vector<int64_t>& indices, const AugmentOptions* augment, int64_t epoch,
                             int64_t batch_index) const = 0;
+  // Sources whose labels are made with the samples (token windows: the next tokens) say so
+  // and make them: int64 [n, ...] for samples `indices` of `epoch` (as Inputs of that epoch).
+  virtual bool MakesLabels() const { return false; }
+  virtual HostTensor Labels(const std::vector<int64_t>& indices, int64_t epoch) const;
 };
 
 struct ImageDataset {
@@ -36,7 +40,10 @@ struct ImageDataset {
   int64_t channels = 0, height = 0, width = 0;
   int64_t classes = 0;
   std::vector<uint8_t> pixels;   // count*C*H*W
-  std::vector<int64_t> labels;   // count
+  std::vector<int64_t> labels;   // count x (product of label_dims); empty when the source makes them
+  // The shape of one sample's labels: empty for one class index, {T} for a sequence of T
+  // token targets (labels [N, T] against scores [N, T, V]; -100 is ignored).
+  std::vector<int64_t> label_dims;
   std::vector<float> mean, stddev;  // per channel, on the [0,1] scale
   // Set for data sets whose samples are made on demand (see SampleSource); `pixels` is then
   // empty and channels/height/width are the model-sized samples (0 for non-image arrays).
@@ -54,7 +61,7 @@ struct ImageDataset {
   HostTensor RawImages(const std::vector<int64_t>& indices) const;
   // Float batch of a uint8 batch [n, C, H, W]: x / 255, then (x - mean[c]) / stddev[c].
   HostTensor Normalize(const HostTensor& raw) const;
-  // int64 labels [n].
+  // int64 labels [n, label_dims...] (those of epoch 0 where the source makes them).
   HostTensor Labels(const std::vector<int64_t>& indices) const;
 };
 
@@ -99,6 +106,12 @@ struct DataSourceOptions {
   uint64_t seed = 0;               // of the held-out share
   std::vector<std::string> npz_keys;  // x, y[, x_test, y_test] names in an .npz
   bool skip_bad_images = false;    // image folders: leave out undecodable files (listed in notes)
+  // tokens:TRAIN.bin[,VAL.bin] (token_dataset.h): --seq-len (0: the model's input length
+  // when static), --token-dtype, and the embedding's rows when the model shows them.
+  int64_t token_seq_len = 0;
+  DType token_dtype = DType::kUInt16;
+  int64_t token_vocabulary = 0;
+  std::string token_vocabulary_source;  // for errors: "the embedding 'wte.weight'"
 };
 
 // Parses a data spec and loads a split ("train" or "test"). Specs:
@@ -111,6 +124,7 @@ struct DataSourceOptions {
 //   imagefolder:DIR                                torchvision ImageFolder tree (image_folder.h)
 //   npy:X.npy,Y.npy[,XTEST.npy,YTEST.npy]          NumPy arrays (npy_dataset.h)
 //   npz:FILE.npz                                   arrays x, y[, x_test, y_test] (or --npz-keys)
+//   tokens:TRAIN.bin[,VAL.bin]                     flat token files (token_dataset.h)
 // With options.model_input set, images are adapted to the model (AdaptToModel, image_source.h).
 // Throws ot::Error naming the missing or malformed file.
 ImageDataset LoadImageDataset(const std::string& spec, const std::string& split,

@@ -50,6 +50,27 @@ void CheckClassesFitOutput(const ValueInfo& scores, const std::string& dataset_n
            (long long)classes, scores.name.c_str(), (long long)k.value, scores.ShapeString().c_str());
 }
 
+void CheckLabelsFitOutput(const ValueInfo& scores, const ImageDataset& data) {
+  if (data.label_dims.empty()) return CheckClassesFitOutput(scores, data.name, data.classes);
+  if (!scores.has_shape) return;
+  std::string labels = "[N";
+  for (int64_t d : data.label_dims) labels += ", " + std::to_string(d);
+  labels += "]";
+  OT_CHECK(data.label_dims.size() == 1 && scores.dims.size() == 3,
+           "data set %s has labels %s per batch but the model's output '%s' is %s; per-token labels [N, T] need "
+           "scores [N, T, V] (classes last)",
+           data.name.c_str(), labels.c_str(), scores.name.c_str(), scores.ShapeString().c_str());
+  const int64_t t = data.label_dims[0];
+  OT_CHECK(!scores.dims[1].IsStatic() || scores.dims[1].value == t,
+           "data set %s has %lld targets per sample but the model's output '%s' is %s; scores [N, T, V] need T = %lld "
+           "(the --seq-len), classes last",
+           data.name.c_str(), (long long)t, scores.name.c_str(), scores.ShapeString().c_str(), (long long)t);
+  const Dim& v = scores.dims[2];
+  OT_CHECK(data.classes <= 0 || !v.IsStatic() || v.value >= data.classes,
+           "data set %s has token ids below %lld but the model's output '%s' (%s) scores only %lld", data.name.c_str(),
+           (long long)data.classes, scores.name.c_str(), scores.ShapeString().c_str(), (long long)v.value);
+}
+
 bool IsImageInput(const ValueInfo& input) {
   bool fixed = input.has_shape && input.dims.size() == 4;
   for (size_t i = 1; fixed && i < 4; ++i) fixed = input.dims[i].IsStatic() && input.dims[i].value > 0;

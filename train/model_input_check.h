@@ -24,6 +24,12 @@ void CheckDataFitsInput(const ValueInfo& input, const ImageDataset& data);
 // Throws ot::Error when `scores` ([batch, K] logits) has a static K below `classes`.
 void CheckClassesFitOutput(const ValueInfo& scores, const std::string& dataset_name, int64_t classes);
 
+// CheckClassesFitOutput for one class index per sample; for per-token labels [N, T] (token
+// windows, npz y [N, T]) the scores must be [N, T, V] (classes last, as the per-token
+// cross-entropy reads them), with a static V not below data.classes (the embedding's rows,
+// when known).
+void CheckLabelsFitOutput(const ValueInfo& scores, const ImageDataset& data);
+
 // Whether the input is an image [batch, C, H, W] whose last three dimensions are static.
 bool IsImageInput(const ValueInfo& input);
 // {C, H, W} of such an image input (to make synthetic data for any model); throws

@@ -196,12 +196,16 @@ ImageDataset LoadNumpyDataset(const std::string& kind, const std::string& rest, 
     y = NpyArray::OpenNpz(file, keys[use_test ? 3 : 1]);
     what = "npz:" + file;
   }
-  // Shapes: x [N, ...] against the model's input, y [N].
+  // Shapes: x [N, ...] against the model's input, y [N]; or, for a language model, token ids
+  // x [N, T] with the next tokens y [N, T] (per-token labels, -100 ignored).
   OT_CHECK(!x.shape().empty() && x.shape()[0] > 0, "'%s' should be [N, ...] with N > 0 samples, it is %s",
            x.source().c_str(), ShapeOf(x.shape()).c_str());
-  OT_CHECK(y.shape().size() == 1 && y.shape()[0] == x.shape()[0],
-           "'%s' should hold one label per sample of '%s' (shape (%lld,)), it is %s", y.source().c_str(),
-           x.source().c_str(), (long long)x.shape()[0], ShapeOf(y.shape()).c_str());
+  const bool per_token = y.shape().size() == 2 && x.shape().size() == 2 && y.shape() == x.shape() &&
+                         IsIntegerType(x.dtype());
+  OT_CHECK(per_token || (y.shape().size() == 1 && y.shape()[0] == x.shape()[0]),
+           "'%s' should hold one label per sample of '%s' (shape (%lld,)), or for token ids one per token (the same "
+           "shape), it is %s",
+           y.source().c_str(), x.source().c_str(), (long long)x.shape()[0], ShapeOf(y.shape()).c_str());
   const DType out = InputTypeFor(x, input);
   // uint8 images ([N, H, W], [N, C, H, W] or [N, H, W, C]) of another size or channel count
   // than the model's image input go through the image pipeline, as image files do.
@@ -253,16 +257,17 @@ ImageDataset LoadNumpyDataset(const std::string& kind, const std::string& rest, 
              "batch dimension",
              x.source().c_str(), ShapeOf(x.shape()).c_str(), input.name.c_str(), input.ShapeString().c_str());
   }
-  const int64_t n = x.shape()[0];
-  std::vector<int64_t> labels(static_cast<size_t>(n));
+  const int64_t n = x.shape()[0], per = per_token ? y.shape()[1] : 1;
+  std::vector<int64_t> labels(static_cast<size_t>(n * per));
   int64_t max_label = 0;
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n * per; ++i) {
     int64_t v = 0;
     OT_CHECK(IntegerAt(y, i, &v), "'%s' holds %s labels; labels must be integers (numpy int64)", y.source().c_str(),
              DTypeName(y.dtype()).c_str());
-    OT_CHECK(v >= 0 && (options.model_classes <= 0 || v < options.model_classes),
-             "'%s': label %lld at index %lld is outside [0, %lld)", y.source().c_str(), (long long)v, (long long)i,
-             (long long)(options.model_classes > 0 ? options.model_classes : v + 1));
+    OT_CHECK((per_token && v == -100) || (v >= 0 && (options.model_classes <= 0 || v < options.model_classes)),
+             "'%s': label %lld at index %lld is outside [0, %lld)%s", y.source().c_str(), (long long)v, (long long)i,
+             (long long)(options.model_classes > 0 ? options.model_classes : v + 1),
+             per_token ? " (-100 marks a token to leave out)" : "");
     labels[static_cast<size_t>(i)] = v;
     max_label = std::max(max_label, v);
   }
@@ -277,7 +282,9 @@ ImageDataset LoadNumpyDataset(const std::string& kind, const std::string& rest, 
   ds.name = what;
   ds.count = static_cast<int64_t>(rows.size());
   ds.classes = options.model_classes > 0 ? options.model_classes : max_label + 1;
-  for (int64_t r : rows) ds.labels.push_back(labels[static_cast<size_t>(r)]);
+  if (per_token) ds.label_dims = {per};
+  for (int64_t r : rows)
+    ds.labels.insert(ds.labels.end(), labels.begin() + r * per, labels.begin() + (r + 1) * per);
   if (x.shape().size() == 4) {
     ds.channels = x.shape()[1];
     ds.height = x.shape()[2];

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -86,9 +87,11 @@ void ProgressReporter::EndEpoch(const EpochSummary& s) {
   const std::string batch = s.world_size > 1 ? StrFormat("%lld per rank (%lld global)", (long long)s.batch,
                                                         (long long)s.batch * s.world_size)
                                               : std::to_string(s.batch);
-  std::string line = StrFormat("%sEpoch %d | Batchsize: %s | Steps: %lld | LR: %.4g | Loss: %.4f | Acc: %.2f%%",
-                               tag_.c_str(), s.epoch, batch.c_str(), (long long)s.steps, s.lr, s.loss,
-                               100.0 * s.accuracy);
+  std::string line = StrFormat("%sEpoch %d | Batchsize: %s | Steps: %lld | LR: %.4g | Loss: %.4f", tag_.c_str(),
+                               s.epoch, batch.c_str(), (long long)s.steps, s.lr, s.loss);
+  if (s.perplexity >= 0) line += StrFormat(" | PPL: %.3f", s.perplexity);
+  if (s.accuracy >= 0) line += StrFormat(" | Acc: %.2f%%", 100.0 * s.accuracy);
+  if (s.test_loss >= 0) line += StrFormat(" | Val loss: %.4f | Val PPL: %.3f", s.test_loss, std::exp(s.test_loss));
   if (s.test_accuracy >= 0) line += StrFormat(" | Test acc: %.2f%%", 100.0 * s.test_accuracy);
   line += StrFormat(" | %.0f img/s | %.1f s", s.images_per_second, s.seconds);
   Message(line);
@@ -98,6 +101,8 @@ void ProgressReporter::EndEpoch(const EpochSummary& s) {
         "\"img_per_s\":%.1f,\"epoch_time\":%.3f,\"time\":%.3f",
         s.epoch, (long long)s.steps, (long long)s.batch, s.lr, s.loss, s.accuracy, s.images_per_second, s.seconds,
         Since(run_start_));
+    if (s.perplexity >= 0) json += StrFormat(",\"ppl\":%.6g", s.perplexity);
+    if (s.test_loss >= 0) json += StrFormat(",\"val_loss\":%.6g,\"val_ppl\":%.6g", s.test_loss, std::exp(s.test_loss));
     if (s.test_accuracy >= 0) json += StrFormat(",\"test_acc\":%.6g", s.test_accuracy);
     WriteJson(json + "}");
   }

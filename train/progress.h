@@ -25,10 +25,15 @@ struct EpochSummary {
   int64_t steps = 0;
   double lr = 0;         // the rate of the epoch's last step
   double loss = 0;      // mean over the epoch's samples
-  double accuracy = 0;  // training accuracy over the epoch, in [0, 1]
+  double accuracy = 0;  // training accuracy over the epoch, in [0, 1]; < 0 where it does not apply
   double images_per_second = 0;  // the whole job's
   double seconds = 0;
   double test_accuracy = -1;  // < 0 when not evaluated
+  // Language models (per-token labels): the training perplexity exp(loss), and the
+  // validation cross-entropy per token (the line shows it and its perplexity); < 0 when
+  // they do not apply or were not evaluated.
+  double perplexity = -1;
+  double test_loss = -1;
 };
 
 class ProgressReporter {

@@ -104,6 +104,8 @@ std::map<std::string, std::string> RunSettings(const TrainerOptions& o) {
   if (o.random_erase != 0.f) s["random_erase"] = StrFormat("%.9g", o.random_erase);
   if (o.mixup_alpha > 0 || o.cutmix_alpha > 0)
     s["mix"] = StrFormat("mixup_alpha=%.17g,cutmix_alpha=%.17g", o.mixup_alpha, o.cutmix_alpha);
+  if (o.data.rfind("tokens:", 0) == 0)  // the windows' length and the files' type
+    s["tokens"] = StrFormat("seq_len=%lld,dtype=%s", (long long)d.token_seq_len, DTypeName(d.token_dtype).c_str());
   if (o.model_ema)
     s["model_ema"] = StrFormat("steps=%lld,decay=%.17g,warmup_epochs=%d", (long long)o.model_ema_steps,
                                o.model_ema_decay, o.model_ema_warmup_epochs);
@@ -191,7 +193,7 @@ SamplerState Resume(TrainingSession& session, const Model& forward, const Traine
            path.c_str(), fp.c_str(), ModelFingerprint(forward).c_str());
   const std::map<std::string, std::string> settings = RunSettings(o);
   const std::vector<std::string> optional = {"transforms", "val_fraction", "accumulate", "label_smoothing",
-                                             "random_erase", "mix", "model_ema"};  // recorded only when used
+                                             "random_erase", "mix", "model_ema", "tokens"};  // recorded only when used
   for (const auto& [key, value] : settings) {
     OT_CHECK(state.scalars.count(key) || std::find(optional.begin(), optional.end(), key) == optional.end(),
              "checkpoint '%s' was made without the %s setting this run has (%s); resume with the flags the run was "
@@ -324,7 +326,7 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
   ImageDataset train = LoadImageDataset(o.data, "train", source);
   ImageDataset test = LoadImageDataset(o.data, "test", source);
   CheckDataFitsInput(input, train);
-  CheckClassesFitOutput(forward.graph.outputs.at(0), train.name, train.classes);
+  CheckLabelsFitOutput(forward.graph.outputs.at(0), train);
 
   // Data parallel: the launcher's environment says which rank this is.
   const LaunchInfo launch = LaunchInfoFromEnvironment(nullptr, o.backend != "mpi");
@@ -348,6 +350,9 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
   config.autodiff.freeze = o.freeze;
   config.autodiff.train_only = o.train_only;
   config.autodiff.label_smoothing = o.label_smoothing;
+  config.autodiff.loss = o.loss;
+  config.autodiff.ignore_index = o.ignore_index;
+  config.autodiff.smooth_l1_beta = o.smooth_l1_beta;
   MixOptions mix;
   mix.mixup_alpha = o.mixup_alpha;
   mix.cutmix_alpha = o.cutmix_alpha;
@@ -362,6 +367,18 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
   config.executor.num_threads = o.threads;
   config.executor.seed = o.seed;
   TrainingSession session(forward, config);
+  // Accuracy is a classifier's: arg-max of scores [N, K] (or per token [N, T, V]) against
+  // class labels. The regression and multi-label losses, and per-pixel classes, report
+  // the loss only.
+  const TrainingGraph& loss_graph = session.graph();
+  const ValueInfo* scores_info = nullptr;
+  for (const auto& v : forward.graph.outputs)
+    if (v.name == loss_graph.loss_input) scores_info = &v;
+  bool class_rows = true;  // [N, K], [N, K, 1, 1] or [N, T, V]
+  if (scores_info && scores_info->has_shape && scores_info->dims.size() > 3)
+    for (size_t d = 2; d < scores_info->dims.size(); ++d)
+      class_rows = class_rows && scores_info->dims[d].IsStatic() && scores_info->dims[d].value == 1;
+  const bool accuracy_applies = IsClassIndexLoss(loss_graph.loss_kind) && class_rows;
   // The session holds the weights now (its state); the forward model serves only its
   // structure from here on (fingerprints, input and output names), so its copy of the
   // initial weights goes (ResNet34: 85 MB less for the whole run).
@@ -559,6 +576,7 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
             Tensor::FromHost(HostTensor::FromVector<float>({static_cast<float>(draw.lambda)}, {}), device);
         mix_json = MixDrawJson(draw);
       }
+      CheckLabelsFit(loss_graph, batch.labels.dtype, batch.labels.dims);
       if ((s + 1) % accumulate != 0) {  // a micro-batch before the step's last: no update, no allreduce
         StepResult r = session.MicroStep(Tensor::FromHost(batch.images, device), Tensor::FromHost(batch.labels, device),
                                          mixed);
@@ -567,7 +585,7 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
         const int64_t n = batch.labels.NumElements();
         loss_sum += static_cast<double>(r.loss) * static_cast<double>(n);
         seen += n;
-        correct += CountCorrect(r.logits, batch.labels);
+        if (accuracy_applies) correct += CountCorrect(r.logits, batch.labels);
         group_loss += r.loss;
         group_n += n;
         continue;
@@ -601,7 +619,7 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
       const int64_t n = batch.labels.NumElements();
       loss_sum += static_cast<double>(r.loss) * static_cast<double>(n);
       seen += n;
-      correct += CountCorrect(r.logits, batch.labels);
+      if (accuracy_applies) correct += CountCorrect(r.logits, batch.labels);
       // The step's loss: the mean of its micro-batches' (equal sizes) losses.
       const float step_loss = static_cast<float>((group_loss + r.loss) / static_cast<double>(accumulate));
       const int64_t step_n = group_n + n;
@@ -653,13 +671,25 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
     summary.steps = updates;
     summary.lr = last_lr;
     summary.loss = job.loss_sum / static_cast<double>(std::max<int64_t>(job.seen, 1));
-    summary.accuracy = static_cast<double>(job.correct) / static_cast<double>(std::max<int64_t>(job.seen, 1));
+    summary.accuracy =
+        accuracy_applies ? static_cast<double>(job.correct) / static_cast<double>(std::max<int64_t>(job.seen, 1)) : -1;
+    if (!train.label_dims.empty()) summary.perplexity = std::exp(summary.loss);  // per-token cross-entropy
     summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const int64_t session_images = job.seen - prior_seen;
     summary.images_per_second = summary.seconds > 0 ? static_cast<double>(session_images) / summary.seconds : 0;
     const bool final_epoch = epoch + 1 == o.epochs;
     std::string ema_line;  // --model-ema: both test accuracies, after the epoch line
-    if (lead && (final_epoch || (!stop && o.eval_every > 0 && (epoch + 1) % o.eval_every == 0))) {
+    if (lead && !train.label_dims.empty() &&
+        (final_epoch || (!stop && o.eval_every > 0 && (epoch + 1) % o.eval_every == 0))) {
+      // Per-token labels (token windows, npz y [N, T]): the validation loss and perplexity.
+      const TokenLoss val = EvaluateTokens([&](const Tensor& x) { return session.Evaluate(x); }, test,
+                                           o.fixed_batch > 0 ? o.fixed_batch : o.batch, device, o.fixed_batch > 0);
+      summary.test_loss = val.Loss();
+      result.test_loss = val.Loss();
+      if (accuracy_applies) summary.test_accuracy = result.test_accuracy = val.Accuracy();
+    }
+    if (lead && accuracy_applies && train.label_dims.empty() &&
+        (final_epoch || (!stop && o.eval_every > 0 && (epoch + 1) % o.eval_every == 0))) {
       Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return session.Evaluate(x); }, test,
                                       o.fixed_batch > 0 ? o.fixed_batch : std::max<int64_t>(o.batch, 256), device,
                                       o.fixed_batch > 0);

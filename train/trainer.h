@@ -30,6 +30,9 @@ struct TrainerOptions {
   bool shuffle = true;
   bool augment = false;
   float label_smoothing = 0.f;  // --label-smoothing: PyTorch's CrossEntropyLoss(label_smoothing=)
+  LossKind loss = LossKind::kAuto;  // --loss (graph/autodiff.h)
+  int64_t ignore_index = -100;      // --ignore-index: cross-entropy and nll
+  float smooth_l1_beta = 1.f;       // --smooth-l1-beta
   float random_erase = 0.f;     // --random-erase: probability of torchvision's RandomErasing per image
   // --model-ema: an EMA of the weights and BatchNorm statistics (train/model_ema.h), evaluated,
   // checkpointed and exported beside the model. The decay is adjusted as torchvision's.
@@ -81,6 +84,9 @@ struct TrainResult {
   double last_epoch_loss = 0;
   double test_accuracy = -1;
   double ema_test_accuracy = -1;  // --model-ema: the averaged weights' test accuracy
+  // Language models (per-token labels): the validation cross-entropy per token (its
+  // perplexity is exp of it; test_accuracy is then per token); < 0 when not evaluated.
+  double test_loss = -1;
   std::vector<double> step_losses;  // every step's loss, in order
   std::string last_checkpoint;      // stem of the last checkpoint written ("" if none)
   int world_size = 1;
