@@ -16,11 +16,9 @@
 2. --num-classes: torchvision's resnet18 (1000 classes, random weights) exported in eval mode at
    3x32x32 and batch 1 is trained with --num-classes auto on a 5-class image folder (PNGs,
    each class a solid colour plus noise); the checkpoint outputs [N, 5], `onnx-train eval`
-   runs it above 70% on the held-out folder (chance: 20%), and `infer` of 4 images answers
-   [4, 5]. Measured: 3 epochs in 6.5 s on 2 cores, 80% held out (training-mode accuracy
-   95-100% by epoch 2-3; in eval mode one colour, class_4, is missed: BatchNorm's running
-   statistics, restored fresh after the eval export folded them, not the new classifier),
-   hence 70, not 90. A model
+   runs it above 90% on the held-out folder (chance: 20%), and `infer` of 4 images answers
+   [4, 5]. Measured: 4 epochs at lr 0.002, about 2 s on 2 quiet cores, 100% held out with
+   seeds 1, 2 and 3 (at lr 0.01 the run was unstable: 60-100% by seed). A model
    with no classifier to replace fails with one error line naming its output.
 
 Run by CTest (target classic_heads_test); by hand:
@@ -186,8 +184,11 @@ def check_num_classes(args):
     folder = os.path.join(wd, "colours")
     make_colour_folder(folder, 40, 1)
     ck = os.path.join(wd, "ck_colours")
-    r, secs = run([bin_, path, "--data", "imagefolder:" + folder, "--num-classes", "auto", "--epochs", "3",
-                   "--batch", "16", "--lr", "0.01", "--momentum", "0.9", "--checkpoint-dir", ck, "--seed", "3"])
+    # lr 0.002: at 0.01 with momentum 0.9 this randomly initialised net spikes (train loss 0.007 to
+    # 0.8 within an epoch) and ends anywhere from 60% to 100% with the seed; at 0.002 seeds 1-3
+    # all reach 100% in 4 epochs.
+    r, secs = run([bin_, path, "--data", "imagefolder:" + folder, "--num-classes", "auto", "--epochs", "4",
+                   "--batch", "16", "--lr", "0.002", "--momentum", "0.9", "--checkpoint-dir", ck, "--seed", "3"])
     replaced = re.search(r"replaced the classifier '([^']*)' \(Gemm 512x1000.*5-way", r.stdout)
     print(f"  train --num-classes auto: exit {r.returncode}, {secs:.1f} s; "
           f"note: {replaced.group(0) if replaced else 'missing'}", flush=True)
@@ -203,8 +204,8 @@ def check_num_classes(args):
         r, _ = run([bin_, "eval", ckpt, "--data", "imagefolder:" + folder])
         m = re.search(r"accuracy: ([0-9.]+)%", r.stdout)
         acc = float(m.group(1)) if m else -1.0
-        print(f"  eval of the checkpoint: {acc:.2f}% (must be > 70)")
-        ok &= r.returncode == 0 and acc > 70.0
+        print(f"  eval of the checkpoint: {acc:.2f}% (must be > 90)")
+        ok &= r.returncode == 0 and acc > 90.0
         x = np.random.default_rng(2).standard_normal((4, 3, 32, 32)).astype(np.float32)
         write_tensor(x, "input", os.path.join(wd, "four.pb"))
         r, _ = run([bin_, "infer", ckpt, "--input", "input=" + os.path.join(wd, "four.pb"), "-o",

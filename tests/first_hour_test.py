@@ -306,25 +306,25 @@ def case_exports(args, check):
     if not check("exports: PyTorch export", r.returncode == 0, r.stderr[-600:]):
         return
     quick = ["--data", "synthetic:16", "--epochs", "1", "--threads", "1", "--quiet", "--lr", "0.05"]
-    # A Reshape holds the batch: an error at start, naming the fix; --batch 2 trains.
+    # A Reshape holds the batch (x.view(x.size(0), -1) with the batch baked in): its target is
+    # rewritten to take the batch from its input, one line says so, and the model trains at
+    # any batch (the default 32 here) and with --world-size 2.
     shutil.rmtree(os.path.join(w, "fixed_ckpt"), ignore_errors=True)
-    r = run(args, ["eval_view.onnx", "--checkpoint-dir", "fixed_ckpt"] + quick)
-    want = ("the model was exported with batch fixed at 2; export with dynamic_axes={'input': {0: 'N'}} "
-            "or use --batch 2")
-    check("exports: baked batch fails at start with the fix, exit 1", r.returncode == 1 and want in r.stderr,
-          f"rc {r.returncode}; {r.stderr[-400:]}")
-    check("exports: ... before training (no epoch line, no checkpoint folder)",
-          "Epoch" not in r.stdout and not os.path.exists(os.path.join(w, "fixed_ckpt")), r.stdout[-300:])
-    r = run(args, ["eval_view.onnx", "--checkpoint-dir", "fixed_ckpt", "--world-size", "2"] + quick)
-    check("exports: ... with --world-size 2 too, as one line", r.returncode == 1 and want in r.stderr
-          and len(r.stderr.strip().splitlines()) == 1, f"rc {r.returncode}; {r.stderr[-400:]}")
-    r = run(args, ["eval_view.onnx", "--batch", "2", "--checkpoint-dir", "fixed_ckpt", "--max-steps", "3"] + quick)
-    check("exports: baked batch trains and tests with --batch 2",
-          r.returncode == 0 and re.search(r"done: 1 epoch, 3 steps; test accuracy [\d.]+%", r.stdout),
-          r.stdout[-400:] + r.stderr[-400:])
+    r = run(args, ["eval_view.onnx", "--checkpoint-dir", "fixed_ckpt", "--max-steps", "3",
+                   "--data", "synthetic:64", "--epochs", "1", "--threads", "1", "--lr", "0.05"])
+    rewritten = re.search(r"held the exported batch 2 as a constant in its target \[2, -?\d+\]; it now reshapes to "
+                          r"\[(0|-1), -?\d+\]", r.stdout)
+    check("exports: baked batch rewritten, trains at batch 32", r.returncode == 0 and bool(rewritten)
+          and re.search(r"done: 1 epoch, 2 steps; test accuracy [\d.]+%", r.stdout) is not None,
+          f"rc {r.returncode}; {r.stdout[-500:]} {r.stderr[-300:]}")
+    check("exports: ... and says the batch is now symbolic",
+          "the model was exported with batch fixed at 2; running it with any batch" in r.stdout, r.stdout[:600])
+    shutil.rmtree(os.path.join(w, "fixed_ckpt"), ignore_errors=True)
+    r = run(args, ["eval_view.onnx", "--checkpoint-dir", "fixed_ckpt", "--world-size", "2", "--batch", "3"] + quick)
+    check("exports: ... with --world-size 2 at batch 3 too", r.returncode == 0, f"rc {r.returncode}; {r.stderr[-400:]}")
     r = run(args, ["check", "eval_view.onnx"])
-    check("exports: check notes the fixed batch", r.returncode == 0 and
-          "note: the model was exported with batch fixed at 2 (node" in r.stdout, r.stdout[-400:] + r.stderr[-300:])
+    check("exports: check notes the rewrite", r.returncode == 0 and "it now reshapes to" in r.stdout,
+          r.stdout[-400:] + r.stderr[-300:])
     # torch.flatten: the batch is rebound; BatchNorm comes back in training form.
     shutil.rmtree(os.path.join(w, "flat_ckpt"), ignore_errors=True)
     r = run(args, ["eval_flatten.onnx", "--batch", "8", "--checkpoint-dir", "flat_ckpt", "--max-steps", "2"] + quick)

@@ -52,6 +52,8 @@ const char* kTrainUsage =
     "                       one another\n"
     "  --token-dtype TYPE   tokens: uint16 (default, nanoGPT's), uint32 or int32 (llm.c's header sets it)\n"
     "  --npz-keys X,Y[,XT,YT] array names in the .npz\n"
+    "  --input-map NAME=KEY the npz array KEY feeds the model input NAME (repeatable; default: arrays named\n"
+    "                       after the inputs, and y or labels)\n"
     "  --val-fraction F     held-out share when the data has no test split (0.1)\n"
     "  --data-workers N     threads decoding and transforming images (default: a quarter of --threads)\n"
     "  --skip-bad-images    leave out (and list) image files that do not decode, instead of failing\n"
@@ -175,6 +177,12 @@ void ReadDataSourceFlags(const Args& args, DataSourceOptions* d) {
   OT_CHECK(d->data_workers >= 0, "--data-workers must be 1 or more (0: from the thread budget)");
   d->val_fraction = args.GetDouble("val-fraction", d->val_fraction);
   d->npz_keys = SplitList(args.Get("npz-keys"));
+  for (const std::string& m : args.GetAll("input-map")) {
+    const size_t eq = m.find('=');
+    OT_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < m.size(),
+             "--input-map takes INPUT=ARRAY (a model input and the npz array that feeds it), got '%s'", m.c_str());
+    d->input_map[m.substr(0, eq)] = m.substr(eq + 1);
+  }
   d->skip_bad_images = args.Has("skip-bad-images");
   d->token_seq_len = args.GetInt("seq-len", 0);
   OT_CHECK(d->token_seq_len >= 0, "--seq-len takes the tokens per sample, 1 or more");
@@ -248,7 +256,7 @@ int CmdTrain(std::vector<std::string> argv) {
              "std", "val-fraction", "npz-keys", "lr-warmup-epochs", "lr-warmup-method", "lr-warmup-decay",
              "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha", "accumulate",
              "label-smoothing", "random-erase", "model-ema-steps", "model-ema-decay", "mixup-alpha", "cutmix-alpha",
-             "conv-algo", "train-only", "param-group", "num-classes", "seq-len", "token-dtype", "loss", "ignore-index", "smooth-l1-beta"},
+             "conv-algo", "train-only", "param-group", "num-classes", "seq-len", "token-dtype", "loss", "ignore-index", "smooth-l1-beta", "input-map"},
             {"augment", "no-shuffle", "nesterov", "no-checkpoints", "quiet", "help", "lr-scale-world", "tf32",
              "cuda-graphs", "hflip", "skip-bad-images", "frozen-bn", "freeze-bn-stats", "sync-bn", "centered",
              "lr-per-step", "model-ema"});
@@ -473,6 +481,10 @@ int CmdTrain(std::vector<std::string> argv) {
                          (long long)r.global_step);
   if (r.test_loss >= 0)  // a language model: validation loss and perplexity
     std::cout << StrFormat("; validation loss %.4f, perplexity %.3f", r.test_loss, std::exp(r.test_loss));
+  else if (r.test_rmse >= 0)
+    std::cout << StrFormat("; test MAE %.4g, RMSE %.4g", r.test_mae, r.test_rmse);
+  else if (r.test_exact_match >= 0)
+    std::cout << StrFormat("; test exact match %.2f%%, mean F1 %.4f", 100.0 * r.test_exact_match, r.test_f1);
   else
     std::cout << StrFormat("; test accuracy %.2f%%", 100.0 * r.test_accuracy);
   if (!r.last_checkpoint.empty()) std::cout << "; model saved as " << r.last_checkpoint << ".onnx";
@@ -507,15 +519,13 @@ int CmdEval(const std::vector<std::string>& argv) {
   Args args(argv,
             {"data", "split", "batch", "threads", "device", "seed", "data-workers", "resize", "center-crop",
              "random-resized-crop", "mean", "std", "val-fraction", "npz-keys", "label-smoothing", "random-erase", "model-ema-steps",
-             "model-ema-decay", "mixup-alpha", "cutmix-alpha", "seq-len", "token-dtype"},
+             "model-ema-decay", "mixup-alpha", "cutmix-alpha", "seq-len", "token-dtype", "loss", "input-map"},
             {"skip-bad-images", "hflip", "per-class"});
   OT_CHECK(args.positional().size() == 1, "eval needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   ExportedModelOptions eo;
   eo.training = false;
   const PreparedModel prepared = PrepareExportedModel(LoadModel(args.positional()[0]), eo);
   const Model& model = prepared.model;
-  OT_CHECK(model.graph.inputs.size() == 1, "eval needs a model with one input (images); this one has %zu",
-           model.graph.inputs.size());
   ExecutorOptions opts;
   opts.device = Device::Parse(args.Get("device", "cpu"));
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
@@ -526,6 +536,9 @@ int CmdEval(const std::vector<std::string>& argv) {
   // set's classes is an error, not a low accuracy.
   DataSourceOptions flags;
   ReadDataSourceFlags(args, &flags);
+  // --loss mse/l1/smooth-l1/bce-with-logits: float targets, scored as the trainer scores them.
+  const LossKind loss = args.Has("loss") ? ParseLossKind(args.Get("loss")) : LossKind::kAuto;
+  flags.float_targets = !IsClassIndexLoss(loss) && loss != LossKind::kModel;
   DataSourceOptions source = DataSourceForModel(model, spec, static_cast<uint64_t>(args.GetInt("seed", 0)), flags);
   if (source.data_workers == 0) source.data_workers = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 4);
   ImageDataset data = LoadImageDataset(spec, split, source);
@@ -538,6 +551,27 @@ int CmdEval(const std::vector<std::string>& argv) {
   const std::string input = model.graph.inputs[0].name;
   const int64_t batch = prepared.fixed_batch > 0 ? prepared.fixed_batch : args.GetInt("batch", 256);
   OT_CHECK(batch >= 1, "--batch must be at least 1");
+  auto run = [&](const Tensor& x, const std::map<std::string, Tensor>& extra) {
+    std::map<std::string, Tensor> feeds = {{input, x}};
+    feeds.insert(extra.begin(), extra.end());
+    return exec.Run(feeds)[0];
+  };
+  for (size_t i = 1; i < model.graph.inputs.size(); ++i)
+    OT_CHECK(std::any_of(data.extra_inputs.begin(), data.extra_inputs.end(),
+                         [&](const auto& e) { return e.first == model.graph.inputs[i].name; }),
+             "the model's input '%s' gets no data from --data %s; give an npz with an array per input, or --input-map",
+             model.graph.inputs[i].name.c_str(), spec.c_str());
+  if (flags.float_targets) {
+    const TaskTally t = EvaluateTask(run, data, batch, opts.device, loss == LossKind::kBceWithLogits,
+                                     prepared.fixed_batch > 0);
+    if (t.multilabel)
+      std::cout << StrFormat("%s %s exact match: %.2f%% (%lld of %lld), mean F1 %.4f\n", spec.c_str(), split.c_str(),
+                             100.0 * t.ExactMatch(), (long long)t.exact, (long long)t.samples, t.MeanF1());
+    else
+      std::cout << StrFormat("%s %s MAE: %.4g, RMSE: %.4g (%lld values)\n", spec.c_str(), split.c_str(), t.Mae(),
+                             t.Rmse(), (long long)t.values);
+    return 0;
+  }
   if (!data.label_dims.empty()) {  // per-token labels (token windows): loss, perplexity, token accuracy
     const TokenLoss t = EvaluateTokens([&](const Tensor& x) { return exec.Run({{input, x}})[0]; }, data, batch,
                                        opts.device, prepared.fixed_batch > 0);
@@ -546,8 +580,7 @@ int CmdEval(const std::vector<std::string>& argv) {
                            (long long)t.tokens);
     return 0;
   }
-  Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return exec.Run({{input, x}})[0]; }, data, batch, opts.device,
-                                  prepared.fixed_batch > 0);
+  Accuracy acc = EvaluateAccuracy(run, data, batch, opts.device, prepared.fixed_batch > 0);
   std::cout << StrFormat("%s %s accuracy: %.2f%% (%lld of %lld)\n", spec.c_str(), split.c_str(), 100.0 * acc.Fraction(),
                          (long long)acc.correct, (long long)acc.total);
   if (args.Has("per-class")) std::cout << PerClassTable(acc, ClassNames(args.positional()[0], data));

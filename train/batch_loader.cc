@@ -17,6 +17,7 @@ Batch PrepareBatch(const ImageDataset& dataset, std::vector<int64_t> samples, co
   // Checks the indices; token windows make the labels of this epoch's windows.
   b.labels = dataset.source && dataset.source->MakesLabels() ? dataset.source->Labels(b.samples, epoch)
                                                              : dataset.Labels(b.samples);
+  b.extra = dataset.ExtraInputs(b.samples);
   if (dataset.source) {  // made on demand, augmented per sample
     b.images = dataset.source->Inputs(b.samples, &augment, epoch, index);
     EraseBatch(b.images, augment, epoch, index);

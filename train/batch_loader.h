@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <map>
+#include <string>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -26,7 +28,8 @@ struct Batch {
   int64_t real_count = 0;        // leading samples that are not sampler padding (for metrics)
   HostTensor images;             // float32 [n, C, H, W], augmented and normalised (or what a
                                  // SampleSource makes: e.g. int64 token ids [n, L])
-  HostTensor labels;             // int64 [n] (token windows: [n, T])
+  HostTensor labels;             // int64 [n] (token windows: [n, T]; float targets float32)
+  std::map<std::string, HostTensor> extra;  // the model's further inputs, by name
   SamplerState next;             // the sampler's state after this batch: a checkpoint taken
                                  // after training on it resumes from here
 };

@@ -38,6 +38,7 @@ DataSourceOptions DataSourceForModel(const Model& model, const std::string& spec
   source.seed = seed;
   if (model.graph.inputs.empty()) return source;
   source.model_input = &model.graph.inputs[0];
+  for (const ValueInfo& in : model.graph.inputs) source.model_inputs.push_back(&in);
   if (!model.graph.outputs.empty()) {
     const ValueInfo& out = model.graph.outputs[0];
     if (out.has_shape && out.dims.size() == 2 && out.dims[1].IsStatic()) source.model_classes = out.dims[1].value;

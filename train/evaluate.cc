@@ -98,9 +98,16 @@ int64_t CountCorrect(const Tensor& logits, const HostTensor& labels) {
 
 Accuracy EvaluateAccuracy(const std::function<Tensor(const Tensor&)>& forward, const ImageDataset& data,
                           int64_t batch, Device device, bool pad_last) {
+  return EvaluateAccuracy([&](const Tensor& x, const std::map<std::string, Tensor>&) { return forward(x); }, data, batch,
+                          device, pad_last);
+}
+
+Accuracy EvaluateAccuracy(const std::function<Tensor(const Tensor&, const std::map<std::string, Tensor>&)>& forward,
+                          const ImageDataset& data, int64_t batch, Device device, bool pad_last) {
   Accuracy acc;
   if (!data.label_dims.empty()) {  // per-token labels: the tokens' arg-max hits (no per-class counts)
-    const TokenLoss tokens = EvaluateTokens(forward, data, batch, device, pad_last);
+    const TokenLoss tokens =
+        EvaluateTokens([&](const Tensor& x) { return forward(x, {}); }, data, batch, device, pad_last);
     acc.correct = tokens.correct;
     acc.total = tokens.tokens;
     return acc;
@@ -110,7 +117,9 @@ Accuracy EvaluateAccuracy(const std::function<Tensor(const Tensor&)>& forward, c
     for (int64_t i = start; i < std::min(data.count, start + batch); ++i) idx.push_back(i);
     const std::vector<int64_t> truth = data.Labels(idx).AsInt64s();
     while (pad_last && static_cast<int64_t>(idx.size()) < batch) idx.push_back(idx.back());
-    Tensor logits = forward(Tensor::FromHost(data.Images(idx), device));
+    std::map<std::string, Tensor> extra;  // the model's further inputs
+    for (auto& [name, t] : data.ExtraInputs(idx)) extra.emplace(name, Tensor::FromHost(t, device));
+    Tensor logits = forward(Tensor::FromHost(data.Images(idx), device), extra);
     std::vector<int64_t> pred = ArgMaxRows(logits);
     if (pred.size() > truth.size()) pred.resize(truth.size());  // padding rows
     idx.resize(truth.size());
@@ -146,6 +155,74 @@ std::string PerClassTable(const Accuracy& acc, const std::vector<std::string>& n
                      (long long)total);
   }
   return out;
+}
+
+void TaskTally::Add(const Tensor& outputs, const HostTensor& targets) {
+  const HostTensor h = outputs.ToHost();
+  OT_CHECK(h.dtype == DType::kFloat32 && targets.dtype == DType::kFloat32 && h.NumElements() == targets.NumElements(),
+           "the model's output %s does not match the float targets %s%s", outputs.Describe().c_str(),
+           DTypeName(targets.dtype).c_str(), ShapeString(targets.dims).c_str());
+  const float* y = h.Data<float>();
+  const float* t = targets.Data<float>();
+  const int64_t n = targets.dims.empty() ? 1 : targets.dims[0], total = targets.NumElements();
+  const int64_t per = n > 0 ? total / n : 0;
+  if (!multilabel) {
+    for (int64_t i = 0; i < total; ++i) {
+      const double d = static_cast<double>(y[i]) - static_cast<double>(t[i]);
+      abs_sum += std::fabs(d);
+      sq_sum += d * d;
+    }
+    values += total;
+    samples += n;
+    return;
+  }
+  if (tp.size() < static_cast<size_t>(per)) tp.resize(per), fp.resize(per), fn.resize(per);
+  for (int64_t i = 0; i < n; ++i) {
+    bool all = true;
+    for (int64_t k = 0; k < per; ++k) {
+      const bool predicted = y[i * per + k] > 0.f, actual = t[i * per + k] > 0.5f;
+      all = all && predicted == actual;
+      if (predicted && actual) tp[k] += 1;
+      else if (predicted) fp[k] += 1;
+      else if (actual) fn[k] += 1;
+    }
+    exact += all ? 1 : 0;
+  }
+  samples += n;
+  values += total;
+}
+
+double TaskTally::Rmse() const { return values ? std::sqrt(sq_sum / static_cast<double>(values)) : 0.0; }
+
+double TaskTally::MeanF1() const {
+  if (tp.empty()) return 0.0;
+  double sum = 0;
+  for (size_t k = 0; k < tp.size(); ++k) {
+    const double denom = 2 * tp[k] + fp[k] + fn[k];
+    sum += denom > 0 ? 2 * tp[k] / denom : 1.0;  // a label never on, never predicted: all right
+  }
+  return sum / static_cast<double>(tp.size());
+}
+
+TaskTally EvaluateTask(const std::function<Tensor(const Tensor&, const std::map<std::string, Tensor>&)>& forward,
+                       const ImageDataset& data, int64_t batch, Device device, bool multilabel, bool pad_last) {
+  TaskTally tally;
+  tally.multilabel = multilabel;
+  for (int64_t start = 0; start < data.count; start += batch) {
+    const int64_t real = std::min(batch, data.count - start);
+    std::vector<int64_t> idx;
+    for (int64_t i = 0; i < real; ++i) idx.push_back(start + i);
+    while (pad_last && static_cast<int64_t>(idx.size()) < batch) idx.push_back(idx.back());
+    HostTensor x = data.source ? data.source->Inputs(idx, nullptr, 0, 0) : data.Images(idx);
+    std::map<std::string, Tensor> extra;
+    for (auto& [name, t] : data.ExtraInputs(idx)) extra.emplace(name, Tensor::FromHost(t, device));
+    HostTensor out = forward(Tensor::FromHost(x, device), extra).ToHost();
+    HostTensor labels = data.Labels(std::vector<int64_t>(idx.begin(), idx.begin() + real));
+    if (real < static_cast<int64_t>(idx.size()))  // only the real rows
+      out.dims[0] = real, out.bytes.resize(static_cast<size_t>(out.NumElements()) * DTypeSize(out.dtype));
+    tally.Add(Tensor::FromHost(out, Device{}), labels);
+  }
+  return tally;
 }
 
 }  // namespace ot

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,30 @@ struct Accuracy {
 // only its real rows are counted, for models that run one batch size only.
 Accuracy EvaluateAccuracy(const std::function<Tensor(const Tensor&)>& forward, const ImageDataset& data,
                           int64_t batch, Device device, bool pad_last = false);
+
+// Regression (mse, l1, smooth-l1: mean absolute error, root mean square error over every
+// output value) and multi-label (bce-with-logits: a label is on when its logit > 0 and its
+// target > 0.5; exact match = every label of a sample right; F1 per label, averaged over
+// the labels) figures, summed batch by batch.
+struct TaskTally {
+  bool multilabel = false;
+  double abs_sum = 0, sq_sum = 0;
+  int64_t values = 0, samples = 0, exact = 0;
+  std::vector<double> tp, fp, fn;  // per label
+  // outputs [n, ...] float32 against targets of the same element count.
+  void Add(const Tensor& outputs, const HostTensor& targets);
+  double Mae() const { return values ? abs_sum / static_cast<double>(values) : 0.0; }
+  double Rmse() const;
+  double ExactMatch() const { return samples ? static_cast<double>(exact) / static_cast<double>(samples) : 0.0; }
+  double MeanF1() const;
+};
+// Runs `forward` (a batch and the further inputs by name -> outputs) over the whole data set.
+TaskTally EvaluateTask(const std::function<Tensor(const Tensor&, const std::map<std::string, Tensor>&)>& forward,
+                       const ImageDataset& data, int64_t batch, Device device, bool multilabel, bool pad_last = false);
+
+// The same with the model's further inputs (ImageDataset::extra_inputs) fed by name.
+Accuracy EvaluateAccuracy(const std::function<Tensor(const Tensor&, const std::map<std::string, Tensor>&)>& forward,
+                          const ImageDataset& data, int64_t batch, Device device, bool pad_last = false);
 
 // The per-class table of `eval --per-class`: one line per class with samples, its name
 // (names[k] when there is one), accuracy and counts.

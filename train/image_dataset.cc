@@ -366,10 +366,26 @@ HostTensor ImageDataset::Labels(const std::vector<int64_t>& indices) const {
   int64_t per = 1;
   for (int64_t d : label_dims) per *= d;
   dims.insert(dims.begin(), static_cast<int64_t>(indices.size()));
+  if (!float_labels.empty()) {
+    HostTensor f(DType::kFloat32, dims, "labels");
+    for (size_t i = 0; i < indices.size(); ++i)
+      std::copy_n(float_labels.data() + indices[i] * per, per, f.Data<float>() + static_cast<int64_t>(i) * per);
+    return f;
+  }
   HostTensor t(DType::kInt64, dims, "labels");
   for (size_t i = 0; i < indices.size(); ++i)
     std::copy_n(labels.data() + indices[i] * per, per, t.Data<int64_t>() + static_cast<int64_t>(i) * per);
   return t;
+}
+
+std::map<std::string, HostTensor> ImageDataset::ExtraInputs(const std::vector<int64_t>& indices) const {
+  std::map<std::string, HostTensor> out;
+  for (const auto& [name, src] : extra_inputs) {
+    HostTensor t = src->Inputs(indices, nullptr, 0, 0);
+    t.name = name;
+    out.emplace(name, std::move(t));
+  }
+  return out;
 }
 
 }  // namespace ot

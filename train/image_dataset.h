@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,11 @@ struct ImageDataset {
   // The shape of one sample's labels: empty for one class index, {T} for a sequence of T
   // token targets (labels [N, T] against scores [N, T, V]; -100 is ignored).
   std::vector<int64_t> label_dims;
+  // Float targets (regression, multi-label: --loss mse/l1/smooth-l1/bce-with-logits):
+  // count x (product of label_dims) values; `labels` is then empty and Labels() is float32.
+  std::vector<float> float_labels;
+  // Further model inputs than the first, by name (an npz array per input), batched with it.
+  std::vector<std::pair<std::string, std::shared_ptr<const SampleSource>>> extra_inputs;
   std::vector<float> mean, stddev;  // per channel, on the [0,1] scale
   // Set for data sets whose samples are made on demand (see SampleSource); `pixels` is then
   // empty and channels/height/width are the model-sized samples (0 for non-image arrays).
@@ -61,8 +68,11 @@ struct ImageDataset {
   HostTensor RawImages(const std::vector<int64_t>& indices) const;
   // Float batch of a uint8 batch [n, C, H, W]: x / 255, then (x - mean[c]) / stddev[c].
   HostTensor Normalize(const HostTensor& raw) const;
-  // int64 labels [n, label_dims...] (those of epoch 0 where the source makes them).
+  // int64 labels [n, label_dims...] (those of epoch 0 where the source makes them), float32
+  // for float targets.
   HostTensor Labels(const std::vector<int64_t>& indices) const;
+  // The extra inputs' batches of samples indices[0..n), by input name.
+  std::map<std::string, HostTensor> ExtraInputs(const std::vector<int64_t>& indices) const;
 };
 
 // Synthetic images whose labels can be learnt from the pixels, for benchmarks, smoke
@@ -105,6 +115,13 @@ struct DataSourceOptions {
   double val_fraction = 0.1;       // held-out share when the data has no test split
   uint64_t seed = 0;               // of the held-out share
   std::vector<std::string> npz_keys;  // x, y[, x_test, y_test] names in an .npz
+  // Every data input of the model (model_input first): an npz holding arrays named after
+  // them feeds each its own (input_map: input name -> array name, --input-map).
+  std::vector<const ValueInfo*> model_inputs;
+  std::map<std::string, std::string> input_map;
+  // The loss takes float targets (mse, l1, smooth-l1, bce-with-logits): y becomes float32
+  // labels of its per-sample shape.
+  bool float_targets = false;
   bool skip_bad_images = false;    // image folders: leave out undecodable files (listed in notes)
   // tokens:TRAIN.bin[,VAL.bin] (token_dataset.h): --seq-len (0: the model's input length
   // when static), --token-dtype, and the embedding's rows when the model shows them.

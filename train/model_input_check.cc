@@ -51,6 +51,7 @@ void CheckClassesFitOutput(const ValueInfo& scores, const std::string& dataset_n
 }
 
 void CheckLabelsFitOutput(const ValueInfo& scores, const ImageDataset& data) {
+  if (!data.float_labels.empty()) return;  // float targets: the loss checks them against the output (CheckLabelsFit)
   if (data.label_dims.empty()) return CheckClassesFitOutput(scores, data.name, data.classes);
   if (!scores.has_shape) return;
   std::string labels = "[N";

@@ -45,6 +45,30 @@ bool IsIntegerType(DType t) {
   }
 }
 
+// Element i of a numeric array as float; false for other dtypes.
+bool FloatAt(const NpyArray& a, int64_t i, float* out) {
+  if (a.dtype() == DType::kFloat32) {
+    std::memcpy(out, a.data() + static_cast<size_t>(i) * 4, 4);
+    return true;
+  }
+  if (a.dtype() == DType::kFloat64) {
+    double v;
+    std::memcpy(&v, a.data() + static_cast<size_t>(i) * 8, 8);
+    *out = static_cast<float>(v);
+    return true;
+  }
+  int64_t v = 0;
+  if (!IntegerAt(a, i, &v)) return false;
+  *out = static_cast<float>(v);
+  return true;
+}
+
+std::string Join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 class NumpySource : public SampleSource {
  public:
   NumpySource(NpyArray x, std::vector<int64_t> rows, DType out, std::vector<float> mean, std::vector<float> stddev)
@@ -69,7 +93,13 @@ class NumpySource : public SampleSource {
         std::memcpy(t.bytes.data() + i * static_cast<size_t>(row_) * in_size, src, static_cast<size_t>(row_) * in_size);
       } else if (out_ == DType::kFloat32) {
         float* d = t.Data<float>() + i * static_cast<size_t>(row_);
-        ConvertToFloat(src, d);
+        ConvertToFloat(src, d, r * row_);
+      } else if (out_ == DType::kBool) {
+        for (int64_t k = 0; k < row_; ++k) {
+          int64_t v = 0;
+          IntegerAt(x_, r * row_ + k, &v);
+          t.bytes[i * static_cast<size_t>(row_) + static_cast<size_t>(k)] = v != 0 ? 1 : 0;
+        }
       } else {
         for (int64_t k = 0; k < row_; ++k) {
           int64_t v = 0;
@@ -83,7 +113,15 @@ class NumpySource : public SampleSource {
   }
 
  private:
-  void ConvertToFloat(const uint8_t* src, float* d) const {
+  void ConvertToFloat(const uint8_t* src, float* d, int64_t first) const {
+    if (x_.dtype() != DType::kUInt8 && x_.dtype() != DType::kFloat64) {  // integers (masks) as they are
+      for (int64_t k = 0; k < row_; ++k) {
+        int64_t v = 0;
+        IntegerAt(x_, first + k, &v);
+        d[k] = static_cast<float>(v);
+      }
+      return;
+    }
     if (x_.dtype() == DType::kFloat64) {
       for (int64_t k = 0; k < row_; ++k) {
         double v;
@@ -146,6 +184,10 @@ DType InputTypeFor(const NpyArray& x, const ValueInfo& input) {
              "%s; save x as float32 (images, features) or uint8 (images, scaled to [0, 1])", msg.c_str());
     return want;
   }
+  if (want == DType::kBool) {
+    OT_CHECK(IsIntegerType(have) || have == DType::kBool, "%s; save it as bool or integers (0 or 1)", msg.c_str());
+    return want;
+  }
   if (want == DType::kInt64 || want == DType::kInt32) {
     OT_CHECK(IsIntegerType(have), "%s; token ids must be an integer array (numpy int64)", msg.c_str());
     return want;
@@ -167,6 +209,7 @@ ImageDataset LoadNumpyDataset(const std::string& kind, const std::string& rest, 
     start = comma + 1;
   }
   NpyArray x, y;
+  std::vector<std::pair<const ValueInfo*, std::string>> input_keys;  // npz arrays by input name
   bool have_test = false;
   std::string what;
   if (kind == "npy") {
@@ -181,9 +224,36 @@ ImageDataset LoadNumpyDataset(const std::string& kind, const std::string& rest, 
     OT_CHECK(parts.size() == 1 && !parts[0].empty(), "--data npz needs one FILE.npz, got 'npz:%s'", rest.c_str());
     const std::string& file = parts[0];
     std::vector<std::string> keys = options.npz_keys;
-    if (keys.empty()) {
-      keys = {"x", "y"};
-      const std::vector<std::string> have = NpyArray::NpzKeys(file);
+    const std::vector<std::string> have = NpyArray::NpzKeys(file);
+    auto has = [&](const std::string& k) { return std::count(have.begin(), have.end(), k) > 0; };
+    const std::string label_key = has("y") || !has("labels") ? "y" : "labels";
+    std::vector<const ValueInfo*> inputs = options.model_inputs;
+    if (inputs.empty()) inputs = {&input};
+    for (const auto& [name, key] : options.input_map)
+      OT_CHECK(std::any_of(inputs.begin(), inputs.end(), [&](const ValueInfo* v) { return v->name == name; }),
+               "--input-map %s=%s names no input of the model; its inputs are: %s", name.c_str(), key.c_str(),
+               Join([&] {
+                 std::vector<std::string> n;
+                 for (const ValueInfo* v : inputs) n.push_back(v->name);
+                 return n;
+               }()).c_str());
+    const bool by_name = keys.empty() && (inputs.size() > 1 || !options.input_map.empty() ||
+                                          (!has("x") && has(inputs[0]->name)));
+    if (by_name) {
+      // Arrays named after the model's inputs (or as --input-map renames them), and y or labels.
+      for (const ValueInfo* in : inputs) {
+        auto it = options.input_map.find(in->name);
+        const std::string key = it != options.input_map.end() ? it->second : in->name;
+        OT_CHECK(has(key), "the model's input '%s' has no array '%s' in %s, whose arrays are: %s (name an array "
+                 "after each input, or map one with --input-map %s=ARRAY)",
+                 in->name.c_str(), key.c_str(), file.c_str(), Join(have).c_str(), in->name.c_str());
+        input_keys.emplace_back(in, key);
+      }
+      OT_CHECK(has(label_key), "%s has no labels array 'y' (or 'labels'); its arrays are: %s", file.c_str(),
+               Join(have).c_str());
+      keys = {input_keys[0].second, label_key};
+    } else if (keys.empty()) {
+      keys = {"x", label_key};
       if (std::count(have.begin(), have.end(), "x_test") && std::count(have.begin(), have.end(), "y_test")) {
         keys.push_back("x_test");
         keys.push_back("y_test");
@@ -200,9 +270,10 @@ ImageDataset LoadNumpyDataset(const std::string& kind, const std::string& rest, 
   // x [N, T] with the next tokens y [N, T] (per-token labels, -100 ignored).
   OT_CHECK(!x.shape().empty() && x.shape()[0] > 0, "'%s' should be [N, ...] with N > 0 samples, it is %s",
            x.source().c_str(), ShapeOf(x.shape()).c_str());
-  const bool per_token = y.shape().size() == 2 && x.shape().size() == 2 && y.shape() == x.shape() &&
+  const bool float_targets = options.float_targets;
+  const bool per_token = !float_targets && y.shape().size() == 2 && x.shape().size() == 2 && y.shape() == x.shape() &&
                          IsIntegerType(x.dtype());
-  OT_CHECK(per_token || (y.shape().size() == 1 && y.shape()[0] == x.shape()[0]),
+  OT_CHECK(float_targets || per_token || (y.shape().size() == 1 && y.shape()[0] == x.shape()[0]),
            "'%s' should hold one label per sample of '%s' (shape (%lld,)), or for token ids one per token (the same "
            "shape), it is %s",
            y.source().c_str(), x.source().c_str(), (long long)x.shape()[0], ShapeOf(y.shape()).c_str());
@@ -257,10 +328,23 @@ ImageDataset LoadNumpyDataset(const std::string& kind, const std::string& rest, 
              "batch dimension",
              x.source().c_str(), ShapeOf(x.shape()).c_str(), input.name.c_str(), input.ShapeString().c_str());
   }
-  const int64_t n = x.shape()[0], per = per_token ? y.shape()[1] : 1;
-  std::vector<int64_t> labels(static_cast<size_t>(n * per));
+  OT_CHECK(!float_targets || (!y.shape().empty() && y.shape()[0] == x.shape()[0]),
+           "'%s' should hold the targets of each sample of '%s' (shape (%lld, ...)), it is %s", y.source().c_str(),
+           x.source().c_str(), (long long)x.shape()[0], ShapeOf(y.shape()).c_str());
+  const int64_t n = x.shape()[0];
+  int64_t per = per_token ? y.shape()[1] : 1;
+  std::vector<int64_t> target_dims;  // float targets: one sample's shape
+  if (float_targets) {
+    target_dims.assign(y.shape().begin() + 1, y.shape().end());
+    for (int64_t d : target_dims) per *= d;
+  }
+  std::vector<int64_t> labels(float_targets ? 0 : static_cast<size_t>(n * per));
+  std::vector<float> targets(float_targets ? static_cast<size_t>(n * per) : 0);
+  for (int64_t i = 0; float_targets && i < n * per; ++i)
+    OT_CHECK(FloatAt(y, i, &targets[static_cast<size_t>(i)]), "'%s' holds %s values; targets must be numbers (numpy "
+             "float32)", y.source().c_str(), DTypeName(y.dtype()).c_str());
   int64_t max_label = 0;
-  for (int64_t i = 0; i < n * per; ++i) {
+  for (int64_t i = 0; !float_targets && i < n * per; ++i) {
     int64_t v = 0;
     OT_CHECK(IntegerAt(y, i, &v), "'%s' holds %s labels; labels must be integers (numpy int64)", y.source().c_str(),
              DTypeName(y.dtype()).c_str());
@@ -281,10 +365,32 @@ ImageDataset LoadNumpyDataset(const std::string& kind, const std::string& rest, 
   ImageDataset ds;
   ds.name = what;
   ds.count = static_cast<int64_t>(rows.size());
-  ds.classes = options.model_classes > 0 ? options.model_classes : max_label + 1;
+  ds.classes = float_targets ? 0 : options.model_classes > 0 ? options.model_classes : max_label + 1;
   if (per_token) ds.label_dims = {per};
-  for (int64_t r : rows)
-    ds.labels.insert(ds.labels.end(), labels.begin() + r * per, labels.begin() + (r + 1) * per);
+  if (float_targets) ds.label_dims = target_dims;
+  for (int64_t r : rows) {
+    if (float_targets)
+      ds.float_labels.insert(ds.float_labels.end(), targets.begin() + r * per, targets.begin() + (r + 1) * per);
+    else
+      ds.labels.insert(ds.labels.end(), labels.begin() + r * per, labels.begin() + (r + 1) * per);
+  }
+  // The model's further inputs: their npz arrays, the same rows.
+  for (size_t k = 1; k < input_keys.size(); ++k) {
+    const ValueInfo& in = *input_keys[k].first;
+    NpyArray a = NpyArray::OpenNpz(parts[0], input_keys[k].second);
+    OT_CHECK(!a.shape().empty() && a.shape()[0] == n, "'%s' should hold %lld samples as '%s' does, it is %s",
+             a.source().c_str(), (long long)n, x.source().c_str(), ShapeOf(a.shape()).c_str());
+    if (in.has_shape) {
+      bool fits = in.dims.size() == a.shape().size();
+      for (size_t i = 1; fits && i < in.dims.size(); ++i)
+        fits = !in.dims[i].IsStatic() || in.dims[i].value == a.shape()[i];
+      OT_CHECK(fits, "'%s' is %s but the model's input '%s' is %s", a.source().c_str(), ShapeOf(a.shape()).c_str(),
+               in.name.c_str(), in.ShapeString().c_str());
+    }
+    const DType t = InputTypeFor(a, in);
+    ds.extra_inputs.emplace_back(in.name, std::make_shared<NumpySource>(a, rows, t, std::vector<float>{},
+                                                                          std::vector<float>{}));
+  }
   if (x.shape().size() == 4) {
     ds.channels = x.shape()[1];
     ds.height = x.shape()[2];

@@ -93,6 +93,11 @@ void ProgressReporter::EndEpoch(const EpochSummary& s) {
   if (s.accuracy >= 0) line += StrFormat(" | Acc: %.2f%%", 100.0 * s.accuracy);
   if (s.test_loss >= 0) line += StrFormat(" | Val loss: %.4f | Val PPL: %.3f", s.test_loss, std::exp(s.test_loss));
   if (s.test_accuracy >= 0) line += StrFormat(" | Test acc: %.2f%%", 100.0 * s.test_accuracy);
+  if (s.mae >= 0) line += StrFormat(" | MAE: %.4g | RMSE: %.4g", s.mae, s.rmse);
+  if (s.exact_match >= 0) line += StrFormat(" | Exact: %.2f%% | F1: %.4f", 100.0 * s.exact_match, s.f1);
+  if (s.test_mae >= 0) line += StrFormat(" | Test MAE: %.4g | Test RMSE: %.4g", s.test_mae, s.test_rmse);
+  if (s.test_exact_match >= 0)
+    line += StrFormat(" | Test exact: %.2f%% | Test F1: %.4f", 100.0 * s.test_exact_match, s.test_f1);
   line += StrFormat(" | %.0f img/s | %.1f s", s.images_per_second, s.seconds);
   Message(line);
   if (metrics_) {
@@ -104,6 +109,11 @@ void ProgressReporter::EndEpoch(const EpochSummary& s) {
     if (s.perplexity >= 0) json += StrFormat(",\"ppl\":%.6g", s.perplexity);
     if (s.test_loss >= 0) json += StrFormat(",\"val_loss\":%.6g,\"val_ppl\":%.6g", s.test_loss, std::exp(s.test_loss));
     if (s.test_accuracy >= 0) json += StrFormat(",\"test_acc\":%.6g", s.test_accuracy);
+    if (s.mae >= 0) json += StrFormat(",\"mae\":%.6g,\"rmse\":%.6g", s.mae, s.rmse);
+    if (s.exact_match >= 0) json += StrFormat(",\"exact_match\":%.6g,\"f1\":%.6g", s.exact_match, s.f1);
+    if (s.test_mae >= 0) json += StrFormat(",\"test_mae\":%.6g,\"test_rmse\":%.6g", s.test_mae, s.test_rmse);
+    if (s.test_exact_match >= 0)
+      json += StrFormat(",\"test_exact_match\":%.6g,\"test_f1\":%.6g", s.test_exact_match, s.test_f1);
     WriteJson(json + "}");
   }
 }

@@ -34,6 +34,11 @@ struct EpochSummary {
   // they do not apply or were not evaluated.
   double perplexity = -1;
   double test_loss = -1;
+  // Regression (mse, l1, smooth-l1): mean absolute error and root mean square error, training
+  // and test; multi-label (bce-with-logits): exact-match accuracy and mean F1 over the labels.
+  // < 0 when they do not apply or were not evaluated.
+  double mae = -1, rmse = -1, test_mae = -1, test_rmse = -1;
+  double exact_match = -1, f1 = -1, test_exact_match = -1, test_f1 = -1;
 };
 
 class ProgressReporter {

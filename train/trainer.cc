@@ -315,10 +315,10 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
   InterruptGuard interrupt_guard;  // from here on, Ctrl-C finishes a step and saves
   OT_CHECK(o.epochs >= 1, "--epochs must be at least 1");
   OT_CHECK(o.batch >= 1, "--batch must be at least 1");
-  OT_CHECK(forward.graph.inputs.size() == 1, "the model has %zu inputs; training needs exactly one data input (images)",
-           forward.graph.inputs.size());
   const ValueInfo& input = forward.graph.inputs[0];
   DataSourceOptions source = DataSourceForModel(forward, o.data, o.seed, o.data_source);
+  const bool float_targets = !IsClassIndexLoss(o.loss) && o.loss != LossKind::kModel;
+  source.float_targets = float_targets;
   if (source.data_workers <= 0) {  // a quarter of the thread budget, 1 to 8
     const int total = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
     source.data_workers = std::min(8, std::max(1, total / 4));
@@ -326,6 +326,20 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
   ImageDataset train = LoadImageDataset(o.data, "train", source);
   ImageDataset test = LoadImageDataset(o.data, "test", source);
   CheckDataFitsInput(input, train);
+  for (const ImageDataset* d : {&train, &test})  // every input fed: the first from the data, the rest by name
+    for (size_t i = 1; i < forward.graph.inputs.size(); ++i) {
+      const std::string& name = forward.graph.inputs[i].name;
+      OT_CHECK(std::any_of(d->extra_inputs.begin(), d->extra_inputs.end(), [&](const auto& e) { return e.first == name; }),
+               "the model's input '%s' gets no data from --data %s; give an npz with an array per input (input_ids, "
+               "attention_mask, ..., and y), or --input-map %s=ARRAY",
+               name.c_str(), o.data.c_str(), name.c_str());
+    }
+  // Targets [N] for a model output [N, 1] (a regressor's one value) are [N, 1].
+  const ValueInfo& out0 = forward.graph.outputs.at(0);
+  for (ImageDataset* d : {&train, &test})
+    if (!d->float_labels.empty() && d->label_dims.empty() && out0.has_shape && out0.dims.size() == 2 &&
+        out0.dims[1].IsStatic() && out0.dims[1].value == 1)
+      d->label_dims = {1};
   CheckLabelsFitOutput(forward.graph.outputs.at(0), train);
 
   // Data parallel: the launcher's environment says which rank this is.
@@ -556,6 +570,8 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
     BatchLoader loader(train, sampler, lo);
     double loss_sum = 0;
     int64_t seen = 0, correct = 0;  // this rank's samples in this session
+    TaskTally task;                 // float targets: this rank's regression / multi-label figures
+    task.multilabel = o.loss == LossKind::kBceWithLogits;
     EpochTally prior;               // the job's samples of this epoch before a resume
     if (epoch == sampler.State().epoch) std::swap(prior, resumed_tally);
     SamplerState next{epoch + 1, 0};
@@ -566,7 +582,8 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
     int64_t group_n = 0;
     for (int64_t s = first; s < last && loader.Next(&batch); ++s) {
       if (s % accumulate == 0) step_start = std::chrono::steady_clock::now();
-      std::map<std::string, Tensor> mixed;  // Mixup/CutMix: the paired labels and lambda
+      std::map<std::string, Tensor> mixed;  // Mixup/CutMix: the paired labels and lambda; the further inputs
+      for (const auto& [name, t] : batch.extra) mixed.emplace(name, Tensor::FromHost(t, device));
       std::string mix_json;
       if (mix.Enabled()) {
         OT_CHECK(batch.images.dims.size() == 4, "--mixup-alpha and --cutmix-alpha need image batches [n, C, H, W]");
@@ -586,6 +603,7 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
         loss_sum += static_cast<double>(r.loss) * static_cast<double>(n);
         seen += n;
         if (accuracy_applies) correct += CountCorrect(r.logits, batch.labels);
+        if (float_targets) task.Add(r.logits, batch.labels);
         group_loss += r.loss;
         group_n += n;
         continue;
@@ -620,6 +638,7 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
       loss_sum += static_cast<double>(r.loss) * static_cast<double>(n);
       seen += n;
       if (accuracy_applies) correct += CountCorrect(r.logits, batch.labels);
+      if (float_targets) task.Add(r.logits, batch.labels);
       // The step's loss: the mean of its micro-batches' (equal sizes) losses.
       const float step_loss = static_cast<float>((group_loss + r.loss) / static_cast<double>(accumulate));
       const int64_t step_n = group_n + n;
@@ -673,13 +692,30 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
     summary.loss = job.loss_sum / static_cast<double>(std::max<int64_t>(job.seen, 1));
     summary.accuracy =
         accuracy_applies ? static_cast<double>(job.correct) / static_cast<double>(std::max<int64_t>(job.seen, 1)) : -1;
-    if (!train.label_dims.empty()) summary.perplexity = std::exp(summary.loss);  // per-token cross-entropy
+    if (!train.label_dims.empty() && !float_targets) summary.perplexity = std::exp(summary.loss);  // per-token cross-entropy
     summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const int64_t session_images = job.seen - prior_seen;
     summary.images_per_second = summary.seconds > 0 ? static_cast<double>(session_images) / summary.seconds : 0;
     const bool final_epoch = epoch + 1 == o.epochs;
+    if (float_targets && task.samples > 0) {  // this rank's share of the epoch (rank 0's, in data parallel)
+      if (task.multilabel) summary.exact_match = task.ExactMatch(), summary.f1 = task.MeanF1();
+      else summary.mae = task.Mae(), summary.rmse = task.Rmse();
+    }
+    if (lead && float_targets && (final_epoch || (!stop && o.eval_every > 0 && (epoch + 1) % o.eval_every == 0))) {
+      const TaskTally t = EvaluateTask(
+          [&](const Tensor& x, const std::map<std::string, Tensor>& extra) { return session.Evaluate(x, extra); }, test,
+          o.fixed_batch > 0 ? o.fixed_batch : std::max<int64_t>(o.batch, 256), device, task.multilabel,
+          o.fixed_batch > 0);
+      if (t.multilabel) {
+        summary.test_exact_match = result.test_exact_match = t.ExactMatch();
+        summary.test_f1 = result.test_f1 = t.MeanF1();
+      } else {
+        summary.test_mae = result.test_mae = t.Mae();
+        summary.test_rmse = result.test_rmse = t.Rmse();
+      }
+    }
     std::string ema_line;  // --model-ema: both test accuracies, after the epoch line
-    if (lead && !train.label_dims.empty() &&
+    if (lead && !train.label_dims.empty() && !float_targets &&
         (final_epoch || (!stop && o.eval_every > 0 && (epoch + 1) % o.eval_every == 0))) {
       // Per-token labels (token windows, npz y [N, T]): the validation loss and perplexity.
       const TokenLoss val = EvaluateTokens([&](const Tensor& x) { return session.Evaluate(x); }, test,
@@ -690,7 +726,8 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
     }
     if (lead && accuracy_applies && train.label_dims.empty() &&
         (final_epoch || (!stop && o.eval_every > 0 && (epoch + 1) % o.eval_every == 0))) {
-      Accuracy acc = EvaluateAccuracy([&](const Tensor& x) { return session.Evaluate(x); }, test,
+      Accuracy acc = EvaluateAccuracy(
+          [&](const Tensor& x, const std::map<std::string, Tensor>& extra) { return session.Evaluate(x, extra); }, test,
                                       o.fixed_batch > 0 ? o.fixed_batch : std::max<int64_t>(o.batch, 256), device,
                                       o.fixed_batch > 0);
       summary.test_accuracy = acc.Fraction();

@@ -87,6 +87,9 @@ struct TrainResult {
   // Language models (per-token labels): the validation cross-entropy per token (its
   // perplexity is exp of it; test_accuracy is then per token); < 0 when not evaluated.
   double test_loss = -1;
+  // Float targets: test MAE and RMSE (mse, l1, smooth-l1), exact match and mean F1
+  // (bce-with-logits); < 0 when they do not apply.
+  double test_mae = -1, test_rmse = -1, test_exact_match = -1, test_f1 = -1;
   std::vector<double> step_losses;  // every step's loss, in order
   std::string last_checkpoint;      // stem of the last checkpoint written ("" if none)
   int world_size = 1;

@@ -9,8 +9,7 @@ namespace ot {
 
 TrainingSession::TrainingSession(const Model& forward, const TrainingConfig& config) {
   const Graph& g = forward.graph;
-  OT_CHECK(g.inputs.size() == 1, "the model has %zu inputs; training needs exactly one data input (images)",
-           g.inputs.size());
+  OT_CHECK(!g.inputs.empty(), "the model has no inputs; training needs a data input");
   OT_CHECK(!g.outputs.empty(), "the model has no outputs");
   input_info_ = g.inputs[0];
   input_name_ = input_info_.name;
@@ -117,9 +116,11 @@ void TrainingSession::SyncEvalWeights() {
   eval_synced_at_ = steps_done_;
 }
 
-Tensor TrainingSession::Evaluate(const Tensor& input) {
+Tensor TrainingSession::Evaluate(const Tensor& input, const std::map<std::string, Tensor>& extra) {
   SyncEvalWeights();
-  return eval_->Run({{input_name_, input}})[0];
+  std::map<std::string, Tensor> feeds = {{input_name_, input}};
+  feeds.insert(extra.begin(), extra.end());
+  return eval_->Run(feeds)[0];
 }
 
 Model TrainingSession::InferenceModel() const {

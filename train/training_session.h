@@ -54,7 +54,8 @@ class TrainingSession {
   StepResult MicroStep(const Tensor& input, const Tensor& labels, const std::map<std::string, Tensor>& extra = {});
   // Forward in evaluation mode (BatchNorm running statistics, no Dropout) with the
   // current weights; returns the logits.
-  Tensor Evaluate(const Tensor& input);
+  // `extra` feeds the model's further inputs by name.
+  Tensor Evaluate(const Tensor& input, const std::map<std::string, Tensor>& extra = {});
   // The inference model: the forward model in eval mode with the trained initializers.
   Model InferenceModel() const;
 
