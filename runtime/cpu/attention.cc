@@ -64,7 +64,7 @@ void Scores(const AttentionGeometry& g, const AttentionOperands& op, int64_t b, 
   Gemm(false, true, tq, tt, g.head_size, g.scale, op.q + b * g.q.batch + h * g.q.head, g.q.pos,
        op.k + b * op.ks.batch + kvh * op.ks.head, op.ks.pos, 0.f, s, tt);
   if (record && g.qk_output_mode == 0) std::memcpy(record, s, sizeof(float) * static_cast<size_t>(tq * tt));
-  const int64_t valid = op.nonpad ? std::min(op.nonpad[b], tt) : tt;
+  const int64_t valid = op.nonpad ? std::clamp<int64_t>(op.nonpad[b], 0, tt) : tt;
   for (int64_t i = 0; i < tq; ++i) {
     float* row = s + i * tt;
     if (g.has_mask) {
