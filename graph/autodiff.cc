@@ -276,8 +276,8 @@ std::string AttachLoss(Model& m, const AutodiffOptions& options, std::string* la
   }
 
   // Class indices. Per-token scores [N, T, V] have their classes last; everything else,
-  // [N, K, 1] (a 1x1-conv head) included, on axis 1.
-  const bool per_token = out_rank == 3 && !HasUnitTrailingAxes(*out_info);
+  // [N, K, 1] (a 1x1-conv head) and a Conv1d's [N, C, L] included, on axis 1.
+  const bool per_token = out_rank == 3 && ScoresHaveClassesLast(m, *out_info);
   if (kind == LossKind::kCrossEntropy) {
     if (per_token) {
       logits = PerTokenScores(m, logits);

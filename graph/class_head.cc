@@ -63,6 +63,24 @@ bool HasUnitTrailingAxes(const ValueInfo& scores) {
   return true;
 }
 
+bool ScoresHaveClassesLast(const Model& model, const ValueInfo& scores) {
+  if (!scores.has_shape || scores.dims.size() != 3 || HasUnitTrailingAxes(scores)) return false;
+  const std::map<std::string, size_t> producer = ProducerIndex(model.graph);
+  std::string value = scores.name;
+  for (int hops = 0; hops < 8; ++hops) {
+    auto it = producer.find(value);
+    if (it == producer.end()) return true;
+    const Node& n = model.graph.nodes[it->second];
+    if (!n.domain.empty()) return true;
+    if (n.op_type == "Conv" || n.op_type == "ConvTranspose") return false;
+    const bool passes = n.op_type == "Softmax" || n.op_type == "LogSoftmax" || n.op_type == "Identity" ||
+                        n.op_type == "Dropout" || n.op_type == "Add";  // Add: a conv's bias added apart
+    if (!passes || !n.HasInput(0)) return true;
+    value = n.inputs[0];
+  }
+  return true;
+}
+
 ClassHead FindClassHead(const Model& model, const std::string& output) {
   const Graph& g = model.graph;
   const std::map<std::string, size_t> producer = ProducerIndex(g);

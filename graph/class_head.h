@@ -27,6 +27,12 @@ ClassHead FindClassHead(const Model& model, const std::string& output);
 // (the loss then reads them as [N, K], with labels [N]).
 bool HasUnitTrailingAxes(const ValueInfo& scores);
 
+// True for per-token scores [N, T, V] with the classes last, as language models write them:
+// rank 3, not [N, K, 1], and not made by a convolution (Conv1d's [N, C, L] has its classes on
+// axis 1, as PyTorch's cross_entropy reads a rank-3 input), looking back through Softmax,
+// LogSoftmax, Identity and Dropout.
+bool ScoresHaveClassesLast(const Model& model, const ValueInfo& scores);
+
 // One line for the user about what training does with the head, "" when the output holds
 // the scores as they are.
 std::string DescribeClassHead(const Model& model, const ClassHead& head);

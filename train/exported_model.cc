@@ -110,8 +110,7 @@ PreparedModel PrepareExportedModel(const Model& model, const ExportedModelOption
     const Graph& g = p.model.graph;
     const bool ends_in_loss = !g.outputs.empty() && g.outputs[0].has_shape && g.outputs[0].dims.empty();
     const ValueInfo* scores = g.outputs.empty() ? nullptr : &g.outputs[0];
-    const bool per_token = scores && o.logits_output.empty() && scores->has_shape && scores->dims.size() == 3 &&
-                           !HasUnitTrailingAxes(*scores);
+    const bool per_token = scores && o.logits_output.empty() && ScoresHaveClassesLast(p.model, *scores);
     if (!g.outputs.empty() && !ends_in_loss && o.class_scores && !per_token) {
       const std::string head =
           DescribeClassHead(p.model, FindClassHead(p.model, o.logits_output.empty() ? g.outputs[0].name : o.logits_output));
