@@ -1,6 +1,8 @@
 // Class-score heads and classifier replacement (see class_head.h).
 #include "graph/class_head.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <map>
 #include <random>
@@ -61,6 +63,39 @@ bool HasUnitTrailingAxes(const ValueInfo& scores) {
   for (size_t d = 2; d < scores.dims.size(); ++d)
     if (!scores.dims[d].IsStatic() || scores.dims[d].value != 1) return false;
   return true;
+}
+
+// Caffe2-era zoo models keep a Gemm's weight 4-D ([1, 1, K, C]) and Reshape it to [K, C] in
+// the graph: the classifier's weight is then that initializer, given the Reshape's 2-D shape
+// (the same row-major values) and read by the Gemm directly. Returns the output of the
+// Reshape left unread (the caller removes that node), or "".
+std::string UseReshapedWeightDirectly(Graph& g, const std::map<std::string, size_t>& producer, Node& layer) {
+  auto it = producer.find(layer.inputs[1]);
+  if (it == producer.end()) return "";
+  const Node& reshape = g.nodes[it->second];
+  if (!reshape.domain.empty() || (reshape.op_type != "Reshape" && reshape.op_type != "Flatten" &&
+                                  reshape.op_type != "Squeeze") || !reshape.HasInput(0))
+    return "";
+  HostTensor* w = g.FindInitializer(reshape.inputs[0]);
+  auto shape = g.value_info.find(reshape.outputs[0]);
+  if (!w || shape == g.value_info.end() || !shape->second.has_shape || shape->second.dims.size() != 2) return "";
+  std::vector<int64_t> dims;
+  for (const Dim& d : shape->second.dims) {
+    if (!d.IsStatic()) return "";
+    dims.push_back(d.value);
+  }
+  if (dims[0] * dims[1] != w->NumElements()) return "";
+  int readers = 0, reshape_readers = 0;
+  for (const auto& n : g.nodes)
+    for (const auto& in : n.inputs) {
+      readers += in == w->name;
+      reshape_readers += in == reshape.outputs[0];
+    }
+  for (const auto& o : g.outputs) reshape_readers += o.name == reshape.outputs[0];
+  if (readers != 1 || reshape_readers != 1) return "";  // shared: leave the graph as it is
+  w->dims = dims;
+  layer.inputs[1] = w->name;
+  return reshape.outputs[0];
 }
 
 bool ScoresHaveClassesLast(const Model& model, const ValueInfo& scores) {
@@ -186,6 +221,7 @@ std::string ReplaceClassifier(Model& model, int64_t classes, uint64_t seed) {
   std::string found = "the graph input '" + v + "'";
   Node* layer = nullptr;  // Gemm, MatMul or Conv
   Node* bias_add = nullptr;
+  std::string unread;  // the output of a weight Reshape the classifier no longer reads
   for (int depth = 0; depth < 32; ++depth) {
     auto it = producer.find(v);
     if (it == producer.end()) {
@@ -200,6 +236,8 @@ std::string ReplaceClassifier(Model& model, int64_t classes, uint64_t seed) {
       continue;
     }
     if (!n.domain.empty()) break;
+    if ((n.op_type == "Gemm" || n.op_type == "MatMul") && n.HasInput(1))
+      unread = UseReshapedWeightDirectly(g, producer, n);
     if ((n.op_type == "Gemm" || n.op_type == "MatMul" || n.op_type == "Conv") && n.HasInput(1) &&
         g.FindInitializer(n.inputs[1])) {
       layer = &n;
@@ -256,7 +294,8 @@ std::string ReplaceClassifier(Model& model, int64_t classes, uint64_t seed) {
   // A weight that another node reads too (tied embeddings) is not the classifier's alone.
   for (const auto& n : g.nodes)
     for (const auto& in : n.inputs)
-      OT_CHECK(&n == layer || &n == bias_add || (in != w->name && (bias_name.empty() || in != bias_name)),
+      OT_CHECK(&n == layer || &n == bias_add || (!unread.empty() && n.outputs[0] == unread) ||
+                   (in != w->name && (bias_name.empty() || in != bias_name)),
                "--num-classes: the classifier's weights '%s' are also read by %s; cannot replace a shared layer",
                in.c_str(), n.Describe().c_str());
 
@@ -309,6 +348,12 @@ std::string ReplaceClassifier(Model& model, int64_t classes, uint64_t seed) {
   ValueInfo& out = g.outputs[0];
   if (out.has_shape && out.dims.size() >= 2 && out.dims[1].IsStatic() && out.dims[1].value == old_classes)
     out.dims[1].value = classes;
+  if (!unread.empty()) {
+    g.nodes.erase(std::remove_if(g.nodes.begin(), g.nodes.end(),
+                                 [&](const Node& n) { return !n.outputs.empty() && n.outputs[0] == unread; }),
+                  g.nodes.end());
+    g.value_info.erase(unread);
+  }
   model = WithShapesInferredAgain(model);
   return StrFormat("replaced the classifier '%s' (%s %lldx%lld, %s) with a fresh %lld-way layer under the same "
                    "names, initialised as PyTorch's %s (seed %llu)",
