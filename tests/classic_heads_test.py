@@ -36,6 +36,7 @@ import warnings
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_parity import write_tensor  # noqa: E402  (same folder; exits if torch is missing)
 from grad_compare import compare_gradients  # noqa: E402
+from image_train_test import run  # noqa: E402  (runs a command, prints it when it fails)
 from torch_grad_parity import read_tensor, run_grad  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -145,15 +146,6 @@ def check_head(args, name, build, marker, opset, keep_inputs, seed):
     for f in failures:
         print("    " + f)
     return not failures
-
-
-def run(cmd, timeout=600):
-    t = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                       env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
-    if r.returncode != 0:
-        print(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-    return r, time.time() - t
 
 
 COLOURS = [(220, 40, 40), (40, 200, 40), (40, 40, 220), (220, 220, 40), (40, 210, 210)]
