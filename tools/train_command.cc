@@ -1,6 +1,7 @@
 // `onnx-train MODEL.onnx [options]` (train) and `onnx-train eval MODEL.onnx`: flag parsing
 // with the recipes' defaults, then the trainer or the evaluator.
 #include "tools/train_command.h"
+#include "tools/worker_environment.h"
 
 #include <cctype>
 #include <cmath>
@@ -28,6 +29,7 @@
 #include "train/image_dataset.h"
 #include "train/interrupt.h"
 #include "train/model_input_check.h"
+#include "train/task.h"
 #include "train/token_dataset.h"
 #include "train/trainer.h"
 
@@ -369,7 +371,7 @@ int CmdTrain(std::vector<std::string> argv) {
   if (args.Has("rdzv")) ::setenv(kEnvRendezvous, args.Get("rdzv").c_str(), 1);
   if (args.Has("bind-addr")) {
     OT_CHECK(!args.Get("bind-addr").empty(), "--bind-addr needs an address or host name");
-    ::setenv("ONNXTRAIN_BIND_ADDR", args.Get("bind-addr").c_str(), 1);
+    o.bind_addr = args.Get("bind-addr");
   }
   ReadDataSourceFlags(args, &o.data_source);
   o.snapshot_every = args.GetInt("snapshot-every", 0);
@@ -473,6 +475,7 @@ int CmdTrain(std::vector<std::string> argv) {
     headline << ", " << o.accumulate << " micro-batches a step (" << o.batch * o.accumulate * ranks << " images)";
   o.headline = headline.str();
   for (const auto& note : prepared.notes) o.headline += "\n" + note;
+  ReadWorkerEnvironment(&o);
   TrainResult r = RunTraining(std::move(prepared.model), o);
   if (r.interrupted) return kInterruptedExitStatus;  // the trainer said where it stopped
   if (!lead || r.already_complete) return 0;  // a finished run said so, with no figures to report
@@ -519,7 +522,8 @@ int CmdEval(const std::vector<std::string>& argv) {
   Args args(argv,
             {"data", "split", "batch", "threads", "device", "seed", "data-workers", "resize", "center-crop",
              "random-resized-crop", "mean", "std", "val-fraction", "npz-keys", "label-smoothing", "random-erase", "model-ema-steps",
-             "model-ema-decay", "mixup-alpha", "cutmix-alpha", "seq-len", "token-dtype", "loss", "input-map"},
+             "model-ema-decay", "mixup-alpha", "cutmix-alpha", "seq-len", "token-dtype", "loss", "input-map",
+             "ignore-index"},
             {"skip-bad-images", "hflip", "per-class"});
   OT_CHECK(args.positional().size() == 1, "eval needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   ExportedModelOptions eo;
@@ -561,27 +565,15 @@ int CmdEval(const std::vector<std::string>& argv) {
                          [&](const auto& e) { return e.first == model.graph.inputs[i].name; }),
              "the model's input '%s' gets no data from --data %s; give an npz with an array per input, or --input-map",
              model.graph.inputs[i].name.c_str(), spec.c_str());
-  if (flags.float_targets) {
-    const TaskTally t = EvaluateTask(run, data, batch, opts.device, loss == LossKind::kBceWithLogits,
-                                     prepared.fixed_batch > 0);
-    if (t.multilabel)
-      std::cout << StrFormat("%s %s exact match: %.2f%% (%lld of %lld), mean F1 %.4f\n", spec.c_str(), split.c_str(),
-                             100.0 * t.ExactMatch(), (long long)t.exact, (long long)t.samples, t.MeanF1());
-    else
-      std::cout << StrFormat("%s %s MAE: %.4g, RMSE: %.4g (%lld values)\n", spec.c_str(), split.c_str(), t.Mae(),
-                             t.Rmse(), (long long)t.values);
-    return 0;
-  }
-  if (!data.label_dims.empty()) {  // per-token labels (token windows): loss, perplexity, token accuracy
-    const TokenLoss t = EvaluateTokens([&](const Tensor& x) { return exec.Run({{input, x}})[0]; }, data, batch,
-                                       opts.device, prepared.fixed_batch > 0);
-    std::cout << StrFormat("%s %s loss: %.4f, perplexity %.3f, token accuracy %.2f%% (%lld of %lld)\n", spec.c_str(),
-                           split.c_str(), t.Loss(), t.Perplexity(), 100.0 * t.Accuracy(), (long long)t.correct,
-                           (long long)t.tokens);
+  const TaskSpec task = TaskFor(loss, model, model.graph.outputs[0], data, args.GetInt("ignore-index", -100));
+  const std::string spec_split = spec + " " + split;
+  if (task.kind != TaskKind::kClasses || !args.Has("per-class")) {  // every task's figures in one line
+    const TaskFigures f = EvaluateSplit(task, run, data, batch, opts.device, prepared.fixed_batch > 0);
+    std::cout << EvalLine(task, f, spec_split) << "\n";
     return 0;
   }
   Accuracy acc = EvaluateAccuracy(run, data, batch, opts.device, prepared.fixed_batch > 0);
-  std::cout << StrFormat("%s %s accuracy: %.2f%% (%lld of %lld)\n", spec.c_str(), split.c_str(), 100.0 * acc.Fraction(),
+  std::cout << StrFormat("%s accuracy: %.2f%% (%lld of %lld)\n", spec_split.c_str(), 100.0 * acc.Fraction(),
                          (long long)acc.correct, (long long)acc.total);
   if (args.Has("per-class")) std::cout << PerClassTable(acc, ClassNames(args.positional()[0], data));
   return 0;

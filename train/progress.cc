@@ -22,9 +22,10 @@ std::string Clock(double seconds) {
 }
 }  // namespace
 
-ProgressReporter::ProgressReporter(std::string tag, const std::string& metrics_path, bool quiet)
+ProgressReporter::ProgressReporter(std::string tag, const std::string& metrics_path, bool quiet,
+                                   bool output_is_terminal)
     : tag_(std::move(tag)),
-      tty_(::isatty(STDOUT_FILENO) != 0 || std::getenv(kEnvOutputIsTerminal) != nullptr),
+      tty_(::isatty(STDOUT_FILENO) != 0 || output_is_terminal),
       quiet_(quiet) {
   if (!tag_.empty()) tag_ = "[" + tag_ + "] ";
   if (!metrics_path.empty()) {
@@ -90,9 +91,12 @@ void ProgressReporter::EndEpoch(const EpochSummary& s) {
   std::string line = StrFormat("%sEpoch %d | Batchsize: %s | Steps: %lld | LR: %.4g | Loss: %.4f", tag_.c_str(),
                                s.epoch, batch.c_str(), (long long)s.steps, s.lr, s.loss);
   if (s.perplexity >= 0) line += StrFormat(" | PPL: %.3f", s.perplexity);
-  if (s.accuracy >= 0) line += StrFormat(" | Acc: %.2f%%", 100.0 * s.accuracy);
+  const char* per = s.miou >= 0 ? "Pixel acc" : "Acc";  // segmentation: per pixel
+  if (s.accuracy >= 0) line += StrFormat(" | %s: %.2f%%", per, 100.0 * s.accuracy);
+  if (s.miou >= 0) line += StrFormat(" | mIoU: %.4f", s.miou);
   if (s.test_loss >= 0) line += StrFormat(" | Val loss: %.4f | Val PPL: %.3f", s.test_loss, std::exp(s.test_loss));
-  if (s.test_accuracy >= 0) line += StrFormat(" | Test acc: %.2f%%", 100.0 * s.test_accuracy);
+  if (s.test_accuracy >= 0) line += StrFormat(" | Test %s: %.2f%%", s.miou >= 0 ? "pixel acc" : "acc", 100.0 * s.test_accuracy);
+  if (s.test_miou >= 0) line += StrFormat(" | Test mIoU: %.4f", s.test_miou);
   if (s.mae >= 0) line += StrFormat(" | MAE: %.4g | RMSE: %.4g", s.mae, s.rmse);
   if (s.exact_match >= 0) line += StrFormat(" | Exact: %.2f%% | F1: %.4f", 100.0 * s.exact_match, s.f1);
   if (s.test_mae >= 0) line += StrFormat(" | Test MAE: %.4g | Test RMSE: %.4g", s.test_mae, s.test_rmse);
@@ -109,6 +113,8 @@ void ProgressReporter::EndEpoch(const EpochSummary& s) {
     if (s.perplexity >= 0) json += StrFormat(",\"ppl\":%.6g", s.perplexity);
     if (s.test_loss >= 0) json += StrFormat(",\"val_loss\":%.6g,\"val_ppl\":%.6g", s.test_loss, std::exp(s.test_loss));
     if (s.test_accuracy >= 0) json += StrFormat(",\"test_acc\":%.6g", s.test_accuracy);
+    if (s.miou >= 0) json += StrFormat(",\"miou\":%.6g", s.miou);
+    if (s.test_miou >= 0) json += StrFormat(",\"test_miou\":%.6g", s.test_miou);
     if (s.mae >= 0) json += StrFormat(",\"mae\":%.6g,\"rmse\":%.6g", s.mae, s.rmse);
     if (s.exact_match >= 0) json += StrFormat(",\"exact_match\":%.6g,\"f1\":%.6g", s.exact_match, s.f1);
     if (s.test_mae >= 0) json += StrFormat(",\"test_mae\":%.6g,\"test_rmse\":%.6g", s.test_mae, s.test_rmse);

@@ -39,13 +39,18 @@ struct EpochSummary {
   // < 0 when they do not apply or were not evaluated.
   double mae = -1, rmse = -1, test_mae = -1, test_rmse = -1;
   double exact_match = -1, f1 = -1, test_exact_match = -1, test_f1 = -1;
+  // Segmentation (a class per pixel): mean IoU over the classes, training and test (the
+  // accuracies above are then per pixel); < 0 when it does not apply.
+  double miou = -1, test_miou = -1;
 };
 
 class ProgressReporter {
  public:
   // tag: "cpu0", "cuda0", or "" for none; metrics_path: "" for none. Throws ot::Error if the metrics file
   // cannot be opened.
-  ProgressReporter(std::string tag, const std::string& metrics_path, bool quiet);
+  // output_is_terminal: the output reaches a terminal through a launcher (draw the bar).
+  ProgressReporter(std::string tag, const std::string& metrics_path, bool quiet, bool output_is_terminal = false);
+  const std::string& tag() const { return tag_; }  // "[cpu0] ", or ""
   ~ProgressReporter();
 
   // Data parallel: the bar's img/s counts every rank's images (this rank's times N).

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "runtime/device.h"
 #include "train/image_dataset.h"
 #include "train/lr_schedule.h"
+#include "train/step_observer.h"
 
 namespace ot {
 
@@ -74,6 +76,14 @@ struct TrainerOptions {
   // .npz names, bad images (model_input, model_classes and seed are set by the trainer).
   DataSourceOptions data_source;
   std::string headline;  // printed by rank 0 after what loading the data did (the first lines)
+  // What the entry point read from its environment (the trainer reads none): the address
+  // this rank's connections listen on (--bind-addr), whether a launcher already prefixes
+  // every output line with the rank and whether it writes to a terminal.
+  std::string bind_addr;
+  bool output_prefixed = false;
+  bool output_is_terminal = false;
+  // Called after every optimizer step (the launcher's heartbeat, fault injection).
+  std::vector<std::shared_ptr<StepObserver>> observers;
 };
 
 struct TrainResult {
@@ -90,6 +100,7 @@ struct TrainResult {
   // Float targets: test MAE and RMSE (mse, l1, smooth-l1), exact match and mean F1
   // (bce-with-logits); < 0 when they do not apply.
   double test_mae = -1, test_rmse = -1, test_exact_match = -1, test_f1 = -1;
+  double test_miou = -1;  // segmentation: the test split's mean IoU
   std::vector<double> step_losses;  // every step's loss, in order
   std::string last_checkpoint;      // stem of the last checkpoint written ("" if none)
   int world_size = 1;
