@@ -12,6 +12,8 @@ Models exported by torch 1.13 (legacy exporter, opset 17, dynamic batch):
   * a two-input encoder (input_ids [N, T] int64 + attention_mask [N, T] float32, Embedding +
     masked mean + Linear) whose class is whether token 1 occurs in the unmasked part: the
     loss falls, and `eval` runs;
+  * the same encoder on --data synthetic, which fills both inputs (ids carrying the class, the
+    mask all ones): the loss falls and the test accuracy is > 75% (chance 50%);
   * the npz without the attention_mask array: one error line naming the input, the file
     and its arrays.
 
@@ -139,6 +141,18 @@ def main():
     out = run(tool, [enc, "--data", "npz:" + os.path.join(wd, "enc2.npz"), "--input-map", "input_ids=ids",
                      "--input-map", "attention_mask=m", "--epochs", "1", "--batch", "32", "--threads", "2",
                      "--no-checkpoints"])
+
+    # --data synthetic fills both inputs: ids carrying the class, the mask all ones.
+    m = os.path.join(wd, "enc_synth.jsonl")
+    out = run(tool, [enc, "--data", "synthetic:512", "--epochs", "3", "--batch", "32", "--lr", "0.1", "--threads", "2",
+                     "--no-checkpoints", "--metrics", m])
+    rows = epochs(m)
+    print("synthetic two inputs: loss %.4f -> %.4f, test acc %.4f" % (rows[0]["loss"], rows[-1]["loss"],
+                                                                      rows[-1]["test_acc"]))
+    if "input 'attention_mask' float [%d], all ones (a mask)" % t not in out:
+        sys.exit("FAIL: synthetic data should say how it fills attention_mask:\n" + out)
+    if not (rows[-1]["loss"] < rows[0]["loss"] and rows[-1]["test_acc"] > 0.75):
+        sys.exit("FAIL: the two-input encoder did not learn synthetic data (chance is 0.5):\n" + out)
 
     # 4. A missing array: one line naming the input, the file and its arrays.
     bad = os.path.join(wd, "noattn.npz")

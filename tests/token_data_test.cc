@@ -279,12 +279,16 @@ TEST(TokenDataTest, ModelFittingAndOutputCheck) {
   DataSourceOptions o10 = DataSourceForModel(m, spec, 3, flags);
   ImageDataset ds10 = LoadImageDataset(spec, "train", o10);
   EXPECT_TRUE(Contains(ErrorOf([&] { CheckDataFitsInput(m.graph.inputs[0], ds10); }), "'idx'"));
-  // Scores [N, V, T] or [N, V] do not fit per-token labels.
+  // Scores [N, V, T] fit labels [N, T] with the classes on axis 1 (PyTorch's reading of a
+  // Conv1d's [N, C, L]); [N, V, 11] fits neither way, [N, V] not at all.
   ValueInfo wrong = out;
   wrong.dims = {Dim{-1, "N"}, Dim{300, ""}, Dim{10, ""}};
-  EXPECT_TRUE(Contains(ErrorOf([&] { CheckLabelsFitOutput(wrong, ds10); }), "[N, T, V]"));
+  EXPECT_EQ(ErrorOf([&] { CheckLabelsFitOutput(wrong, ds10); }), "");
+  wrong.dims = {Dim{-1, "N"}, Dim{300, ""}, Dim{11, ""}};
+  EXPECT_TRUE(Contains(ErrorOf([&] { CheckLabelsFitOutput(wrong, ds10); }), "[N, d..., V]"));
+  EXPECT_TRUE(Contains(ErrorOf([&] { CheckLabelsFitOutput(wrong, ds10); }), "--seq-len"));
   wrong.dims = {Dim{-1, "N"}, Dim{300, ""}};
-  EXPECT_TRUE(Contains(ErrorOf([&] { CheckLabelsFitOutput(wrong, ds10); }), "per-token labels"));
+  EXPECT_TRUE(Contains(ErrorOf([&] { CheckLabelsFitOutput(wrong, ds10); }), "per-position labels"));
   // A model with a dynamic sequence length needs --seq-len.
   m.graph.inputs[0].dims[1] = Dim{-1, "T"};
   EXPECT_TRUE(Contains(ErrorOf([&] { DataSourceForModel(m, spec, 3); }), "needs --seq-len"));

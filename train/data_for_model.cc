@@ -2,6 +2,7 @@
 #include "train/data_for_model.h"
 
 #include <algorithm>
+#include <cctype>
 #include <utility>
 
 #include "graph/error.h"
@@ -89,6 +90,34 @@ DataSourceOptions DataSourceForModel(const Model& model, const std::string& spec
     source.synthetic.seed = seed;
     if (source.model_classes > 0) source.synthetic.classes = source.model_classes;
   }
+  if (spec.rfind("synthetic", 0) == 0)  // every further input gets data of its own shape and type
+    for (size_t k = 1; k < model.graph.inputs.size(); ++k) {
+      const ValueInfo& in = model.graph.inputs[k];
+      SyntheticDataOptions::ExtraInput extra;
+      extra.name = in.name;
+      bool fixed = in.has_shape && !in.dims.empty();
+      for (size_t i = 1; fixed && i < in.dims.size(); ++i) fixed = in.dims[i].IsStatic() && in.dims[i].value > 0;
+      OT_CHECK(fixed, "the model's input '%s' is %s; synthetic data needs a fixed shape after the batch dimension "
+               "(export with a fixed sequence length, or train on --data npz:FILE.npz with an array per input)",
+               in.name.c_str(), in.ShapeString().c_str());
+      for (size_t i = 1; i < in.dims.size(); ++i) extra.sample_dims.push_back(in.dims[i].value);
+      extra.dtype = in.dtype == DType::kUndefined ? DType::kFloat32 : in.dtype;
+      std::string lower = in.name;
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      extra.ones = lower.find("mask") != std::string::npos || extra.dtype == DType::kBool;
+      const bool integer = extra.dtype == DType::kInt64 || extra.dtype == DType::kInt32;
+      OT_CHECK(integer || extra.dtype == DType::kFloat32 || extra.dtype == DType::kBool,
+               "the model's input '%s' is %s; synthetic data feeds float32, int64, int32 and bool inputs",
+               in.name.c_str(), DTypeName(extra.dtype).c_str());
+      if (integer && !extra.ones) {
+        extra.vocabulary = VocabularyOf(model.graph, in.name);
+        OT_CHECK(extra.vocabulary > 0,
+                 "the model's input '%s' holds %s ids but feeds no embedding table (a Gather of an initializer), so "
+                 "synthetic data cannot tell their range; train it on --data npz:FILE.npz",
+                 in.name.c_str(), DTypeName(extra.dtype).c_str());
+      }
+      source.synthetic.extra_inputs.push_back(extra);
+    }
   return source;
 }
 

@@ -15,6 +15,7 @@
 #include "train/image_folder.h"
 #include "train/image_source.h"
 #include "train/npy_dataset.h"
+#include "train/segmentation_folder.h"
 #include "train/token_dataset.h"
 
 namespace ot {
@@ -167,6 +168,45 @@ class SyntheticSampleSource : public SampleSource {
   std::vector<int64_t> signature_;
 };
 
+// A further model input of synthetic data (SyntheticDataOptions::ExtraInput), made on demand
+// from (seed, stream, input, sample index).
+class SyntheticExtraSource : public SampleSource {
+ public:
+  SyntheticExtraSource(SyntheticDataOptions::ExtraInput in, uint64_t seed) : in_(std::move(in)), seed_(seed) {
+    for (int64_t d : in_.sample_dims) size_ *= d;
+  }
+  std::vector<int64_t> SampleDims() const override { return in_.sample_dims; }
+  DType InputType() const override { return in_.dtype; }
+  HostTensor Inputs(const std::vector<int64_t>& indices, const AugmentOptions*, int64_t, int64_t) const override {
+    std::vector<int64_t> dims = in_.sample_dims;
+    dims.insert(dims.begin(), static_cast<int64_t>(indices.size()));
+    HostTensor t(in_.dtype, dims, in_.name);
+    for (size_t i = 0; i < indices.size(); ++i) {
+      std::mt19937_64 rng(StreamSeed(seed_, static_cast<uint64_t>(indices[i])));
+      for (int64_t e = 0; e < size_; ++e) {
+        const size_t j = i * static_cast<size_t>(size_) + static_cast<size_t>(e);
+        const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+        const int64_t id = in_.ones ? 1 : in_.vocabulary > 0 ? static_cast<int64_t>(u * in_.vocabulary) : 0;
+        switch (in_.dtype) {
+          case DType::kFloat32:  // ones, or a uniform value of unit variance
+            t.Data<float>()[j] = in_.ones ? 1.f : static_cast<float>((u - 0.5) * 3.4641016151377544);
+            break;
+          case DType::kInt64: t.Data<int64_t>()[j] = id; break;
+          case DType::kInt32: t.Data<int32_t>()[j] = static_cast<int32_t>(id); break;
+          case DType::kBool: t.Data<uint8_t>()[j] = 1; break;
+          default: break;
+        }
+      }
+    }
+    return t;
+  }
+
+ private:
+  SyntheticDataOptions::ExtraInput in_;
+  uint64_t seed_;
+  int64_t size_ = 1;
+};
+
 ImageDataset MakeSyntheticSamples(const SyntheticDataOptions& o) {
   OT_CHECK(o.count > 0 && o.classes > 0, "synthetic data needs a positive count and classes (got %lld, %lld)",
            (long long)o.count, (long long)o.classes);
@@ -192,8 +232,31 @@ ImageDataset MakeSyntheticSamples(const SyntheticDataOptions& o) {
 
 }  // namespace
 
+namespace {
+ImageDataset MakeSyntheticImages(const SyntheticDataOptions& o);
+}  // namespace
+
 ImageDataset MakeSyntheticDataset(const SyntheticDataOptions& o) {
-  if (!o.sample_dims.empty()) return MakeSyntheticSamples(o);
+  if (!o.sample_dims.empty() || !o.extra_inputs.empty()) {
+    ImageDataset ds = !o.sample_dims.empty() ? MakeSyntheticSamples(o) : MakeSyntheticImages(o);
+    for (size_t k = 0; k < o.extra_inputs.size(); ++k) {
+      const SyntheticDataOptions::ExtraInput& in = o.extra_inputs[k];
+      ds.extra_inputs.emplace_back(in.name,
+                                   std::make_shared<SyntheticExtraSource>(in, StreamSeed(o.seed, 0xe8a + k, o.sample_stream)));
+      ds.notes.push_back(StrFormat("synthetic: input '%s' %s %s, %s", in.name.c_str(), DTypeName(in.dtype).c_str(),
+                                   ShapeString(in.sample_dims).c_str(),
+                                   in.ones ? "all ones (a mask)"
+                                   : in.vocabulary > 0 ? StrFormat("ids below %lld", (long long)in.vocabulary).c_str()
+                                                       : "uniform noise of unit variance"));
+    }
+    return ds;
+  }
+  return MakeSyntheticImages(o);
+}
+
+namespace {
+
+ImageDataset MakeSyntheticImages(const SyntheticDataOptions& o) {
   OT_CHECK(o.count > 0 && o.channels > 0 && o.height > 0 && o.width > 0 && o.classes > 0,
            "synthetic data needs positive count, image shape and classes (got %lld images of %lldx%lldx%lld, "
            "%lld classes)",
@@ -264,6 +327,8 @@ ImageDataset MakeSyntheticDataset(const SyntheticDataOptions& o) {
   return ds;
 }
 
+}  // namespace
+
 namespace {
 
 ImageDataset LoadSpec(const std::string& spec, const std::string& split, const DataSourceOptions& options) {
@@ -293,9 +358,13 @@ ImageDataset LoadSpec(const std::string& spec, const std::string& split, const D
   }
   if (kind == "npy" || kind == "npz") return LoadNumpyDataset(kind, rest, split, options);
   if (kind == "tokens") return LoadTokenDataset(rest, split, options);
+  if (kind == "segmentation") {
+    OT_CHECK(!rest.empty(), "--data segmentation needs a folder: segmentation:DIR (images and masks)");
+    return LoadSegmentationFolder(rest, split, options);
+  }
   throw Error("unknown data set '" + spec +
               "'; use fashion-mnist, fashion-mnist:DIR, mnist:DIR, cifar10:DIR, synthetic[:N[:CxHxW]], "
-              "imagefolder:DIR, npy:X.npy,Y.npy, npz:FILE.npz or tokens:TRAIN.bin[,VAL.bin]");
+              "imagefolder:DIR, segmentation:DIR, npy:X.npy,Y.npy, npz:FILE.npz or tokens:TRAIN.bin[,VAL.bin]");
 }
 
 }  // namespace

@@ -95,6 +95,17 @@ struct SyntheticDataOptions {
   std::vector<int64_t> sample_dims;
   DType input_type = DType::kFloat32;
   int64_t vocabulary = 0;  // integer inputs: token ids in [0, vocabulary) (the embedding's rows)
+  // The model's further inputs (input_ids + attention_mask, ...), made alongside: a mask
+  // (a name holding "mask") all ones, token ids uniform below `vocabulary`, floats standard
+  // normal; none carries the class (the first input does).
+  struct ExtraInput {
+    std::string name;
+    std::vector<int64_t> sample_dims;
+    DType dtype = DType::kFloat32;
+    int64_t vocabulary = 0;
+    bool ones = false;
+  };
+  std::vector<ExtraInput> extra_inputs;
 };
 // Images with learnable class patterns, or (sample_dims set) samples made on demand: float
 // features of a per-class pattern plus noise, or token ids of which about half are drawn
@@ -142,6 +153,7 @@ struct DataSourceOptions {
 //   npy:X.npy,Y.npy[,XTEST.npy,YTEST.npy]          NumPy arrays (npy_dataset.h)
 //   npz:FILE.npz                                   arrays x, y[, x_test, y_test] (or --npz-keys)
 //   tokens:TRAIN.bin[,VAL.bin]                     flat token files (token_dataset.h)
+//   segmentation:DIR                               image/mask pairs (segmentation_folder.h)
 // With options.model_input set, images are adapted to the model (AdaptToModel, image_source.h).
 // Throws ot::Error naming the missing or malformed file.
 ImageDataset LoadImageDataset(const std::string& spec, const std::string& split,

@@ -107,7 +107,9 @@ void PngError(png_structp png, png_const_charp message) {
 
 void PngWarning(png_structp, png_const_charp) {}
 
-void DecodePng(const uint8_t* data, size_t size, const std::string& name, DecodedImage* out) {
+// palette_indices: a palette image keeps its indices (one channel) instead of colours.
+void DecodePng(const uint8_t* data, size_t size, const std::string& name, DecodedImage* out,
+               bool palette_indices = false) {
   PngReader reader{data, size, 0, {0}};
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &reader, PngError, PngWarning);
   OT_CHECK(png, "cannot decode '%s': out of memory", name.c_str());
@@ -125,7 +127,11 @@ void DecodePng(const uint8_t* data, size_t size, const std::string& name, Decode
   png_read_info(png, info);
   const png_uint_32 width = png_get_image_width(png, info), height = png_get_image_height(png, info);
   if (static_cast<int64_t>(width) * height > kMaxPixels) png_error(png, "it has more than 2^28 pixels");
-  png_set_expand(png);    // palette -> RGB, grey below 8 bits -> 8 bits, tRNS -> alpha
+  if (palette_indices && png_get_color_type(png, info) == PNG_COLOR_TYPE_PALETTE) {
+    png_set_packing(png);  // indices below 8 bits -> a byte each
+  } else {
+    png_set_expand(png);  // palette -> RGB, grey below 8 bits -> 8 bits, tRNS -> alpha
+  }
   png_set_strip_16(png);  // 16-bit samples -> their high byte
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
@@ -161,6 +167,27 @@ DecodedImage DecodeImage(const uint8_t* data, size_t size, const std::string& na
   }
   OT_CHECK(out.height > 0 && out.width > 0 && out.channels >= 1 && out.channels <= 4,
            "'%s' decodes to an empty image or %lld channels", name.c_str(), (long long)out.channels);
+  return out;
+}
+
+DecodedImage DecodeMaskFile(const std::string& path) {
+  const std::string bytes = ReadFileBytes(path);
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  OT_CHECK(DetectImageFormat(data, bytes.size()) == ImageFormat::kPng,
+           "mask '%s' is not a PNG; masks hold a class index per pixel, which only a lossless PNG (grey or palette) "
+           "keeps",
+           path.c_str());
+  DecodedImage out;
+  DecodePng(data, bytes.size(), path, &out, true);
+  OT_CHECK(out.channels <= 2,
+           "mask '%s' has %lld colour channels; masks hold one class index per pixel: save them as grey or palette "
+           "PNGs (PIL mode 'L' or 'P')",
+           path.c_str(), (long long)out.channels);
+  if (out.channels == 2) {  // grey + alpha: the grey value is the class
+    for (int64_t i = 0; i < out.height * out.width; ++i) out.pixels[static_cast<size_t>(i)] = out.pixels[static_cast<size_t>(2 * i)];
+    out.pixels.resize(static_cast<size_t>(out.height * out.width));
+    out.channels = 1;
+  }
   return out;
 }
 

@@ -25,6 +25,10 @@ ImageFormat DetectImageFormat(const uint8_t* data, size_t size);
 
 // Decodes a JPEG or PNG in memory; `name` (the file) appears in every error.
 DecodedImage DecodeImage(const uint8_t* data, size_t size, const std::string& name);
+// A segmentation mask: a PNG of one class index per pixel, grey (the value) or palette (the
+// index, not its colour, as PIL's mode 'P' reads it). Throws ot::Error naming the file for a
+// JPEG (lossy) or a colour image.
+DecodedImage DecodeMaskFile(const std::string& path);
 // Reads and decodes a file.
 DecodedImage DecodeImageFile(const std::string& path);
 

@@ -18,8 +18,6 @@
 
 namespace ot {
 
-namespace {
-
 bool IsDir(const std::string& p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -46,6 +44,8 @@ bool HasImageExtension(const std::string& name) {
   for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return ext == "jpg" || ext == "jpeg" || ext == "png";
 }
+
+namespace {
 
 // Image files under dir, recursively, in os.walk's sorted order (files of a folder, then its
 // sub-folders).

@@ -17,6 +17,12 @@ struct ImageFolderIndex {
   std::vector<int64_t> labels;       // class index of each file
 };
 
+// Folder helpers the image readers share: whether `path` is a folder; a folder's entry
+// names, sorted (throws ot::Error naming an unreadable one); a .jpg/.jpeg/.png name.
+bool IsDir(const std::string& path);
+std::vector<std::string> ListDir(const std::string& dir);
+bool HasImageExtension(const std::string& name);
+
 // Lists root; throws ot::Error for a missing folder, no class folders, or a class folder
 // without images (naming it).
 ImageFolderIndex ScanImageFolder(const std::string& root);

@@ -57,19 +57,31 @@ void CheckLabelsFitOutput(const ValueInfo& scores, const ImageDataset& data) {
   std::string labels = "[N";
   for (int64_t d : data.label_dims) labels += ", " + std::to_string(d);
   labels += "]";
-  OT_CHECK(data.label_dims.size() == 1 && scores.dims.size() == 3,
-           "data set %s has labels %s per batch but the model's output '%s' is %s; per-token labels [N, T] need "
-           "scores [N, T, V] (classes last)",
-           data.name.c_str(), labels.c_str(), scores.name.c_str(), scores.ShapeString().c_str());
-  const int64_t t = data.label_dims[0];
-  OT_CHECK(!scores.dims[1].IsStatic() || scores.dims[1].value == t,
-           "data set %s has %lld targets per sample but the model's output '%s' is %s; scores [N, T, V] need T = %lld "
-           "(the --seq-len), classes last",
-           data.name.c_str(), (long long)t, scores.name.c_str(), scores.ShapeString().c_str(), (long long)t);
-  const Dim& v = scores.dims[2];
-  OT_CHECK(data.classes <= 0 || !v.IsStatic() || v.value >= data.classes,
-           "data set %s has token ids below %lld but the model's output '%s' (%s) scores only %lld", data.name.c_str(),
-           (long long)data.classes, scores.name.c_str(), scores.ShapeString().c_str(), (long long)v.value);
+  // Labels [N, d1...] fit scores [N, d1..., V] (classes last, a language model's) or
+  // [N, C, d1...] (classes on axis 1, a segmentation net's or a Conv1d's).
+  const size_t k = data.label_dims.size();
+  auto fits_at = [&](size_t offset) {
+    if (scores.dims.size() != k + 2) return false;
+    for (size_t i = 0; i < k; ++i) {
+      const Dim& d = scores.dims[offset + i];
+      if (d.IsStatic() && d.value != data.label_dims[i]) return false;
+    }
+    return true;
+  };
+  const bool last = fits_at(1), first = fits_at(2);
+  OT_CHECK(last || first,
+           "data set %s has labels %s per batch but the model's output '%s' is %s; per-position labels [N, d...] need "
+           "scores [N, d..., V] (classes last, as a language model writes them) or [N, C, d...] (classes on axis 1, "
+           "as a segmentation net does)%s",
+           data.name.c_str(), labels.c_str(), scores.name.c_str(), scores.ShapeString().c_str(),
+           k == 1 ? "; for token windows the model's length must be the --seq-len" : "");
+  if (last && !first) {
+    const Dim& v = scores.dims.back();
+    OT_CHECK(data.classes <= 0 || !v.IsStatic() || v.value >= data.classes,
+             "data set %s has token ids below %lld but the model's output '%s' (%s) scores only %lld",
+             data.name.c_str(), (long long)data.classes, scores.name.c_str(), scores.ShapeString().c_str(),
+             (long long)v.value);
+  }
 }
 
 bool IsImageInput(const ValueInfo& input) {

@@ -94,7 +94,8 @@ void ProgressReporter::EndEpoch(const EpochSummary& s) {
   const char* per = s.miou >= 0 ? "Pixel acc" : "Acc";  // segmentation: per pixel
   if (s.accuracy >= 0) line += StrFormat(" | %s: %.2f%%", per, 100.0 * s.accuracy);
   if (s.miou >= 0) line += StrFormat(" | mIoU: %.4f", s.miou);
-  if (s.test_loss >= 0) line += StrFormat(" | Val loss: %.4f | Val PPL: %.3f", s.test_loss, std::exp(s.test_loss));
+  if (s.test_loss >= 0 && s.miou >= 0) line += StrFormat(" | Test loss: %.4f", s.test_loss);  // per pixel
+  else if (s.test_loss >= 0) line += StrFormat(" | Val loss: %.4f | Val PPL: %.3f", s.test_loss, std::exp(s.test_loss));
   if (s.test_accuracy >= 0) line += StrFormat(" | Test %s: %.2f%%", s.miou >= 0 ? "pixel acc" : "acc", 100.0 * s.test_accuracy);
   if (s.test_miou >= 0) line += StrFormat(" | Test mIoU: %.4f", s.test_miou);
   if (s.mae >= 0) line += StrFormat(" | MAE: %.4g | RMSE: %.4g", s.mae, s.rmse);
@@ -111,7 +112,8 @@ void ProgressReporter::EndEpoch(const EpochSummary& s) {
         s.epoch, (long long)s.steps, (long long)s.batch, s.lr, s.loss, s.accuracy, s.images_per_second, s.seconds,
         Since(run_start_));
     if (s.perplexity >= 0) json += StrFormat(",\"ppl\":%.6g", s.perplexity);
-    if (s.test_loss >= 0) json += StrFormat(",\"val_loss\":%.6g,\"val_ppl\":%.6g", s.test_loss, std::exp(s.test_loss));
+    if (s.test_loss >= 0 && s.miou >= 0) json += StrFormat(",\"test_loss\":%.6g", s.test_loss);
+    else if (s.test_loss >= 0) json += StrFormat(",\"val_loss\":%.6g,\"val_ppl\":%.6g", s.test_loss, std::exp(s.test_loss));
     if (s.test_accuracy >= 0) json += StrFormat(",\"test_acc\":%.6g", s.test_accuracy);
     if (s.miou >= 0) json += StrFormat(",\"miou\":%.6g", s.miou);
     if (s.test_miou >= 0) json += StrFormat(",\"test_miou\":%.6g", s.test_miou);

@@ -60,6 +60,7 @@ StepOutcome StepAccumulator::Feed(Batch& batch, int64_t epoch, int64_t s, double
   tally->loss_sum += static_cast<double>(r.loss) * static_cast<double>(n);
   tally->loss_count += static_cast<double>(n);
   if (spec_.kind != TaskKind::kModelLoss) ScoreBatch(spec_, r.logits.ToHost(), batch.labels, false, tally);
+  else tally->samples += static_cast<double>(batch.labels.dims.empty() ? 1 : batch.labels.dims[0]);
   StepOutcome out;
   if (!last) {
     group_loss_ += r.loss;

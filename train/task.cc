@@ -11,7 +11,7 @@ namespace ot {
 
 namespace {
 
-constexpr size_t kScalarSums = 9;  // the sums before the per-class vectors in Pack()
+constexpr size_t kScalarSums = 9;  // the sums before the per-class lists in Pack()
 
 double Div(double a, double b) { return b > 0 ? a / b : 0.0; }
 
@@ -67,6 +67,7 @@ void ScoreClasses(const TaskSpec& spec, const HostTensor& scores, const HostTens
     f->fp.resize(static_cast<size_t>(l.classes), 0);
     f->fn.resize(static_cast<size_t>(l.classes), 0);
   }
+  f->samples += static_cast<double>(l.samples);
   const float* p = scores.Data<float>();
   const std::vector<int64_t> y = targets.AsInt64s();
   for (int64_t i = 0; i < l.samples; ++i)
@@ -150,20 +151,19 @@ void TaskFigures::Add(const TaskFigures& o) {
 }
 
 std::vector<double> TaskFigures::Pack() const {
-  std::vector<double> v = {loss_sum, loss_count, correct, counted, abs_sum, sq_sum, values, exact, samples,
-                           static_cast<double>(tp.size())};
+  std::vector<double> v = {loss_sum, loss_count, correct, counted, abs_sum, sq_sum, values, exact, samples};
   for (const std::vector<double>* part : {&tp, &fp, &fn}) v.insert(v.end(), part->begin(), part->end());
   return v;
 }
 
 TaskFigures TaskFigures::Unpack(const std::vector<double>& v) {
-  OT_CHECK(v.size() >= kScalarSums + 1, "a packed tally of %zu values is too short", v.size());
+  OT_CHECK(v.size() >= kScalarSums && (v.size() - kScalarSums) % 3 == 0,
+           "a packed tally of %zu values is not %zu sums and three per-class lists", v.size(), kScalarSums);
   TaskFigures f;
   f.loss_sum = v[0], f.loss_count = v[1], f.correct = v[2], f.counted = v[3], f.abs_sum = v[4], f.sq_sum = v[5],
   f.values = v[6], f.exact = v[7], f.samples = v[8];
-  const size_t k = static_cast<size_t>(v[kScalarSums]);
-  OT_CHECK(v.size() == kScalarSums + 1 + 3 * k, "a packed tally of %zu values does not hold %zu classes", v.size(), k);
-  const auto at = v.begin() + kScalarSums + 1;
+  const size_t k = (v.size() - kScalarSums) / 3;
+  const auto at = v.begin() + kScalarSums;
   f.tp.assign(at, at + static_cast<long>(k));
   f.fp.assign(at + static_cast<long>(k), at + static_cast<long>(2 * k));
   f.fn.assign(at + static_cast<long>(2 * k), at + static_cast<long>(3 * k));

@@ -34,13 +34,15 @@ struct TaskFigures {
   double loss_sum = 0, loss_count = 0;  // training: each step's mean loss x its targets; eval: per target
   double correct = 0, counted = 0;      // arg-max hits, and the class targets scored (ignored ones left out)
   double abs_sum = 0, sq_sum = 0, values = 0;  // regression: |error|, error^2 over every value
-  double exact = 0, samples = 0;               // multi-label: samples whose labels are all right
+  double exact = 0;    // multi-label: samples whose labels are all right
+  double samples = 0;  // samples scored
   // Per class (segmentation: true positives, false positives, false negatives of each class)
   // or per label (multi-label).
   std::vector<double> tp, fp, fn;
 
   void Add(const TaskFigures& other);
-  // Every sum in one vector (to sum over ranks or keep in a snapshot), and back.
+  // Every sum in one vector (to sum over ranks or keep in a snapshot): the nine sums above,
+  // then tp, fp and fn; and back.
   std::vector<double> Pack() const;
   static TaskFigures Unpack(const std::vector<double>& packed);
 

@@ -342,7 +342,7 @@ void Trainer::FinishEpoch(int64_t epoch, int64_t updates, double lr, const TaskF
   TaskFigures job = mine;
   job.Add(prior);
   std::vector<double> packed = job.Pack();
-  packed.push_back(mine.loss_count);  // this session's samples, summed over the ranks too
+  packed.push_back(mine.samples);  // this session's samples, summed over the ranks too
   dp_.Sum(&packed);
   const double session_samples = packed.back();
   packed.pop_back();
