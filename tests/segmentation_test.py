@@ -13,6 +13,7 @@ reports pixel accuracy and mean IoU; the figures are checked against numpy.
     `infer`'s outputs for the same images (the oracle: no code of ours scores them);
   * two ranks (batch 4 each) report the same epoch figures as one rank at batch 8: the epoch
     line sums the confusion counts over the ranks, not rank 0's share;
+  * resume is exact: 10 epochs and a resume to 20 give the weights of 20 in one go, bitwise;
   * bad input: an image without its mask, and an RGB mask, are one error line naming the file.
 
 Run by CTest (target segmentation_test); by hand:
@@ -174,6 +175,18 @@ def main():
             assert abs(a[key] - b[key]) < 2e-3 * max(1.0, abs(a[key])), ("epoch", a["epoch"], key, a[key], b[key])
     print("ok: two ranks report one rank's epoch figures (last: pixel acc %.4f vs %.4f, mIoU %.4f vs %.4f)" %
           (one[-1]["acc"], two[-1]["acc"], one[-1]["miou"], two[-1]["miou"]))
+
+    # Resume is exact: 10 epochs, then --resume to 20, equal bit for bit to 20 in one go
+    # (a fixed convolution algorithm on both sides: timed choices could differ between runs).
+    fixed = ["--conv-algo", "direct", "--batch", "8"]
+    run(tool, ["fcn.onnx"] + common + fixed + ["--checkpoint-dir", "whole"])
+    half = [a if a != "20" else "10" for a in common]
+    run(tool, ["fcn.onnx"] + half + fixed + ["--checkpoint-dir", "split"])
+    run(tool, ["fcn.onnx"] + common + fixed + ["--checkpoint-dir", "split", "--resume", "latest"])
+    a = {t.name: numpy_helper.to_array(t) for t in onnx.load("whole/epoch_0020.onnx").graph.initializer}
+    b = {t.name: numpy_helper.to_array(t) for t in onnx.load("split/epoch_0020.onnx").graph.initializer}
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a), "a resumed run differs"
+    print("ok: 10 epochs + resume to 20 = 20 in one go, bitwise (%d tensors)" % len(a))
 
     # Bad input: an image without its mask; a colour mask.
     shutil.copytree("seg", "bad")

@@ -89,6 +89,18 @@ def main():
     if not (last["test_rmse"] < 1.5 * sigma and "Test RMSE" in out):
         sys.exit("FAIL: regression test RMSE %.4f is not near the noise level %.2f:\n%s" % (last["test_rmse"], sigma, out))
 
+    # A NaN in the data ends the run naming the sample, not blaming the learning rate.
+    bad_x = x.copy()
+    bad_x[777, 3] = np.nan
+    np.savez(os.path.join(wd, "reg_nan.npz"), x=bad_x, y=y, x_test=x[:100], y_test=y[:100])
+    out = run(tool, [os.path.join(wd, "reg.onnx"), "--data", "npz:" + os.path.join(wd, "reg_nan.npz"), "--loss", "mse",
+                     "--lr", "0.05", "--epochs", "1", "--no-checkpoints"],
+              expect_ok=False)
+    line = [l for l in out.splitlines() if "error:" in l]
+    if not (line and "sample 777" in line[0] and "element 3" in line[0] and "learning rate" not in line[0]):
+        sys.exit("FAIL: a NaN in the data should be named by its sample:\n" + out)
+    print("NaN in the data:", line[0])
+
     # 2. Multi-label: label k on when x[k] > 0, --loss bce-with-logits.
     k = 4
     x = rng.standard_normal((n, 8)).astype(np.float32)

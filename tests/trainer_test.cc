@@ -102,6 +102,13 @@ TEST(Checkpoint, RoundTripAndCorruptionIsDetected) {
   // Truncated.
   WriteFileAtomic(path, bytes.substr(0, bytes.size() - 5));
   EXPECT_THROW(ReadTrainingState(path), Error);
+  // A model whose state is missing (a save cut short) is named when resuming passes it over.
+  WriteFileAtomic(dir + "/epoch_0004.onnx", "model");
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(FindLatestCheckpoint(dir), dir + "/epoch_0002.state");
+  const std::string warned = testing::internal::GetCapturedStderr();
+  EXPECT_NE(warned.find("passing over " + dir + "/epoch_0004.onnx"), std::string::npos) << warned;
+  EXPECT_NE(warned.find("epoch_0004.state is missing"), std::string::npos) << warned;
 }
 
 // The headline property: a run interrupted at an epoch boundary and resumed ends with

@@ -168,6 +168,25 @@ void PruneSnapshots(const std::string& dir, int keep) {
 }
 
 std::string FindLatestCheckpoint(const std::string& dir) {
+  // An epoch model without its state (a save cut short, by a full disk say) cannot resume:
+  // it is named, not passed over in silence.
+  if (DIR* d = ::opendir(dir.c_str())) {
+    std::vector<std::string> orphans;
+    while (dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.rfind("epoch_", 0) != 0 || n.size() < 6 || n.compare(n.size() - 5, 5, ".onnx") != 0 ||
+          n.find("_ema.onnx") != std::string::npos)
+        continue;
+      const std::string state = dir + "/" + n.substr(0, n.size() - 5) + ".state";
+      if (::access(state.c_str(), R_OK) != 0) orphans.push_back(n);
+    }
+    ::closedir(d);
+    std::sort(orphans.begin(), orphans.end());
+    for (const std::string& n : orphans)
+      std::cerr << "onnx-train: warning: passing over " << dir << "/" << n << ": its training state "
+                << n.substr(0, n.size() - 5) << ".state is missing (the save was cut short, e.g. by a full disk), so "
+                << "it cannot be resumed exactly; the run resumes from the newest complete state, if any\n";
+  }
   std::string best;
   int64_t best_step = -1;
   for (const char* prefix : {"epoch_", "step_"}) {
