@@ -22,6 +22,7 @@
 #include "graph/error.h"
 #include "runtime/cpu/conv_algorithm.h"
 #include "runtime/cpu/cpu_threads.h"
+#include "runtime/kernel_coverage.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/memory_plan.h"
 
@@ -202,33 +203,14 @@ Executor::Executor(std::unique_ptr<Model> model, const std::vector<HostTensor>* 
     output_names_.push_back(o.name);
   }
 
-  // Every op must have a kernel; collect all that do not, for one message grouped by op
-  // type and opset: "Attention (opset 23): 2 nodes, 'attn_0', 'attn_1'; ...".
-  std::map<std::string, std::vector<std::string>> missing;  // "Op (opset N)" -> node names
-  size_t missing_nodes = 0;
+  // Every op must have a kernel; all that do not are named in one message grouped by op type
+  // and opset: "Attention (opset 23): 2 nodes, 'attn_0', 'attn_1'; ...".
   node_opsets_.resize(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
-    int64_t opset = model_->OpsetFor(n.domain);
-    node_opsets_[i] = opset;
-    if (!KernelRegistry::Global().Find(n.domain, n.op_type, opset, options_.device.type)) {
-      missing[(n.domain.empty() ? "" : n.domain + ".") + n.op_type + " (opset " + std::to_string(opset) + ")"]
-          .push_back("'" + n.name + "'");
-      ++missing_nodes;
-    }
-  }
-  if (!missing.empty()) {
-    std::string msg = "the model uses " + std::to_string(missing_nodes) + " node(s) whose op onnx-train does not support on " +
-                      options_.device.ToString() + ": ";
-    bool first = true;
-    for (const auto& [op, nodes] : missing) {
-      msg += (first ? "" : "; ") + op + ": " + std::to_string(nodes.size()) + (nodes.size() == 1 ? " node " : " nodes ");
-      for (size_t k = 0; k < nodes.size() && k < 3; ++k) msg += (k ? ", " : "") + nodes[k];
-      if (nodes.size() > 3) msg += ", ...";
-      first = false;
-    }
-    throw UnsupportedError(msg + " (export at another opset, or replace those ops)");
-  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) node_opsets_[i] = model_->OpsetFor(g.nodes[i].domain);
+  const KernelCoverage coverage = CheckKernelCoverage(*model_, options_.device.type);
+  if (!coverage.missing.empty())
+    throw UnsupportedError("the model uses " + coverage.Describe(options_.device.ToString()) +
+                           " (export at another opset, or replace those ops)");
 
   state_.resize(value_names_.size());
   for (size_t i = 0; i < g.initializers.size(); ++i) {

@@ -72,6 +72,27 @@ def main():
     check("check: an op without a kernel is named, exit non-zero",
           r.returncode != 0 and "NoSuchOp" in r.stdout + r.stderr, f"rc {r.returncode}; {r.stdout}{r.stderr}")
 
+    # --training: the whole training graph's ops (loss, gradients, AdamW) have CPU kernels.
+    r = run("check", simplenn, "--training", "--optimizer", "adamw")
+    check("check --training --optimizer adamw: the training graph's ops all have CPU kernels",
+          r.returncode == 0 and "ok: every op of its training graph (adamw) has a CPU kernel" in r.stdout,
+          f"rc {r.returncode}; {r.stdout}{r.stderr}")
+    # --device cuda needs no GPU: it lists the ops without a CUDA kernel (LSTM has none), or says
+    # the build has no CUDA kernels at all.
+    lstm = torch.nn.LSTM(4, 8, batch_first=True)
+    torch.onnx.export(lstm, torch.randn(2, 5, 4), os.path.join(w, "lstm.onnx"), opset_version=13,
+                      input_names=["x"], output_names=["y", "h", "c"])
+    r = run("check", "lstm.onnx", "--device", "cuda")
+    if "built without CUDA kernels" in r.stderr:
+        check("check --device cuda on a build without CUDA: one line saying so, exit non-zero",
+              r.returncode != 0 and r.stderr.count("error:") == 1, f"rc {r.returncode}; {r.stderr}")
+    else:
+        check("check --device cuda: the op without a CUDA kernel is listed, exit 1",
+              r.returncode == 1 and "missing LSTM (opset 13) x1" in r.stdout, f"rc {r.returncode}; {r.stdout}{r.stderr}")
+        r = run("check", simplenn, "--device", "cuda")
+        check("check --device cuda: SimpleNN's ops all have CUDA kernels",
+              r.returncode == 0 and "has a CUDA kernel" in r.stdout, f"rc {r.returncode}; {r.stdout}{r.stderr}")
+
     # A PyTorch export at opset 13 with LayerNorm and GELU decomposed: the note counts them.
     ln_gelu = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 16), torch.nn.LayerNorm(16),
                                   torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 10))

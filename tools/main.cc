@@ -14,12 +14,15 @@
 #include "graph/tensor_proto.h"
 #include "models/reference_models.h"
 #include "runtime/executor.h"
+#include "runtime/kernel_coverage.h"
+#include "runtime/kernel_registry.h"
 #include "tools/args.h"
 #include "tools/cli_util.h"
 #include "tools/bench_comm.h"
 #include "tools/train_command.h"
 #include "tools/training_commands.h"
 #include "train/exported_model.h"
+#include "train/training_session.h"
 #include "train/image_dataset.h"
 
 namespace ot {
@@ -64,9 +67,11 @@ const char* kUsage =
     "      write the training graph (forward, loss, backward, optimizer update) as ONNX\n"
     "  bench-comm --backend gloo|mpi|nccl --world-size N [--min-bytes 4] [--max-bytes 67108864] [--iters 20]\n"
     "      allreduce table like nccl-tests: bytes, time, algbw, busbw, wrong elements\n"
-    "  check MODEL.onnx\n"
+    "  check MODEL.onnx [--device cpu|cuda] [--training] [--optimizer NAME] [--loss NAME]\n"
     "      load, check and shape-infer a model; print its inputs, outputs and ops, and notes on what\n"
-    "      training changes in an export (a fixed batch, BatchNorm folded or in inference form)\n"
+    "      training changes in an export (a fixed batch, BatchNorm folded or in inference form);\n"
+    "      --device: the ops without a kernel there, grouped by op (exit 1 if any; no GPU needed);\n"
+    "      --training: those of the whole training graph (loss, gradients, optimizer update)\n"
     "\n"
     "onnx-train COMMAND --help prints a command's options; onnx-train --version its version.\n";
 
@@ -160,14 +165,46 @@ int CmdDumpBatch(const std::vector<std::string>& argv) {
 }
 
 int CmdCheck(const std::vector<std::string>& argv) {
-  Args args(argv, {}, {});
+  Args args(argv, {"device", "optimizer", "loss"}, {"training"});
   OT_CHECK(args.positional().size() == 1, "check needs exactly one MODEL.onnx");
-  Model m = LoadModel(args.positional()[0]);
+  const std::string path = args.positional()[0];
+  Model m = LoadModel(path);
   for (const auto& v : m.graph.inputs) std::cout << "input  " << v.name << ": " << DTypeName(v.dtype) << v.ShapeString() << "\n";
   for (const auto& v : m.graph.outputs) std::cout << "output " << v.name << ": " << DTypeName(v.dtype) << v.ShapeString() << "\n";
   std::map<std::string, int> ops;
   for (const auto& n : m.graph.nodes) ops[n.domain.empty() ? n.op_type : n.domain + "." + n.op_type]++;
   for (const auto& [op, count] : ops) std::cout << "op     " << op << " x" << count << "\n";
+  const Device device = Device::Parse(args.Get("device", "cpu"));
+  const bool training = args.Has("training");
+  OT_CHECK(training || (!args.Has("optimizer") && !args.Has("loss")), "--optimizer and --loss go with --training");
+  if (device.type != DeviceType::kCPU || training) {  // kernel coverage only: no device needed
+    OT_CHECK(!KernelRegistry::Global().OpTypes(device.type).empty(),
+             "this onnx-train was built without %s kernels (configure with the CUDA toolkit: -DONNXTRAIN_CUDA=ON)",
+             device.type == DeviceType::kCUDA ? "CUDA" : device.ToString().c_str());
+    const std::string kind = device.type == DeviceType::kCUDA ? "CUDA" : "CPU";
+    Model target = m;
+    std::string what = "the model";
+    if (training) {
+      TrainingConfig config;
+      config.executor.device = device;
+      config.optimizer.kind = ParseOptimizerKind(args.Get("optimizer", "sgd"));
+      if (args.Has("loss")) config.autodiff.loss = ParseLossKind(args.Get("loss"));
+      ExportedModelOptions eo;
+      eo.class_scores = config.autodiff.loss == LossKind::kAuto || config.autodiff.loss == LossKind::kCrossEntropy;
+      target = PlanTrainingGraph(PrepareExportedModel(m, eo).model, config).model;
+      what = "its training graph (" + std::string(args.Get("optimizer", "sgd")) + ")";
+    }
+    const KernelCoverage c = CheckKernelCoverage(target, device.type);
+    if (c.missing.empty()) {
+      std::cout << "ok: every op of " << what << " has a " << kind << " kernel (" << c.ops << " ops, "
+                << c.nodes << " nodes)\n";
+      return 0;
+    }
+    std::cout << what << ": " << c.missing.size() << " of " << c.ops << " ops have no " << kind
+              << " kernel (" << c.missing_nodes << " of " << c.nodes << " nodes):\n";
+    for (const auto& [op, names] : c.missing) std::cout << "missing " << op << " x" << names.size() << "\n";
+    return 1;
+  }
   Executor exec(m);  // throws listing unsupported ops
   std::cout << "ok: every op has a CPU kernel\n";
   // What training would change about an export (fixed batch, BatchNormalization forms).

@@ -7,6 +7,26 @@
 
 namespace ot {
 
+TrainingGraph PlanTrainingGraph(const Model& forward, const TrainingConfig& config,
+                                std::vector<std::pair<std::string, std::string>>* micro_updates, int* sync_bn_nodes) {
+  TrainingGraph tg = BuildTrainingGraph(forward, config.autodiff);
+  OT_CHECK(!tg.labels.empty(), "the model already ends in a loss; training needs logits to attach its own loss to");
+  if (config.accumulate > 1) {
+    auto updates = AppendGradientAccumulation(tg, config.accumulate);
+    if (micro_updates) *micro_updates = std::move(updates);
+  }
+  AppendOptimizer(tg, config.optimizer);
+  if (config.sync_batch_norm) {
+    const int n = UseSyncBatchNorm(tg.model.graph);
+    if (sync_bn_nodes) *sync_bn_nodes = n;
+  }
+  if (config.fuse_relu && config.executor.device.type == DeviceType::kCPU) {
+    FuseBatchNormRelu(tg.model);
+    FuseAddRelu(tg.model);
+  }
+  return tg;
+}
+
 TrainingSession::TrainingSession(const Model& forward, const TrainingConfig& config) {
   const Graph& g = forward.graph;
   OT_CHECK(!g.inputs.empty(), "the model has no inputs; training needs a data input");
@@ -14,16 +34,8 @@ TrainingSession::TrainingSession(const Model& forward, const TrainingConfig& con
   input_info_ = g.inputs[0];
   input_name_ = input_info_.name;
   logits_name_ = config.autodiff.logits_output.empty() ? g.outputs[0].name : config.autodiff.logits_output;
-  tg_ = BuildTrainingGraph(forward, config.autodiff);
-  OT_CHECK(!tg_.labels.empty(), "the model already ends in a loss; training needs logits to attach its own loss to");
   std::vector<std::pair<std::string, std::string>> micro_updates;
-  if (config.accumulate > 1) micro_updates = AppendGradientAccumulation(tg_, config.accumulate);
-  AppendOptimizer(tg_, config.optimizer);
-  if (config.sync_batch_norm) sync_batch_norm_nodes_ = UseSyncBatchNorm(tg_.model.graph);
-  if (config.fuse_relu && config.executor.device.type == DeviceType::kCPU) {
-    FuseBatchNormRelu(tg_.model);
-    FuseAddRelu(tg_.model);
-  }
+  tg_ = PlanTrainingGraph(forward, config, &micro_updates, &sync_batch_norm_nodes_);
   ExecutorOptions opts = config.executor;
   opts.state_updates = tg_.state_updates;
   // One copy of the weights: the training executor takes the graph's initializers over

@@ -28,6 +28,14 @@ struct TrainingConfig {
   bool fuse_relu = true;
 };
 
+// The training graph a session runs for `config` (forward, loss, gradients, accumulation,
+// optimizer update, synchronised batch norm and the device's fusions), without running it:
+// `check --training` lists its ops. micro_updates receives the micro-step state updates
+// (accumulate > 1), sync_bn_nodes the batch normalizations made synchronised.
+TrainingGraph PlanTrainingGraph(const Model& forward, const TrainingConfig& config,
+                                std::vector<std::pair<std::string, std::string>>* micro_updates = nullptr,
+                                int* sync_bn_nodes = nullptr);
+
 struct StepResult {
   float loss = 0.f;
   Tensor logits;  // the model's first output for this batch (accuracy)
