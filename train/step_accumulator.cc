@@ -35,12 +35,19 @@ namespace {
                         loss, (long long)epoch, (long long)step));
 }
 
+// The batch's arrays as the step's inputs: on the CPU a view of the loader's buffers (the
+// batch outlives the step; the executor reads feeds in place), elsewhere an upload.
+Tensor Input(const HostTensor& h, Device device) {
+  if (device.type != DeviceType::kCPU) return Tensor::FromHost(h, device);
+  return Tensor::View(h.dtype, h.dims, const_cast<uint8_t*>(h.bytes.data()), device);
+}
+
 }  // namespace
 
 StepOutcome StepAccumulator::Feed(Batch& batch, int64_t epoch, int64_t s, double lr, TaskFigures* tally) {
   if (s % accumulate_ == 0) start_ = std::chrono::steady_clock::now();
   std::map<std::string, Tensor> extra;  // the further inputs; Mixup/CutMix: the paired labels and lambda
-  for (const auto& [name, t] : batch.extra) extra.emplace(name, Tensor::FromHost(t, device_));
+  for (const auto& [name, t] : batch.extra) extra.emplace(name, Input(t, device_));
   std::string mix_json;
   if (mix_.Enabled()) {
     OT_CHECK(batch.images.dims.size() == 4, "--mixup-alpha and --cutmix-alpha need image batches [n, C, H, W]");
@@ -51,7 +58,7 @@ StepOutcome StepAccumulator::Feed(Batch& batch, int64_t epoch, int64_t s, double
   }
   CheckLabelsFit(session_.graph(), batch.labels.dtype, batch.labels.dims);
   const bool last = (s + 1) % accumulate_ == 0;  // the step's last micro-batch: allreduce and update
-  const Tensor x = Tensor::FromHost(batch.images, device_), y = Tensor::FromHost(batch.labels, device_);
+  const Tensor x = Input(batch.images, device_), y = Input(batch.labels, device_);
   const StepResult r = last ? session_.Step(x, y, static_cast<float>(lr), dp_.Hooks(), extra)
                             : session_.MicroStep(x, y, extra);
   if (last) dp_.FinishStep();
