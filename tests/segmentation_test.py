@@ -13,6 +13,8 @@ reports pixel accuracy and mean IoU; the figures are checked against numpy.
     `infer`'s outputs for the same images (the oracle: no code of ours scores them);
   * two ranks (batch 4 each) report the same epoch figures as one rank at batch 8: the epoch
     line sums the confusion counts over the ranks, not rank 0's share;
+  * Pascal VOC's layout (JPEGImages, SegmentationClass, ImageSets lists) with a net whose H x W
+    are free trains at the images' own size;
   * resume is exact: 10 epochs and a resume to 20 give the weights of 20 in one go, bitwise;
   * bad input: an image without its mask, and an RGB mask, are one error line naming the file.
 
@@ -187,6 +189,29 @@ def main():
     b = {t.name: numpy_helper.to_array(t) for t in onnx.load("split/epoch_0020.onnx").graph.initializer}
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a), "a resumed run differs"
     print("ok: 10 epochs + resume to 20 = 20 in one go, bitwise (%d tensors)" % len(a))
+
+    # Pascal VOC's layout (JPEGImages, SegmentationClass, ImageSets/Segmentation lists) and a
+    # net exported with a free H x W: the images' own size is taken.
+    os.makedirs("voc/JPEGImages")
+    os.makedirs("voc/SegmentationClass")
+    os.makedirs("voc/ImageSets/Segmentation")
+    for split, part in (("train", "train"), ("val", "val")):
+        names = sorted(f[:-4] for f in os.listdir("seg/%s/images" % part))
+        for n in names:
+            shutil.copy("seg/%s/images/%s.png" % (part, n), "voc/JPEGImages/%s_%s.png" % (part, n))
+            shutil.copy("seg/%s/masks/%s.png" % (part, n), "voc/SegmentationClass/%s_%s.png" % (part, n))
+        with open("voc/ImageSets/Segmentation/%s.txt" % split, "w") as f:
+            f.write("".join("%s_%s\n" % (part, n) for n in names))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net, torch.zeros(1, 3, SIZE, SIZE), "fcn_dyn.onnx", input_names=["x"], output_names=["out"],
+                          dynamic_axes={"x": {0: "batch", 2: "h", 3: "w"}, "out": {0: "batch", 2: "h", 3: "w"}},
+                          opset_version=17, do_constant_folding=False)
+    out = run(tool, ["fcn_dyn.onnx", "--data", "segmentation:voc", "--ignore-index", "255", "--epochs", "2", "--batch",
+                     "8", "--lr", "0.05", "--momentum", "0.9", "--threads", "2", "--no-checkpoints"])
+    assert "voc/ImageSets/Segmentation/train.txt: 64 image/mask pairs" in out, out
+    assert "voc/ImageSets/Segmentation/val.txt: 16 image/mask pairs" in out and "Test mIoU" in out, out
+    print("ok: Pascal VOC's layout and a free-size export train")
 
     # Bad input: an image without its mask; a colour mask.
     shutil.copytree("seg", "bad")
