@@ -31,6 +31,9 @@ import warnings
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ot_cli import epochs, run  # noqa: E402  (same folder)
+
 try:
     import torch
     import torch.nn as nn
@@ -45,21 +48,6 @@ def export(model, args, names, path):
         warnings.simplefilter("ignore")
         torch.onnx.export(model, args, path, input_names=names, output_names=["out"], dynamic_axes=axes,
                           opset_version=17, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
-
-
-def run(tool, argv, expect_ok=True):
-    p = subprocess.run([tool] + argv, capture_output=True, text=True, timeout=600)
-    out = p.stdout + p.stderr
-    if expect_ok and p.returncode != 0:
-        sys.exit("FAIL: onnx-train %s exited %d:\n%s" % (" ".join(argv), p.returncode, out))
-    if not expect_ok and p.returncode == 0:
-        sys.exit("FAIL: onnx-train %s should have failed:\n%s" % (" ".join(argv), out))
-    return out
-
-
-def epochs(metrics):
-    with open(metrics) as f:
-        return [r for r in map(json.loads, f) if r.get("type") == "epoch"]
 
 
 def main():

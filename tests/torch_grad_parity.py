@@ -32,7 +32,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_parity import build, export, write_tensor  # noqa: E402  (same folder; exits if torch is missing)
+from torch_parity import build, export  # noqa: E402  (same folder; exits if torch is missing)
+import ot_cli  # noqa: E402
+from ot_cli import read_dir, read_tensor, write_tensor  # noqa: E402,F401
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -40,13 +42,6 @@ import onnx.numpy_helper  # noqa: E402
 import torch  # noqa: E402
 import torchvision  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-
-
-def read_tensor(path):
-    t = onnx.TensorProto()
-    with open(path, "rb") as f:
-        t.ParseFromString(f.read())
-    return t.name, onnx.numpy_helper.to_array(t)
 
 
 KINK_BAND = 3.0  # x PyTorch float32's largest distance from float64 at that ReLU input
@@ -92,26 +87,9 @@ def run_tool(binary, args):
         raise RuntimeError((proc.stderr.strip() or "exit %d" % proc.returncode).splitlines()[-1][:400])
 
 
-def read_dir(out):
-    tensors = {}
-    for f in os.listdir(out):
-        name, arr = read_tensor(os.path.join(out, f))
-        tensors[name] = arr
-    return tensors
-
-
 def run_grad(binary, model_path, xp, yp, workdir, tag):
     """`onnx-train grad` of one batch: xp, yp are TensorProto files, or arrays to write as them."""
-    if not isinstance(xp, str):
-        xp, x = os.path.join(workdir, tag + "_x.pb"), xp
-        write_tensor(x, "input", xp)
-    if not isinstance(yp, str):
-        yp, y = os.path.join(workdir, tag + "_y.pb"), yp
-        write_tensor(y, "labels", yp)
-    out = os.path.join(workdir, tag + "_grads")
-    run_tool(binary, ["grad", model_path, "--input", "input=" + xp, "--input", "labels=" + yp, "-o", out,
-                      "--conv-algo", CONV_ALGO[0]])
-    return read_dir(out)
+    return ot_cli.run_grad(binary, model_path, xp, yp, workdir, tag, ["--conv-algo", CONV_ALGO[0]])
 
 
 def our_relu_inputs(binary, model_path, xp, shapes, workdir, tag):

@@ -23,6 +23,8 @@ import sys
 import time
 import warnings
 
+from ot_cli import write_tensor  # noqa: F401  (same folder; other tests import it from here)
+
 try:
     import numpy as np
     import onnx
@@ -106,11 +108,6 @@ def export(module, shape, path, training, opset=None):
                           dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, training=mode,
                           do_constant_folding=not training,  # torch advises no folding for training export
                           **({"opset_version": opset} if opset else {}))
-
-
-def write_tensor(array, name, path):
-    with open(path, "wb") as f:
-        f.write(onnx.numpy_helper.from_array(array, name=name).SerializeToString())
 
 
 def run_infer(binary, model_path, x, workdir, tag):

@@ -37,6 +37,7 @@ except ImportError as e:  # a dependency is missing: fail with what to do
     sys.exit(f"torch_tensor_grad_parity: {e}; install python3-torch and python3-onnx (scripts/install-deps.sh)")
 
 from grad_compare import compare_gradients, export_failures  # noqa: E402  (same folder)
+from ot_cli import run_grad, write_tensor  # noqa: E402,F401
 
 BATCH, CLASSES = 4, 5
 
@@ -237,30 +238,6 @@ CASES = [(Embedding, (13, 17)), (Indexing, (13, 17)), (ChunkSplit, (13, 17)), (W
          (TrilCumsum, (14, 17)), (TopKGather, (13, 17)), (PixelShuffle, (13, 17)), (Interpolate, (13, 17)),
          (PadFlipRollPut, (13, 17)), (ChannelShuffle, (11, 13)), (TokensWithClass, (13, 17)),
          (GridSampleAllModes, (16, 17)), (GridSampleTrainGrid, (16, 17))]
-
-
-def write_tensor(array, name, path):
-    with open(path, "wb") as f:
-        f.write(onnx.numpy_helper.from_array(array, name=name).SerializeToString())
-
-
-def run_grad(binary, model_path, x, y, workdir, tag):
-    """`onnx-train grad` on one batch: {initializer name or 'loss': array}."""
-    xp, yp = os.path.join(workdir, tag + "_x.pb"), os.path.join(workdir, tag + "_y.pb")
-    write_tensor(x, "input", xp)
-    write_tensor(y, "labels", yp)
-    out = os.path.join(workdir, tag + "_grads")
-    proc = subprocess.run([binary, "grad", model_path, "--input", "input=" + xp, "--input", "labels=" + yp, "-o", out],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError((proc.stderr.strip() or "exit %d" % proc.returncode).splitlines()[-1][:400])
-    tensors = {}
-    for f in os.listdir(out):
-        t = onnx.TensorProto()
-        with open(os.path.join(out, f), "rb") as fh:
-            t.ParseFromString(fh.read())
-        tensors[t.name] = onnx.numpy_helper.to_array(t)
-    return tensors
 
 
 def make_input(kind, rng):

@@ -63,6 +63,8 @@ import sys
 import time
 import warnings
 
+from ot_cli import last_error_line, read_tensor, write_tensor  # noqa: E402,F401  (same folder)
+
 try:
     import numpy as np
     import onnx
@@ -543,24 +545,6 @@ def export(module, x, path, opset):
                               output_names=["logits"], dynamic_shapes=({0: torch.export.Dim("batch")},),
                               opset_version=opset, dynamo=True, external_data=True,
                               optimize=EXPORTER[0] != "dynamo-noopt")
-
-
-def write_tensor(array, name, path):
-    with open(path, "wb") as f:
-        f.write(onnx.numpy_helper.from_array(array, name=name).SerializeToString())
-
-
-def read_tensor(path):
-    t = onnx.TensorProto()
-    with open(path, "rb") as f:
-        t.ParseFromString(f.read())
-    return t.name, onnx.numpy_helper.to_array(t)
-
-
-def last_error_line(proc):
-    text = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}")
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return (lines[-1] if lines else text)[:600]
 
 
 CONV_ALGO = ["auto"]  # --conv-algo of every `onnx-train grad`
