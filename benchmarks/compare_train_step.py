@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Training-step speed and peak memory of onnx-train beside PyTorch (../shared/reference/
+"""Training-step speed and peak memory of onnx-train beside PyTorch (benchmarks/
 torch_step.py) and ONNX Runtime Training (benchmarks/ort_step.py), measured in the same run
 with the same thread count. Prints a table and ours/peer ratios (lower is better).
 
@@ -17,7 +17,6 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.path.join(HERE, "..", "..", "shared", "reference")
 
 
 def run_json(cmd, env=None):
@@ -74,7 +73,7 @@ def main():
     ort_errors = {}
     for _ in range(max(args.rounds, 1)):
         for m in sorted(set(m for m, _ in cases)):
-            for t in run_json([sys.executable, os.path.join(SHARED, "torch_step.py"), "--threads", str(args.threads),
+            for t in run_json([sys.executable, os.path.join(HERE, "torch_step.py"), "--threads", str(args.threads),
                                "--model", m]):
                 keep(("torch", t["model"], t["batch"]), t)
         for m, b in cases:
