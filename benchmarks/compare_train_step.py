@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
-"""Training-step speed and peak memory of onnx-train beside PyTorch (../shared/reference/
-torch_step.py) and ONNX Runtime Training (benchmarks/ort_step.py), measured in the same run
-with the same thread count. Prints a table and ours/peer ratios (lower is better).
+"""Training-step speed and peak memory of onnx-train beside PyTorch 2.x (the benchmark peer:
+the venv of scripts/install-torch2.sh), Debian's PyTorch 1.13 (benchmarks/torch_step.py under
+each) and ONNX Runtime Training (benchmarks/ort_step.py), measured in the same run with the
+same thread count. Prints JSON lines, then a table with ours/peer ratios (lower is better).
+Without the PyTorch 2.x venv its columns are left out, with a line that says so.
+
+For ResNet34 it adds PyTorch's mixed-precision step (--amp-ref bf16: torch.autocast("cpu",
+bfloat16)) from both PyTorch versions as a reference, beside our float32 step.
 
     python3 compare_train_step.py --build build [--threads 2] [--models resnet34,simplenn] [--rounds N]
+        [--torch2-python PY|''] [--torch1-python PY] [--amp-ref bf16|fp16|''] [--torch-steps N]
 
 --rounds N (or BENCH_ROUNDS=N) measures each framework N times, interleaved, and keeps each
 one's fastest step: on a shared VM whose speed drifts by 30% over minutes, one run of each
@@ -17,11 +23,15 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.path.join(HERE, "..", "..", "shared", "reference")
+sys.path.insert(0, HERE)
+from torch_peers import (default_torch2_python, find_peers, print_errors, print_table, rss_columns,  # noqa: E402
+                         time_columns)
+
+TORCH_STEP = os.path.join(HERE, "torch_step.py")
 
 
-def run_json(cmd, env=None):
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+def run_json(cmd, env=None, cwd=None):
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     if out.returncode != 0:
         raise RuntimeError(f"{cmd[0]} failed: {out.stderr.strip()[-400:]}")
     return [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
@@ -53,59 +63,106 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--models", default="resnet34,simplenn")
     ap.add_argument("--ort-python", default="", help="python with onnxruntime-training (skip ORT if empty)")
+    ap.add_argument("--torch2-python", default=default_torch2_python(),
+                    help="python of the PyTorch 2.x venv (scripts/install-torch2.sh); empty: leave it out")
+    ap.add_argument("--torch1-python", default=sys.executable, help="python of Debian's PyTorch 1.13")
+    ap.add_argument("--amp-ref", default="bf16", choices=["bf16", "fp16", ""],
+                    help="ResNet34's autocast step from each PyTorch as a reference (empty: none)")
+    ap.add_argument("--torch-steps", type=int, default=0, help="PyTorch's timed steps per case (0: torch_step.py's own)")
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("BENCH_ROUNDS", "1")),
                     help="measure every framework this many times, interleaved, and keep each one's fastest "
                          "(on a machine whose speed drifts over minutes, as shared VMs do)")
     args = ap.parse_args()
     models = args.models.split(",")
     cases = [(m, b) for m, b in [("simplenn", 32), ("simplenn", 1024), ("resnet34", 128)] if m in models]
+    amp_cases = [(m, b) for m, b in cases if m == "resnet34"] if args.amp_ref else []
+    peers = find_peers(args.torch2_python, args.torch1_python)
     onnx_paths = {}
     if args.ort_python:
         for m in sorted(set(m for m, _ in cases)):
             onnx_paths[m] = os.path.join(args.build, f"bench_{m}.onnx")
             subprocess.run([os.path.join(args.build, "tools", "onnx-train"), "make-model", m, "-o", onnx_paths[m]],
                            check=True, capture_output=True)
-    best = {}  # (framework, model, batch) -> fastest row
+    best = {}  # (framework, model, batch, amp) -> fastest row
+    errors = {}  # (framework, model, batch, amp) -> why it has no figure
 
     def keep(key, row):
         if key not in best or row["step_ms"] < best[key]["step_ms"]:
             best[key] = row
 
-    ort_errors = {}
+    def torch_runs(peer, model, amp, batch=0):
+        cmd = [peer.python, TORCH_STEP, "--threads", str(args.threads), "--model", model]
+        if batch:
+            cmd += ["--batch", str(batch)]
+        if amp:
+            cmd += ["--amp", amp]
+        if args.torch_steps:
+            cmd += ["--steps", str(args.torch_steps)]
+        try:
+            # From /tmp: a `torch` folder in the current directory would shadow the package.
+            for t in run_json(cmd, cwd="/tmp"):
+                keep((peer.key, t["model"], t["batch"], amp or "off"), t)
+        except RuntimeError as e:
+            for m, b in cases:
+                if m == model and (not batch or b == batch):
+                    errors[(peer.key, m, b, amp or "off")] = str(e)[-200:]
+
     for _ in range(max(args.rounds, 1)):
-        for m in sorted(set(m for m, _ in cases)):
-            for t in run_json([sys.executable, os.path.join(SHARED, "torch_step.py"), "--threads", str(args.threads),
-                               "--model", m]):
-                keep(("torch", t["model"], t["batch"]), t)
+        for peer in peers:
+            for m in sorted(set(m for m, _ in cases)):
+                torch_runs(peer, m, None)
+            for m, b in amp_cases:
+                torch_runs(peer, m, args.amp_ref, b)
         for m, b in cases:
-            keep(("ours", m, b), ours(args.build, m, b, args.threads))
+            keep(("ours", m, b, "off"), ours(args.build, m, b, args.threads))
             if args.ort_python:
                 try:
                     o = run_json([args.ort_python, os.path.join(HERE, "ort_step.py"), "--model", m, "--onnx",
                                   onnx_paths[m], "--batch", str(b), "--threads", str(args.threads),
                                   "--steps", "5" if m == "resnet34" else "200"])[0]
-                    keep(("ort", m, b), o)
+                    keep(("ort", m, b, "off"), o)
                 except RuntimeError as e:
-                    ort_errors[(m, b)] = str(e)[-200:]
-    rows = []
+                    errors[("ort", m, b, "off")] = str(e)[-200:]
+
+    def figures(row, key, m, b, amp, ours_ms):
+        if (key, m, b, amp) in best:
+            t = best[(key, m, b, amp)]
+            row.update({f"{key}_ms": t["step_ms"], f"ours_vs_{key}": ours_ms / t["step_ms"]})
+            if "peak_rss_mb" in t:
+                row[f"{key}_rss_mb"] = t["peak_rss_mb"]
+        elif (key, m, b, amp) in errors:
+            row[f"{key}_error"] = errors[(key, m, b, amp)]
+
+    rows, amp_rows = [], []
     for m, b in cases:
-        r, t = best[("ours", m, b)], best[("torch", m, b)]
-        row = {"model": m, "batch": b, "ours_ms": r["step_ms"], "torch_ms": t["step_ms"],
-               "ours_vs_torch": r["step_ms"] / t["step_ms"], "ours_rss_mb": r["peak_rss_mb"],
-               "torch_rss_mb": t["peak_rss_mb"], "rounds": max(args.rounds, 1)}
-        if ("ort", m, b) in best:
-            o = best[("ort", m, b)]
-            row.update({"ort_ms": o["step_ms"], "ours_vs_ort": r["step_ms"] / o["step_ms"]})
-        elif (m, b) in ort_errors:
-            row["ort_error"] = ort_errors[(m, b)]
+        r = best[("ours", m, b, "off")]
+        row = {"model": m, "batch": b, "amp": "off", "ours_ms": r["step_ms"], "ours_rss_mb": r["peak_rss_mb"],
+               "rounds": max(args.rounds, 1)}
+        for p in peers:
+            row[f"{p.key}_version"] = p.version
+            figures(row, p.key, m, b, "off", r["step_ms"])
+        figures(row, "ort", m, b, "off", r["step_ms"])
         rows.append(row)
         print(json.dumps(row), flush=True)
-    print(f"{'model':<9} {'batch':>5} {'ours ms':>10} {'torch ms':>10} {'ours/torch':>10} {'ort ms':>10} "
-          f"{'ours/ort':>9} {'ours MB':>8} {'torch MB':>8}")
-    for r in rows:
-        print(f"{r['model']:<9} {r['batch']:>5} {r['ours_ms']:>10.3f} {r['torch_ms']:>10.3f} {r['ours_vs_torch']:>10.2f} "
-              f"{r.get('ort_ms', float('nan')):>10.3f} {r.get('ours_vs_ort', float('nan')):>9.2f} "
-              f"{r['ours_rss_mb'] or 0:>8.0f} {r['torch_rss_mb']:>8.0f}")
+    for m, b in amp_cases:
+        r = best[("ours", m, b, "off")]
+        row = {"model": m, "batch": b, "amp": args.amp_ref, "ours_amp": "off", "ours_ms": r["step_ms"],
+               "rounds": max(args.rounds, 1)}
+        for p in peers:
+            row[f"{p.key}_version"] = p.version
+            figures(row, p.key, m, b, args.amp_ref, r["step_ms"])
+        amp_rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    # The tables: PyTorch 2.x first (the peer), then Debian's 1.13, then ORT.
+    lead = [("model", 9, "model", None), ("batch", 5, "batch", 0), ("ours ms", 9, "ours_ms", 3)]
+    print_table(lead + time_columns(peers, 10, 11, 3)
+                + [("ort ms", 9, "ort_ms", 3), ("ours/ort", 8, "ours_vs_ort", 2), ("ours MB", 8, "ours_rss_mb", 0)]
+                + rss_columns(peers, 9), rows)
+    if amp_rows:
+        print(f"PyTorch's {args.amp_ref} autocast step (reference; ours is float32):")
+        print_table(lead + time_columns(peers, 15, 16, 3, " " + args.amp_ref), amp_rows)
+    print_errors(rows + amp_rows)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 // Training-step throughput of the reference models on CPU through ot::TrainingSession
-// (forward, loss, backward, SGD momentum 0.9 update: what ../shared/reference/torch_step.py
+// (forward, loss, backward, SGD momentum 0.9 update: what benchmarks/torch_step.py
 // times), reported as items_per_second = images/s. scripts/bench-train.sh runs it beside
 // PyTorch in the same run. Threads: OMP_NUM_THREADS, or --threads=N.
 // Any ONNX model too (benchmarks/zoo_step.py): ONNXTRAIN_BENCH_ONNX=FILE with

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Training-step time and peak memory of models beyond ResNet, onnx-train beside PyTorch in
 the same run: MobileNetV2 and EfficientNet-B0 at 3x64x64, a ViT (patch 4, 32x32, 6 layers,
-width 192) and a token transformer encoder, batch 32, SGD momentum 0.9 on both sides.
+width 192) and a token transformer encoder, batch 32, SGD momentum 0.9 on every side.
 
-PyTorch runs each case in a fresh process (its own peak RSS); the model is then exported
-with torch.onnx.export in training mode and onnx-train's train_step_bench times the same
-step on it (ONNXTRAIN_BENCH_ONNX). Prints a table and ours/PyTorch ratios (lower is better).
+PyTorch 2.x is the peer (the venv of scripts/install-torch2.sh; its columns are left out,
+with a line that says so, where the venv is missing) and Debian's PyTorch 1.13 runs beside it:
+each runs each case in a fresh process (its own peak RSS). The model is then exported with
+Debian's torch.onnx.export in training mode and onnx-train's train_step_bench times the same
+step on it (ONNXTRAIN_BENCH_ONNX). Prints a JSON line per model, then a table with
+ours/torch2 and ours/torch1.13 ratios (lower is better).
 
     /usr/bin/python3 benchmarks/zoo_step.py --build build [--threads 2] [--models mobilenet_v2,vit]
+        [--torch2-python PY|''] [--torch1-python PY]
 """
 import argparse
 import json
@@ -22,6 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from blas_threads import hold_blas_threads  # noqa: E402
 from compare_train_step import ours  # noqa: E402
+from torch_peers import (default_torch2_python, find_peers, print_errors, print_table, rss_columns,  # noqa: E402
+                         time_columns)
 
 hold_blas_threads(default=2)  # before torch loads OpenBLAS
 
@@ -104,18 +110,29 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--models", default="mobilenet_v2,efficientnet_b0,vit,transformer")
+    ap.add_argument("--torch2-python", default=default_torch2_python(),
+                    help="python of the PyTorch 2.x venv (scripts/install-torch2.sh); empty: leave it out")
+    ap.add_argument("--torch1-python", default=sys.executable, help="python of Debian's PyTorch 1.13")
     ap.add_argument("--torch-case", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_case:
         return torch_case(args.torch_case, args.threads, args.steps)
+    peers = find_peers(args.torch2_python, args.torch1_python)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
-            out = subprocess.run([sys.executable, __file__, "--torch-case", name, "--threads", str(args.threads),
-                                  "--steps", str(args.steps)], capture_output=True, text=True)
-            if out.returncode != 0:
-                raise SystemExit(f"zoo_step: PyTorch case {name} failed: {out.stderr.strip()[-400:]}")
-            ref = json.loads(out.stdout.strip().splitlines()[-1])
+            row = {"model": name, "batch": BATCH}
+            for p in peers:
+                row[f"{p.key}_version"] = p.version
+                # From /tmp: a `torch` folder in the current directory would shadow the package.
+                out = subprocess.run([p.python, os.path.abspath(__file__), "--torch-case", name, "--threads",
+                                      str(args.threads), "--steps", str(args.steps)],
+                                     capture_output=True, text=True, cwd="/tmp")
+                if out.returncode != 0:
+                    row[f"{p.key}_error"] = out.stderr.strip()[-300:]
+                    continue
+                ref = json.loads(out.stdout.strip().splitlines()[-1])
+                row.update({f"{p.key}_ms": ref["step_ms"], f"{p.key}_rss_mb": ref["peak_rss_mb"]})
             path = os.path.join(tmp, name + ".onnx")
             out = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {HERE!r}); import zoo_step; "
                                   f"zoo_step.export({name!r}, {path!r})"], capture_output=True, text=True)
@@ -125,13 +142,19 @@ def main():
                               ONNXTRAIN_BENCH_VOCAB=str(VOCAB))
             try:
                 mine = ours(args.build, "onnx", BATCH, args.threads)
-                rows.append((name, mine["step_ms"], ref["step_ms"], mine["peak_rss_mb"], ref["peak_rss_mb"], ""))
+                row.update({"ours_ms": mine["step_ms"], "ours_rss_mb": mine["peak_rss_mb"]})
+                for p in peers:
+                    if f"{p.key}_ms" in row:
+                        row[f"ours_vs_{p.key}"] = row["ours_ms"] / row[f"{p.key}_ms"]
+                        row[f"ours_vs_{p.key}_rss"] = row["ours_rss_mb"] / row[f"{p.key}_rss_mb"]
             except RuntimeError as e:
-                rows.append((name, float("nan"), ref["step_ms"], float("nan"), ref["peak_rss_mb"], str(e)[-200:]))
-            print(f"  {rows[-1]}", flush=True)
-    print(f"\n{'model':<16} {'ours ms':>9} {'torch ms':>9} {'ratio':>6} {'ours MB':>8} {'torch MB':>9} {'ratio':>6}")
-    for name, ms, tms, mb, tmb, err in rows:
-        print(f"{name:<16} {ms:9.1f} {tms:9.1f} {ms / tms:6.2f} {mb:8.0f} {tmb:9.0f} {mb / tmb:6.2f} {err}")
+                row["ours_error"] = str(e)[-200:]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print()
+    print_table([("model", 16, "model", None), ("ours ms", 9, "ours_ms", 1)] + time_columns(peers, 9, 11, 1)
+                + [("ours MB", 8, "ours_rss_mb", 0)] + rss_columns(peers, 9, 11), rows)
+    print_errors(rows)
 
 
 if __name__ == "__main__":

@@ -225,7 +225,7 @@ Model BuildResNet34(const ReferenceModelOptions& options) {
   TorchStyleModelWriter w(&m, options.seed);
   // Stem of the recipe: 3x3 stride-2 conv without bias, batch norm, relu, no max-pool.
   // The recipe replaces torchvision's stem after construction (m.conv1 = nn.Conv2d(C, 64, 3,
-  // 2, 1, bias=False), ../shared/reference/torch_step.py), so the stem keeps nn.Conv2d's own
+  // 2, 1, bias=False), benchmarks/torch_step.py), so the stem keeps nn.Conv2d's own
   // initialisation, not ResNet's.
   std::string x = w.Conv("/conv1", "conv1", "input", options.channels, 64, 3, 2, 1,
                          TorchStyleModelWriter::ConvInit::kTorchDefault);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Allreduce speed of `onnx-train bench-comm` over Gloo and over MPI beside
-# torch.distributed's Gloo backend (/work/shared/reference/torch_allreduce.py), in the same
+# torch.distributed's Gloo backend (benchmarks/torch_allreduce.py), in the same
 # run on this host, for world sizes 2 and 4 from 4 B to 64 MiB. Prints the three tables and,
 # per size, one three-way table: time and busbw of each, ours-Gloo/torch busbw, MPI/ours-Gloo
 # busbw and time; then the issue-19 acceptance lines (MPI busbw >= 1.5x Gloo's at 4, 16 and
@@ -15,7 +15,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
 bench="${BENCH_COMM:-$build/tools/onnx-train bench-comm}"
 python="${PYTHON:-/usr/bin/python3}"
-reference="${TORCH_ALLREDUCE:-/work/shared/reference/torch_allreduce.py}"
+reference="${TORCH_ALLREDUCE:-$root/benchmarks/torch_allreduce.py}"
 max_bytes="${MAX_BYTES:-67108864}"
 iters="${ITERS:-20}"
 work="$(mktemp -d /tmp/bench-comm-XXXXXX)"
