@@ -15,44 +15,6 @@
 
 namespace ot {
 
-// auto's convolution choices (runtime/cpu/conv_algorithm.h) beside the checkpoints, a file
-// per rank: a resumed run loads them and so runs the algorithms, and rounds the way, the
-// interrupted run did. Written when they change; a failure to write only warns (once).
-class Checkpointer::ConvChoicesFile {
- public:
-  ConvChoicesFile(std::string dir, int rank)
-      : path_(dir + "/conv_algorithms.rank" + std::to_string(rank) + ".txt") {}
-  // Before the first step of a run resumed from the state file `state_path`: the choices
-  // kept beside it, if any.
-  static void LoadBeside(const std::string& state_path, int rank) {
-    const size_t slash = state_path.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : state_path.substr(0, slash);
-    const std::string path = dir + "/conv_algorithms.rank" + std::to_string(rank) + ".txt";
-    if (::access(path.c_str(), R_OK) != 0) return;
-    try {
-      LoadConvChoices(ReadFileBytes(path));
-    } catch (const Error& e) {
-      throw Error(path + ": " + e.what() + " (delete the file to let this run time its convolutions anew)");
-    }
-  }
-  void Update() {
-    const std::string text = SaveConvChoices();
-    if (text == written_ || failed_) return;
-    try {
-      WriteFileAtomic(path_, text);
-      written_ = text;
-    } catch (const std::exception& e) {
-      failed_ = true;
-      std::fprintf(stderr, "warning: could not keep the convolution choices in %s (%s); a resumed run may choose "
-                   "other algorithms and not be bitwise equal\n", path_.c_str(), e.what());
-    }
-  }
-
- private:
-  std::string path_, written_;
-  bool failed_ = false;
-};
-
 namespace {
 
 // The state file that --resume PATH names. A model (.onnx) is accepted when it is an epoch
@@ -137,7 +99,6 @@ Checkpointer::Checkpointer(const TrainerOptions& options, const Model& forward, 
     if (::stat(o_.checkpoint_dir.c_str(), &st) != 0) created_dir_ = o_.checkpoint_dir;
     PrepareCheckpointDir(o_.checkpoint_dir);
   }
-  if (o_.save_checkpoints && cpu) conv_choices_ = std::make_unique<ConvChoicesFile>(o_.checkpoint_dir, rank_);
 }
 
 Checkpointer::~Checkpointer() {
@@ -145,8 +106,11 @@ Checkpointer::~Checkpointer() {
   if (!created_dir_.empty()) ::rmdir(created_dir_.c_str());  // fails, as it should, unless empty
 }
 
+std::string Checkpointer::ChoicesOfThisRank() { return SaveConvChoices(); }
+
 void Checkpointer::WriteState(TrainingSession& session, int64_t epochs_done, const SamplerState& sampler,
-                              const std::string& path, const TaskFigures& tally, const ModelEma* ema) {
+                              const std::string& path, const TaskFigures& tally, const ModelEma* ema,
+                              const std::vector<std::string>& choices) {
   TrainingState state;
   state.epochs_done = epochs_done;
   state.global_step = session.steps_done();
@@ -157,6 +121,8 @@ void Checkpointer::WriteState(TrainingSession& session, int64_t epochs_done, con
   state.scalars["executor_rng"] = session.RngState();
   if (!session.MicroRngState().empty()) state.scalars["executor_rng_micro"] = session.MicroRngState();
   if (tally.loss_count > 0 || tally.samples > 0) state.scalars["epoch_tally"] = TallyText(tally);
+  for (size_t r = 0; r < choices.size(); ++r)
+    if (!choices[r].empty()) state.scalars["conv_algorithms.rank" + std::to_string(r)] = choices[r];
   for (const auto& [name, tensor] : session.StateTensors()) state.tensors.push_back(tensor->ToHost(name));
   if (ema) {
     state.scalars["ema_updates"] = std::to_string(ema->updates());
@@ -169,35 +135,24 @@ void Checkpointer::WriteState(TrainingSession& session, int64_t epochs_done, con
 }
 
 std::string Checkpointer::SaveSnapshot(TrainingSession& session, int64_t epoch, const SamplerState& next,
-                                       const TaskFigures& tally, const ModelEma* ema) {
+                                       const TaskFigures& tally, const ModelEma* ema,
+                                       const std::vector<std::string>& choices) {
   const std::string path = SnapshotPath(o_.checkpoint_dir, session.steps_done());
-  WriteState(session, epoch, next, path, tally, ema);
+  WriteState(session, epoch, next, path, tally, ema, choices);
   PruneSnapshots(o_.checkpoint_dir, o_.keep_snapshots);
   return path;
 }
 
 std::string Checkpointer::SaveEpoch(TrainingSession& session, int64_t epochs_done, const SamplerState& sampler,
-                                    const ModelEma* ema, const std::vector<std::string>& class_names) {
+                                    const ModelEma* ema, const std::vector<std::string>& class_names,
+                                    const std::vector<std::string>& choices) {
   const std::string stem = CheckpointStem(o_.checkpoint_dir, epochs_done);
   const Model inference = session.InferenceModel();
   SaveModel(inference, stem + ".onnx");
   if (ema) SaveModel(ema->AveragedModel(inference), stem + "_ema.onnx");
-  WriteState(session, epochs_done, sampler, stem + ".state", {}, ema);
+  WriteState(session, epochs_done, sampler, stem + ".state", {}, ema, choices);
   if (!class_names.empty()) WriteClassNames(class_names, o_.checkpoint_dir + "/classes.txt");
   return stem;
-}
-
-void Checkpointer::AfterStep() {
-  // The choices are made when a shape is first planned: after the run's first step here,
-  // and at the epoch's end for a smaller last batch (the trainer calls it then too).
-  if (conv_choices_ && !conv_choices_kept_) {
-    conv_choices_->Update();
-    conv_choices_kept_ = true;
-  }
-}
-
-void Checkpointer::AfterEpoch() {
-  if (conv_choices_) conv_choices_->Update();
 }
 
 bool Checkpointer::Resume(TrainingSession& session, ModelEma* ema, ResumePoint* point, std::string* note) {
@@ -251,7 +206,16 @@ bool Checkpointer::Resume(TrainingSession& session, ModelEma* ema, ResumePoint* 
   point->sampler.position = state.Count("sampler_position", path);
   point->tally = {};
   if (state.scalars.count("epoch_tally") && lead_) point->tally = TallyFromText(state.scalars.at("epoch_tally"), path);
-  if (cpu_) ConvChoicesFile::LoadBeside(path, rank_);
+  // This rank's convolution choices (rank 0's when the job had fewer ranks).
+  const std::string own = "conv_algorithms.rank" + std::to_string(rank_);
+  const auto choices = state.scalars.count(own) ? state.scalars.find(own) : state.scalars.find("conv_algorithms.rank0");
+  if (cpu_ && choices != state.scalars.end()) {
+    try {
+      LoadConvChoices(choices->second);
+    } catch (const Error& e) {
+      throw Error(path + ": " + choices->first + ": " + e.what());
+    }
+  }
   return true;
 }
 

@@ -38,36 +38,32 @@ class Checkpointer {
   // the folder for "latest". Returns false when there is nothing to resume from (the note
   // for the user in *note). Throws ot::Error for a state of another model or other settings.
   bool Resume(TrainingSession& session, ModelEma* ema, ResumePoint* point, std::string* note);
+  // The convolution algorithms each rank's runtime chose (timed; they decide the rounding),
+  // by rank: saved in every state, so that a resumed run computes as the interrupted one.
+  static std::string ChoicesOfThisRank();
   // A recovery snapshot after global step `session.steps_done()`, where the next step starts
   // at `next`; `tally` is the job's figures of the epoch so far. Lead only. Returns its path.
   std::string SaveSnapshot(TrainingSession& session, int64_t epoch, const SamplerState& next,
-                           const TaskFigures& tally, const ModelEma* ema);
+                           const TaskFigures& tally, const ModelEma* ema, const std::vector<std::string>& choices);
   // The checkpoint after `epochs_done` epochs: STEM.onnx (the inference model), STEM_ema.onnx
   // with --model-ema, STEM.state, classes.txt for named classes. Lead only. Returns STEM.
   std::string SaveEpoch(TrainingSession& session, int64_t epochs_done, const SamplerState& sampler,
-                        const ModelEma* ema, const std::vector<std::string>& class_names);
-  // After each step: keeps the convolution algorithms the runtime chose (they decide the
-  // rounding; a resumed run reuses them).
-  void AfterStep();
-  // At an epoch's end (a smaller last batch plans new shapes).
-  void AfterEpoch();
+                        const ModelEma* ema, const std::vector<std::string>& class_names,
+                        const std::vector<std::string>& choices);
 
   // The settings a state records (and a resume must match); also the data-parallel
   // fingerprint's part that says ranks run the same job.
   static std::map<std::string, std::string> RunSettings(const TrainerOptions& o);
 
  private:
-  class ConvChoicesFile;
   void WriteState(TrainingSession& session, int64_t epochs_done, const SamplerState& sampler, const std::string& path,
-                  const TaskFigures& tally, const ModelEma* ema);
+                  const TaskFigures& tally, const ModelEma* ema, const std::vector<std::string>& choices);
 
   const TrainerOptions& o_;
   std::string fingerprint_;
   int rank_;
   bool lead_;
   bool cpu_;
-  std::unique_ptr<ConvChoicesFile> conv_choices_;
-  bool conv_choices_kept_ = false;
   std::string created_dir_;  // the folder this run created (removed again if left empty)
 };
 

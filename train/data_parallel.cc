@@ -73,6 +73,24 @@ void DataParallel::Sum(std::vector<double>* values) {
   comm_->AllReduce(CommBuffer::Of(values->data(), values->size()))->Wait(options_.timeout);
 }
 
+std::vector<std::string> DataParallel::GatherText(const std::string& text) {
+  if (!comm_) return {text};
+  // Lengths first, then the texts padded to the longest, a byte per float (exact below 2^24).
+  float length = static_cast<float>(text.size());
+  std::vector<float> lengths(static_cast<size_t>(world_));
+  comm_->AllGather(CommBuffer::Of(&length, 1), CommBuffer::Of(lengths.data(), lengths.size()))->Wait(options_.timeout);
+  const size_t longest = static_cast<size_t>(*std::max_element(lengths.begin(), lengths.end()));
+  std::vector<float> mine(std::max<size_t>(longest, 1), 0.f), all(mine.size() * static_cast<size_t>(world_));
+  for (size_t i = 0; i < text.size(); ++i) mine[i] = static_cast<float>(static_cast<unsigned char>(text[i]));
+  comm_->AllGather(CommBuffer::Of(mine.data(), mine.size()), CommBuffer::Of(all.data(), all.size()))
+      ->Wait(options_.timeout);
+  std::vector<std::string> out(static_cast<size_t>(world_));
+  for (size_t r = 0; r < out.size(); ++r)
+    for (size_t i = 0; i < static_cast<size_t>(lengths[r]); ++i)
+      out[r] += static_cast<char>(static_cast<unsigned char>(all[r * mine.size() + i]));
+  return out;
+}
+
 bool DataParallel::AnyStop(bool here) {
   float flag = here ? 1.f : 0.f;
   if (comm_) comm_->AllReduce(CommBuffer::Of(&flag, 1))->Wait(options_.timeout);

@@ -55,6 +55,8 @@ class DataParallel {
 
   // In place: the sum of every rank's values (the same length on every rank).
   void Sum(std::vector<double>* values);
+  // Every rank's text, in rank order (each rank calls it with its own).
+  std::vector<std::string> GatherText(const std::string& text);
   // Whether a stop was requested on any rank (every rank must call it after the same step).
   bool AnyStop(bool here);
   void Barrier();

@@ -293,7 +293,6 @@ EpochEnd Trainer::RunEpoch(int64_t epoch) {
     const StepOutcome step = steps_->Feed(batch, epoch, s, lr, &mine);
     if (!step.stepped) continue;
     result_.allreduce_wait_seconds += dp_.last_wait_seconds();
-    checkpointer_->AfterStep();
     result_.step_losses.push_back(step.loss);
     progress_->Step(s / accumulate, session_->steps_done(), step.loss, mine.Loss(), step.targets, step.json);
     // torchvision updates its EMA after the optimizer steps i % model_ema_steps == 0 of each epoch.
@@ -331,7 +330,9 @@ std::string Trainer::SaveSnapshot(int64_t epoch, const SamplerState& next, const
   job.Add(prior);
   std::vector<double> packed = job.Pack();
   dp_.Sum(&packed);
-  if (dp_.lead()) checkpointer_->SaveSnapshot(*session_, epoch, next, TaskFigures::Unpack(packed), ema_.get());
+  const std::vector<std::string> choices = dp_.GatherText(Checkpointer::ChoicesOfThisRank());
+  if (dp_.lead())
+    checkpointer_->SaveSnapshot(*session_, epoch, next, TaskFigures::Unpack(packed), ema_.get(), choices);
   return SnapshotPath(o_.checkpoint_dir, session_->steps_done());
 }
 
@@ -363,14 +364,15 @@ void Trainer::FinishEpoch(int64_t epoch, int64_t updates, double lr, const TaskF
     Evaluate(&summary);
   if (dp_.lead()) progress_->EndEpoch(summary);
   if (!ema_line_.empty()) Say(ema_line_), ema_line_.clear();
-  checkpointer_->AfterEpoch();  // with a smaller last batch's shapes
   const bool interrupted = stop && !final_epoch;
-  if (dp_.lead() && o_.save_checkpoints &&
-      (final_epoch || interrupted || (o_.save_every > 0 && (epoch + 1) % o_.save_every == 0))) {
-    const std::string stem =
-        checkpointer_->SaveEpoch(*session_, epoch + 1, sampler_->State(), ema_.get(), data_.train.class_names);
-    result_.last_checkpoint = stem;
-    Say(progress_->tag() + "saved checkpoint " + stem + ".onnx and .state");
+  if (o_.save_checkpoints && (final_epoch || interrupted || (o_.save_every > 0 && (epoch + 1) % o_.save_every == 0))) {
+    const std::vector<std::string> choices = dp_.GatherText(Checkpointer::ChoicesOfThisRank());  // every rank
+    if (dp_.lead()) {
+      const std::string stem = checkpointer_->SaveEpoch(*session_, epoch + 1, sampler_->State(), ema_.get(),
+                                                        data_.train.class_names, choices);
+      result_.last_checkpoint = stem;
+      Say(progress_->tag() + "saved checkpoint " + stem + ".onnx and .state");
+    }
   }
   result_.epochs_run++;
   result_.epochs_done = static_cast<int>(epoch + 1);
