@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "graph/error.h"
+#include "graph/class_head.h"
 #include "train/model_input_check.h"
 
 namespace ot {
@@ -82,6 +83,13 @@ DataSourceOptions DataSourceForModel(const Model& model, const std::string& spec
     }
     s.seed = seed;
     if (source.model_classes > 0) s.classes = source.model_classes;
+    // A language model: ids [N, T] in, per-token scores [N, T, V] (classes last) out.
+    const ValueInfo* out = model.graph.outputs.empty() ? nullptr : &model.graph.outputs[0];
+    if (s.vocabulary > 0 && s.sample_dims.size() == 1 && out && out->has_shape && out->dims.size() == 3 &&
+        out->dims[1].IsStatic() && out->dims[1].value == s.sample_dims[0] && ScoresHaveClassesLast(model, *out)) {
+      s.next_tokens = true;
+      if (out->dims[2].IsStatic()) s.vocabulary = std::min(s.vocabulary, out->dims[2].value);
+    }
   } else if (spec.rfind("synthetic", 0) == 0) {  // synthetic images take the model's shape
     std::vector<int64_t> chw = ImageShapeOfInput(model.graph.inputs[0]);
     source.synthetic.channels = chw[0];

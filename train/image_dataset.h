@@ -95,6 +95,11 @@ struct SyntheticDataOptions {
   std::vector<int64_t> sample_dims;
   DType input_type = DType::kFloat32;
   int64_t vocabulary = 0;  // integer inputs: token ids in [0, vocabulary) (the embedding's rows)
+  // A language model (ids [N, T] in, scores [N, T, V] out): samples are windows of a seeded
+  // Markov chain over the vocabulary (each token followed by one of 4 successors, with
+  // probabilities 0.7, 0.1, 0.1, 0.1: an entropy floor of 0.940 nats a token), labels the
+  // next tokens [N, T].
+  bool next_tokens = false;
   // The model's further inputs (input_ids + attention_mask, ...), made alongside: a mask
   // (a name holding "mask") all ones, token ids uniform below `vocabulary`, floats standard
   // normal; none carries the class (the first input does).
