@@ -13,6 +13,7 @@ reports pixel accuracy and mean IoU; the figures are checked against numpy.
     `infer`'s outputs for the same images (the oracle: no code of ours scores them);
   * two ranks (batch 4 each) report the same epoch figures as one rank at batch 8: the epoch
     line sums the confusion counts over the ranks, not rank 0's share;
+  * --data synthetic makes image/mask pairs for the net (test mean IoU > 0.8 after 5 epochs);
   * Pascal VOC's layout (JPEGImages, SegmentationClass, ImageSets lists) with a net whose H x W
     are free trains at the images' own size;
   * resume is exact: 10 epochs and a resume to 20 give the weights of 20 in one go, bitwise;
@@ -177,6 +178,13 @@ def main():
     b = {t.name: numpy_helper.to_array(t) for t in onnx.load("split/epoch_0020.onnx").graph.initializer}
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a), "a resumed run differs"
     print("ok: 10 epochs + resume to 20 = 20 in one go, bitwise (%d tensors)" % len(a))
+
+    # --data synthetic makes image/mask pairs for a segmentation net (scores [N, K, H, W]).
+    out = run(tool, ["fcn.onnx", "--data", "synthetic:256", "--epochs", "5", "--lr", "0.05", "--momentum", "0.9",
+                     "--threads", "2", "--no-checkpoints"])
+    m = re.search(r"test pixel accuracy ([\d.]+)%, mean IoU ([\d.]+)", out)
+    assert "masks [N, 24, 24]" in out and m and float(m.group(2)) > 0.8, out
+    print("ok: synthetic image/mask pairs train (test mean IoU %s)" % m.group(2))
 
     # Pascal VOC's layout (JPEGImages, SegmentationClass, ImageSets/Segmentation lists) and a
     # net exported with a free H x W: the images' own size is taken.

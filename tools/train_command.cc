@@ -482,7 +482,9 @@ int CmdTrain(std::vector<std::string> argv) {
   // The whole run's counts, also after a resume.
   std::cout << StrFormat("done: %d epoch%s, %lld steps", r.epochs_done, r.epochs_done == 1 ? "" : "s",
                          (long long)r.global_step);
-  if (r.test_loss >= 0)  // a language model: validation loss and perplexity
+  if (r.test_miou >= 0)  // segmentation
+    std::cout << StrFormat("; test pixel accuracy %.2f%%, mean IoU %.4f", 100.0 * r.test_accuracy, r.test_miou);
+  else if (r.test_loss >= 0)  // a language model: validation loss and perplexity
     std::cout << StrFormat("; validation loss %.4f, perplexity %.3f", r.test_loss, std::exp(r.test_loss));
   else if (r.test_rmse >= 0)
     std::cout << StrFormat("; test MAE %.4g, RMSE %.4g", r.test_mae, r.test_rmse);

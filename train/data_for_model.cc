@@ -97,6 +97,11 @@ DataSourceOptions DataSourceForModel(const Model& model, const std::string& spec
     source.synthetic.width = chw[2];
     source.synthetic.seed = seed;
     if (source.model_classes > 0) source.synthetic.classes = source.model_classes;
+    // A segmentation net: scores [N, K, H, W] of the image's H x W (classes on axis 1).
+    const ValueInfo* out = model.graph.outputs.empty() ? nullptr : &model.graph.outputs[0];
+    if (out && out->has_shape && out->dims.size() == 4 && out->dims[1].IsStatic() && out->dims[1].value > 1 &&
+        out->dims[2].IsStatic() && out->dims[2].value == chw[1] && out->dims[3].IsStatic() && out->dims[3].value == chw[2])
+      source.synthetic.dense_classes = out->dims[1].value;
   }
   if (spec.rfind("synthetic", 0) == 0)  // every further input gets data of its own shape and type
     for (size_t k = 1; k < model.graph.inputs.size(); ++k) {

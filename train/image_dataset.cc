@@ -251,6 +251,57 @@ class SyntheticTokenSource : public SampleSource {
   std::vector<int64_t> successors_;
 };
 
+// Images with rectangles of classes and their masks (SyntheticDataOptions::dense_classes),
+// made from (seed, stream, sample).
+class SyntheticSegmentationSource : public SampleSource {
+ public:
+  explicit SyntheticSegmentationSource(const SyntheticDataOptions& o) : o_(o) {
+    std::mt19937_64 rng(StreamSeed(o.seed, 0x5e6));  // the class colours: the same for every split
+    colour_.resize(static_cast<size_t>(o.dense_classes * o.channels));
+    for (double& c : colour_) c = 4.0 * (static_cast<double>(rng() >> 11) * 0x1.0p-53) - 2.0;
+  }
+  std::vector<int64_t> SampleDims() const override { return {o_.channels, o_.height, o_.width}; }
+  DType InputType() const override { return DType::kFloat32; }
+  HostTensor Inputs(const std::vector<int64_t>& indices, const AugmentOptions*, int64_t, int64_t) const override {
+    return Make(indices, true);
+  }
+  bool MakesLabels() const override { return true; }
+  HostTensor Labels(const std::vector<int64_t>& indices, int64_t) const override { return Make(indices, false); }
+
+ private:
+  HostTensor Make(const std::vector<int64_t>& indices, bool images) const {
+    const int64_t n = static_cast<int64_t>(indices.size()), C = o_.channels, H = o_.height, W = o_.width;
+    HostTensor t = images ? HostTensor(DType::kFloat32, {n, C, H, W}, "input")
+                          : HostTensor(DType::kInt64, {n, H, W}, "labels");
+    for (int64_t i = 0; i < n; ++i) {
+      std::mt19937_64 rng(StreamSeed(o_.seed, 0x5e60 + o_.sample_stream, static_cast<uint64_t>(indices[static_cast<size_t>(i)])));
+      auto below = [&](int64_t k) { return static_cast<int64_t>(UniformBelow(rng, static_cast<uint64_t>(std::max<int64_t>(k, 1)))); };
+      std::vector<int64_t> mask(static_cast<size_t>(H * W), 0);
+      for (int r = 0; r < 2; ++r) {  // two rectangles of a quarter to a half of each side
+        const int64_t cls = 1 + below(o_.dense_classes - 1);
+        const int64_t h = std::max<int64_t>(1, H / 4 + below(H / 4 + 1)), w = std::max<int64_t>(1, W / 4 + below(W / 4 + 1));
+        const int64_t y0 = below(H - h + 1), x0 = below(W - w + 1);
+        for (int64_t y = y0; y < y0 + h; ++y)
+          for (int64_t x = x0; x < x0 + w; ++x) mask[static_cast<size_t>(y * W + x)] = cls;
+      }
+      if (!images) {
+        std::copy(mask.begin(), mask.end(), t.Data<int64_t>() + i * H * W);
+        continue;
+      }
+      float* out = t.Data<float>() + i * C * H * W;
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t p = 0; p < H * W; ++p) {
+          const double noise = 0.5 * (2.0 * (static_cast<double>(rng() >> 11) * 0x1.0p-53) - 1.0);
+          const int64_t cls = mask[static_cast<size_t>(p)];
+          out[c * H * W + p] = static_cast<float>((cls ? colour_[static_cast<size_t>(cls * C + c)] : 0.0) + noise);
+        }
+    }
+    return t;
+  }
+  SyntheticDataOptions o_;
+  std::vector<double> colour_;
+};
+
 ImageDataset MakeSyntheticSamples(const SyntheticDataOptions& o) {
   if (o.next_tokens) {
     OT_CHECK(o.count > 0 && o.sample_dims.size() == 1 && o.vocabulary > 1,
@@ -294,11 +345,31 @@ ImageDataset MakeSyntheticSamples(const SyntheticDataOptions& o) {
 
 namespace {
 ImageDataset MakeSyntheticImages(const SyntheticDataOptions& o);
+
+ImageDataset MakeSyntheticSegmentation(const SyntheticDataOptions& o) {
+  OT_CHECK(o.count > 0 && o.channels > 0 && o.height > 1 && o.width > 1,
+           "synthetic segmentation data needs a count and an image of at least 2x2 (got %lld, %lldx%lldx%lld)",
+           (long long)o.count, (long long)o.channels, (long long)o.height, (long long)o.width);
+  ImageDataset ds;
+  ds.name = "synthetic";
+  ds.count = o.count;
+  ds.channels = o.channels, ds.height = o.height, ds.width = o.width;
+  ds.classes = o.dense_classes;
+  ds.label_dims = {o.height, o.width};
+  ds.source = std::make_shared<SyntheticSegmentationSource>(o);
+  ds.notes.push_back(StrFormat("synthetic: %lld images %lldx%lldx%lld with masks [N, %lld, %lld]: a background (class 0) "
+                               "and two rectangles of classes 1-%lld, each in its class's colour plus noise",
+                               (long long)o.count, (long long)o.channels, (long long)o.height, (long long)o.width,
+                               (long long)o.height, (long long)o.width, (long long)(o.dense_classes - 1)));
+  return ds;
+}
 }  // namespace
 
 ImageDataset MakeSyntheticDataset(const SyntheticDataOptions& o) {
-  if (!o.sample_dims.empty() || !o.extra_inputs.empty()) {
-    ImageDataset ds = !o.sample_dims.empty() ? MakeSyntheticSamples(o) : MakeSyntheticImages(o);
+  if (!o.sample_dims.empty() || !o.extra_inputs.empty() || o.dense_classes > 1) {
+    ImageDataset ds = o.dense_classes > 1     ? MakeSyntheticSegmentation(o)
+                      : !o.sample_dims.empty() ? MakeSyntheticSamples(o)
+                                               : MakeSyntheticImages(o);
     for (size_t k = 0; k < o.extra_inputs.size(); ++k) {
       const SyntheticDataOptions::ExtraInput& in = o.extra_inputs[k];
       ds.extra_inputs.emplace_back(in.name,

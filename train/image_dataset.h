@@ -100,6 +100,10 @@ struct SyntheticDataOptions {
   // probabilities 0.7, 0.1, 0.1, 0.1: an entropy floor of 0.940 nats a token), labels the
   // next tokens [N, T].
   bool next_tokens = false;
+  // A segmentation net (image in, scores [N, K, H, W] out, K = dense_classes > 1): images of a
+  // noisy background (class 0) with two rectangles of random classes in [1, K), each filled
+  // with its class's colour (a per-channel offset) plus noise; labels the masks [N, H, W].
+  int64_t dense_classes = 0;
   // The model's further inputs (input_ids + attention_mask, ...), made alongside: a mask
   // (a name holding "mask") all ones, token ids uniform below `vocabulary`, floats standard
   // normal; none carries the class (the first input does).
