@@ -16,6 +16,7 @@
 #include "runtime/executor.h"
 #include "runtime/kernel_coverage.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/plugin.h"
 #include "tools/args.h"
 #include "tools/cli_util.h"
 #include "tools/bench_comm.h"
@@ -178,6 +179,7 @@ int CmdCheck(const std::vector<std::string>& argv) {
   const bool training = args.Has("training");
   OT_CHECK(training || (!args.Has("optimizer") && !args.Has("loss")), "--optimizer and --loss go with --training");
   if (device.type != DeviceType::kCPU || training) {  // kernel coverage only: no device needed
+    if (device.type == DeviceType::kCUDA && PluginBuilt("cuda")) LoadPlugin("cuda");  // its kernels register
     OT_CHECK(!KernelRegistry::Global().OpTypes(device.type).empty(),
              "this onnx-train was built without %s kernels (configure with the CUDA toolkit: -DONNXTRAIN_CUDA=ON)",
              device.type == DeviceType::kCUDA ? "CUDA" : device.ToString().c_str());
