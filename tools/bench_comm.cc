@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <cstdio>
 #include <dirent.h>
@@ -34,6 +35,7 @@
 #include "graph/error.h"
 #include "runtime/tensor.h"
 #include "tools/args.h"
+#include "tools/shared_flags.h"
 #include "runtime/plugin.h"
 #include "tools/launcher.h"
 
@@ -78,11 +80,24 @@ void CheckBackend(BenchCommOptions* o) {
            o->world_size, o->world_size, o->device_count);
 }
 
+}  // namespace
+
+std::vector<FlagInfo> BenchCommFlagInfos() {
+  return {kBackendFlag,
+          kWorldSizeFlag,
+          {"min-bytes", FlagType::kInt, "  --min-bytes B        the smallest message (4)\n"},
+          {"max-bytes", FlagType::kInt, "  --max-bytes B        the largest message (67108864)\n"},
+          {"iters", FlagType::kInt, "  --iters N            timed allreduces per size (20)\n"},
+          {"warmup", FlagType::kInt, "  --warmup N           untimed allreduces per size first (3)\n"},
+          {"step-factor", FlagType::kInt, "  --step-factor F      each size F times the last (4)\n"},
+          {"algorithm", FlagType::kText, "  --algorithm NAME     auto, ring, ring-chunked, halving-doubling or bcube (auto)\n"},
+          kTimeoutFlag};
+}
+
+namespace {
+
 BenchCommOptions ParseOptions(const std::vector<std::string>& argv) {
-  Args args(argv,
-            {"backend", "world-size", "min-bytes", "max-bytes", "iters", "warmup", "step-factor",
-             "algorithm", "timeout"},
-            {});
+  const Args args = ParseFlags(argv, BenchCommFlagInfos());
   OT_CHECK(args.positional().empty(), "bench-comm takes no positional arguments (got '%s')",
            args.positional().empty() ? "" : args.positional()[0].c_str());
   BenchCommOptions o;
@@ -284,7 +299,7 @@ int RunMpi(BenchCommOptions o, const std::vector<std::string>& argv) {
     execv(cmd[0].c_str(), c_args.data());
     throw Error(StrFormat("bench-comm: cannot start %s: %s", cmd[0].c_str(), std::strerror(errno)));
   }
-  const LaunchInfo launch = LaunchInfoFromEnvironment(nullptr, /*store_needed=*/false);
+  const LaunchInfo launch = LaunchInfoFromEnvironment(ProcessEnvironment(), /*store_needed=*/false);
   o.world_size = launch.size;
   try {
     RunRank(o, launch.rank, "", "mpi");
