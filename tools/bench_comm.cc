@@ -53,6 +53,9 @@ struct BenchCommOptions {
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
   int device_count = 0;  // nccl: CUDA devices, counted before forking
+  // $ONNXTRAIN_GLOO_SYNC_BYTES and $ONNXTRAIN_MPI_PIECE_BYTES (CommConfig's; 0: default).
+  size_t gloo_sync_bytes = 0;
+  size_t mpi_piece_bytes = 0;
 };
 
 // Checks, before any rank starts, that the backend is in this build and (NCCL) that there
@@ -118,6 +121,9 @@ BenchCommOptions ParseOptions(const std::vector<std::string>& argv) {
   OT_CHECK(o.max_bytes <= (size_t{4} << 30), "--max-bytes is limited to 4 GiB");
   OT_CHECK(o.iters >= 1 && o.warmup >= 0, "--iters must be at least 1 and --warmup at least 0");
   OT_CHECK(o.step_factor >= 2, "--step-factor must be at least 2");
+  // Piece sizes to measure with, from the environment (read here, once).
+  if (const char* v = std::getenv("ONNXTRAIN_GLOO_SYNC_BYTES")) o.gloo_sync_bytes = std::strtoull(v, nullptr, 10);
+  if (const char* v = std::getenv("ONNXTRAIN_MPI_PIECE_BYTES")) o.mpi_piece_bytes = std::strtoull(v, nullptr, 10);
   return o;
 }
 
@@ -132,6 +138,8 @@ void RunRank(const BenchCommOptions& o, int rank, const std::string& dir,
   config.rendezvous = "file:" + dir;
   config.run_id = run_id;
   config.timeout = o.timeout;
+  config.gloo_sync_bytes = o.gloo_sync_bytes;
+  config.mpi_piece_bytes = o.mpi_piece_bytes;
   const bool nccl = o.backend == "nccl";
   if (nccl) {
     config.local_rank = rank;
