@@ -9,6 +9,7 @@ Run by CTest (target cli_flag_table_test); by hand:
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -104,6 +105,15 @@ def main():
     expect(r.returncode == 0, f"make-model: {r.stderr.strip()!r}")
     r = run(args.onnx_train, "check", model)
     expect(r.returncode == 0 and "ok:" in r.stdout, f"check: {r.stderr.strip()!r}")
+
+    # --backend mpi as root: the launcher tells mpirun what Open MPI needs, in one line.
+    if shutil.which("mpirun") and os.geteuid() == 0:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OMPI_ALLOW_RUN_AS_ROOT")}
+        r = subprocess.run([args.onnx_train, "bench-comm", "--backend", "mpi", "--world-size", "2", "--max-bytes",
+                            "4096"], capture_output=True, text=True, timeout=120, env=env)
+        if "no MPI backend" not in r.stderr and "-DONNXTRAIN_MPI" not in r.stderr:
+            expect(r.returncode == 0 and "--allow-run-as-root" in r.stdout and "busbw" in r.stdout,
+                   f"bench-comm --backend mpi as root: exit {r.returncode}, {(r.stdout + r.stderr)[-300:]!r}")
 
     print(f"cli_flag_table_test: {checks - len(failures)} passed, {len(failures)} failed")
     for f in failures:
