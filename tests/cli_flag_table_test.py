@@ -6,18 +6,14 @@ an error naming the flag and the command (exit 1), and every command still dispa
 Run by CTest (target cli_flag_table_test); by hand:
     python3 tests/cli_flag_table_test.py --onnx-train build/tools/onnx-train --workdir /tmp/cft
 """
-import argparse
 import os
 import re
 import shutil
-import subprocess
 import sys
 
+from cli_checks import Checks, cli_test_args, run
+
 COMMANDS = ["train", "eval", "infer", "grad", "export", "make-model", "dump-batch", "bench-comm", "check"]
-
-
-def run(binary, *args):
-    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=60)
 
 
 def names(text, flag):
@@ -27,19 +23,9 @@ def names(text, flag):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    failures = []
-    checks = 0
-
-    def expect(cond, what):
-        nonlocal checks
-        checks += 1
-        if not cond:
-            failures.append(what)
+    args = cli_test_args(__doc__)
+    checks = Checks("cli_flag_table_test")
+    expect = checks.expect
 
     r = run(args.onnx_train, "--list-flags")
     expect(r.returncode == 0, f"--list-flags: exit {r.returncode}")
@@ -109,16 +95,13 @@ def main():
     # --backend mpi as root: the launcher tells mpirun what Open MPI needs, in one line.
     if shutil.which("mpirun") and os.geteuid() == 0:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OMPI_ALLOW_RUN_AS_ROOT")}
-        r = subprocess.run([args.onnx_train, "bench-comm", "--backend", "mpi", "--world-size", "2", "--max-bytes",
-                            "4096"], capture_output=True, text=True, timeout=120, env=env)
+        r = run(args.onnx_train, "bench-comm", "--backend", "mpi", "--world-size", "2", "--max-bytes", "4096",
+                env=env, timeout=120)
         if "no MPI backend" not in r.stderr and "-DONNXTRAIN_MPI" not in r.stderr:
             expect(r.returncode == 0 and "--allow-run-as-root" in r.stdout and "busbw" in r.stdout,
                    f"bench-comm --backend mpi as root: exit {r.returncode}, {(r.stdout + r.stderr)[-300:]!r}")
 
-    print(f"cli_flag_table_test: {checks - len(failures)} passed, {len(failures)} failed")
-    for f in failures:
-        print("  FAILED: " + f)
-    return 1 if failures else 0
+    return checks.report()
 
 
 if __name__ == "__main__":
