@@ -93,8 +93,8 @@ std::vector<FlagInfo> BenchCommFlagInfos() {
           {"iters", FlagType::kInt, "  --iters N            timed allreduces per size (20)\n"},
           {"warmup", FlagType::kInt, "  --warmup N           untimed allreduces per size first (3)\n"},
           {"step-factor", FlagType::kInt, "  --step-factor F      each size F times the last (4)\n"},
-          {"algorithm", FlagType::kText, "  --algorithm NAME     auto, ring, ring-chunked, halving-doubling or bcube (auto)\n"},
-          kTimeoutFlag};
+          {"algorithm", FlagType::kText, "  --algorithm NAME     auto, ring, ring_chunked, halving_doubling or bcube (auto)\n"},
+          {"timeout", FlagType::kNumber, "  --timeout S          an allreduce fails after S seconds (120)\n"}};
 }
 
 namespace {

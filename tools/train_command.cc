@@ -323,6 +323,7 @@ struct TrainEnvironment {
   bool is_worker = false;  // started by our launcher or by mpirun
   int omp_threads = 0;
   std::string continue_command;
+  std::string rendezvous;  // ONNXTRAIN_RDZV, for the launcher's workers (--rdzv wins)
 };
 
 TrainEnvironment ReadTrainEnvironment() {
@@ -330,6 +331,7 @@ TrainEnvironment ReadTrainEnvironment() {
   e.is_worker = std::getenv(kEnvRank) != nullptr || StartedByMpirun();
   if (const char* t = std::getenv("OMP_NUM_THREADS")) e.omp_threads = std::max(0, std::atoi(t));
   if (const char* c = std::getenv(kEnvContinueCommand)) e.continue_command = c;
+  if (const char* r = std::getenv(kEnvRendezvous)) e.rendezvous = r;
   return e;
 }
 
@@ -379,14 +381,14 @@ void FinishTrainSettings(const TrainEnvironment& env, const std::vector<std::str
 
 // Several workers, or one that is restarted when it fails: the launcher starts them with
 // this command line (--threads: each worker's share of the job's).
-int LaunchTrainWorkers(const std::vector<std::string>& argv, const std::string& model_path, S* s) {
+int LaunchTrainWorkers(const TrainEnvironment& env, const std::vector<std::string>& argv,
+                       const std::string& model_path, S* s) {
   TrainerOptions& o = s->trainer;
   LaunchOptions& lo = s->launch;
   const int world = lo.world_size;
   lo.mpirun = o.backend == "mpi";
   if (lo.mpirun) MpirunCommand(world, {});  // mpirun missing: one line now
-  lo.rendezvous = s->rendezvous.empty() ? (std::getenv(kEnvRendezvous) ? std::getenv(kEnvRendezvous) : "")
-                                        : s->rendezvous;
+  lo.rendezvous = s->rendezvous.empty() ? env.rendezvous : s->rendezvous;
   lo.continue_command = o.continue_command;
   const int total = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
   lo.threads_per_worker = std::max(1, total / world);
@@ -482,7 +484,7 @@ int CmdTrain(std::vector<std::string> argv) {
   TrainerOptions& o = s.trainer;
   // A rank that mpirun started (with --world-size passed on by the launcher) trains.
   if (!env.is_worker && (s.launch.world_size > 1 || s.launch.max_restarts > 0))
-    return LaunchTrainWorkers(argv, args.positional()[0], &s);
+    return LaunchTrainWorkers(env, argv, args.positional()[0], &s);
   // onnx-train's launcher, torchrun, Slurm, MPI (whose backend needs no rendezvous store).
   o.launch = LaunchInfoFromEnvironment(ProcessEnvironment(s.rendezvous), o.backend != "mpi");
   ShareCores(env, &o);
