@@ -146,6 +146,12 @@ struct CommConfig {
   std::chrono::milliseconds failure_report_window{std::chrono::seconds(3)};
   // Device of the buffers; the "auto" backend picks NCCL for CUDA, Gloo otherwise.
   Device device = Device::CPU();
+  // Allreduce piece sizes, for measurements (bench-comm reads them from
+  // $ONNXTRAIN_GLOO_SYNC_BYTES and $ONNXTRAIN_MPI_PIECE_BYTES); 0: the measured defaults.
+  // Gloo: the largest piece on the sync pairs (1 MiB; never above net.core.wmem_max, at
+  // least 4 KiB). MPI: the piece of a large allreduce (4 MiB; below 4 KiB: the default).
+  size_t gloo_sync_bytes = 0;
+  size_t mpi_piece_bytes = 0;
 };
 
 class Communicator {

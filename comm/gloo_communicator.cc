@@ -65,21 +65,19 @@ using Millis = std::chrono::milliseconds;
 // asks to be min(bytes, 32 MiB) and Linux caps at net.core.wmem_max (then doubles): with
 // messages no larger than wmem_max no rank can block on a send while its peer also sends.
 // 1 MiB where wmem_max allows (measured best, see below), else wmem_max;
-// $ONNXTRAIN_GLOO_SYNC_BYTES sets another size (for measurements), still at most wmem_max.
-size_t SyncBytesLimit() {
-  static const size_t limit = [] {
-    size_t wmem_max = 212992;  // Linux's default
+// CommConfig::gloo_sync_bytes sets another size (for measurements), still at most wmem_max.
+size_t SyncBytesLimit(size_t wanted) {
+  static const size_t wmem_max = [] {
+    size_t value_max = 212992;  // Linux's default
     if (FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r")) {
       unsigned long value = 0;
-      if (std::fscanf(f, "%lu", &value) == 1 && value > 0) wmem_max = value;
+      if (std::fscanf(f, "%lu", &value) == 1 && value > 0) value_max = value;
       std::fclose(f);
     }
-    size_t wanted = size_t{1} << 20;
-    // For measuring (bench-comm): another piece size, still capped by wmem_max.
-    if (const char* env = std::getenv("ONNXTRAIN_GLOO_SYNC_BYTES")) wanted = std::strtoull(env, nullptr, 10);
-    return std::max<size_t>(4096, std::min<size_t>(wanted, wmem_max));
+    return value_max;
   }();
-  return limit;
+  if (wanted == 0) wanted = size_t{1} << 20;
+  return std::max<size_t>(4096, std::min<size_t>(wanted, wmem_max));
 }
 // Pointer-bound allreduces kept built; eviction is least-recently-used, which is the same
 // on every rank because every rank sees the same sequence of sizes.
@@ -451,7 +449,7 @@ std::unique_ptr<gloo::Algorithm> MakeBoundAllreduce(const std::shared_ptr<gloo::
 void GlooState::BoundAllreduceRun(AllreduceAlgorithm algorithm, const CommBuffer& buffer) {
   // Larger buffers go in pieces of at most SyncBytesLimit(), one after another.
   const size_t element = DTypeSize(buffer.dtype);
-  const size_t piece = SyncBytesLimit() / element;
+  const size_t piece = SyncBytesLimit(config_.gloo_sync_bytes) / element;
   for (size_t offset = 0; offset < buffer.count; offset += piece) {
     BoundAllreducePiece(algorithm, buffer.dtype, static_cast<char*>(buffer.data) + offset * element,
                         std::min(piece, buffer.count - offset));
@@ -545,7 +543,8 @@ class GlooCommunicator : public Communicator {
     const auto& config = state_->config();
     const bool shorter_timeout = options.timeout.count() > 0 && options.timeout < config.timeout;
     const bool bindable = b.dtype == DType::kFloat32 || b.dtype == DType::kFloat64;
-    if (IsBound(algorithm) && (!bindable || (shorter_timeout && b.bytes() > SyncBytesLimit()))) {
+    const bool long_piece = b.bytes() > SyncBytesLimit(config.gloo_sync_bytes);
+    if (IsBound(algorithm) && (!bindable || (shorter_timeout && long_piece))) {
       algorithm = AllreduceAlgorithm::kRing;
     }
     const int n = size();

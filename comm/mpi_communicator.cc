@@ -135,14 +135,9 @@ bool ReductionFor(DType dtype, MPI_Datatype* type, MPI_Op* op) {
   }
 }
 
-// Allreduce piece size: 4 MiB (measured; $ONNXTRAIN_MPI_PIECE_BYTES sets another).
-size_t PieceBytes() {
-  static const size_t bytes = [] {
-    const char* env = std::getenv("ONNXTRAIN_MPI_PIECE_BYTES");
-    const size_t value = env ? std::strtoull(env, nullptr, 10) : 0;
-    return value >= 4096 ? value : size_t{4} << 20;
-  }();
-  return bytes;
+// Allreduce piece size: 4 MiB (measured; CommConfig::mpi_piece_bytes sets another).
+size_t PieceBytes(const CommConfig& config) {
+  return config.mpi_piece_bytes >= 4096 ? config.mpi_piece_bytes : size_t{4} << 20;
 }
 
 std::string DescribeBuffer(const CommBuffer& b) {
@@ -395,7 +390,7 @@ class MpiCommunicator : public Communicator {
     const bool average = options.op == ReduceOp::kAverage;
     const int n = size();
     // Large buffers in pieces, one after another (each stays in cache; see PieceBytes()).
-    const size_t piece = std::max<size_t>(1, PieceBytes() / DTypeSize(b.dtype));
+    const size_t piece = std::max<size_t>(1, PieceBytes(state_->config()) / DTypeSize(b.dtype));
     const size_t pieces = b.count == 0 ? 1 : (b.count + piece - 1) / piece;
     CheckedCount(pieces, "allreduce");
     const size_t element = DTypeSize(b.dtype);

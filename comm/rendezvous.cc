@@ -425,7 +425,8 @@ struct LauncherVars {
 }  // namespace
 
 LaunchInfo LaunchInfoFromEnvironment(const EnvLookup& lookup, bool store_needed) {
-  EnvLookup env = lookup ? lookup : EnvLookup([](const char* n) { return std::getenv(n); });
+  if (!lookup) throw CommError(CommErrorKind::kInvalid, "LaunchInfoFromEnvironment needs an environment lookup");
+  const EnvLookup& env = lookup;
   static const LauncherVars kLaunchers[] = {
       {"onnx-train", "ONNXTRAIN_RANK", "ONNXTRAIN_WORLD_SIZE", "ONNXTRAIN_LOCAL_RANK"},
       {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},

@@ -99,6 +99,7 @@ using EnvLookup = std::function<const char*(const char*)>;
 // ONNXTRAIN_RUN_ID override the store and run id of any launcher. Throws CommError(kInvalid)
 // for malformed values, or a multi-host launch without a store when `store_needed` (the MPI
 // backend finds its peers through MPI itself, across hosts too).
-LaunchInfo LaunchInfoFromEnvironment(const EnvLookup& lookup = nullptr, bool store_needed = true);
+// `lookup` is the environment as the entry point reads it (comm/ reads none itself).
+LaunchInfo LaunchInfoFromEnvironment(const EnvLookup& lookup, bool store_needed = true);
 
 }  // namespace ot

@@ -6,33 +6,19 @@
 Run by CTest (target cli_usage_test); by hand:
     python3 tests/cli_usage_test.py --onnx-train build/tools/onnx-train --workdir /tmp/cu
 """
-import argparse
 import os
 import re
-import subprocess
 import sys
+
+from cli_checks import Checks, cli_test_args, run
 
 COMMANDS = ["train", "eval", "infer", "grad", "export", "make-model", "dump-batch", "bench-comm", "check"]
 
 
-def run(binary, *args):
-    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=60)
-
-
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    failures = []
-    checks = 0
-
-    def expect(cond, what):
-        nonlocal checks
-        checks += 1
-        if not cond:
-            failures.append(what)
+    args = cli_test_args(__doc__)
+    checks = Checks("cli_usage_test")
+    expect = checks.expect
 
     for cmd in COMMANDS:
         for flag in ("--help", "-h"):
@@ -73,10 +59,7 @@ def main():
     expect_error(["train", "a.onnx", "b.onnx"], ["see onnx-train train --help"])
     expect_error(["grad"], ["grad needs exactly one MODEL.onnx", "see onnx-train grad --help"])
     expect_error(["train", model, "--epochs"], ["--epochs needs a value", "see onnx-train train --help"])
-    print(f"cli_usage_test: {checks - len(failures)} passed, {len(failures)} failed")
-    for f in failures:
-        print("  FAILED: " + f)
-    return 1 if failures else 0
+    return checks.report()
 
 
 if __name__ == "__main__":

@@ -14,6 +14,11 @@ std::string& CommandName() {
   return name;
 }
 
+std::function<std::string(const std::string&)>& FlagOwners() {
+  static std::function<std::string(const std::string&)> owners;
+  return owners;
+}
+
 size_t EditDistance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
@@ -28,7 +33,10 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-void SetCommandForMessages(const std::string& command) { CommandName() = command; }
+void SetCommandForMessages(const std::string& command, std::function<std::string(const std::string&)> flag_owners) {
+  CommandName() = command;
+  FlagOwners() = std::move(flag_owners);
+}
 
 std::string SeeHelp() { return "see onnx-train " + CommandName() + " --help"; }
 
@@ -77,6 +85,11 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
       std::set<std::string> known = value_flags;
       known.insert(bool_flags.begin(), bool_flags.end());
       std::string near = SuggestFlag(name, known);
+      const std::string owners = FlagOwners() ? FlagOwners()(name) : "";
+      if (!owners.empty())  // another command's flag: say whose
+        throw Error("unknown option --" + name + " for " + CommandName() + ": " + owners + " take" +
+                    (owners.find(" and ") == std::string::npos ? "s" : "") + " it, " + CommandName() + " does not" +
+                    (near.empty() ? "" : "; did you mean --" + near + "?") + " (" + SeeHelp() + ")");
       throw Error("unknown option --" + name + (near.empty() ? "" : "; did you mean --" + near + "?") + " (" +
                   SeeHelp() + ")");
     }
@@ -94,8 +107,10 @@ std::vector<std::string> Args::GetAll(const std::string& flag) const {
 }
 
 int64_t Args::GetInt(const std::string& flag, int64_t fallback) const {
-  if (!Has(flag)) return fallback;
-  std::string v = Get(flag);
+  return Has(flag) ? ParseIntFlag(flag, Get(flag)) : fallback;
+}
+
+int64_t ParseIntFlag(const std::string& flag, const std::string& v) {
   try {
     size_t pos = 0;
     int64_t x = std::stoll(v, &pos);
@@ -105,7 +120,7 @@ int64_t Args::GetInt(const std::string& flag, int64_t fallback) const {
   throw Error("option --" + flag + " expects an integer, got '" + v + "'");
 }
 
-static double GetDoubleImpl(const std::string& flag, const std::string& v) {
+double ParseNumberFlag(const std::string& flag, const std::string& v) {
   try {
     size_t pos = 0;
     double x = std::stod(v, &pos);
@@ -116,7 +131,7 @@ static double GetDoubleImpl(const std::string& flag, const std::string& v) {
 }
 
 double Args::GetDouble(const std::string& flag, double fallback) const {
-  return Has(flag) ? GetDoubleImpl(flag, Get(flag)) : fallback;
+  return Has(flag) ? ParseNumberFlag(flag, Get(flag)) : fallback;
 }
 
 }  // namespace ot

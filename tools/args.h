@@ -2,6 +2,8 @@
 // boolean --flag, with repeated flags kept in order. Unknown flags are errors.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -9,11 +11,17 @@
 
 namespace ot {
 
-// The command whose --help usage errors point to ("see onnx-train eval --help").
-void SetCommandForMessages(const std::string& command);
+// The command whose --help usage errors point to ("see onnx-train eval --help"), and which
+// other commands take a flag ("train and export"; "" for none), for the error on a flag
+// that this command does not take.
+void SetCommandForMessages(const std::string& command,
+                           std::function<std::string(const std::string&)> flag_owners = nullptr);
 std::string SeeHelp();
 // The known flag nearest to `name` (at most two edits, or a prefix either way); "" if none.
 std::string SuggestFlag(const std::string& name, const std::set<std::string>& known);
+// A flag's value as an integer or a number; throws ot::Error naming the flag otherwise.
+int64_t ParseIntFlag(const std::string& flag, const std::string& text);
+double ParseNumberFlag(const std::string& flag, const std::string& text);
 
 class Args {
  public:

@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <cstdio>
 #include <dirent.h>
@@ -34,6 +35,7 @@
 #include "graph/error.h"
 #include "runtime/tensor.h"
 #include "tools/args.h"
+#include "tools/shared_flags.h"
 #include "runtime/plugin.h"
 #include "tools/launcher.h"
 
@@ -51,6 +53,9 @@ struct BenchCommOptions {
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
   int device_count = 0;  // nccl: CUDA devices, counted before forking
+  // $ONNXTRAIN_GLOO_SYNC_BYTES and $ONNXTRAIN_MPI_PIECE_BYTES (CommConfig's; 0: default).
+  size_t gloo_sync_bytes = 0;
+  size_t mpi_piece_bytes = 0;
 };
 
 // Checks, before any rank starts, that the backend is in this build and (NCCL) that there
@@ -78,11 +83,24 @@ void CheckBackend(BenchCommOptions* o) {
            o->world_size, o->world_size, o->device_count);
 }
 
+}  // namespace
+
+std::vector<FlagInfo> BenchCommFlagInfos() {
+  return {kBackendFlag,
+          kWorldSizeFlag,
+          {"min-bytes", FlagType::kInt, "  --min-bytes B        the smallest message (4)\n"},
+          {"max-bytes", FlagType::kInt, "  --max-bytes B        the largest message (67108864)\n"},
+          {"iters", FlagType::kInt, "  --iters N            timed allreduces per size (20)\n"},
+          {"warmup", FlagType::kInt, "  --warmup N           untimed allreduces per size first (3)\n"},
+          {"step-factor", FlagType::kInt, "  --step-factor F      each size F times the last (4)\n"},
+          {"algorithm", FlagType::kText, "  --algorithm NAME     auto, ring, ring_chunked, halving_doubling or bcube (auto)\n"},
+          {"timeout", FlagType::kNumber, "  --timeout S          an allreduce fails after S seconds (120)\n"}};
+}
+
+namespace {
+
 BenchCommOptions ParseOptions(const std::vector<std::string>& argv) {
-  Args args(argv,
-            {"backend", "world-size", "min-bytes", "max-bytes", "iters", "warmup", "step-factor",
-             "algorithm", "timeout"},
-            {});
+  const Args args = ParseFlags(argv, BenchCommFlagInfos());
   OT_CHECK(args.positional().empty(), "bench-comm takes no positional arguments (got '%s')",
            args.positional().empty() ? "" : args.positional()[0].c_str());
   BenchCommOptions o;
@@ -103,6 +121,9 @@ BenchCommOptions ParseOptions(const std::vector<std::string>& argv) {
   OT_CHECK(o.max_bytes <= (size_t{4} << 30), "--max-bytes is limited to 4 GiB");
   OT_CHECK(o.iters >= 1 && o.warmup >= 0, "--iters must be at least 1 and --warmup at least 0");
   OT_CHECK(o.step_factor >= 2, "--step-factor must be at least 2");
+  // Piece sizes to measure with, from the environment (read here, once).
+  if (const char* v = std::getenv("ONNXTRAIN_GLOO_SYNC_BYTES")) o.gloo_sync_bytes = std::strtoull(v, nullptr, 10);
+  if (const char* v = std::getenv("ONNXTRAIN_MPI_PIECE_BYTES")) o.mpi_piece_bytes = std::strtoull(v, nullptr, 10);
   return o;
 }
 
@@ -117,6 +138,8 @@ void RunRank(const BenchCommOptions& o, int rank, const std::string& dir,
   config.rendezvous = "file:" + dir;
   config.run_id = run_id;
   config.timeout = o.timeout;
+  config.gloo_sync_bytes = o.gloo_sync_bytes;
+  config.mpi_piece_bytes = o.mpi_piece_bytes;
   const bool nccl = o.backend == "nccl";
   if (nccl) {
     config.local_rank = rank;
@@ -284,7 +307,7 @@ int RunMpi(BenchCommOptions o, const std::vector<std::string>& argv) {
     execv(cmd[0].c_str(), c_args.data());
     throw Error(StrFormat("bench-comm: cannot start %s: %s", cmd[0].c_str(), std::strerror(errno)));
   }
-  const LaunchInfo launch = LaunchInfoFromEnvironment(nullptr, /*store_needed=*/false);
+  const LaunchInfo launch = LaunchInfoFromEnvironment(ProcessEnvironment(), /*store_needed=*/false);
   o.world_size = launch.size;
   try {
     RunRank(o, launch.rank, "", "mpi");

@@ -54,35 +54,4 @@ void ApplyTf32Flag(bool tf32, Device device) {
   BackendFor(DeviceType::kCUDA).SetAllowTf32(true);  // loads the CUDA plugin, or says why it cannot
 }
 
-float ParseLabelSmoothing(const Args& args) {
-  const double eps = args.GetDouble("label-smoothing", 0.0);
-  OT_CHECK(eps >= 0.0 && eps < 1.0, "--label-smoothing %g is outside [0, 1); give the smoothing as a fraction, e.g. 0.1",
-           eps);
-  return static_cast<float>(eps);
-}
-
-void ReadLossFlags(const Args& args, AutodiffOptions* o) {
-  if (args.Has("loss")) o->loss = ParseLossKind(args.Get("loss"));
-  if (args.Has("loss-output") && !args.Has("loss")) o->loss = LossKind::kModel;
-  const char* name = LossKindName(o->loss);
-  if (args.Has("ignore-index")) {
-    OT_CHECK(IsClassIndexLoss(o->loss), "--ignore-index applies to class-index losses (cross-entropy, nll), not --loss %s",
-             name);
-    o->ignore_index = args.GetInt("ignore-index", o->ignore_index);
-  }
-  if (args.Has("smooth-l1-beta")) {
-    OT_CHECK(o->loss == LossKind::kSmoothL1, "--smooth-l1-beta needs --loss smooth-l1 (it is --loss %s)", name);
-    const double beta = args.GetDouble("smooth-l1-beta", 1.0);
-    OT_CHECK(beta >= 0.0 && std::isfinite(beta), "--smooth-l1-beta %g must be 0 or more (PyTorch's default is 1.0)",
-             beta);
-    o->smooth_l1_beta = static_cast<float>(beta);
-  }
-}
-
-float ParseProbability(const Args& args, const std::string& flag) {
-  const double p = args.GetDouble(flag, 0.0);
-  OT_CHECK(p >= 0.0 && p <= 1.0, "--%s %g is not a probability; give a value in [0, 1], e.g. 0.25", flag.c_str(), p);
-  return static_cast<float>(p);
-}
-
 }  // namespace ot

@@ -26,13 +26,5 @@ std::vector<std::string> SplitList(const std::string& s);
 // --tf32: lets float32 matrix products and convolutions use TF32 tensor cores on CUDA.
 // Throws ot::Error when asked for on a CPU device or in a build without CUDA.
 void ApplyTf32Flag(bool tf32, Device device);
-// --label-smoothing EPS (default 0); throws ot::Error unless 0 <= EPS < 1.
-float ParseLabelSmoothing(const Args& args);
-// --loss NAME, --ignore-index I, --smooth-l1-beta B into `o` (shared by train, grad and
-// export); --loss-output NAME alone means --loss model. Throws ot::Error for an unknown
-// loss or a flag that the chosen loss does not take.
-void ReadLossFlags(const Args& args, AutodiffOptions* o);
-// A probability flag (--random-erase P, default 0); throws ot::Error unless 0 <= P <= 1.
-float ParseProbability(const Args& args, const std::string& flag);
 
 }  // namespace ot

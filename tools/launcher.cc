@@ -201,6 +201,7 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
            std::string(kEnvRestartCount) + "=" + std::to_string(restart),
            std::string(kEnvOutputPrefixed) + "=1"};
     if (o.threads_per_worker > 0) env.push_back("OMP_NUM_THREADS=" + std::to_string(o.threads_per_worker));
+    if (!o.continue_command.empty()) env.push_back(std::string(kEnvContinueCommand) + "=" + o.continue_command);
     std::vector<std::string> mpi_args = MpirunCommand(o.world_size, {});
     const std::string mpirun = mpi_args[0];
     mpi_args.erase(mpi_args.begin());
@@ -215,8 +216,7 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
     env = {std::string(kEnvRank) + "=" + std::to_string(r),
            std::string(kEnvWorldSize) + "=" + std::to_string(o.world_size),
            std::string(kEnvLocalRank) + "=" + std::to_string(r),
-           std::string(kEnvRendezvous) + "=" + (std::getenv(kEnvRendezvous) ? std::getenv(kEnvRendezvous)
-                                                                              : "file:" + run_dir),
+           std::string(kEnvRendezvous) + "=" + (o.rendezvous.empty() ? "file:" + run_dir : o.rendezvous),
            std::string(kEnvRunId) + "=" + run_dir.substr(run_dir.rfind('-') + 1),
            std::string(kEnvRestartCount) + "=" + std::to_string(restart),
            "TORCHELASTIC_RESTART_COUNT=" + std::to_string(restart),
@@ -224,6 +224,7 @@ int RunOnce(const LaunchOptions& o, const std::string& self, const std::vector<s
            "WORLD_SIZE=" + std::to_string(o.world_size),
            "LOCAL_RANK=" + std::to_string(r)};
     if (o.threads_per_worker > 0) env.push_back("OMP_NUM_THREADS=" + std::to_string(o.threads_per_worker));
+    if (!o.continue_command.empty()) env.push_back(std::string(kEnvContinueCommand) + "=" + o.continue_command);
     env.push_back(std::string(kEnvOutputPrefixed) + "=1");
     if (::isatty(STDOUT_FILENO)) env.push_back(std::string(kEnvOutputIsTerminal) + "=1");
     env.push_back(std::string(kEnvHeartbeatFile) + "=" + run_dir + "/heartbeat." + std::to_string(r));
@@ -391,6 +392,13 @@ std::vector<std::string> MpirunCommand(int np, const std::vector<std::string>& a
   const bool bind = bind_to_core && np <= static_cast<int>(std::thread::hardware_concurrency());
   std::vector<std::string> cmd = {mpirun, "-np", std::to_string(np), "--oversubscribe", "--bind-to",
                                   bind ? "core" : "none", "--mca", "btl", "self,vader"};
+  if (::geteuid() == 0) {
+    // Open MPI refuses root unless told; containers run as root as a rule.
+    cmd.push_back("--allow-run-as-root");
+    static bool said = false;
+    if (!said) std::cout << "mpirun: running as root, so with --allow-run-as-root (Open MPI refuses root otherwise)\n" << std::flush;
+    said = true;
+  }
   if (const char* extra = std::getenv("ONNXTRAIN_MPIRUN_ARGS")) {
     std::string word;
     for (const char* c = extra;; ++c) {
@@ -405,6 +413,13 @@ std::vector<std::string> MpirunCommand(int np, const std::vector<std::string>& a
   }
   cmd.insert(cmd.end(), args.begin(), args.end());
   return cmd;
+}
+
+std::function<const char*(const char*)> ProcessEnvironment(const std::string& rendezvous) {
+  return [rendezvous](const char* name) -> const char* {
+    if (!rendezvous.empty() && std::strcmp(name, kEnvRendezvous) == 0) return rendezvous.c_str();
+    return std::getenv(name);
+  };
 }
 
 bool StartedByMpirun() { return std::getenv("OMPI_COMM_WORLD_RANK") != nullptr; }

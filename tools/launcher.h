@@ -10,6 +10,7 @@
 // --heartbeat-timeout seconds) counts as failed too.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,11 @@ struct LaunchOptions {
   // Start the ranks through mpirun (--backend mpi): MPI tells each its rank; restarts
   // start a new MPI job. No per-rank heartbeat then.
   bool mpirun = false;
+  // The rendezvous store the workers are told (ONNXTRAIN_RDZV): --rdzv, or the launcher's
+  // own ONNXTRAIN_RDZV; empty: a fresh folder per attempt.
+  std::string rendezvous;
+  // The command that continues the run, for the workers' messages (ONNXTRAIN_CONTINUE_COMMAND).
+  std::string continue_command;
 };
 
 // Runs the workers to completion; returns the process exit status for the launcher.
@@ -46,6 +52,11 @@ std::string FindMpirun();
 // self,vader) and any words of $ONNXTRAIN_MPIRUN_ARGS. Throws ot::Error naming what to
 // install when mpirun is absent.
 std::vector<std::string> MpirunCommand(int np, const std::vector<std::string>& args, bool bind_to_core = false);
+// As root, mpirun refuses to start unless told otherwise: the command then carries
+// --allow-run-as-root (Open MPI's), and the first call says so in one line.
+// This process's environment as comm/'s LaunchInfoFromEnvironment reads it (getenv), with
+// ONNXTRAIN_RDZV replaced by `rendezvous` when that is not empty (--rdzv).
+std::function<const char*(const char*)> ProcessEnvironment(const std::string& rendezvous = "");
 // Whether this process is a rank that mpirun started (OMPI_COMM_WORLD_RANK is set).
 bool StartedByMpirun();
 
@@ -58,5 +69,7 @@ constexpr const char* kEnvRunId = "ONNXTRAIN_RUN_ID";
 constexpr const char* kEnvRestartCount = "ONNXTRAIN_RESTART_COUNT";
 // File a worker touches after each step (set by the launcher; one per rank).
 constexpr const char* kEnvHeartbeatFile = "ONNXTRAIN_HEARTBEAT_FILE";
+// The command that continues an interrupted run (set by the launcher for its workers).
+constexpr const char* kEnvContinueCommand = "ONNXTRAIN_CONTINUE_COMMAND";
 
 }  // namespace ot

@@ -1,10 +1,12 @@
-// The onnx-train program: subcommands infer, make-model (and, as they land, train, eval,
-// grad, export, bench-comm). Every user error ends with one "onnx-train: error: ..." line
-// and exit status 1.
+// The onnx-train program: one table of commands (train, eval, infer, grad, export,
+// make-model, dump-batch, bench-comm, check), each with its flag table. Every user error
+// ends with one "onnx-train: error: ..." line and exit status 1.
 
 #include <cstdio>
 #include <iostream>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,8 @@
 #include "runtime/plugin.h"
 #include "tools/args.h"
 #include "tools/cli_util.h"
+#include "tools/flag_table.h"
+#include "tools/shared_flags.h"
 #include "tools/bench_comm.h"
 #include "tools/train_command.h"
 #include "tools/training_commands.h"
@@ -29,55 +33,19 @@
 namespace ot {
 namespace {
 
-const char* kUsage =
+const char* kUsageHeader =
     "usage: onnx-train MODEL.onnx [options]     train it (see onnx-train train --help)\n"
     "       onnx-train <command> [options]\n"
     "\n"
-    "commands:\n"
-    "  train MODEL.onnx [options]\n"
-    "      train on a data set (Fashion-MNIST by default); checkpoints, resume, metrics\n"
-    "  eval MODEL.onnx [--data SPEC] [--split test|train] [--per-class] [--batch N] [--device D] [--threads N]\n"
-    "      test accuracy of a model; SPEC and the data and transform flags as train's (fashion-mnist,\n"
-    "      mnist:DIR, cifar10:DIR, imagefolder:DIR, npy:..., npz:..., synthetic[:N[:CxHxW]]; --resize,\n"
-    "      --center-crop, --mean/--std, ...); data is fitted to the model's input as in train, and the data\n"
-    "      set's classes must fit the model's output; --per-class adds a table per class (names from\n"
-    "      classes.txt beside the model, or the image folder's class folders); tokens:TRAIN.bin[,VAL.bin]\n"
-    "      [--seq-len T] [--token-dtype D]: loss, perplexity and token accuracy of a language model\n"
-    "  infer MODEL.onnx --input NAME=FILE.pb ... -o DIR [--device cpu|cuda[:K]] [--tf32] [--threads N]\n"
-    "      [--conv-algo auto|direct|winograd|taps|winograd2|winograd4]\n"
-    "      run the forward pass; writes each graph output as DIR/<output>.pb (binary TensorProto)\n"
-    "  make-model resnet34|simplenn -o FILE [--input CxHxW] [--classes K] [--seed S]\n"
-    "      write a reference model as ONNX\n"
-    "  dump-batch [--data SPEC] [--split test|train] [--count N] [--offset K] [--model MODEL.onnx] -o DIR\n"
-    "      write a normalised batch as DIR/input.pb (float [N,C,H,W]) and DIR/labels.pb (int64 [N]);\n"
-    "      with --model, as that model's input takes it (needed for imagefolder, npy and npz data)\n"
-    "  grad MODEL.onnx --input NAME=FILE.pb ... --input labels=FILE.pb -o DIR [--freeze PATTERNS]\n"
-    "      [--train-only PATTERNS] [--freeze-bn-stats] [--num-classes K [--seed S]]\n"
-    "      one forward+backward step in training mode; writes DIR/loss.pb and one file per parameter\n"
-    "      gradient, each TensorProto named after the parameter's initializer\n"
-    "      [--conv-algo auto|direct|winograd|taps|winograd2|winograd4] [--plan-dump: each convolution's algorithm per primitive]\n"
-    "      [--no-fusion: BatchNorm, Add and ReLU as separate kernels, as in the exported training graph]\n"
-    "      [--loss cross-entropy|nll|mse|l1|smooth-l1|bce-with-logits|model] [--ignore-index I] [--smooth-l1-beta B]\n"
-    "      [--label-smoothing E] [--loss-output NAME: the model's scalar loss, as --loss model] (grad and export)\n"
-    "  export MODEL.onnx -o TRAINING.onnx [--optimizer sgd|adam|adamw|rmsprop|adagrad] [--momentum M] [--nesterov]\n"
-    "      [--centered] [--rmsprop-alpha A] [--norm-weight-decay W] [--bias-weight-decay W] [--clip-grad-norm M]\n"
-    "      [--weight-decay W] [--no-optimizer] [--freeze PATTERNS] [--train-only PATTERNS] [--freeze-bn-stats]\n"
-    "      [--param-group 'PATTERNS:lr=Fx,wd=Y' ...] [--lr BASE: for absolute group rates lr=X]\n"
-    "      (PATTERNS: comma-separated initializer names or globs * ? [..])\n"
-    "      [--num-classes K [--seed S]: a fresh K-way final classifier, as train's]\n"
-    "      write the training graph (forward, loss, backward, optimizer update) as ONNX\n"
-    "  bench-comm --backend gloo|mpi|nccl --world-size N [--min-bytes 4] [--max-bytes 67108864] [--iters 20]\n"
-    "      allreduce table like nccl-tests: bytes, time, algbw, busbw, wrong elements\n"
-    "  check MODEL.onnx [--device cpu|cuda] [--training] [--optimizer NAME] [--loss NAME]\n"
-    "      load, check and shape-infer a model; print its inputs, outputs and ops, and notes on what\n"
-    "      training changes in an export (a fixed batch, BatchNorm folded or in inference form);\n"
-    "      --device: the ops without a kernel there, grouped by op (exit 1 if any; no GPU needed);\n"
-    "      --training: those of the whole training graph (loss, gradients, optimizer update)\n"
+    "commands:\n";
+const char* kUsageFooter =
     "\n"
     "onnx-train COMMAND --help prints a command's options; onnx-train --version its version.\n";
 
+std::vector<FlagInfo> InferFlags() { return {kInputFlag, kOutputFlag, kDeviceFlag, kTf32Flag, kThreadsFlag, kConvAlgoFlag}; }
+
 int CmdInfer(const std::vector<std::string>& argv) {
-  Args args(argv, {"input", "o", "device", "threads", "conv-algo"}, {"tf32"});
+  const Args args = ParseFlags(argv, InferFlags());
   OT_CHECK(args.positional().size() == 1, "infer needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "infer needs -o DIR (where the outputs are written)");
   ExecutorOptions opts;
@@ -114,8 +82,15 @@ void ParseInputShape(const std::string& s, ReferenceModelOptions* o) {
   o->width = w;
 }
 
+std::vector<FlagInfo> MakeModelFlags() {
+  return {kOutputFlag,
+          {"input", FlagType::kText, "  --input CxHxW        the input's channels, height and width\n"},
+          {"classes", FlagType::kInt, "  --classes K          output classes (10)\n"},
+          {"seed", FlagType::kInt, "  --seed S             initial weights (0)\n"}};
+}
+
 int CmdMakeModel(const std::vector<std::string>& argv) {
-  Args args(argv, {"o", "input", "classes", "seed"}, {});
+  const Args args = ParseFlags(argv, MakeModelFlags());
   OT_CHECK(args.positional().size() == 1, "make-model needs a model name (resnet34 or simplenn)");
   OT_CHECK(args.Has("o"), "make-model needs -o FILE");
   const std::string& name = args.positional()[0];
@@ -135,8 +110,17 @@ int CmdMakeModel(const std::vector<std::string>& argv) {
   return 0;
 }
 
+std::vector<FlagInfo> DumpBatchFlags() {
+  return {kDataFlag,
+          {"split", FlagType::kText, "  --split test|train   (test)\n"},
+          {"count", FlagType::kInt, "  --count N            samples (8)\n"},
+          {"offset", FlagType::kInt, "  --offset K           the first sample (0)\n"},
+          kOutputFlag,
+          {"model", FlagType::kText, "  --model MODEL.onnx   the batch as this model's input takes it\n"}};
+}
+
 int CmdDumpBatch(const std::vector<std::string>& argv) {
-  Args args(argv, {"data", "split", "count", "offset", "o", "model"}, {});
+  const Args args = ParseFlags(argv, DumpBatchFlags());
   OT_CHECK(args.positional().empty(), "dump-batch takes no positional arguments");
   OT_CHECK(args.Has("o"), "dump-batch needs -o DIR");
   // --model: the batch as that model's input takes it (image folders, NumPy arrays, images
@@ -165,8 +149,15 @@ int CmdDumpBatch(const std::vector<std::string>& argv) {
   return 0;
 }
 
+std::vector<FlagInfo> CheckFlags() {
+  return {{"device", FlagType::kText, "  --device cpu|cuda    the ops without a kernel on that device\n"},
+          {"training", FlagType::kBool, "  --training           the ops of the training graph\n"},
+          {"optimizer", FlagType::kText, "  --optimizer NAME     with --training: its update's ops (sgd)\n"},
+          {"loss", FlagType::kText, "  --loss NAME          with --training: its loss's ops\n"}};
+}
+
 int CmdCheck(const std::vector<std::string>& argv) {
-  Args args(argv, {"device", "optimizer", "loss"}, {"training"});
+  const Args args = ParseFlags(argv, CheckFlags());
   OT_CHECK(args.positional().size() == 1, "check needs exactly one MODEL.onnx");
   const std::string path = args.positional()[0];
   Model m = LoadModel(path);
@@ -220,71 +211,164 @@ int CmdCheck(const std::vector<std::string>& argv) {
   return 0;
 }
 
-// The usage block of one command in kUsage: its "  CMD ..." line and the indented lines
-// below it.
-std::string CommandUsage(const std::string& cmd) {
-  std::string out;
-  std::string text = kUsage;
-  size_t pos = text.find("\n  " + cmd + " ");
-  if (pos == std::string::npos) return "";
-  pos += 3;
-  out = "usage: onnx-train " + text.substr(pos, text.find('\n', pos) - pos) + "\n";
-  for (size_t line = text.find('\n', pos) + 1; line < text.size() && text.compare(line, 6, "      ") == 0;) {
-    size_t end = text.find('\n', line);
+// One row per command: its name, its lines in onnx-train --help ("  NAME ARGS" and what it
+// does, indented), what runs it and its flag table.
+struct Command {
+  const char* name;
+  const char* synopsis;
+  std::function<int(const std::vector<std::string>&)> run;
+  std::vector<FlagInfo> (*flags)();
+};
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> commands = {
+    {"train",
+     "  train MODEL.onnx [options]\n"
+     "      train on a data set (Fashion-MNIST by default); checkpoints, resume, metrics\n",
+     CmdTrain, TrainFlagInfos},
+    {"eval",
+     "  eval MODEL.onnx [--data SPEC] [--split test|train] [--per-class] [--batch N] [--device D] [--threads N]\n"
+     "      test accuracy of a model; SPEC and the data and transform flags as train's (fashion-mnist,\n"
+     "      mnist:DIR, cifar10:DIR, imagefolder:DIR, npy:..., npz:..., synthetic[:N[:CxHxW]]; --resize,\n"
+     "      --center-crop, --mean/--std, ...); data is fitted to the model's input as in train, and the data\n"
+     "      set's classes must fit the model's output; --per-class adds a table per class (names from\n"
+     "      classes.txt beside the model, or the image folder's class folders); tokens:TRAIN.bin[,VAL.bin]\n"
+     "      [--seq-len T] [--token-dtype D]: loss, perplexity and token accuracy of a language model\n",
+     CmdEval, EvalFlagInfos},
+    {"infer",
+     "  infer MODEL.onnx --input NAME=FILE.pb ... -o DIR [--device cpu|cuda[:K]] [--tf32] [--threads N]\n"
+     "      [--conv-algo auto|direct|winograd|taps|winograd2|winograd4]\n"
+     "      run the forward pass; writes each graph output as DIR/<output>.pb (binary TensorProto)\n",
+     CmdInfer, InferFlags},
+    {"make-model",
+     "  make-model resnet34|simplenn -o FILE [--input CxHxW] [--classes K] [--seed S]\n"
+     "      write a reference model as ONNX\n",
+     CmdMakeModel, MakeModelFlags},
+    {"dump-batch",
+     "  dump-batch [--data SPEC] [--split test|train] [--count N] [--offset K] [--model MODEL.onnx] -o DIR\n"
+     "      write a normalised batch as DIR/input.pb (float [N,C,H,W]) and DIR/labels.pb (int64 [N]);\n"
+     "      with --model, as that model's input takes it (needed for imagefolder, npy and npz data)\n",
+     CmdDumpBatch, DumpBatchFlags},
+    {"grad",
+     "  grad MODEL.onnx --input NAME=FILE.pb ... --input labels=FILE.pb -o DIR [--freeze PATTERNS]\n"
+     "      [--train-only PATTERNS] [--freeze-bn-stats] [--num-classes K [--seed S]]\n"
+     "      one forward+backward step in training mode; writes DIR/loss.pb and one file per parameter\n"
+     "      gradient, each TensorProto named after the parameter's initializer\n"
+     "      [--conv-algo auto|direct|winograd|taps|winograd2|winograd4] [--plan-dump: each convolution's algorithm per primitive]\n"
+     "      [--no-fusion: BatchNorm, Add and ReLU as separate kernels, as in the exported training graph]\n"
+     "      [--loss cross-entropy|nll|mse|l1|smooth-l1|bce-with-logits|model] [--ignore-index I] [--smooth-l1-beta B]\n"
+     "      [--label-smoothing E] [--loss-output NAME: the model's scalar loss, as --loss model] (grad and export)\n",
+     CmdGrad, GradFlagInfos},
+    {"export",
+     "  export MODEL.onnx -o TRAINING.onnx [--optimizer sgd|adam|adamw|rmsprop|adagrad] [--momentum M] [--nesterov]\n"
+     "      [--centered] [--rmsprop-alpha A] [--norm-weight-decay W] [--bias-weight-decay W] [--clip-grad-norm M]\n"
+     "      [--weight-decay W] [--no-optimizer] [--freeze PATTERNS] [--train-only PATTERNS] [--freeze-bn-stats]\n"
+     "      [--param-group 'PATTERNS:lr=Fx,wd=Y' ...] [--lr BASE: for absolute group rates lr=X]\n"
+     "      (PATTERNS: comma-separated initializer names or globs * ? [..])\n"
+     "      [--num-classes K [--seed S]: a fresh K-way final classifier, as train's]\n"
+     "      write the training graph (forward, loss, backward, optimizer update) as ONNX\n",
+     CmdExport, ExportFlagInfos},
+    {"bench-comm",
+     "  bench-comm --backend gloo|mpi|nccl --world-size N [--min-bytes 4] [--max-bytes 67108864] [--iters 20]\n"
+     "      allreduce table like nccl-tests: bytes, time, algbw, busbw, wrong elements\n",
+     CmdBenchComm, BenchCommFlagInfos},
+    {"check",
+     "  check MODEL.onnx [--device cpu|cuda] [--training] [--optimizer NAME] [--loss NAME]\n"
+     "      load, check and shape-infer a model; print its inputs, outputs and ops, and notes on what\n"
+     "      training changes in an export (a fixed batch, BatchNorm folded or in inference form);\n"
+     "      --device: the ops without a kernel there, grouped by op (exit 1 if any; no GPU needed);\n"
+     "      --training: those of the whole training graph (loss, gradients, optimizer update)\n",
+     CmdCheck, CheckFlags},
+  };
+  return commands;
+}
+
+const Command* FindCommand(const std::string& name) {
+  for (const Command& c : Commands())
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+std::string Usage() {
+  std::string out = kUsageHeader;
+  for (const Command& c : Commands()) out += c.synopsis;
+  return out + kUsageFooter;
+}
+
+// A command's --help: train's own usage; else its synopsis as a usage line, then the
+// options its synopsis does not name.
+std::string CommandHelp(const Command& c) {
+  if (std::string(c.name) == "train") return TrainUsage();
+  const std::string text = c.synopsis;
+  std::string out = "usage: onnx-train " + text.substr(2, text.find('\n') - 2) + "\n";
+  for (size_t line = text.find('\n') + 1; line < text.size();) {
+    const size_t end = text.find('\n', line);
     out += "  " + text.substr(line + 6, end - line - 6) + "\n";
     line = end + 1;
   }
-  return out;
+  return CommandHelp(out, c.flags());
 }
 
-const char* kCommands[] = {"train", "eval", "infer", "grad", "export", "make-model", "dump-batch", "bench-comm", "check"};
+// "train and export": the other commands that take --flag.
+std::string FlagOwners(const std::string& flag, const std::string& except) {
+  std::vector<std::string> owners;
+  for (const Command& c : Commands()) {
+    if (except == c.name) continue;
+    for (const FlagInfo& f : c.flags())
+      if (f.name && flag == f.name) {
+        owners.push_back(c.name);
+        break;
+      }
+  }
+  std::string out;
+  for (size_t i = 0; i < owners.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == owners.size() ? " and " : ", ") + owners[i];
+  return out;
+}
 
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     if (args.size() == 2 && args[0] == "help") args = {args[1], "--help"};  // onnx-train help eval
     else {
-      std::cout << kUsage;
+      std::cout << Usage();
       return args.empty() ? 2 : 0;
     }
+  }
+  if (args[0] == "--list-flags") {  // for tests/cli_flag_table_test.py: every command's flag table
+    for (const Command& c : Commands())
+      for (const FlagInfo& f : c.flags())
+        if (f.name) std::cout << c.name << " --" << f.name << (f.type == FlagType::kBool ? "" : " VALUE") << "\n";
+    return 0;
   }
   if (args[0] == "--version" || args[0] == "version") {
     std::cout << "onnx-train " << ONNXTRAIN_VERSION << "\n";
     return 0;
   }
   const bool is_model = args[0].size() > 5 && args[0].compare(args[0].size() - 5, 5, ".onnx") == 0;
-  SetCommandForMessages(is_model ? "train" : args[0]);
-  // --help or -h anywhere: the command's own usage, exit 0 (train has its long one).
+  if (is_model) args.insert(args.begin(), "train");
+  const Command* cmd = FindCommand(args[0]);
+  if (!cmd) {
+    std::set<std::string> names;
+    for (const Command& c : Commands()) names.insert(c.name);
+    const std::string near = SuggestFlag(args[0], names);
+    std::string list;
+    for (const Command& c : Commands()) list += std::string(c.name) + ", ";
+    throw Error("unknown command '" + args[0] + "'" + (near.empty() ? "" : "; did you mean " + near + "?") +
+                " (commands: " + list + "or MODEL.onnx to train; see onnx-train --help)");
+  }
+  const std::string name = cmd->name;
+  SetCommandForMessages(name, [name](const std::string& flag) { return FlagOwners(flag, name); });
+  // --help or -h anywhere: the command's own usage, exit 0.
   for (const auto& a : args)
-    if ((a == "--help" || a == "-h") && !is_model && args[0] != "train") {
-      std::string usage = CommandUsage(args[0]);
-      if (usage.empty()) break;  // an unknown command: reported below
-      std::cout << usage;
+    if (a == "--help" || a == "-h") {
+      std::cout << CommandHelp(*cmd);
       return 0;
     }
-  for (auto& a : args)
-    if (a == "-h") a = "--help";
   // "-o" is spelled with one dash in the contract; treat it as --o.
   for (auto& a : args)
     if (a == "-o") a = "--o";
-  std::string cmd = args[0];
-  std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (cmd == "infer") return CmdInfer(rest);
-  if (cmd == "make-model") return CmdMakeModel(rest);
-  if (cmd == "check") return CmdCheck(rest);
-  if (cmd == "dump-batch") return CmdDumpBatch(rest);
-  if (cmd == "grad") return CmdGrad(rest);
-  if (cmd == "train") return CmdTrain(rest);
-  if (cmd == "bench-comm") return CmdBenchComm(rest);
-  if (cmd == "eval") return CmdEval(rest);
-  if (is_model) return CmdTrain(args);
-  if (cmd == "export") return CmdExport(rest);
-  std::string near;
-  for (const char* c : kCommands)
-    if (near.empty() && SuggestFlag(cmd, {c}) == c) near = c;
-  throw Error("unknown command '" + cmd + "'" + (near.empty() ? "" : "; did you mean " + near + "?") +
-              " (commands: train, eval, infer, grad, export, make-model, dump-batch, bench-comm, check, or "
-              "MODEL.onnx to train; see onnx-train --help)");
+  return cmd->run(std::vector<std::string>(args.begin() + 1, args.end()));
 }
 
 }  // namespace

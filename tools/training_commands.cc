@@ -16,57 +16,113 @@
 #include "runtime/executor.h"
 #include "tools/args.h"
 #include "tools/cli_util.h"
+#include "tools/shared_flags.h"
 #include "train/exported_model.h"
 
 namespace ot {
 
 namespace {
 
-// The model as train would train it (a fixed batch rebound, BatchNormalization in training
-// form or, with --freeze-bn-stats (--frozen-bn), frozen); prints the notes.
-Model LoadForTraining(const Args& args, std::vector<std::string>* freeze) {
-  ExportedModelOptions eo;
-  eo.frozen_bn = args.Has("frozen-bn") || args.Has("freeze-bn-stats");
-  eo.num_classes = args.Has("num-classes") ? ParseNumClasses(args.Get("num-classes"), "") : 0;
-  eo.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
-  eo.logits_output = args.Get("logits-output");
-  eo.class_scores = !args.Has("loss") || args.Get("loss") == "cross-entropy";
-  PreparedModel p = PrepareExportedModel(LoadModel(args.positional()[0]), eo);
-  for (const auto& note : p.notes) std::cout << note << "\n";
-  freeze->insert(freeze->end(), p.freeze.begin(), p.freeze.end());
-  return std::move(p.model);
+// What grad and export are told.
+struct GraphSettings {
+  AutodiffOptions autodiff;    // loss, freezing
+  ExportedModelOptions model;  // --num-classes, --freeze-bn-stats, --seed
+  ExecutorOptions exec;        // grad: --device, --threads, --conv-algo, --seed
+  OptimizerConfig optimizer;   // export
+  bool plan_dump = false, no_fusion = false, no_optimizer = false;
+};
+using G = GraphSettings;
+
+Flag<G> Set(const FlagInfo& info, std::function<void(G&, const FlagValue&)> set) { return Flag<G>{info, std::move(set)}; }
+
+// The flags of both: freezing, the loss, a fresh classifier, BatchNormalization's form.
+FlagTable<G> GraphFlags() {
+  FlagTable<G> r = {Read<G>(kOutputFlag)};
+  for (const auto& rows : {FreezeFlags(), GraphOutputFlags(), LossFlags()})
+    for (const auto& f : rows) r.push_back(In(&G::autodiff, f));
+  const FlagTable<G> more = {
+      Set(kNumClassesFlag, [](G& g, const FlagValue& v) { g.model.num_classes = ParseNumClasses(v.Text(), ""); }),
+      Set(kSeedFlag,
+          [](G& g, const FlagValue& v) { g.model.seed = g.exec.seed = static_cast<uint64_t>(v.Int()); }),
+      Set(kFreezeBnStatsFlag, [](G& g, const FlagValue&) { g.model.frozen_bn = true; }),
+      Set(kFrozenBnFlag, [](G& g, const FlagValue&) { g.model.frozen_bn = true; }),
+  };
+  r.insert(r.end(), more.begin(), more.end());
+  return r;
 }
 
-AutodiffOptions ReadAutodiffOptions(const Args& args) {
-  AutodiffOptions o;
-  o.freeze = SplitPatternList(args.Get("freeze"));
-  o.train_only = SplitPatternList(args.Get("train-only"));
-  OT_CHECK(!args.Has("train-only") || !o.train_only.empty(), "--train-only needs patterns, e.g. --train-only 'fc.*'");
-  o.loss_output = args.Get("loss-output");
-  o.logits_output = args.Get("logits-output");
-  o.label_smoothing = ParseLabelSmoothing(args);
-  ReadLossFlags(args, &o);
-  return o;
+const FlagTable<G>& GradFlags() {
+  static const FlagTable<G> rows = [] {
+    FlagTable<G> r = GraphFlags();
+    const FlagTable<G> more = {
+        Read<G>(kInputFlag),
+        In(&G::exec, ExecutorFlag("device")),
+        In(&G::exec, ExecutorFlag("threads")),
+        In(&G::exec, ExecutorFlag("conv-algo")),
+        Field(FlagInfo{"plan-dump", FlagType::kBool, "  --plan-dump          each convolution's algorithm per primitive\n"},
+              &G::plan_dump),
+        Field(FlagInfo{"no-fusion", FlagType::kBool,
+                       "  --no-fusion          BatchNorm, Add and ReLU as separate kernels, as in the exported training graph\n"},
+              &G::no_fusion),
+    };
+    r.insert(r.end(), more.begin(), more.end());
+    return r;
+  }();
+  return rows;
+}
+
+const FlagTable<G>& ExportFlags() {
+  static const FlagTable<G> rows = [] {
+    FlagTable<G> r = GraphFlags();
+    r.push_back(Field(FlagInfo{"no-optimizer", FlagType::kBool,
+                               "  --no-optimizer       the training graph without the optimizer update\n"},
+                      &G::no_optimizer));
+    for (const char* name : {"optimizer", "momentum", "nesterov", "weight-decay", "beta1", "beta2", "epsilon",
+                             "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha", "centered",
+                             "param-group"}) {
+      const Flag<OptimizerConfig>& f = OptimizerFlag(name);
+      r.push_back(In(&G::optimizer, std::string(name) == "momentum" ? WithFallback(f, "0.9") : f));
+    }
+    // The lr input stays the graph's; --lr only says what absolute group rates are relative to.
+    r.push_back(Set(kLrFlag, [](G& g, const FlagValue& v) { g.optimizer.base_lr = v.Float(); }));
+    return r;
+  }();
+  return rows;
+}
+
+// The settings of `table` from the command line; the model's preparation follows the loss.
+GraphSettings ReadGraphSettings(const FlagTable<G>& table, const Args& args) {
+  GraphSettings g;
+  Apply(table, args, &g);
+  g.model.logits_output = g.autodiff.logits_output;
+  g.model.class_scores = g.autodiff.loss == LossKind::kAuto || g.autodiff.loss == LossKind::kCrossEntropy;
+  return g;
+}
+
+// The model as train would train it (a fixed batch rebound, BatchNormalization in training
+// form or, with --freeze-bn-stats (--frozen-bn), frozen); prints the notes.
+Model LoadForTraining(const Args& args, GraphSettings* g) {
+  PreparedModel p = PrepareExportedModel(LoadModel(args.positional()[0]), g->model);
+  for (const auto& note : p.notes) std::cout << note << "\n";
+  g->autodiff.freeze.insert(g->autodiff.freeze.end(), p.freeze.begin(), p.freeze.end());
+  return std::move(p.model);
 }
 
 }  // namespace
 
+std::vector<FlagInfo> GradFlagInfos() { return Infos(GradFlags()); }
+std::vector<FlagInfo> ExportFlagInfos() { return Infos(ExportFlags()); }
+
 int CmdGrad(const std::vector<std::string>& argv) {
-  Args args(argv, {"input", "o", "device", "threads", "freeze", "loss-output", "logits-output", "seed", "label-smoothing",
-                   "conv-algo", "train-only", "num-classes", "loss", "ignore-index", "smooth-l1-beta"},
-            {"frozen-bn", "freeze-bn-stats", "plan-dump", "no-fusion"});
+  const Args args = ParseFlags(argv, GradFlagInfos());
   OT_CHECK(args.positional().size() == 1, "grad needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "grad needs -o DIR (where the loss and gradients are written)");
-  AutodiffOptions ao = ReadAutodiffOptions(args);
-  Model forward = LoadForTraining(args, &ao.freeze);
-  TrainingGraph tg = BuildTrainingGraph(forward, ao);
-  ExecutorOptions opts;
-  opts.device = Device::Parse(args.Get("device", "cpu"));
-  opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
-  opts.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
-  opts.conv_algo = args.Get("conv-algo", "auto");
+  GraphSettings g = ReadGraphSettings(GradFlags(), args);
+  Model forward = LoadForTraining(args, &g);
+  TrainingGraph tg = BuildTrainingGraph(forward, g.autodiff);
+  const ExecutorOptions& opts = g.exec;
   // As the trainer runs it (train/training_session.cc): fused where the device has kernels.
-  if (opts.device.type == DeviceType::kCPU && !args.Has("no-fusion")) {
+  if (opts.device.type == DeviceType::kCPU && !g.no_fusion) {
     FuseBatchNormRelu(tg.model);
     FuseAddRelu(tg.model);
   }
@@ -81,7 +137,7 @@ int CmdGrad(const std::vector<std::string>& argv) {
   std::vector<std::string> fetch = {tg.loss};
   fetch.insert(fetch.end(), tg.grads.begin(), tg.grads.end());
   std::vector<Tensor> out = exec.Run(feeds, fetch);
-  if (args.Has("plan-dump")) std::cout << exec.PlanNotes();
+  if (g.plan_dump) std::cout << exec.PlanNotes();
   const std::string dir = args.Get("o");
   EnsureDir(dir);
   WriteTensorFile(out[0].ToHost(tg.loss), dir + "/" + FileNameFor(tg.loss) + ".pb");
@@ -93,37 +149,13 @@ int CmdGrad(const std::vector<std::string>& argv) {
 }
 
 int CmdExport(const std::vector<std::string>& argv) {
-  Args args(argv,
-            {"o", "freeze", "loss-output", "logits-output", "label-smoothing", "loss", "ignore-index", "smooth-l1-beta",
-             "optimizer", "momentum", "weight-decay",
-             "beta1", "beta2", "epsilon", "norm-weight-decay", "bias-weight-decay", "clip-grad-norm", "rmsprop-alpha",
-             "train-only", "param-group", "lr", "num-classes", "seed"},
-            {"nesterov", "no-optimizer", "frozen-bn", "freeze-bn-stats", "centered"});
+  const Args args = ParseFlags(argv, ExportFlagInfos());
   OT_CHECK(args.positional().size() == 1, "export needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "export needs -o TRAINING.onnx");
-  AutodiffOptions ao = ReadAutodiffOptions(args);
-  Model forward = LoadForTraining(args, &ao.freeze);
-  TrainingGraph tg = BuildTrainingGraph(forward, ao);
-  if (!args.Has("no-optimizer")) {
-    OptimizerConfig c;
-    c.kind = ParseOptimizerKind(args.Get("optimizer", "sgd"));
-    c.momentum = static_cast<float>(args.GetDouble("momentum", 0.9));
-    c.nesterov = args.Has("nesterov");
-    c.weight_decay = static_cast<float>(args.GetDouble("weight-decay", 0.0));
-    c.beta1 = static_cast<float>(args.GetDouble("beta1", 0.9));
-    c.beta2 = static_cast<float>(args.GetDouble("beta2", 0.999));
-    c.epsilon = static_cast<float>(args.GetDouble("epsilon", 1e-8));
-    c.norm_weight_decay = static_cast<float>(args.GetDouble("norm-weight-decay", std::nan("")));
-    c.bias_weight_decay = static_cast<float>(args.GetDouble("bias-weight-decay", std::nan("")));
-    c.clip_grad_norm = static_cast<float>(args.GetDouble("clip-grad-norm", 0.0));
-    OT_CHECK(c.clip_grad_norm >= 0, "--clip-grad-norm must be a positive number");
-    c.rmsprop_alpha = static_cast<float>(args.GetDouble("rmsprop-alpha", c.rmsprop_alpha));
-    c.rmsprop_centered = args.Has("centered");
-    for (const std::string& spec : args.GetAll("param-group")) c.groups.push_back(ParseParamGroup(spec));
-    // The lr input stays the graph's; --lr only says what absolute group rates are relative to.
-    c.base_lr = static_cast<float>(args.GetDouble("lr", std::nan("")));
-    AppendOptimizer(tg, c);
-  }
+  GraphSettings g = ReadGraphSettings(ExportFlags(), args);
+  Model forward = LoadForTraining(args, &g);
+  TrainingGraph tg = BuildTrainingGraph(forward, g.autodiff);
+  if (!g.no_optimizer) AppendOptimizer(tg, g.optimizer);
   CheckModel(tg.model);
   SaveModel(tg.model, args.Get("o"));
   size_t grad_nodes = 0;

@@ -7,8 +7,7 @@
 
 namespace ot {
 
-DataParallel::DataParallel(const DataParallelOptions& options, bool mpi)
-    : options_(options), launch_(LaunchInfoFromEnvironment(nullptr, !mpi)) {
+DataParallel::DataParallel(const DataParallelOptions& options) : options_(options), launch_(options.launch) {
   world_ = std::max(launch_.size, 1);
   rank_ = std::max(launch_.rank, 0);
 }

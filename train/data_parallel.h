@@ -23,13 +23,16 @@ struct DataParallelOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // of joining and of each collective
   double bucket_cap_mb = 25;
   std::string bind_addr;  // the address this rank's connections listen on ("": the backend's default)
+  // This process's rank, world size and store, as the entry point read them from the
+  // launcher's environment (comm/rendezvous.h LaunchInfoFromEnvironment); default: alone.
+  LaunchInfo launch;
 };
 
 class DataParallel {
  public:
-  // The rank and world size from the launcher's environment (torchrun, Slurm, Open MPI or
-  // onnx-train's own); mpi: whether the backend is MPI (which needs no store).
-  DataParallel(const DataParallelOptions& options, bool mpi);
+  // The rank and world size from options.launch (torchrun, Slurm, Open MPI or onnx-train's
+  // own launcher, as the entry point read them).
+  explicit DataParallel(const DataParallelOptions& options);
   int rank() const { return rank_; }
   int world() const { return world_; }
   int local_rank() const { return launch_.local_rank; }

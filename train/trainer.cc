@@ -140,8 +140,7 @@ class Trainer {
 Trainer::Trainer(Model forward, const TrainerOptions& o)
     : forward_(std::move(forward)), o_(o), data_(LoadSplits(forward_, o)),
       dp_(DataParallelOptions{o.backend, std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_seconds * 1000)),
-                              o.bucket_cap_mb, o.bind_addr},
-          o.backend == "mpi"),
+                              o.bucket_cap_mb, o.bind_addr, o.launch}),
       device_(o.device) {
   // One GPU per rank, like DDP: rank with local rank i runs on cuda:((K + i) mod count).
   if (device_.type == DeviceType::kCUDA && dp_.world() > 1) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/rendezvous.h"
 #include "graph/ir.h"
 #include "graph/optimizer_pass.h"
 #include "runtime/device.h"
@@ -66,6 +67,10 @@ struct TrainerOptions {
   // --sync-bn: BatchNormalization statistics and gradients over all ranks' batches (a note
   // and no effect with one rank; CPU only).
   bool sync_bn = false;
+  // This process's place in a data-parallel run (rank, world size, rendezvous store), as the
+  // entry point read it from the launcher's environment and --rdzv; a default LaunchInfo
+  // (no launcher) trains alone.
+  LaunchInfo launch;
   // The command that continues this run, without --resume (for the message an
   // interrupted run prints); "" makes it "onnx-train MODEL.onnx ...".
   std::string continue_command;

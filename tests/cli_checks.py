@@ -1,0 +1,38 @@
+"""Shared by the command-line tests (cli_usage_test, cli_flag_table_test): the arguments
+CTest gives them, running onnx-train, and a tally of checks that prints one summary line
+and every failure."""
+import argparse
+import os
+import subprocess
+
+
+def cli_test_args(doc):
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--onnx-train", required=True)
+    p.add_argument("--workdir", required=True)
+    args = p.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    return args
+
+
+def run(binary, *args, env=None, timeout=60):
+    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+class Checks:
+    def __init__(self, name):
+        self.name = name
+        self.count = 0
+        self.failures = []
+
+    def expect(self, cond, what):
+        self.count += 1
+        if not cond:
+            self.failures.append(what)
+
+    def report(self):
+        """Prints the tally; returns the exit status."""
+        print(f"{self.name}: {self.count - len(self.failures)} passed, {len(self.failures)} failed")
+        for f in self.failures:
+            print("  FAILED: " + f)
+        return 1 if self.failures else 0
