@@ -1,5 +1,5 @@
 // Gradient rules of the standard ops, one small function each. Gradient ops that ONNX
-// lacks are emitted in kGradDomain and have kernels in runtime/cpu/gradient_kernels.cc.
+// lacks are emitted in kGradDomain and have kernels in runtime/cpu/training/gradient_kernels.cc.
 #include "graph/gradient_rules_common.h"
 
 #include "graph/error.h"

@@ -219,7 +219,7 @@ void LpNormalizationGrad(B& b) {
 }
 
 // LRN(X): LRNGrad(dY, X) with the forward attributes; the kernel recomputes the window
-// sums from X (runtime/cpu/lrn.cc has the formula).
+// sums from X (runtime/cpu/norm/lrn.cc has the formula).
 void LrnGrad(B& b) { b.Emit("LRNGrad", {b.GO(0), b.I(0)}, {b.GI(0)}, kGradDomain, b.node().attrs); }
 
 // MaxUnpool(X, I[, output_shape]): MaxUnpoolGrad(dY, I[, output_shape]) gathers dY at

@@ -20,7 +20,7 @@
 #include <sstream>
 
 #include "graph/error.h"
-#include "runtime/cpu/conv_algorithm.h"
+#include "runtime/cpu/conv/conv_algorithm.h"
 #include "runtime/cpu/cpu_threads.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/memory_plan.h"

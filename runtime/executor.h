@@ -39,7 +39,7 @@ struct ExecutorOptions {
   // Data-parallel training: the kernels' sums over replicas (KernelContext::cross_replica);
   // must outlive this executor. Null: none.
   CrossReplicaSum* cross_replica = nullptr;
-  // CPU convolutions: "auto", "direct" or "winograd" (runtime/cpu/conv_algorithm.h);
+  // CPU convolutions: "auto", "direct" or "winograd" (runtime/cpu/conv/conv_algorithm.h);
   // empty leaves the process-wide setting as it is.
   std::string conv_algo;
   // Times every node's kernel (with its layout conversions) on each replayed run;

@@ -16,7 +16,7 @@
 #include "graph/error.h"
 #include "graph/onnx_io.h"
 #include "graph/param_patterns.h"
-#include "runtime/cpu/conv_algorithm.h"
+#include "runtime/cpu/conv/conv_algorithm.h"
 #include "runtime/plugin.h"
 #include "runtime/executor.h"
 #include "tools/args.h"

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "comm/rendezvous.h"
-#include "runtime/cpu/conv_algorithm.h"
+#include "runtime/cpu/conv/conv_algorithm.h"
 #include "runtime/executor.h"
 #include "graph/error.h"
 #include "graph/file_util.h"
@@ -40,7 +40,7 @@ namespace ot {
 
 namespace {
 
-// auto's convolution choices (runtime/cpu/conv_algorithm.h) beside the checkpoints, a file
+// auto's convolution choices (runtime/cpu/conv/conv_algorithm.h) beside the checkpoints, a file
 // per rank: a resumed run loads them and so runs the algorithms, and rounds the way, the
 // interrupted run did. Written when they change; a failure to write only warns (once).
 class ConvChoicesFile {

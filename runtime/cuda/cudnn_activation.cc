@@ -8,7 +8,7 @@
 #include <string>
 
 #include "graph/gradient_registry.h"
-#include "runtime/cpu/kernel_util.h"
+#include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/cudnn_kernels.h"
 #include "runtime/cuda/cudnn_util.h"
 

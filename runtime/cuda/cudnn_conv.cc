@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "graph/gradient_registry.h"
-#include "runtime/cpu/window_geometry.h"
+#include "runtime/ops/window_geometry.h"
 #include "runtime/cuda/cudnn_kernels.h"
 #include "runtime/cuda/cudnn_util.h"
 

@@ -1,6 +1,6 @@
 // BatchNormalization (inference and training mode), org.onnxtrain BatchNormTraining and
 // BatchNormalizationGrad on cuDNN's spatial batch normalization, and LRN on cuDNN's
-// cross-channel LRN. Semantics are those of runtime/cpu/batchnorm.cc and lrn.cc:
+// cross-channel LRN. Semantics are those of runtime/cpu/norm/batchnorm.cc and lrn.cc:
 //   training mode: Y from the batch's mean and population variance;
 //     running_mean = input_mean * momentum + batch_mean * (1 - momentum)
 //     running_var  = input_var  * momentum + batch_var  * (1 - momentum)
@@ -13,7 +13,7 @@
 #include "graph/gradient_registry.h"
 #include "runtime/cuda/cudnn_kernels.h"
 #include "runtime/cuda/cudnn_util.h"
-#include "runtime/norm_checks.h"
+#include "runtime/ops/norm_checks.h"
 
 namespace ot::cuda {
 namespace {

@@ -9,10 +9,10 @@
 #include <random>
 
 #include "graph/gradient_registry.h"
-#include "runtime/cpu/kernel_util.h"
+#include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
-#include "runtime/op_shapes.h"
+#include "runtime/ops/op_shapes.h"
 
 namespace ot::cuda {
 namespace {

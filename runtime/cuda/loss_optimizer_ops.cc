@@ -2,16 +2,16 @@
 // loss_optimizer.cu): SoftmaxCrossEntropyLoss (default domain from opset 12, and the
 // org.onnxtrain one the autodiff pass attaches to older models), NegativeLogLikelihoodLoss,
 // their org.onnxtrain gradients, and Momentum, Adagrad and Adam of
-// ai.onnx.preview.training. Semantics follow runtime/cpu/loss.cc, gradient_kernels.cc and
+// ai.onnx.preview.training. Semantics follow runtime/cpu/training/loss.cc, gradient_kernels.cc and
 // optimizer_kernels.cc. Labels outside [0, C) (and not ignore_index) are never read
 // through: the kernels skip them and raise a device flag that the next run of the node
 // reports, since Compute never waits for the device.
 #include "graph/gradient_registry.h"
 #include "graph/optimizer_pass.h"
-#include "runtime/cpu/kernel_util.h"
+#include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
-#include "runtime/train_checks.h"
+#include "runtime/ops/train_checks.h"
 
 namespace ot::cuda {
 namespace {

@@ -1,5 +1,5 @@
 // Matrix products on CUDA with cuBLAS: Gemm and MatMul (numpy.matmul semantics, batch
-// dimensions broadcast), float32 and float64, mirroring runtime/cpu/matmul.cc.
+// dimensions broadcast), float32 and float64, mirroring runtime/cpu/matmul/matmul.cc.
 //
 // cuBLAS is column-major; a row-major [M, N] matrix is its column-major transpose, so
 // Y = op(A) * op(B) is computed as Y^T = op(B)^T * op(A)^T with the operands swapped and
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cpu/kernel_util.h"
+#include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/copy_kernels.h"
 #include "runtime/cuda/cuda_common.h"
 

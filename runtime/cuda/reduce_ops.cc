@@ -2,15 +2,15 @@
 // ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare,
 // ReduceLogSum, ReduceLogSumExp (axes as attribute, or for ReduceSum from opset 13 an
 // input; keepdims; noop_with_empty_axes), ArgMax/ArgMin, and the gradient-domain
-// SumToShape and ReduceGrad. Semantics follow runtime/cpu/reduce.cc and
+// SumToShape and ReduceGrad. Semantics follow runtime/cpu/reduce/reduce.cc and
 // gradient_kernels.cc. Axes and target shapes are read on the host in Prepare; the
 // executor keys plans by the values of small integer graph inputs, so they are not
 // re-checked in Compute (that would wait for the device every step).
 #include "graph/gradient_registry.h"
-#include "runtime/cpu/kernel_util.h"
+#include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
-#include "runtime/reduce_shapes.h"
+#include "runtime/ops/reduce_shapes.h"
 
 namespace ot::cuda {
 namespace {

@@ -1,4 +1,4 @@
-// CUDA kernels for the data-movement ops, mirroring runtime/cpu/shape_ops.cc,
+// CUDA kernels for the data-movement ops, mirroring runtime/cpu/tensor/shape_ops.cc,
 // transpose_concat.cc and the gradient-domain ConcatGrad, PadGrad and TransposeLastTwo:
 //   - ops whose output is input 0 with another shape (Identity, Reshape, Flatten, Squeeze,
 //     Unsqueeze) and ops whose output is known on the host when the plan is made (Shape,
@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "graph/gradient_registry.h"
-#include "runtime/cpu/kernel_util.h"
+#include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/copy_kernels.h"
 #include "runtime/cuda/cuda_common.h"
-#include "runtime/op_shapes.h"
+#include "runtime/ops/op_shapes.h"
 
 namespace ot::cuda {
 namespace {
