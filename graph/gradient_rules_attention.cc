@@ -40,7 +40,7 @@ void AttentionGrad(B& b) {
 
 void RegisterAttentionGradientRules(GradientRegistry& r) {
   // past_key, past_value and nonpad_kv_seqlen never carry a gradient.
-  RegisterRule(r, "Attention", 23, kAnyOpset, AttentionGrad, {4, 5, 6});
+  RegisterRule(r, "Attention", 23, kLatestOpset, AttentionGrad, {4, 5, 6});
 }
 
 }  // namespace ot

@@ -96,21 +96,21 @@ void RegisterElementwiseGradientRules(GradientRegistry& r) {
       {"Abs", 1},         {"Reciprocal", 1}, {"HardSigmoid", 1}, {"HardSwish", 14}, {"Softplus", 1}, {"Softsign", 1},
       {"Elu", 1},         {"Selu", 1},       {"Celu", 12},     {"Mish", 18},    {"ThresholdedRelu", 10},
       {"Shrink", 9}};
-  for (const auto& [op, since] : unary) RegisterRule(r, op, since, kAnyOpset, ActivationGrad);
-  RegisterRule(r, "Gelu", 20, kAnyOpset, ActivationGrad);  // approximate "none" or "tanh" (the attribute is passed on)
-  RegisterRule(r, "Gelu", 1, kAnyOpset, ActivationGrad, {}, kGradDomain);  // fused (graph/fusion.h)
-  RegisterRule(r, "Clip", 1, kAnyOpset, ClipGrad, {1, 2});
-  for (const char* op : {"Floor", "Ceil"}) RegisterRule(r, op, 1, kAnyOpset, ZeroGrad);
-  RegisterRule(r, "Sign", 9, kAnyOpset, ZeroGrad);
-  RegisterRule(r, "Round", 11, kAnyOpset, ZeroGrad);
-  RegisterRule(r, "Cast", 6, kAnyOpset, CastGrad);
+  for (const auto& [op, since] : unary) RegisterRule(r, op, since, kLatestOpset, ActivationGrad);
+  RegisterRule(r, "Gelu", 20, kLatestOpset, ActivationGrad);  // approximate "none" or "tanh" (the attribute is passed on)
+  RegisterRule(r, "Gelu", 1, kLatestOpset, ActivationGrad, {}, kGradDomain);  // fused (graph/fusion.h)
+  RegisterRule(r, "Clip", 1, kLatestOpset, ClipGrad, {1, 2});
+  for (const char* op : {"Floor", "Ceil"}) RegisterRule(r, op, 1, kLatestOpset, ZeroGrad);
+  RegisterRule(r, "Sign", 9, kLatestOpset, ZeroGrad);
+  RegisterRule(r, "Round", 11, kLatestOpset, ZeroGrad);
+  RegisterRule(r, "Cast", 6, kLatestOpset, CastGrad);
   // CastLike(input, target_type): target_type gives only the type (PyTorch 2.x casts its
   // constants like a parameter), so it never carries a gradient.
-  RegisterRule(r, "CastLike", 15, kAnyOpset, CastGrad, {1});
-  RegisterRule(r, "PRelu", 1, kAnyOpset, PReluGrad);
-  RegisterRule(r, "Pow", 7, kAnyOpset, PowGrad);
-  for (const char* op : {"Max", "Min"}) RegisterRule(r, op, 1, kAnyOpset, MinMaxGrad);  // before 8: inputs of equal shapes
-  RegisterRule(r, "Mean", 6, kAnyOpset, MeanGrad);
+  RegisterRule(r, "CastLike", 15, kLatestOpset, CastGrad, {1});
+  RegisterRule(r, "PRelu", 1, kLatestOpset, PReluGrad);
+  RegisterRule(r, "Pow", 7, kLatestOpset, PowGrad);
+  for (const char* op : {"Max", "Min"}) RegisterRule(r, op, 1, kLatestOpset, MinMaxGrad);  // before 8: inputs of equal shapes
+  RegisterRule(r, "Mean", 6, kLatestOpset, MeanGrad);
 }
 
 }  // namespace ot

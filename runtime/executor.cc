@@ -24,6 +24,7 @@
 #include "runtime/cpu/cpu_threads.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/memory_plan.h"
+#include "graph/op_domains.h"
 
 namespace ot {
 
@@ -142,7 +143,7 @@ Executor::Executor(Model&& model, ExecutorOptions options)
 // that produces its input instead (first, for graph inputs and initializers).
 static std::vector<size_t> ShapeReadsFirst(const Graph& g, const std::vector<size_t>& order) {
   auto shape_only = [&](const Node& n) {
-    return (n.domain.empty() || n.domain == "ai.onnx") && (n.op_type == "Shape" || n.op_type == "Size") &&
+    return IsOnnxDomain(n.domain) && (n.op_type == "Shape" || n.op_type == "Size") &&
            n.inputs.size() == 1 && !n.inputs[0].empty();
   };
   std::unordered_map<std::string, std::vector<size_t>> readers;  // value -> Shape/Size nodes, in order

@@ -10,7 +10,7 @@
 // through a small kernel (cudnn_kernels.cu).
 #include <string>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/cuda/cudnn_kernels.h"
 #include "runtime/cuda/cudnn_util.h"
 #include "runtime/ops/norm_checks.h"
@@ -162,10 +162,10 @@ class LrnKernel final : public OpKernel {
   LrnDesc lrn_;
 };
 
-OT_REGISTER_CUDA_KERNEL("BatchNormalization", 1, 1 << 30, BatchNormKernel);
-OT_REGISTER_KERNEL(kGradDomain, "BatchNormTraining", 1, 1 << 30, ::ot::DeviceType::kCUDA, BatchNormKernel);
-OT_REGISTER_KERNEL(kGradDomain, "BatchNormalizationGrad", 1, 1 << 30, ::ot::DeviceType::kCUDA, BatchNormGradKernel);
-OT_REGISTER_CUDA_KERNEL("LRN", 1, 1 << 30, LrnKernel);
+OT_REGISTER_CUDA_KERNEL("BatchNormalization", 1, kLatestOpset, BatchNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "BatchNormTraining", 1, kLatestOpset, ::ot::DeviceType::kCUDA, BatchNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "BatchNormalizationGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, BatchNormGradKernel);
+OT_REGISTER_CUDA_KERNEL("LRN", 1, kLatestOpset, LrnKernel);
 
 }  // namespace
 }  // namespace ot::cuda

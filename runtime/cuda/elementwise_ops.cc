@@ -8,7 +8,7 @@
 #include <cstring>
 #include <random>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
@@ -20,8 +20,6 @@ namespace {
 using math::BinaryOp;
 using math::BroadcastIndexer;
 using math::UnaryOp;
-
-constexpr int64_t kLatest = 1 << 30;
 
 bool IsOneOf(DType t, std::initializer_list<DType> types) {
   for (DType u : types)
@@ -378,38 +376,38 @@ class DropoutGradKernel final : public OpKernel {
   }
 };
 
-OT_REGISTER_CUDA_KERNEL("Add", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Sub", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Mul", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Div", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Pow", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Max", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Min", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Sum", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Mean", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Equal", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Less", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Greater", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("LessOrEqual", 12, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("GreaterOrEqual", 12, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Where", 9, kLatest, WhereKernel);
-OT_REGISTER_CUDA_KERNEL("Abs", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Neg", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Exp", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Log", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Sqrt", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Reciprocal", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Ceil", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Floor", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Round", 11, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("LeakyRelu", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Softplus", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Clip", 1, kLatest, ClipKernel);
-OT_REGISTER_CUDA_KERNEL("Cast", 6, kLatest, CastKernel);
-OT_REGISTER_CUDA_KERNEL("CastLike", 15, kLatest, CastKernel);
-OT_REGISTER_CUDA_KERNEL("Dropout", 7, kLatest, DropoutKernel);
-OT_REGISTER_KERNEL(kGradDomain, "LeakyReluGrad", 1, kLatest, ::ot::DeviceType::kCUDA, LeakyReluGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "DropoutGrad", 1, kLatest, ::ot::DeviceType::kCUDA, DropoutGradKernel);
+OT_REGISTER_CUDA_KERNEL("Add", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Sub", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Mul", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Div", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Pow", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Max", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Min", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Sum", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Mean", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Equal", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Less", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Greater", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("LessOrEqual", 12, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("GreaterOrEqual", 12, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Where", 9, kLatestOpset, WhereKernel);
+OT_REGISTER_CUDA_KERNEL("Abs", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Neg", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Exp", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Log", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Sqrt", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Reciprocal", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Ceil", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Floor", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Round", 11, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("LeakyRelu", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Softplus", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Clip", 1, kLatestOpset, ClipKernel);
+OT_REGISTER_CUDA_KERNEL("Cast", 6, kLatestOpset, CastKernel);
+OT_REGISTER_CUDA_KERNEL("CastLike", 15, kLatestOpset, CastKernel);
+OT_REGISTER_CUDA_KERNEL("Dropout", 7, kLatestOpset, DropoutKernel);
+OT_REGISTER_KERNEL(kGradDomain, "LeakyReluGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, LeakyReluGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "DropoutGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, DropoutGradKernel);
 
 }  // namespace
 }  // namespace ot::cuda

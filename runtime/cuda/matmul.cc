@@ -244,8 +244,8 @@ class MatMulKernel final : public OpKernel {
   std::vector<int64_t> a_matrix_, b_matrix_;
 };
 
-OT_REGISTER_CUDA_KERNEL("Gemm", 1, 1 << 30, GemmKernel);
-OT_REGISTER_CUDA_KERNEL("MatMul", 1, 1 << 30, MatMulKernel);
+OT_REGISTER_CUDA_KERNEL("Gemm", 1, kLatestOpset, GemmKernel);
+OT_REGISTER_CUDA_KERNEL("MatMul", 1, kLatestOpset, MatMulKernel);
 
 }  // namespace
 }  // namespace ot::cuda

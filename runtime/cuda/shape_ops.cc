@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/copy_kernels.h"
 #include "runtime/cuda/cuda_common.h"
@@ -23,8 +23,6 @@
 
 namespace ot::cuda {
 namespace {
-
-constexpr int64_t kLatestOpset = 1 << 30;
 
 void CopyBytes(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
   if (bytes == 0 || dst == src) return;

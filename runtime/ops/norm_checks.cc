@@ -4,7 +4,7 @@
 #include <string>
 
 #include "graph/error.h"
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 
 namespace ot {
 

@@ -20,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 
 #include "runtime/cpu/conv/conv_algorithm.h"
 #include "runtime/cpu/conv/conv_dense.h"
@@ -779,8 +779,8 @@ class ConvGradKernel final : public OpKernel {
   std::shared_ptr<SgemmConv> data_own_, weights_own_;  // ours, where they won (may be one object)
 };
 
-OT_REGISTER_CPU_KERNEL("Conv", 1, 1 << 30, ConvKernel);
-OT_REGISTER_KERNEL(kGradDomain, "ConvGrad", 1, 1 << 30, DeviceType::kCPU, ConvGradKernel);
+OT_REGISTER_CPU_KERNEL("Conv", 1, kLatestOpset, ConvKernel);
+OT_REGISTER_KERNEL(kGradDomain, "ConvGrad", 1, kLatestOpset, DeviceType::kCPU, ConvGradKernel);
 
 }  // namespace
 }  // namespace cpu

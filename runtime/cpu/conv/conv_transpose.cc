@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 
 #include "runtime/cpu/layout/dnnl_layout.h"
 #include "runtime/ops/window_geometry.h"
@@ -222,8 +222,8 @@ class ConvTransposeGradKernel final : public OpKernel {
   Reorder weights_dy_, weights_x_, dw_;
 };
 
-OT_REGISTER_CPU_KERNEL("ConvTranspose", 1, 1 << 30, ConvTransposeKernel);
-OT_REGISTER_KERNEL(kGradDomain, "ConvTransposeGrad", 1, 1 << 30, DeviceType::kCPU, ConvTransposeGradKernel);
+OT_REGISTER_CPU_KERNEL("ConvTranspose", 1, kLatestOpset, ConvTransposeKernel);
+OT_REGISTER_KERNEL(kGradDomain, "ConvTransposeGrad", 1, kLatestOpset, DeviceType::kCPU, ConvTransposeGradKernel);
 
 }  // namespace
 }  // namespace cpu

@@ -5,7 +5,7 @@
 // padding stays zero), the others on plain data.
 #include <cstring>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/ops/activation_attrs.h"
 #include "runtime/cpu/dtype_dispatch.h"
 #include "runtime/cpu/strided_loop.h"
@@ -103,31 +103,29 @@ class PReluKernel final : public OpKernel {
  private:
   Shape slope_shape_;
 };
-
-constexpr int64_t kLatest = 1 << 30;
-OT_REGISTER_CPU_KERNEL("Erf", 9, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("Sin", 7, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("Cos", 7, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("Tan", 7, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("Asin", 7, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("Acos", 7, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("Atan", 7, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("Sinh", 9, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("Cosh", 9, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("Asinh", 9, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("Acosh", 9, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("Atanh", 9, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("Sign", 9, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("Softsign", 1, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("Selu", 1, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("Celu", 12, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("ThresholdedRelu", 10, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("Shrink", 9, kLatest, UnaryLoopKernel);
-OT_REGISTER_CPU_KERNEL("PRelu", 1, kLatest, PReluKernel);
+OT_REGISTER_CPU_KERNEL("Erf", 9, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Sin", 7, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Cos", 7, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Tan", 7, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Asin", 7, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Acos", 7, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Atan", 7, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Sinh", 9, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Cosh", 9, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Asinh", 9, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Acosh", 9, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Atanh", 9, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Sign", 9, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Softsign", 1, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Selu", 1, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Celu", 12, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("ThresholdedRelu", 10, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Shrink", 9, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("PRelu", 1, kLatestOpset, PReluKernel);
 // GELU: ONNX's from opset 20 (approximate "none", the erf form, or "tanh"); and the erf
 // form fused from PyTorch's exported Div/Erf/Add/Mul/Mul (graph/fusion.h).
-OT_REGISTER_CPU_KERNEL("Gelu", 20, kLatest, UnaryLoopKernel);
-OT_REGISTER_KERNEL(kGradDomain, "Gelu", 1, kLatest, DeviceType::kCPU, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Gelu", 20, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_KERNEL(kGradDomain, "Gelu", 1, kLatestOpset, DeviceType::kCPU, UnaryLoopKernel);
 
 }  // namespace
 }  // namespace cpu

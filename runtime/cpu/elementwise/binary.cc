@@ -16,7 +16,7 @@
 #include <optional>
 #include <type_traits>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/cpu/layout/dnnl_layout.h"
 #include "runtime/cpu/dtype_dispatch.h"
 #include "runtime/ops/kernel_util.h"
@@ -28,8 +28,6 @@
 namespace ot {
 namespace cpu {
 namespace {
-
-constexpr int64_t kLatest = 1 << 30;
 
 bool IsCommutative(BinaryOp op) {
   return op == BinaryOp::kAdd || op == BinaryOp::kMul || op == BinaryOp::kMax || op == BinaryOp::kMin;
@@ -74,7 +72,7 @@ class BroadcastBinaryKernel final : public OpKernel {
         relu_(info.node.op_type == "AddRelu"),
         op_(ParseBinaryOp(relu_ ? "Add" : info.node.op_type)),
         mean_(info.node.op_type == "Mean") {
-    if (relu_) opset_ = kLatest;  // its own domain's version says nothing of broadcasting
+    if (relu_) opset_ = kLatestOpset;  // its own domain's version says nothing of broadcasting
   }
 
   bool AcceptsLayouts(const KernelContext& ctx) const override {
@@ -421,21 +419,21 @@ class BroadcastBinaryKernel final : public OpKernel {
   dnnl::eltwise_forward pow_;
 };
 
-OT_REGISTER_CPU_KERNEL("Add", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_KERNEL(kGradDomain, "AddRelu", 1, kLatest, DeviceType::kCPU, BroadcastBinaryKernel);
-OT_REGISTER_CPU_KERNEL("Sub", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CPU_KERNEL("Mul", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CPU_KERNEL("Div", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CPU_KERNEL("Pow", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CPU_KERNEL("Max", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CPU_KERNEL("Min", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CPU_KERNEL("Sum", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CPU_KERNEL("Mean", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CPU_KERNEL("Equal", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CPU_KERNEL("Less", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CPU_KERNEL("Greater", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CPU_KERNEL("LessOrEqual", 12, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CPU_KERNEL("GreaterOrEqual", 12, kLatest, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Add", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_KERNEL(kGradDomain, "AddRelu", 1, kLatestOpset, DeviceType::kCPU, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Sub", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Mul", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Div", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Pow", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Max", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Min", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Sum", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Mean", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Equal", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Less", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("Greater", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("LessOrEqual", 12, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CPU_KERNEL("GreaterOrEqual", 12, kLatestOpset, BroadcastBinaryKernel);
 
 }  // namespace
 }  // namespace cpu

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <tuple>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/ops/activation_attrs.h"
 #include "runtime/cpu/layout/dnnl_layout.h"
 #include "runtime/cpu/strided_loop.h"
@@ -265,12 +265,10 @@ class MinMaxGradKernel final : public OpKernel {
     }
   }
 };
-
-constexpr int64_t kAny = 1 << 30;
-OT_REGISTER_KERNEL(kGradDomain, "ActivationGrad", 1, kAny, DeviceType::kCPU, ActivationGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "PReluGrad", 1, kAny, DeviceType::kCPU, PReluGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "PowGrad", 1, kAny, DeviceType::kCPU, PowGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "MinMaxGrad", 1, kAny, DeviceType::kCPU, MinMaxGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "ActivationGrad", 1, kLatestOpset, DeviceType::kCPU, ActivationGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "PReluGrad", 1, kLatestOpset, DeviceType::kCPU, PReluGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "PowGrad", 1, kLatestOpset, DeviceType::kCPU, PowGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "MinMaxGrad", 1, kLatestOpset, DeviceType::kCPU, MinMaxGradKernel);
 
 }  // namespace
 }  // namespace cpu

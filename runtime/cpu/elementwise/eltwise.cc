@@ -66,19 +66,19 @@ class EltwiseKernel final : public OpKernel {
   bool clip_after_ = false;
 };
 
-OT_REGISTER_CPU_KERNEL("Relu", 1, 1 << 30, EltwiseKernel);
-OT_REGISTER_CPU_KERNEL("LeakyRelu", 1, 1 << 30, EltwiseKernel);
-OT_REGISTER_CPU_KERNEL("Sigmoid", 1, 1 << 30, EltwiseKernel);
-OT_REGISTER_CPU_KERNEL("Tanh", 1, 1 << 30, EltwiseKernel);
-OT_REGISTER_CPU_KERNEL("Elu", 1, 1 << 30, EltwiseKernel);
-OT_REGISTER_CPU_KERNEL("Exp", 1, 1 << 30, EltwiseKernel);
-OT_REGISTER_CPU_KERNEL("Log", 1, 1 << 30, EltwiseKernel);
-OT_REGISTER_CPU_KERNEL("Sqrt", 1, 1 << 30, EltwiseKernel);
-OT_REGISTER_CPU_KERNEL("Abs", 1, 1 << 30, EltwiseKernel);
-OT_REGISTER_CPU_KERNEL("Softplus", 1, 1 << 30, EltwiseKernel);
-OT_REGISTER_CPU_KERNEL("HardSwish", 14, 1 << 30, EltwiseKernel);
-OT_REGISTER_CPU_KERNEL("Mish", 18, 1 << 30, EltwiseKernel);
-OT_REGISTER_CPU_KERNEL("HardSigmoid", 1, 1 << 30, EltwiseKernel);
+OT_REGISTER_CPU_KERNEL("Relu", 1, kLatestOpset, EltwiseKernel);
+OT_REGISTER_CPU_KERNEL("LeakyRelu", 1, kLatestOpset, EltwiseKernel);
+OT_REGISTER_CPU_KERNEL("Sigmoid", 1, kLatestOpset, EltwiseKernel);
+OT_REGISTER_CPU_KERNEL("Tanh", 1, kLatestOpset, EltwiseKernel);
+OT_REGISTER_CPU_KERNEL("Elu", 1, kLatestOpset, EltwiseKernel);
+OT_REGISTER_CPU_KERNEL("Exp", 1, kLatestOpset, EltwiseKernel);
+OT_REGISTER_CPU_KERNEL("Log", 1, kLatestOpset, EltwiseKernel);
+OT_REGISTER_CPU_KERNEL("Sqrt", 1, kLatestOpset, EltwiseKernel);
+OT_REGISTER_CPU_KERNEL("Abs", 1, kLatestOpset, EltwiseKernel);
+OT_REGISTER_CPU_KERNEL("Softplus", 1, kLatestOpset, EltwiseKernel);
+OT_REGISTER_CPU_KERNEL("HardSwish", 14, kLatestOpset, EltwiseKernel);
+OT_REGISTER_CPU_KERNEL("Mish", 18, kLatestOpset, EltwiseKernel);
+OT_REGISTER_CPU_KERNEL("HardSigmoid", 1, kLatestOpset, EltwiseKernel);
 
 }  // namespace
 }  // namespace cpu

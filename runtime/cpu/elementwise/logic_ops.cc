@@ -13,8 +13,6 @@ namespace ot {
 namespace cpu {
 namespace {
 
-constexpr int64_t kLatestOpset = 1 << 30;
-
 // Two inputs of one type broadcast to the output; subclasses say which types and the map.
 class BroadcastBinaryKernel : public OpKernel {
  public:

@@ -99,18 +99,16 @@ class RandomKernel final : public OpKernel {
   bool seeded_ = false;
   std::mt19937_64 own_;
 };
-
-constexpr int64_t kLatest = 1 << 30;
 using RandomUniformOp = RandomKernel<Draw::kUniform, false>;
 using RandomNormalOp = RandomKernel<Draw::kNormal, false>;
 using RandomUniformLikeOp = RandomKernel<Draw::kUniform, true>;
 using RandomNormalLikeOp = RandomKernel<Draw::kNormal, true>;
 using BernoulliOp = RandomKernel<Draw::kBernoulli, true>;
-OT_REGISTER_CPU_KERNEL("RandomUniform", 1, kLatest, RandomUniformOp);
-OT_REGISTER_CPU_KERNEL("RandomNormal", 1, kLatest, RandomNormalOp);
-OT_REGISTER_CPU_KERNEL("RandomUniformLike", 1, kLatest, RandomUniformLikeOp);
-OT_REGISTER_CPU_KERNEL("RandomNormalLike", 1, kLatest, RandomNormalLikeOp);
-OT_REGISTER_CPU_KERNEL("Bernoulli", 15, kLatest, BernoulliOp);
+OT_REGISTER_CPU_KERNEL("RandomUniform", 1, kLatestOpset, RandomUniformOp);
+OT_REGISTER_CPU_KERNEL("RandomNormal", 1, kLatestOpset, RandomNormalOp);
+OT_REGISTER_CPU_KERNEL("RandomUniformLike", 1, kLatestOpset, RandomUniformLikeOp);
+OT_REGISTER_CPU_KERNEL("RandomNormalLike", 1, kLatestOpset, RandomNormalLikeOp);
+OT_REGISTER_CPU_KERNEL("Bernoulli", 15, kLatestOpset, BernoulliOp);
 
 }  // namespace
 }  // namespace cpu

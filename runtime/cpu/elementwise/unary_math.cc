@@ -146,14 +146,12 @@ class ClipKernel final : public OpKernel {
   DnnlEltwise eltwise_;
   std::optional<std::pair<float, float>> built_bounds_;
 };
-
-constexpr int64_t kLatest = 1 << 30;
-OT_REGISTER_CPU_KERNEL("Neg", 1, kLatest, UnaryMathKernel);
-OT_REGISTER_CPU_KERNEL("Reciprocal", 1, kLatest, UnaryMathKernel);
-OT_REGISTER_CPU_KERNEL("Ceil", 1, kLatest, UnaryMathKernel);
-OT_REGISTER_CPU_KERNEL("Floor", 1, kLatest, UnaryMathKernel);
-OT_REGISTER_CPU_KERNEL("Round", 11, kLatest, UnaryMathKernel);
-OT_REGISTER_CPU_KERNEL("Clip", 1, kLatest, ClipKernel);
+OT_REGISTER_CPU_KERNEL("Neg", 1, kLatestOpset, UnaryMathKernel);
+OT_REGISTER_CPU_KERNEL("Reciprocal", 1, kLatestOpset, UnaryMathKernel);
+OT_REGISTER_CPU_KERNEL("Ceil", 1, kLatestOpset, UnaryMathKernel);
+OT_REGISTER_CPU_KERNEL("Floor", 1, kLatestOpset, UnaryMathKernel);
+OT_REGISTER_CPU_KERNEL("Round", 11, kLatestOpset, UnaryMathKernel);
+OT_REGISTER_CPU_KERNEL("Clip", 1, kLatestOpset, ClipKernel);
 
 }  // namespace
 }  // namespace cpu

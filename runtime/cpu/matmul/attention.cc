@@ -21,7 +21,7 @@
 #include <limits>
 #include <vector>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/ops/attention_shapes.h"
 #include "runtime/kernel_registry.h"
 
@@ -302,10 +302,8 @@ class AttentionGradKernel final : public OpKernel {
  private:
   AttentionGeometry g_;
 };
-
-constexpr int64_t kLatest = 1 << 30;
-OT_REGISTER_CPU_KERNEL("Attention", 23, kLatest, AttentionKernel);
-OT_REGISTER_KERNEL(kGradDomain, "AttentionGrad", 1, kLatest, DeviceType::kCPU, AttentionGradKernel);
+OT_REGISTER_CPU_KERNEL("Attention", 23, kLatestOpset, AttentionKernel);
+OT_REGISTER_KERNEL(kGradDomain, "AttentionGrad", 1, kLatestOpset, DeviceType::kCPU, AttentionGradKernel);
 
 }  // namespace
 }  // namespace cpu

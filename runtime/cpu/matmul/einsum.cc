@@ -386,7 +386,7 @@ class EinsumKernel final : public OpKernel {
   std::vector<unsigned char> scratch_a_, scratch_b_;  // the two gathered operands
 };
 
-OT_REGISTER_CPU_KERNEL("Einsum", 12, 1 << 30, EinsumKernel);
+OT_REGISTER_CPU_KERNEL("Einsum", 12, kLatestOpset, EinsumKernel);
 
 }  // namespace
 }  // namespace cpu

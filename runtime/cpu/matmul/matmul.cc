@@ -320,8 +320,8 @@ class MatMulKernel final : public OpKernel {
   dnnl::matmul primitive_;
 };
 
-OT_REGISTER_CPU_KERNEL("Gemm", 1, 1 << 30, GemmKernel);
-OT_REGISTER_CPU_KERNEL("MatMul", 1, 1 << 30, MatMulKernel);
+OT_REGISTER_CPU_KERNEL("Gemm", 1, kLatestOpset, GemmKernel);
+OT_REGISTER_CPU_KERNEL("MatMul", 1, kLatestOpset, MatMulKernel);
 
 }  // namespace
 }  // namespace cpu

@@ -22,7 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 
 #include "runtime/cpu/norm/channel_statistics.h"
 #include "runtime/cpu/layout/dnnl_layout.h"
@@ -309,12 +309,12 @@ class InstanceNormKernel final : public OpKernel {
   BatchNormPrimitive prim_;
 };
 
-OT_REGISTER_CPU_KERNEL("BatchNormalization", 1, 1 << 30, BatchNormKernel);
-OT_REGISTER_KERNEL(kGradDomain, "BatchNormTraining", 1, 1 << 30, DeviceType::kCPU, BatchNormKernel);
-OT_REGISTER_KERNEL(kGradDomain, "BatchNormalizationGrad", 1, 1 << 30, DeviceType::kCPU, BatchNormGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "SyncBatchNormTraining", 1, 1 << 30, DeviceType::kCPU, BatchNormKernel);
-OT_REGISTER_KERNEL(kGradDomain, "SyncBatchNormalizationGrad", 1, 1 << 30, DeviceType::kCPU, BatchNormGradKernel);
-OT_REGISTER_CPU_KERNEL("InstanceNormalization", 1, 1 << 30, InstanceNormKernel);
+OT_REGISTER_CPU_KERNEL("BatchNormalization", 1, kLatestOpset, BatchNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "BatchNormTraining", 1, kLatestOpset, DeviceType::kCPU, BatchNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "BatchNormalizationGrad", 1, kLatestOpset, DeviceType::kCPU, BatchNormGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SyncBatchNormTraining", 1, kLatestOpset, DeviceType::kCPU, BatchNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SyncBatchNormalizationGrad", 1, kLatestOpset, DeviceType::kCPU, BatchNormGradKernel);
+OT_REGISTER_CPU_KERNEL("InstanceNormalization", 1, kLatestOpset, InstanceNormKernel);
 
 }  // namespace
 }  // namespace cpu

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/ops/norm_checks.h"
 
@@ -196,8 +196,8 @@ class GroupNormGradKernel final : public OpKernel {
   std::vector<double> sums_;
 };
 
-OT_REGISTER_CPU_KERNEL("GroupNormalization", 18, 1 << 30, GroupNormKernel);
-OT_REGISTER_KERNEL(kGradDomain, "GroupNormalizationGrad", 1, 1 << 30, DeviceType::kCPU, GroupNormGradKernel);
+OT_REGISTER_CPU_KERNEL("GroupNormalization", 18, kLatestOpset, GroupNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "GroupNormalizationGrad", 1, kLatestOpset, DeviceType::kCPU, GroupNormGradKernel);
 
 }  // namespace
 }  // namespace cpu

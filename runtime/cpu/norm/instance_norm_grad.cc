@@ -12,7 +12,7 @@
 #include <cmath>
 #include <vector>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/ops/norm_checks.h"
 
@@ -86,7 +86,7 @@ class InstanceNormGradKernel final : public OpKernel {
   }
 };
 
-OT_REGISTER_KERNEL(kGradDomain, "InstanceNormalizationGrad", 1, 1 << 30, DeviceType::kCPU, InstanceNormGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "InstanceNormalizationGrad", 1, kLatestOpset, DeviceType::kCPU, InstanceNormGradKernel);
 
 }  // namespace
 }  // namespace cpu

@@ -18,7 +18,7 @@
 #include <cmath>
 #include <vector>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/cpu/layout/dnnl_util.h"
 #include "runtime/ops/kernel_util.h"
 #include "runtime/kernel_registry.h"
@@ -428,12 +428,12 @@ class RmsNormGradKernel final : public OpKernel {
   std::vector<double> inv_;
 };
 
-OT_REGISTER_CPU_KERNEL("LayerNormalization", 17, 1 << 30, LayerNormKernel);
+OT_REGISTER_CPU_KERNEL("LayerNormalization", 17, kLatestOpset, LayerNormKernel);
 // The same op fused from an older opset's decomposition (graph/fusion.h).
-OT_REGISTER_KERNEL(kGradDomain, "LayerNormalization", 1, 1 << 30, DeviceType::kCPU, LayerNormKernel);
-OT_REGISTER_KERNEL(kGradDomain, "LayerNormalizationGrad", 1, 1 << 30, DeviceType::kCPU, LayerNormGradKernel);
-OT_REGISTER_CPU_KERNEL("RMSNormalization", 23, 1 << 30, RmsNormKernel);
-OT_REGISTER_KERNEL(kGradDomain, "RMSNormalizationGrad", 1, 1 << 30, DeviceType::kCPU, RmsNormGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "LayerNormalization", 1, kLatestOpset, DeviceType::kCPU, LayerNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "LayerNormalizationGrad", 1, kLatestOpset, DeviceType::kCPU, LayerNormGradKernel);
+OT_REGISTER_CPU_KERNEL("RMSNormalization", 23, kLatestOpset, RmsNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "RMSNormalizationGrad", 1, kLatestOpset, DeviceType::kCPU, RmsNormGradKernel);
 
 }  // namespace
 }  // namespace cpu

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/ops/kernel_util.h"
 #include "runtime/kernel_registry.h"
 
@@ -117,8 +117,8 @@ class LpNormalizationGradKernel final : public OpKernel {
   LpGeometry g_;
 };
 
-OT_REGISTER_CPU_KERNEL("LpNormalization", 1, 1 << 30, LpNormalizationKernel);
-OT_REGISTER_KERNEL(kGradDomain, "LpNormalizationGrad", 1, 1 << 30, DeviceType::kCPU, LpNormalizationGradKernel);
+OT_REGISTER_CPU_KERNEL("LpNormalization", 1, kLatestOpset, LpNormalizationKernel);
+OT_REGISTER_KERNEL(kGradDomain, "LpNormalizationGrad", 1, kLatestOpset, DeviceType::kCPU, LpNormalizationGradKernel);
 
 }  // namespace
 }  // namespace cpu

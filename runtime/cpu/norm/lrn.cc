@@ -10,7 +10,7 @@
 #include <cmath>
 #include <vector>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/cpu/layout/dnnl_util.h"
 #include "runtime/kernel_registry.h"
 
@@ -108,8 +108,8 @@ class LrnGradKernel final : public OpKernel {
   }
 };
 
-OT_REGISTER_CPU_KERNEL("LRN", 1, 1 << 30, LrnKernel);
-OT_REGISTER_KERNEL(kGradDomain, "LRNGrad", 1, 1 << 30, DeviceType::kCPU, LrnGradKernel);
+OT_REGISTER_CPU_KERNEL("LRN", 1, kLatestOpset, LrnKernel);
+OT_REGISTER_KERNEL(kGradDomain, "LRNGrad", 1, kLatestOpset, DeviceType::kCPU, LrnGradKernel);
 
 }  // namespace
 }  // namespace cpu

@@ -9,7 +9,7 @@
 //     dX = dY at each value's position, 0 for a value another one overwrote.
 #include <vector>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/ops/kernel_util.h"
 #include "runtime/ops/window_geometry.h"
 #include "runtime/kernel_registry.h"
@@ -119,8 +119,8 @@ class MaxUnpoolGradKernel final : public OpKernel {
   ShapeInputValues shape_inputs_;
 };
 
-OT_REGISTER_CPU_KERNEL("MaxUnpool", 9, 1 << 30, MaxUnpoolKernel);
-OT_REGISTER_KERNEL(kGradDomain, "MaxUnpoolGrad", 1, 1 << 30, DeviceType::kCPU, MaxUnpoolGradKernel);
+OT_REGISTER_CPU_KERNEL("MaxUnpool", 9, kLatestOpset, MaxUnpoolKernel);
+OT_REGISTER_KERNEL(kGradDomain, "MaxUnpoolGrad", 1, kLatestOpset, DeviceType::kCPU, MaxUnpoolGradKernel);
 
 }  // namespace
 }  // namespace cpu

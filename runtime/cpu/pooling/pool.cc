@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/cpu/layout/dnnl_layout.h"
 #include "runtime/ops/window_geometry.h"
 #include "runtime/kernel_registry.h"
@@ -219,14 +219,14 @@ class PoolGradKernel final : public OpKernel {
   std::vector<float> scratch_dst_;
 };
 
-OT_REGISTER_KERNEL(kGradDomain, "MaxPoolGrad", 1, 1 << 30, DeviceType::kCPU, PoolGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "AveragePoolGrad", 1, 1 << 30, DeviceType::kCPU, PoolGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "GlobalMaxPoolGrad", 1, 1 << 30, DeviceType::kCPU, PoolGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "GlobalAveragePoolGrad", 1, 1 << 30, DeviceType::kCPU, PoolGradKernel);
-OT_REGISTER_CPU_KERNEL("MaxPool", 1, 1 << 30, PoolKernel);
-OT_REGISTER_CPU_KERNEL("AveragePool", 1, 1 << 30, PoolKernel);
-OT_REGISTER_CPU_KERNEL("GlobalMaxPool", 1, 1 << 30, PoolKernel);
-OT_REGISTER_CPU_KERNEL("GlobalAveragePool", 1, 1 << 30, PoolKernel);
+OT_REGISTER_KERNEL(kGradDomain, "MaxPoolGrad", 1, kLatestOpset, DeviceType::kCPU, PoolGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "AveragePoolGrad", 1, kLatestOpset, DeviceType::kCPU, PoolGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "GlobalMaxPoolGrad", 1, kLatestOpset, DeviceType::kCPU, PoolGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "GlobalAveragePoolGrad", 1, kLatestOpset, DeviceType::kCPU, PoolGradKernel);
+OT_REGISTER_CPU_KERNEL("MaxPool", 1, kLatestOpset, PoolKernel);
+OT_REGISTER_CPU_KERNEL("AveragePool", 1, kLatestOpset, PoolKernel);
+OT_REGISTER_CPU_KERNEL("GlobalMaxPool", 1, kLatestOpset, PoolKernel);
+OT_REGISTER_CPU_KERNEL("GlobalAveragePool", 1, kLatestOpset, PoolKernel);
 
 }  // namespace
 }  // namespace cpu

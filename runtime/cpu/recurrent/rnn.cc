@@ -26,7 +26,7 @@
 #include <limits>
 #include <vector>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/cpu/recurrent/rnn_activations.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/ops/rnn_shapes.h"
@@ -574,12 +574,12 @@ class RnnGradKernel final : public OpKernel {
   std::vector<RnnSaved> saved_;
 };
 
-OT_REGISTER_CPU_KERNEL("LSTM", 7, 1 << 30, RnnKernel<RnnCell::kLSTM>);
-OT_REGISTER_CPU_KERNEL("GRU", 7, 1 << 30, RnnKernel<RnnCell::kGRU>);
-OT_REGISTER_CPU_KERNEL("RNN", 7, 1 << 30, RnnKernel<RnnCell::kRNN>);
-OT_REGISTER_KERNEL(kGradDomain, "LSTMGrad", 1, 1 << 30, DeviceType::kCPU, RnnGradKernel<RnnCell::kLSTM>);
-OT_REGISTER_KERNEL(kGradDomain, "GRUGrad", 1, 1 << 30, DeviceType::kCPU, RnnGradKernel<RnnCell::kGRU>);
-OT_REGISTER_KERNEL(kGradDomain, "RNNGrad", 1, 1 << 30, DeviceType::kCPU, RnnGradKernel<RnnCell::kRNN>);
+OT_REGISTER_CPU_KERNEL("LSTM", 7, kLatestOpset, RnnKernel<RnnCell::kLSTM>);
+OT_REGISTER_CPU_KERNEL("GRU", 7, kLatestOpset, RnnKernel<RnnCell::kGRU>);
+OT_REGISTER_CPU_KERNEL("RNN", 7, kLatestOpset, RnnKernel<RnnCell::kRNN>);
+OT_REGISTER_KERNEL(kGradDomain, "LSTMGrad", 1, kLatestOpset, DeviceType::kCPU, RnnGradKernel<RnnCell::kLSTM>);
+OT_REGISTER_KERNEL(kGradDomain, "GRUGrad", 1, kLatestOpset, DeviceType::kCPU, RnnGradKernel<RnnCell::kGRU>);
+OT_REGISTER_KERNEL(kGradDomain, "RNNGrad", 1, kLatestOpset, DeviceType::kCPU, RnnGradKernel<RnnCell::kRNN>);
 
 }  // namespace
 }  // namespace cpu

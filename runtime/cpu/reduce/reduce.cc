@@ -244,12 +244,10 @@ class ArgExtremeKernel final : public OpKernel {
   const bool is_max_;
   ArgExtremePlan plan_;
 };
-
-constexpr int64_t kLatest = 1 << 30;
 // Opset 18 moves axes to an input for every reduction (ReduceSum at 13); ReadReduceAxes
 // reads the attribute or the input as the opset says.
-constexpr int64_t kAxesAttributeUntil = kLatest;
-OT_REGISTER_CPU_KERNEL("ReduceSum", 1, kLatest, ReduceKernel);
+constexpr int64_t kAxesAttributeUntil = kLatestOpset;
+OT_REGISTER_CPU_KERNEL("ReduceSum", 1, kLatestOpset, ReduceKernel);
 OT_REGISTER_CPU_KERNEL("ReduceMean", 1, kAxesAttributeUntil, ReduceKernel);
 OT_REGISTER_CPU_KERNEL("ReduceMax", 1, kAxesAttributeUntil, ReduceKernel);
 OT_REGISTER_CPU_KERNEL("ReduceMin", 1, kAxesAttributeUntil, ReduceKernel);
@@ -259,8 +257,8 @@ OT_REGISTER_CPU_KERNEL("ReduceL2", 1, kAxesAttributeUntil, ReduceKernel);
 OT_REGISTER_CPU_KERNEL("ReduceSumSquare", 1, kAxesAttributeUntil, ReduceKernel);
 OT_REGISTER_CPU_KERNEL("ReduceLogSum", 1, kAxesAttributeUntil, ReduceKernel);
 OT_REGISTER_CPU_KERNEL("ReduceLogSumExp", 1, kAxesAttributeUntil, ReduceKernel);
-OT_REGISTER_CPU_KERNEL("ArgMax", 1, kLatest, ArgExtremeKernel);
-OT_REGISTER_CPU_KERNEL("ArgMin", 1, kLatest, ArgExtremeKernel);
+OT_REGISTER_CPU_KERNEL("ArgMax", 1, kLatestOpset, ArgExtremeKernel);
+OT_REGISTER_CPU_KERNEL("ArgMin", 1, kLatestOpset, ArgExtremeKernel);
 
 }  // namespace
 }  // namespace cpu

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <vector>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/ops/kernel_util.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/ops/reduce_shapes.h"
@@ -122,7 +122,7 @@ class ReduceValueGradKernel final : public OpKernel {
   std::vector<double> nonzero_prod_;
 };
 
-OT_REGISTER_KERNEL(kGradDomain, "ReduceValueGrad", 1, 1 << 30, DeviceType::kCPU, ReduceValueGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "ReduceValueGrad", 1, kLatestOpset, DeviceType::kCPU, ReduceValueGradKernel);
 
 }  // namespace
 }  // namespace cpu

@@ -146,11 +146,9 @@ class HardmaxKernel final : public OpKernel {
  private:
   AxisView view_;
 };
-
-constexpr int64_t kLatest = 1 << 30;
-OT_REGISTER_CPU_KERNEL("Softmax", 1, kLatest, SoftmaxKernel);
-OT_REGISTER_CPU_KERNEL("LogSoftmax", 1, kLatest, SoftmaxKernel);
-OT_REGISTER_CPU_KERNEL("Hardmax", 1, kLatest, HardmaxKernel);
+OT_REGISTER_CPU_KERNEL("Softmax", 1, kLatestOpset, SoftmaxKernel);
+OT_REGISTER_CPU_KERNEL("LogSoftmax", 1, kLatestOpset, SoftmaxKernel);
+OT_REGISTER_CPU_KERNEL("Hardmax", 1, kLatestOpset, HardmaxKernel);
 
 }  // namespace
 }  // namespace cpu

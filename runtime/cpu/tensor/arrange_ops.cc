@@ -7,7 +7,7 @@
 #include <array>
 #include <cstring>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/cpu/dtype_dispatch.h"
 #include "runtime/ops/kernel_util.h"
 #include "runtime/cpu/strided_loop.h"
@@ -18,8 +18,6 @@
 namespace ot {
 namespace cpu {
 namespace {
-
-constexpr int64_t kLatestOpset = 1 << 30;
 
 // Trilu(X[, k]): keeps j - i >= k (upper) or j - i <= k (lower) of each matrix.
 class TriluKernel final : public OpKernel {
@@ -263,9 +261,6 @@ OT_REGISTER_CPU_KERNEL("ReverseSequence", 10, kLatestOpset, ReverseSequenceKerne
 OT_REGISTER_CPU_KERNEL("DepthToSpace", 1, kLatestOpset, BlockPermutationKernel);
 OT_REGISTER_CPU_KERNEL("SpaceToDepth", 1, kLatestOpset, BlockPermutationKernel);
 OT_REGISTER_KERNEL(kGradDomain, "DepthToSpaceGrad", 1, kLatestOpset, DeviceType::kCPU, BlockPermutationKernel);
-OT_REGISTER_CPU_KERNEL("OneHot", 9, kLatestOpset, OneHotKernel);
-OT_REGISTER_CPU_KERNEL("EyeLike", 9, kLatestOpset, EyeLikeKernel);
-OT_REGISTER_CPU_KERNEL("Range", 11, kLatestOpset, RangeKernel);
 
 }  // namespace
 }  // namespace cpu

@@ -6,7 +6,7 @@
 #include <array>
 #include <cstring>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/cpu/tensor/index_util.h"
 #include "runtime/ops/kernel_util.h"
 #include "runtime/cpu/strided_loop.h"
@@ -182,13 +182,11 @@ class TileGradKernel final : public OpKernel {
   std::vector<int64_t> strides_;
   ShapeInputValues shape_inputs_;
 };
-
-constexpr int64_t kAny = 1 << 30;
-OT_REGISTER_KERNEL(kGradDomain, "GatherGrad", 1, kAny, DeviceType::kCPU, GatherGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "GatherElementsGrad", 1, kAny, DeviceType::kCPU, GatherElementsGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "GatherNDGrad", 1, kAny, DeviceType::kCPU, GatherNDGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "SliceGrad", 1, kAny, DeviceType::kCPU, SliceGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "TileGrad", 1, kAny, DeviceType::kCPU, TileGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "GatherGrad", 1, kLatestOpset, DeviceType::kCPU, GatherGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "GatherElementsGrad", 1, kLatestOpset, DeviceType::kCPU, GatherElementsGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "GatherNDGrad", 1, kLatestOpset, DeviceType::kCPU, GatherNDGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SliceGrad", 1, kLatestOpset, DeviceType::kCPU, SliceGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "TileGrad", 1, kLatestOpset, DeviceType::kCPU, TileGradKernel);
 
 }  // namespace
 }  // namespace cpu

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/cpu/dtype_dispatch.h"
 #include "runtime/cpu/tensor/index_util.h"
 #include "runtime/ops/kernel_util.h"
@@ -22,8 +22,6 @@
 namespace ot {
 namespace cpu {
 namespace {
-
-constexpr int64_t kLatestOpset = 1 << 30;
 
 // ---------------------------------------------------------------------------------------
 class GatherNDKernel final : public OpKernel {

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/cpu/layout/dnnl_util.h"
 #include "runtime/ops/kernel_util.h"
 #include "runtime/ops/index_shapes.h"
@@ -227,8 +227,6 @@ class ResizeGradKernel final : public ResizeBase {
   int64_t fwd_opset_ = 13;
   dnnl::resampling_backward prim_;
 };
-
-constexpr int64_t kLatestOpset = 1 << 30;
 OT_REGISTER_CPU_KERNEL("Resize", 10, kLatestOpset, ResizeKernel);
 OT_REGISTER_CPU_KERNEL("Upsample", 7, 9, ResizeKernel);
 OT_REGISTER_KERNEL(kGradDomain, "ResizeGrad", 1, kLatestOpset, DeviceType::kCPU, ResizeGradKernel);

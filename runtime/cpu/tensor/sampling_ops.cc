@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/ops/kernel_util.h"
 #include "runtime/ops/index_shapes.h"
 #include "runtime/ops/op_shapes.h"
@@ -355,9 +355,9 @@ class RoiAlignKernel final : public OpKernel {
   int64_t oh_ = 1, ow_ = 1;
 };
 
-OT_REGISTER_CPU_KERNEL("GridSample", 16, 1 << 30, GridSampleKernel);
-OT_REGISTER_CPU_KERNEL("RoiAlign", 10, 1 << 30, RoiAlignKernel);
-OT_REGISTER_KERNEL(kGradDomain, "GridSampleGrad", 1, 1 << 30, DeviceType::kCPU, GridSampleGradKernel);
+OT_REGISTER_CPU_KERNEL("GridSample", 16, kLatestOpset, GridSampleKernel);
+OT_REGISTER_CPU_KERNEL("RoiAlign", 10, kLatestOpset, RoiAlignKernel);
+OT_REGISTER_KERNEL(kGradDomain, "GridSampleGrad", 1, kLatestOpset, DeviceType::kCPU, GridSampleGradKernel);
 
 }  // namespace
 }  // namespace cpu

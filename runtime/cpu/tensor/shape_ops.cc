@@ -10,7 +10,7 @@
 #include <random>
 #include <type_traits>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/ops/kernel_util.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/ops/op_shapes.h"
@@ -18,8 +18,6 @@
 namespace ot {
 namespace cpu {
 namespace {
-
-constexpr int64_t kLatestOpset = 1 << 30;
 
 // ---------------------------------------------------------------------------------------
 // Kernels whose output is input 0 with another shape; the bytes are copied unchanged.

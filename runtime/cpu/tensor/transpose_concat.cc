@@ -41,8 +41,6 @@ void StridedCopy(const void* src, const std::vector<int64_t>& src_strides, int64
 
 namespace {
 
-constexpr int64_t kLatestOpset = 1 << 30;
-
 // ---------------------------------------------------------------------------------------
 class TransposeKernel final : public OpKernel {
  public:

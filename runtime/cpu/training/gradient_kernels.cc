@@ -8,7 +8,7 @@
 #include <vector>
 #include <cstring>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/cpu/layout/dnnl_layout.h"
 #include "runtime/ops/kernel_util.h"
 #include "runtime/kernel_registry.h"
@@ -544,23 +544,21 @@ class PadGradKernel final : public OpKernel {
  private:
   std::vector<std::vector<int64_t>> sources_;
 };
-
-constexpr int64_t kAny = 1 << 30;
-OT_REGISTER_KERNEL(kGradDomain, "ReluGrad", 1, kAny, DeviceType::kCPU, ActivationGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "SigmoidGrad", 1, kAny, DeviceType::kCPU, ActivationGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "TanhGrad", 1, kAny, DeviceType::kCPU, ActivationGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "LeakyReluGrad", 1, kAny, DeviceType::kCPU, ActivationGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "SumToShape", 1, kAny, DeviceType::kCPU, SumToShapeKernel);
-OT_REGISTER_KERNEL(kGradDomain, "TransposeLastTwo", 1, kAny, DeviceType::kCPU, TransposeLastTwoKernel);
-OT_REGISTER_KERNEL(kGradDomain, "SoftmaxCrossEntropyLossGrad", 1, kAny, DeviceType::kCPU,
+OT_REGISTER_KERNEL(kGradDomain, "ReluGrad", 1, kLatestOpset, DeviceType::kCPU, ActivationGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SigmoidGrad", 1, kLatestOpset, DeviceType::kCPU, ActivationGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "TanhGrad", 1, kLatestOpset, DeviceType::kCPU, ActivationGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "LeakyReluGrad", 1, kLatestOpset, DeviceType::kCPU, ActivationGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SumToShape", 1, kLatestOpset, DeviceType::kCPU, SumToShapeKernel);
+OT_REGISTER_KERNEL(kGradDomain, "TransposeLastTwo", 1, kLatestOpset, DeviceType::kCPU, TransposeLastTwoKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SoftmaxCrossEntropyLossGrad", 1, kLatestOpset, DeviceType::kCPU,
                    SoftmaxCrossEntropyLossGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "NegativeLogLikelihoodLossGrad", 1, kAny, DeviceType::kCPU, NllLossGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "DropoutGrad", 1, kAny, DeviceType::kCPU, DropoutGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "SoftmaxGrad", 1, kAny, DeviceType::kCPU, SoftmaxFamilyGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "LogSoftmaxGrad", 1, kAny, DeviceType::kCPU, SoftmaxFamilyGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "ReduceGrad", 1, kAny, DeviceType::kCPU, ReduceGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "ConcatGrad", 1, kAny, DeviceType::kCPU, ConcatGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "PadGrad", 1, kAny, DeviceType::kCPU, PadGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "NegativeLogLikelihoodLossGrad", 1, kLatestOpset, DeviceType::kCPU, NllLossGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "DropoutGrad", 1, kLatestOpset, DeviceType::kCPU, DropoutGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SoftmaxGrad", 1, kLatestOpset, DeviceType::kCPU, SoftmaxFamilyGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "LogSoftmaxGrad", 1, kLatestOpset, DeviceType::kCPU, SoftmaxFamilyGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "ReduceGrad", 1, kLatestOpset, DeviceType::kCPU, ReduceGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "ConcatGrad", 1, kLatestOpset, DeviceType::kCPU, ConcatGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "PadGrad", 1, kLatestOpset, DeviceType::kCPU, PadGradKernel);
 
 }  // namespace
 }  // namespace cpu

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "runtime/ops/kernel_util.h"
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/ops/train_checks.h"
 
@@ -129,10 +129,10 @@ class ClassificationLossKernel final : public OpKernel {
   int64_t ignore_index_ = 0;
 };
 
-OT_REGISTER_CPU_KERNEL("SoftmaxCrossEntropyLoss", 12, 1 << 30, ClassificationLossKernel);
-OT_REGISTER_CPU_KERNEL("NegativeLogLikelihoodLoss", 12, 1 << 30, ClassificationLossKernel);
+OT_REGISTER_CPU_KERNEL("SoftmaxCrossEntropyLoss", 12, kLatestOpset, ClassificationLossKernel);
+OT_REGISTER_CPU_KERNEL("NegativeLogLikelihoodLoss", 12, kLatestOpset, ClassificationLossKernel);
 // The loss the autodiff pass attaches to models older than opset 12.
-OT_REGISTER_KERNEL(kGradDomain, "SoftmaxCrossEntropyLoss", 1, 1 << 30, DeviceType::kCPU, ClassificationLossKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SoftmaxCrossEntropyLoss", 1, kLatestOpset, DeviceType::kCPU, ClassificationLossKernel);
 
 }  // namespace
 }  // namespace cpu

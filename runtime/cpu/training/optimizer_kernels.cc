@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/ops/train_checks.h"
 
@@ -17,7 +17,6 @@ namespace ot {
 namespace cpu {
 namespace {
 
-constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
 // Tensors smaller than this are updated by the calling thread: waking the OpenMP team
 // costs more than it saves on a bias or a small layer (SimpleNN's 10 + 7840 values).
 constexpr int64_t kParallelUpdate = 32768;
@@ -219,12 +218,12 @@ class RmspropKernel final : public OptimizerKernel {
   const bool centered_;
 };
 
-OT_REGISTER_KERNEL(kTrainingDomain, "Momentum", 1, 1 << 30, DeviceType::kCPU, MomentumKernel);
-OT_REGISTER_KERNEL(kGradDomain, "SGD", 1, 1 << 30, DeviceType::kCPU, SgdKernel);
-OT_REGISTER_KERNEL(kTrainingDomain, "Adagrad", 1, 1 << 30, DeviceType::kCPU, AdagradKernel);
-OT_REGISTER_KERNEL(kTrainingDomain, "Adam", 1, 1 << 30, DeviceType::kCPU, AdamKernel);
-OT_REGISTER_KERNEL(kGradDomain, "AdamW", 1, 1 << 30, DeviceType::kCPU, AdamWKernel);
-OT_REGISTER_KERNEL(kGradDomain, "RMSprop", 1, 1 << 30, DeviceType::kCPU, RmspropKernel);
+OT_REGISTER_KERNEL(kTrainingOpsDomain, "Momentum", 1, kLatestOpset, DeviceType::kCPU, MomentumKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SGD", 1, kLatestOpset, DeviceType::kCPU, SgdKernel);
+OT_REGISTER_KERNEL(kTrainingOpsDomain, "Adagrad", 1, kLatestOpset, DeviceType::kCPU, AdagradKernel);
+OT_REGISTER_KERNEL(kTrainingOpsDomain, "Adam", 1, kLatestOpset, DeviceType::kCPU, AdamKernel);
+OT_REGISTER_KERNEL(kGradDomain, "AdamW", 1, kLatestOpset, DeviceType::kCPU, AdamWKernel);
+OT_REGISTER_KERNEL(kGradDomain, "RMSprop", 1, kLatestOpset, DeviceType::kCPU, RmspropKernel);
 
 }  // namespace
 }  // namespace cpu
