@@ -21,6 +21,7 @@
 #include "tools/training_commands.h"
 #include "train/exported_model.h"
 #include "train/image_dataset.h"
+#include "tools/executor_environment.h"
 
 namespace ot {
 namespace {
@@ -74,7 +75,7 @@ int CmdInfer(const std::vector<std::string>& argv) {
   Args args(argv, {"input", "o", "device", "threads", "conv-algo"}, {"tf32"});
   OT_CHECK(args.positional().size() == 1, "infer needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "infer needs -o DIR (where the outputs are written)");
-  ExecutorOptions opts;
+  ExecutorOptions opts = ExecutorOptionsFromEnvironment();
   opts.device = Device::Parse(args.Get("device", "cpu"));
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
   opts.conv_algo = args.Get("conv-algo", "auto");

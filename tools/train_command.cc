@@ -30,6 +30,7 @@
 #include "train/model_input_check.h"
 #include "train/token_dataset.h"
 #include "train/trainer.h"
+#include "tools/executor_environment.h"
 
 namespace ot {
 
@@ -353,7 +354,8 @@ int CmdTrain(std::vector<std::string> argv) {
   o.metrics_path = args.Get("metrics");
   o.quiet = args.Has("quiet");
   o.threads = static_cast<int>(args.GetInt("threads", 0));
-  SetCpuConvAlgorithm(ParseConvAlgorithm(args.Get("conv-algo", "auto")));
+  o.executor = ExecutorOptionsFromEnvironment();
+  o.executor.conv_algo = ConvAlgorithmName(ParseConvAlgorithm(args.Get("conv-algo", "auto")));
   o.device = Device::Parse(args.Get("device", "cpu"));
   ApplyTf32Flag(args.Has("tf32"), o.device);
   o.cuda_graphs = args.Has("cuda-graphs");
@@ -526,7 +528,7 @@ int CmdEval(const std::vector<std::string>& argv) {
   eo.training = false;
   const PreparedModel prepared = PrepareExportedModel(LoadModel(args.positional()[0]), eo);
   const Model& model = prepared.model;
-  ExecutorOptions opts;
+  ExecutorOptions opts = ExecutorOptionsFromEnvironment();
   opts.device = Device::Parse(args.Get("device", "cpu"));
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
   const std::string spec = args.Get("data", "fashion-mnist"), split = args.Get("split", "test");

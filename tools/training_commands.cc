@@ -17,6 +17,7 @@
 #include "tools/args.h"
 #include "tools/cli_util.h"
 #include "train/exported_model.h"
+#include "tools/executor_environment.h"
 
 namespace ot {
 
@@ -60,7 +61,7 @@ int CmdGrad(const std::vector<std::string>& argv) {
   AutodiffOptions ao = ReadAutodiffOptions(args);
   Model forward = LoadForTraining(args, &ao.freeze);
   TrainingGraph tg = BuildTrainingGraph(forward, ao);
-  ExecutorOptions opts;
+  ExecutorOptions opts = ExecutorOptionsFromEnvironment();
   opts.device = Device::Parse(args.Get("device", "cpu"));
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
   opts.seed = static_cast<uint64_t>(args.GetInt("seed", 0));

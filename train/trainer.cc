@@ -16,7 +16,6 @@
 #include <thread>
 
 #include "comm/rendezvous.h"
-#include "runtime/cpu/conv/conv_algorithm.h"
 #include "runtime/executor.h"
 #include "graph/error.h"
 #include "graph/file_util.h"
@@ -40,28 +39,29 @@ namespace ot {
 
 namespace {
 
-// auto's convolution choices (runtime/cpu/conv/conv_algorithm.h) beside the checkpoints, a file
+// The kernels' timed choices (TrainingSession::SaveAlgorithmChoices: auto's convolution
+// algorithms, runtime/cpu/conv/conv_algorithm.h) beside the checkpoints, a file
 // per rank: a resumed run loads them and so runs the algorithms, and rounds the way, the
 // interrupted run did. Written when they change; a failure to write only warns (once).
 class ConvChoicesFile {
  public:
-  ConvChoicesFile(std::string dir, int rank)
-      : path_(dir + "/conv_algorithms.rank" + std::to_string(rank) + ".txt") {}
+  ConvChoicesFile(std::string dir, int rank, const TrainingSession& session)
+      : path_(dir + "/conv_algorithms.rank" + std::to_string(rank) + ".txt"), session_(session) {}
   // Before the first step of a run resumed from the state file `state_path`: the choices
   // kept beside it, if any.
-  static void LoadBeside(const std::string& state_path, int rank) {
+  static void LoadBeside(const std::string& state_path, int rank, TrainingSession& session) {
     const size_t slash = state_path.rfind('/');
     const std::string dir = slash == std::string::npos ? "." : state_path.substr(0, slash);
     const std::string path = dir + "/conv_algorithms.rank" + std::to_string(rank) + ".txt";
     if (::access(path.c_str(), R_OK) != 0) return;
     try {
-      LoadConvChoices(ReadFileBytes(path));
+      session.LoadAlgorithmChoices(ReadFileBytes(path));
     } catch (const Error& e) {
       throw Error(path + ": " + e.what() + " (delete the file to let this run time its convolutions anew)");
     }
   }
   void Update() {
-    const std::string text = SaveConvChoices();
+    const std::string text = session_.SaveAlgorithmChoices();
     if (text == written_ || failed_) return;
     try {
       WriteFileAtomic(path_, text);
@@ -75,6 +75,7 @@ class ConvChoicesFile {
 
  private:
   std::string path_, written_;
+  const TrainingSession& session_;
   bool failed_ = false;
 };
 
@@ -359,6 +360,7 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
            device.ToString().c_str());
   CommunicatorReplicaSum replica_sum;  // bound to the communicator once connected
   TrainingConfig config;
+  config.executor = o.executor;
   config.sync_batch_norm = sync_bn;
   if (sync_bn) config.executor.cross_replica = &replica_sum;
   config.autodiff.freeze = o.freeze;
@@ -469,14 +471,14 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
   std::unique_ptr<ConvChoicesFile> conv_choices;
   bool conv_choices_kept = false;  // after the run's first step
   if (o.save_checkpoints && device.type == DeviceType::kCPU)
-    conv_choices = std::make_unique<ConvChoicesFile>(o.checkpoint_dir, rank);
+    conv_choices = std::make_unique<ConvChoicesFile>(o.checkpoint_dir, rank, session);
   if (!o.resume.empty()) {
     const std::string path = o.resume == "latest" ? FindLatestCheckpoint(o.checkpoint_dir) : ResumeStatePath(o.resume);
     if (path.empty()) {
       say("no checkpoint in " + o.checkpoint_dir + " yet: starting from the beginning");
     } else {
       sampler.Restore(Resume(session, forward, o, path, &resumed_tally, ema.get()));
-      if (device.type == DeviceType::kCPU) ConvChoicesFile::LoadBeside(path, rank);
+      if (device.type == DeviceType::kCPU) ConvChoicesFile::LoadBeside(path, rank, session);
       if (!lead) resumed_tally = EpochTally{};  // rank 0 adds the job's tally once
       const int64_t done = sampler.State().epoch;
       if (done >= o.epochs) {
@@ -733,7 +735,7 @@ TrainResult RunTraining(Model forward, const TrainerOptions& o) {
       summary.test_accuracy = acc.Fraction();
       result.test_accuracy = acc.Fraction();
       if (ema) {
-        ExecutorOptions eo;
+        ExecutorOptions eo = o.executor;
         eo.device = device;
         eo.num_threads = o.threads;
         Executor averaged(ema->AveragedModel(session.InferenceModel()), eo);

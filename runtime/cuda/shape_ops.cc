@@ -85,7 +85,8 @@ class CpuTwin {
     for (int i = 0; i < ctx.NumInputs(); ++i) ins.push_back(ctx.OptionalInput(i));
     std::vector<Tensor*> out_ptrs;
     for (int i = 0; i < ctx.NumOutputs(); ++i) out_ptrs.push_back(ctx.HasOutput(i) ? &outs[static_cast<size_t>(i)] : nullptr);
-    return KernelContext(ctx.node(), std::move(ins), std::move(out_ptrs), &ctx.rng(), Device::CPU());
+    return KernelContext(ctx.node(), std::move(ins), std::move(out_ptrs), &ctx.rng(), Device::CPU(), nullptr,
+                         &ctx.settings());
   }
 
   std::unique_ptr<OpKernel> kernel_;

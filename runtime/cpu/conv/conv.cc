@@ -29,6 +29,7 @@
 #include "runtime/cpu/layout/dnnl_layout.h"
 #include "runtime/ops/window_geometry.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/algorithm_choices.h"
 
 namespace ot {
 namespace cpu {
@@ -42,6 +43,11 @@ struct ConvProblem {
   int64_t out_channels = 0;
   bool has_bias = false;
   dnnl::memory::dims strides, dilations, pads_begin, pads_end;
+  // The executor's settings (SetUp): --conv-algo, the channel block of the activations it
+  // blocks, and where auto's timed choices are kept (null: not kept).
+  ConvAlgorithm algorithm = ConvAlgorithm::kAuto;
+  int64_t channel_block = 8;
+  AlgorithmChoices* choices = nullptr;
 };
 
 // Memory descriptors the primitives are created with. Activations (src, dst and their
@@ -75,8 +81,8 @@ ConvDescs ChooseConvDescs(const ConvProblem& p, ConvLayouts layouts, const Tenso
     if (layouts == ConvLayouts::kChannelsLast) return ChannelsLast(s);
     if (now && !now->is_plain()) return DescOf(*now);
     // A plain input of few channels (the images) stays plain: no padding to a block.
-    if (now && s[1] < ChannelBlock()) return PlainDesc(s, DType::kFloat32);
-    return ChannelBlocked(s);
+    if (now && s[1] < p.channel_block) return PlainDesc(s, DType::kFloat32);
+    return ChannelBlocked(s, p.channel_block);
   };
   ConvDescs d;
   d.src = activation(p.src, src_now);
@@ -120,12 +126,17 @@ auto WithBestLayouts(const ConvProblem& p, const Tensor* src_now, const Tensor* 
 }
 
 // The problem a Conv node poses on given input shapes; shared by Conv and ConvGrad.
-ConvProblem DescribeConv(const Node& node, const Tensor& x, const Tensor& w, const Tensor* b) {
+// `settings`: the executor's (KernelContext::settings).
+ConvProblem DescribeConv(const Node& node, const Tensor& x, const Tensor& w, const Tensor* b,
+                         const KernelSettings& settings) {
   const ConvWindow c = DescribeConvWindow(node, x, w, b, "oneDNN has 1D to 3D");
   const int64_t group = c.group, out_channels = c.out_channels;
   const WindowAttrs& attrs = c.attrs;
   const WindowGeometry& g = c.geometry;
   ConvProblem p;
+  p.algorithm = ParseConvAlgorithm(settings.conv_algo);
+  p.channel_block = ChannelBlock(settings);
+  p.choices = settings.choices;
   p.out_channels = out_channels;
   p.has_bias = b != nullptr;
   p.src = x.shape();
@@ -162,7 +173,8 @@ bool WinogradShaped(const ConvProblem& p) {
 // ChannelBlocked, -1 any other layout.
 int64_t DenseBlock(const Tensor& t) {
   if (t.is_plain()) return 0;
-  return DescOf(t) == ChannelBlocked(t.shape()) ? ChannelBlock() : -1;
+  const int64_t block = ChannelBlockOf(t);
+  return block ? block : -1;
 }
 
 // Under --conv-algo auto, the convolution as one matrix product (conv_dense.h) where its
@@ -175,17 +187,17 @@ std::vector<int64_t> OnnxDilations(const ConvProblem& p) {
 }
 
 std::unique_ptr<DenseConv> MaybeDense(const ConvProblem& p, int64_t in_block, int64_t out_block) {
-  if (GetCpuConvAlgorithm() != ConvAlgorithm::kAuto || p.weights.size() != 4 || in_block < 0 || out_block < 0)
+  if (p.algorithm != ConvAlgorithm::kAuto || p.weights.size() != 4 || in_block < 0 || out_block < 0)
     return nullptr;
   return DenseConv::Make(p.src, p.weights, p.dst, p.strides, OnnxDilations(p), p.pads_begin, in_block, out_block);
 }
 
 dnnl::memory::desc BlockedOrPlainDesc(const Shape& s, int64_t block) {
-  return block ? ChannelBlocked(s) : PlainDesc(s, DType::kFloat32);
+  return block ? ChannelBlocked(s, block) : PlainDesc(s, DType::kFloat32);
 }
 
 std::shared_ptr<const TensorLayout> BlockedOrPlain(const Shape& s, int64_t block) {
-  return block ? LayoutFor(ChannelBlocked(s), s, DType::kFloat32) : nullptr;
+  return block ? LayoutFor(ChannelBlocked(s, block), s, DType::kFloat32) : nullptr;
 }
 
 double CpuSeconds() {
@@ -240,9 +252,11 @@ double TimePrimitive(const dnnl::primitive& prim, const dnnl::primitive_desc_bas
 }
 
 // Timed choices, by problem and primitive: a model repeats its convolution shapes (ResNet34
-// has 6 of 64 channels at 32x32), each timed once per process.
-std::mutex g_timed_mutex;
-std::map<std::string, bool> g_timed_winograd;
+// has 6 of 64 channels at 32x32), each timed once per executor (AlgorithmChoices): "winograd"
+// holds whether oneDNN's Winograd beat its direct kernels, "own" the name of ours that beat
+// oneDNN's primitive ("" for none).
+const AlgorithmChoiceKind kWinogradChoice("winograd", {"0", "1"});
+const AlgorithmChoiceKind kOwnChoice("own", {"", "taps", "winograd2", "winograd4"});
 
 std::string ProblemKey(const char* kind, const ConvProblem& p, const dnnl::memory::desc& src) {
   std::string key = std::string(kind) + ShapeString(p.src) + ShapeString(p.weights) + ShapeString(p.dst);
@@ -254,7 +268,7 @@ std::string ProblemKey(const char* kind, const ConvProblem& p, const dnnl::memor
 }
 
 // The primitive descriptor for one of a convolution's primitives (kind: "fwd", "bwd_data",
-// "bwd_weights") under the process's --conv-algo. `make_pd(descs, algorithm)` makes it;
+// "bwd_weights") under the executor's --conv-algo. `make_pd(descs, algorithm)` makes it;
 // the direct one on the best layouts (WithBestLayouts), the Winograd one on blocked
 // activations only (all oneDNN 2.6 has it for). Appends "kind=algorithm" to `note`.
 template <typename Primitive, typename MakePd>
@@ -263,7 +277,7 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_n
   auto direct = WithBestLayouts(p, src_now, dst_now, [&](const ConvDescs& d) {
     return make_pd(d, dnnl::algorithm::convolution_direct);
   });
-  const ConvAlgorithm setting = GetCpuConvAlgorithm();
+  const ConvAlgorithm setting = p.algorithm;
   auto finish = [&](decltype(direct) pd, const char* how) {
     if (!note->empty()) *note += " ";
     *note += std::string(kind) + "=" + how + "[" + pd.impl_info_str() + "]";
@@ -304,19 +318,14 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_n
   if (!winograd) return finish(direct, "direct(no Winograd primitive)");
   if (setting == ConvAlgorithm::kWinograd) return finish(winograd, "winograd");
   const std::string key = ProblemKey(kind, p, DescOf(src_now ? *src_now : *dst_now));
-  {
-    std::lock_guard<std::mutex> lock(g_timed_mutex);
-    auto it = g_timed_winograd.find(key);
-    if (it != g_timed_winograd.end()) return it->second ? finish(winograd, "winograd") : finish(direct, "direct");
-  }
+  if (p.choices)
+    if (auto chosen = p.choices->Find("winograd", key))
+      return *chosen == "1" ? finish(winograd, "winograd") : finish(direct, "direct");
   const dnnl::memory::desc plain_weights = PlainDesc(p.weights, DType::kFloat32);
   const double t_direct = TimePrimitive(Primitive(direct), direct, plain_weights);
   const double t_winograd = TimePrimitive(Primitive(winograd), winograd, plain_weights);
   const bool use_winograd = t_winograd < t_direct;
-  {
-    std::lock_guard<std::mutex> lock(g_timed_mutex);
-    g_timed_winograd[key] = use_winograd;
-  }
+  if (p.choices) p.choices->Record("winograd", key, use_winograd ? "1" : "0");
   char timing[96];
   std::snprintf(timing, sizeof timing, "(timed: direct %.3g ms, winograd %.3g ms CPU)", 1e3 * t_direct,
                 1e3 * t_winograd);
@@ -331,7 +340,7 @@ constexpr double kTapsShareLimit = 0.95;
 // Under --conv-algo auto or taps, a TapConv (conv_taps.h) for the problem; null where it
 // does not apply (or auto leaves the window's padding to oneDNN).
 std::unique_ptr<TapConv> MaybeTaps(const ConvProblem& p, const SgemmConv::Layouts& layouts) {
-  const ConvAlgorithm setting = GetCpuConvAlgorithm();
+  const ConvAlgorithm setting = p.algorithm;
   if ((setting != ConvAlgorithm::kAuto && setting != ConvAlgorithm::kTaps) || p.weights.size() != 4) return nullptr;
   auto taps = TapConv::Make(p.src, p.weights, p.dst, p.strides, OnnxDilations(p), p.pads_begin, layouts);
   if (taps && setting == ConvAlgorithm::kAuto && taps->data_share() >= kTapsShareLimit) return nullptr;
@@ -362,12 +371,12 @@ struct Candidate {
 };
 
 // Ours that may run primitive `kind` ("fwd", "bwd_data", "bwd_weights") of the problem
-// under the process's --conv-algo: taps where they apply (auto: where the window is partly
+// under the executor's --conv-algo: taps where they apply (auto: where the window is partly
 // padding), Winograd F(2x2, 3x3), and F(4x4, 3x3) for the backward primitives only (its
 // forward rounds too much; conv_winograd.h).
 std::vector<Candidate> Candidates(const char* kind, const ConvProblem& p, const SgemmConv::Layouts& layouts) {
   std::vector<Candidate> out;
-  const ConvAlgorithm setting = GetCpuConvAlgorithm();
+  const ConvAlgorithm setting = p.algorithm;
   if (p.weights.size() != 4) return out;
   if (auto taps = MaybeTaps(p, layouts)) {
     char share[48];
@@ -388,8 +397,6 @@ std::vector<Candidate> Candidates(const char* kind, const ConvProblem& p, const 
   return out;
 }
 
-std::map<std::string, std::string> g_timed_own;  // winner's name ("" for oneDNN's), under g_timed_mutex
-
 // The convolution of ours that runs primitive `kind`, or null for oneDNN's: under
 // --conv-algo taps, winograd2 or winograd4 that one where it applies; under auto the
 // forward by a fixed rule and each backward primitive the fastest of oneDNN's primitive and
@@ -406,7 +413,7 @@ std::shared_ptr<SgemmConv> ChooseOwn(const char* kind, const ConvProblem& p, con
     *note += std::string(entry_start ? " " : "") + kind + "=" + c.name + "(" + why + ")[sgemm]";
     return c.conv;  // shared: the kernels run both gradients in one call where one object won both
   };
-  if (GetCpuConvAlgorithm() != ConvAlgorithm::kAuto) return take(candidates.front(), candidates.front().why);
+  if (p.algorithm != ConvAlgorithm::kAuto) return take(candidates.front(), candidates.front().why);
   if (std::string(kind) == "fwd") {
     // The forward pass is chosen by rule, not timed, so that every process computes the
     // same forward (timing may choose otherwise in another process): `infer` and `grad`
@@ -423,12 +430,10 @@ std::shared_ptr<SgemmConv> ChooseOwn(const char* kind, const ConvProblem& p, con
   }
   std::string key = ProblemKey(kind, p, src);
   for (const Candidate& c : candidates) key += "/" + c.name;
-  {
-    std::lock_guard<std::mutex> lock(g_timed_mutex);
-    auto it = g_timed_own.find(key);
-    if (it != g_timed_own.end()) {
+  if (p.choices) {
+    if (auto chosen = p.choices->Find("own", key)) {
       for (const Candidate& c : candidates)
-        if (c.name == it->second) return take(c, c.why);
+        if (c.name == *chosen) return take(c, c.why);
       return nullptr;
     }
   }
@@ -446,10 +451,7 @@ std::shared_ptr<SgemmConv> ChooseOwn(const char* kind, const ConvProblem& p, con
   }
   timing += " CPU";
   if (best_time >= library) best = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(g_timed_mutex);
-    g_timed_own[key] = best ? best->name : "";
-  }
+  if (p.choices) p.choices->Record("own", key, best ? best->name : "");
   if (best) return take(*best, timing + "; " + best->why);
   *note += std::string(" (") + kind + " " + timing + ")";
   return nullptr;
@@ -468,45 +470,6 @@ struct OwnBuffers {
         db(static_cast<size_t>(p.out_channels)) {}
 };
 
-}  // namespace
-}  // namespace cpu
-
-std::string SaveConvChoices() {
-  std::lock_guard<std::mutex> lock(cpu::g_timed_mutex);
-  std::string text;
-  for (const auto& [key, winograd] : cpu::g_timed_winograd)
-    text += "winograd\t" + key + "\t" + (winograd ? "1" : "0") + "\n";
-  for (const auto& [key, own] : cpu::g_timed_own) text += "own\t" + key + "\t" + own + "\n";
-  return text;
-}
-
-void LoadConvChoices(const std::string& text) {
-  std::map<std::string, bool> winograd;
-  std::map<std::string, std::string> own;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find('\n', at);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(at, end - at);
-    at = end + 1;
-    const size_t a = line.find('\t'), b = line.rfind('\t');
-    if (a == std::string::npos || b == a)
-      throw Error("convolution choices: a line that is not 'kind<TAB>key<TAB>choice': '" + line + "'");
-    const std::string kind = line.substr(0, a), key = line.substr(a + 1, b - a - 1), choice = line.substr(b + 1);
-    if (kind == "winograd" && (choice == "0" || choice == "1")) winograd[key] = choice == "1";
-    else if (kind == "own" && (choice.empty() || choice == "taps" || choice == "winograd2" || choice == "winograd4"))
-      own[key] = choice;
-    else
-      throw Error("convolution choices: unknown entry '" + line + "'");
-  }
-  std::lock_guard<std::mutex> lock(cpu::g_timed_mutex);
-  for (auto& [k, v] : winograd) cpu::g_timed_winograd[k] = v;
-  for (auto& [k, v] : own) cpu::g_timed_own[k] = v;
-}
-
-namespace cpu {
-namespace {
-
 class ConvKernel final : public OpKernel {
  public:
   explicit ConvKernel(const KernelInfo& info) : OpKernel(info) {}
@@ -523,7 +486,7 @@ class ConvKernel final : public OpKernel {
     for (const Tensor* t : {&x, &w, b})
       if (t && t->dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(t->dtype()));
     if (!w.is_plain() || (b && !b->is_plain())) Unsupported("weights in a non-plain layout");
-    ConvProblem p = DescribeConv(node_, x, w, b);
+    ConvProblem p = DescribeConv(node_, x, w, b, ctx.settings());
     if (NumElements(p.dst) == 0) {
       ctx.SetOutput(0, DType::kFloat32, p.dst);
       return;
@@ -631,7 +594,7 @@ class ConvGradKernel final : public OpKernel {
     if (!w.is_plain()) Unsupported("weights in a non-plain layout");
     Tensor bias_spec;
     if (ctx.HasOutput(2)) bias_spec = Tensor::View(DType::kFloat32, {w.dim(0)}, nullptr);
-    ConvProblem p = DescribeConv(node_, x, w, ctx.HasOutput(2) ? &bias_spec : nullptr);
+    ConvProblem p = DescribeConv(node_, x, w, ctx.HasOutput(2) ? &bias_spec : nullptr, ctx.settings());
     if (p.dst != dy.shape()) Fail("gradient " + dy.Describe() + " does not match the output shape " + ShapeString(p.dst));
     if (x.numel() == 0 || dy.numel() == 0) Unsupported("empty tensors in ConvGrad");
     has_bias_ = p.has_bias;

@@ -1,15 +1,9 @@
-// The process-wide convolution algorithm setting.
+// The names of the convolution algorithm settings.
 #include "runtime/cpu/conv/conv_algorithm.h"
-
-#include <atomic>
 
 #include "graph/error.h"
 
 namespace ot {
-
-namespace {
-std::atomic<ConvAlgorithm> g_conv_algorithm{ConvAlgorithm::kAuto};
-}
 
 ConvAlgorithm ParseConvAlgorithm(const std::string& name) {
   if (name == "auto") return ConvAlgorithm::kAuto;
@@ -32,8 +26,5 @@ const char* ConvAlgorithmName(ConvAlgorithm a) {
   }
   return "?";
 }
-
-void SetCpuConvAlgorithm(ConvAlgorithm a) { g_conv_algorithm = a; }
-ConvAlgorithm GetCpuConvAlgorithm() { return g_conv_algorithm; }
 
 }  // namespace ot

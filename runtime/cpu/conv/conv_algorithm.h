@@ -11,7 +11,9 @@
 // our Winograd F(2x2, 3x3) on sgemm (runtime/cpu/conv/conv_winograd.h), or in its backward
 // primitives F(4x4, 3x3), where that is faster. taps and winograd2 run every convolution
 // they can that way (the others direct); winograd4 runs F(4x4, 3x3) in the backward
-// primitives and F(2x2, 3x3) forward. The setting is process-wide, like the thread count.
+// primitives and F(2x2, 3x3) forward. Each executor has its setting
+// (ExecutorOptions::conv_algo, KernelSettings::conv_algo), and keeps auto's timed choices
+// (Executor::SaveAlgorithmChoices: kinds "winograd" and "own", defined in conv.cc).
 #pragma once
 
 #include <string>
@@ -23,15 +25,5 @@ enum class ConvAlgorithm { kAuto, kDirect, kWinograd, kTaps, kWinograd2, kWinogr
 // "auto", "direct", "winograd", "taps", "winograd2" or "winograd4"; anything else throws ot::Error naming the choices.
 ConvAlgorithm ParseConvAlgorithm(const std::string& name);
 const char* ConvAlgorithmName(ConvAlgorithm a);
-void SetCpuConvAlgorithm(ConvAlgorithm a);
-ConvAlgorithm GetCpuConvAlgorithm();
-
-// auto's timed choices so far in this process, as text (a line per problem and primitive),
-// and their restoration: a run resumed from a checkpoint then runs the algorithms, and
-// rounds the way, the run that wrote it did (the trainer keeps them beside its checkpoints;
-// timing alone could choose otherwise on a busy machine, and resuming is bitwise).
-// LoadConvChoices throws ot::Error on text that SaveConvChoices did not write.
-std::string SaveConvChoices();
-void LoadConvChoices(const std::string& text);
 
 }  // namespace ot

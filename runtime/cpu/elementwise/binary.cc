@@ -40,7 +40,7 @@ Shape PadToRank(const Shape& s, size_t rank) {
   return out;
 }
 
-// x (channel-blocked, ChannelBlock()) op s, s of shape [N or 1, C, 1, ...] broadcast over x's
+// x (channel-blocked, ChannelBlocked) op s, s of shape [N or 1, C, 1, ...] broadcast over x's
 // spatial axes (or a plain [C, 1, ...] of lower rank, as ConvNeXt's layer scale): the
 // descriptor s takes. Null when the pair is not of that kind.
 std::optional<dnnl::memory::desc> ScaleDescFor(const Tensor& x, const Tensor& s) {
@@ -48,11 +48,12 @@ std::optional<dnnl::memory::desc> ScaleDescFor(const Tensor& x, const Tensor& s)
   if (x.is_plain() || xs.size() < 3 || xs.size() > 5 || s.shape().size() > xs.size()) return std::nullopt;
   if (s.shape().size() != xs.size() && !s.is_plain()) return std::nullopt;
   const Shape ss = PadToRank(s.shape(), xs.size());
-  if (DescOf(x) != ChannelBlocked(xs)) return std::nullopt;
+  const int64_t block = ChannelBlockOf(x);
+  if (block == 0) return std::nullopt;
   if (ss[1] != xs[1] || (ss[0] != xs[0] && ss[0] != 1)) return std::nullopt;
   for (size_t d = 2; d < ss.size(); ++d)
     if (ss[d] != 1) return std::nullopt;
-  return ChannelBlocked(ss);
+  return ChannelBlocked(ss, block);
 }
 
 template <typename T, typename E>

@@ -35,22 +35,31 @@ std::shared_ptr<const TensorLayout> LayoutFor(const dnnl::memory::desc& md, cons
   return std::make_shared<DnnlLayout>(md, plain);
 }
 
-int64_t ChannelBlock() {
-  static const int64_t block = [] {
-    // $ONNXTRAIN_CHANNEL_BLOCK=8 or 16 forces one (tests of the other ISA's layout, benchmarks).
-    const std::string forced = std::getenv("ONNXTRAIN_CHANNEL_BLOCK") ? std::getenv("ONNXTRAIN_CHANNEL_BLOCK") : "";
-    if (forced == "8") return int64_t{8};
-    if (forced == "16") return int64_t{16};
+int64_t ChannelBlock(const KernelSettings& settings) {
+  if (settings.cpu_channel_block == 8 || settings.cpu_channel_block == 16) return settings.cpu_channel_block;
+  if (settings.cpu_channel_block != 0)
+    throw Error("a CPU channel block of " + std::to_string(settings.cpu_channel_block) +
+                " channels is not one of oneDNN's layouts; use 8 or 16 (or 0 for the CPU's own)");
+  static const int64_t native = [] {
     const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
     const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
     return (isa & avx512) == avx512 ? int64_t{16} : int64_t{8};
   }();
-  return block;
+  return native;
 }
 
-dnnl::memory::desc ChannelBlocked(const Shape& dims) {
+int64_t ChannelBlockOf(const Tensor& t) {
+  const size_t rank = t.shape().size();
+  if (t.is_plain() || t.dtype() != DType::kFloat32 || rank < 3 || rank > 5) return 0;
+  const dnnl::memory::desc md = DescOf(t);
+  for (int64_t block : {8, 16})
+    if (md == ChannelBlocked(t.shape(), block)) return block;
+  return 0;
+}
+
+dnnl::memory::desc ChannelBlocked(const Shape& dims, int64_t block) {
   using tag = dnnl::memory::format_tag;
-  const bool wide = ChannelBlock() == 16;
+  const bool wide = block == 16;
   const tag t = dims.size() == 3   ? (wide ? tag::aBc16b : tag::aBc8b)
                 : dims.size() == 4 ? (wide ? tag::aBcd16b : tag::aBcd8b)
                                    : (wide ? tag::aBcde16b : tag::aBcde8b);

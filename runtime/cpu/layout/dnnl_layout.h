@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "runtime/cpu/layout/dnnl_util.h"
+#include "runtime/kernel.h"
 #include "runtime/tensor_layout.h"
 
 namespace ot {
@@ -30,16 +31,19 @@ class DnnlLayout final : public TensorLayout {
 std::shared_ptr<const TensorLayout> LayoutFor(const dnnl::memory::desc& md, const Shape& shape, DType dtype);
 // The descriptor of a tensor's data: its layout's, or plain row-major.
 dnnl::memory::desc DescOf(const Tensor& t);
-// Channels per block of the blocked activation layout: 16 where oneDNN runs AVX-512
-// kernels (nChw16c), 8 on AVX2 and below (nChw8c). oneDNN's AVX2 convolutions have no
-// kernel for 16-blocks (they fell back to channels-last, whose weight gradient on small
-// maps runs as a gemm 4-10x slower); its AVX-512 ones want 16. $ONNXTRAIN_CHANNEL_BLOCK=8
-// or 16 forces one (tests of the other ISA's layout; benchmarks).
-int64_t ChannelBlock();
-// float32 data of `dims` (rank 3 to 5) blocked by ChannelBlock() along axis 1 (nCw16c,
-// nChw16c, nCdhw16c or their 8-channel forms): the layout the convolutions give their
-// activations.
-dnnl::memory::desc ChannelBlocked(const Shape& dims);
+// Channels per block of the blocked activation layout: the executor's setting
+// (KernelSettings::cpu_channel_block, 8 or 16; tests of the other ISA's layout,
+// benchmarks) or else the CPU's own: 16 where oneDNN runs AVX-512 kernels (nChw16c), 8 on
+// AVX2 and below (nChw8c). oneDNN's AVX2 convolutions have no kernel for 16-blocks (they
+// fell back to channels-last, whose weight gradient on small maps runs as a gemm 4-10x
+// slower); its AVX-512 ones want 16. Throws ot::Error for a setting other than 0, 8, 16.
+int64_t ChannelBlock(const KernelSettings& settings);
+// float32 data of `dims` (rank 3 to 5) blocked by `block` (8 or 16) channels along axis 1
+// (nCw16c, nChw16c, nCdhw16c or their 8-channel forms): the layout the convolutions give
+// their activations.
+dnnl::memory::desc ChannelBlocked(const Shape& dims, int64_t block);
+// The block of `t` when it is float32 in a ChannelBlocked layout (8 or 16), else 0.
+int64_t ChannelBlockOf(const Tensor& t);
 
 // A reorder from one descriptor to another, made in Prepare and run in Compute; a no-op
 // when the two are the same.

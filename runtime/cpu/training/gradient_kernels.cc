@@ -75,7 +75,7 @@ class SumToShapeKernel final : public OpKernel {
   explicit SumToShapeKernel(const KernelInfo& info) : OpKernel(info) {}
 
   // A gradient already of the target shape is copied as it is, in any layout; one
-  // blocked by ChannelBlock() channels is summed to a per-channel shape [N or 1, C, 1, ...] (the
+  // blocked by 8 or 16 channels is summed to a per-channel shape [N or 1, C, 1, ...] (the
   // scale of squeeze-and-excitation) where it lies.
   bool AcceptsLayouts(const KernelContext& ctx) const override {
     if (!ctx.Input(1).is_plain()) return false;
@@ -195,23 +195,23 @@ class SumToShapeKernel final : public OpKernel {
 
   int64_t outer_ = -1, kept_ = 1, inner_ = 1;
 
-  // g float32 blocked by ChannelBlock() channels, target [N or 1, C, 1, ...] of g's rank (or [C, 1, ...]).
+  // g float32 blocked by 8 or 16 channels (ChannelBlocked), target [N or 1, C, 1, ...] of g's rank (or [C, 1, ...]).
   static bool PerChannelOfBlocked(const Tensor& g, const Shape& target_shape) {
     const Shape& s = g.shape();
     if (g.is_plain() || g.dtype() != DType::kFloat32 || s.size() < 3 || s.size() > 5 || target_shape.size() > s.size())
       return false;
     Shape target(s.size() - target_shape.size(), 1);
     target.insert(target.end(), target_shape.begin(), target_shape.end());
-    if (DescOf(g) != ChannelBlocked(s) || target[1] != s[1] || (target[0] != s[0] && target[0] != 1)) return false;
+    if (ChannelBlockOf(g) == 0 || target[1] != s[1] || (target[0] != s[0] && target[0] != 1)) return false;
     for (size_t d = 2; d < s.size(); ++d)
       if (target[d] != 1) return false;
     return true;
   }
 
   // out[n or 0, c] = sum over the spatial positions (and n when target N is 1) of g, whose
-  // storage is [N][C/B][spatial][B], B = ChannelBlock().
+  // storage is [N][C/B][spatial][B], B = ChannelBlockOf(g).
   static void SumBlockedPerChannel(const Tensor& g, Tensor& out) {
-    if (ChannelBlock() == 16)
+    if (ChannelBlockOf(g) == 16)
       SumBlockedPerChannelOf<16>(g, out);
     else
       SumBlockedPerChannelOf<8>(g, out);
