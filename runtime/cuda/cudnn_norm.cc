@@ -134,11 +134,9 @@ class LrnKernel final : public OpKernel {
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
     if (x.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(x.dtype()));
-    if (x.rank() < 3) Fail("input " + x.Describe() + " must be N x C x D1 x ...");
-    const int64_t size = node_.GetInt("size", 0);
-    if (size < 1) Fail("attribute size must be positive");
-    const float alpha = node_.GetFloat("alpha", 1e-4f), beta = node_.GetFloat("beta", 0.75f),
-                bias = node_.GetFloat("bias", 1.f);
+    const LrnAttrs a = ReadLrnAttrs(node_, x);
+    const int64_t size = a.size;
+    const float alpha = a.alpha, beta = a.beta, bias = a.bias;
     if (size > CUDNN_LRN_MAX_N) Unsupported("size " + std::to_string(size) + " (cuDNN's LRN window is at most 16)");
     if (beta < CUDNN_LRN_MIN_BETA) Unsupported("beta " + std::to_string(beta) + " below cuDNN's minimum 0.01");
     if (bias < CUDNN_LRN_MIN_K) Unsupported("bias " + std::to_string(bias) + " below cuDNN's minimum 1e-5");

@@ -308,19 +308,13 @@ class DropoutKernel final : public OpKernel {
     const Tensor& x = ctx.Input(0);
     DType t = x.dtype();
     if (t != DType::kFloat32 && t != DType::kFloat64) Unsupported("data type " + DTypeName(t) + " on CUDA");
+    PrepareDropout(node_, static_cast<int>(opset_), ctx);
     may_train_ = opset_ >= 12 && ctx.OptionalInput(2) != nullptr;
     if (may_train_) {
-      const Tensor& mode = ctx.Input(2);
-      if (mode.dtype() != DType::kBool || mode.numel() != 1) Fail("training_mode must be a bool scalar");
-      if (const Tensor* r = ctx.OptionalInput(1)) {
-        if (r->numel() != 1) Fail("ratio must be a scalar");
-        if (r->dtype() != DType::kFloat32 && r->dtype() != DType::kFloat64)
-          Unsupported("ratio of type " + DTypeName(r->dtype()) + " on CUDA");
-      }
+      if (const Tensor* r = ctx.OptionalInput(1); r && r->dtype() != DType::kFloat32 && r->dtype() != DType::kFloat64)
+        Unsupported("ratio of type " + DTypeName(r->dtype()) + " on CUDA");
       flag_.Init(device_.index);
     }
-    ctx.SetOutput(0, t, x.shape());
-    ctx.SetOutput(1, opset_ >= 10 ? DType::kBool : t, x.shape());
   }
 
   void Compute(KernelContext& ctx) override {

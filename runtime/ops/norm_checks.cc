@@ -52,4 +52,15 @@ int64_t CheckBatchNormGradInputs(const Node& node, const KernelContext& ctx) {
   return x.dim(1);
 }
 
+LrnAttrs ReadLrnAttrs(const Node& node, const Tensor& x) {
+  if (x.rank() < 3) throw Error(node.Describe() + ": input " + x.Describe() + " must be N x C x D1 x ...");
+  LrnAttrs a;
+  a.size = node.GetInt("size", 0);
+  if (a.size < 1) throw Error(node.Describe() + ": attribute size must be positive");
+  a.alpha = node.GetFloat("alpha", 1e-4f);
+  a.beta = node.GetFloat("beta", 0.75f);
+  a.bias = node.GetFloat("bias", 1.f);
+  return a;
+}
+
 }  // namespace ot

@@ -1,5 +1,5 @@
 // Device-neutral Prepare checks of the normalization ops (BatchNormalization,
-// BatchNormTraining, BatchNormalizationGrad, InstanceNormalization), shared by the oneDNN
+// BatchNormTraining, BatchNormalizationGrad, InstanceNormalization, LRN), shared by the oneDNN
 // and cuDNN kernels so both accept the same models with the same messages.
 #pragma once
 
@@ -23,5 +23,14 @@ int64_t CheckBatchNormInputs(const Node& node, const KernelContext& ctx);
 bool BatchNormTrainingMode(const Node& node, int opset, const KernelContext& ctx);
 // BatchNormalizationGrad(dY, X, ...): float32, dY shaped as X, X of rank >= 2. Returns C.
 int64_t CheckBatchNormGradInputs(const Node& node, const KernelContext& ctx);
+
+// LRN's attributes: a window of `size` channels, y = x / (bias + alpha / size * sum x^2)^beta.
+struct LrnAttrs {
+  int64_t size = 0;
+  float alpha = 1e-4f, beta = 0.75f, bias = 1.f;
+};
+// LRN (and LRNGrad, whose X is `x`): X is N x C x D1 x ..., size positive. Throws ot::Error
+// naming the node. The data type and the device's own limits stay with the kernels.
+LrnAttrs ReadLrnAttrs(const Node& node, const Tensor& x);
 
 }  // namespace ot

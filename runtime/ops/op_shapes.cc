@@ -393,4 +393,44 @@ void CheckBinaryInputs(const Node& node, int opset, BinaryOp op, const KernelCon
       Fail(node, "inputs have different data types (" + DTypeName(t) + " and " + DTypeName(ctx.Input(i).dtype()) + ")");
 }
 
+GemmShape ReadGemm(const Node& node, int opset, const Tensor& a, const Tensor& b, const Tensor* c) {
+  if (b.dtype() != a.dtype() || (c && c->dtype() != a.dtype()))
+    Fail(node, "inputs have different data types (" + a.Describe() + ", " + b.Describe() + ")");
+  if (a.rank() != 2 || b.rank() != 2)
+    Fail(node, "A and B must be matrices, got " + a.Describe() + " and " + b.Describe());
+  GemmShape g;
+  g.trans_a = node.GetInt("transA", 0) != 0;
+  g.trans_b = node.GetInt("transB", 0) != 0;
+  g.alpha = node.GetFloat("alpha", 1.f);
+  g.beta = node.GetFloat("beta", 1.f);
+  g.M = g.trans_a ? a.dim(1) : a.dim(0);
+  g.K = g.trans_a ? a.dim(0) : a.dim(1);
+  g.N = g.trans_b ? b.dim(0) : b.dim(1);
+  const int64_t kb = g.trans_b ? b.dim(1) : b.dim(0);
+  if (kb != g.K)
+    Fail(node, "inner dimensions differ: op(A) is [" + std::to_string(g.M) + ", " + std::to_string(g.K) +
+                   "], op(B) is [" + std::to_string(kb) + ", " + std::to_string(g.N) + "]");
+  if (c) {
+    if (c->rank() == 1) g.c_cols = c->dim(0);
+    if (c->rank() == 2) g.c_rows = c->dim(0), g.c_cols = c->dim(1);
+    bool fits = c->rank() <= 2 && (g.c_rows == 1 || g.c_rows == g.M) && (g.c_cols == 1 || g.c_cols == g.N);
+    if (opset < 7 && node.GetInt("broadcast", 0) == 0) fits = c->rank() == 2 && g.c_rows == g.M && g.c_cols == g.N;
+    if (!fits)
+      Fail(node, "C " + c->Describe() + " does not broadcast to the output [" + std::to_string(g.M) + ", " +
+                     std::to_string(g.N) + "]" + (opset < 7 ? " (set broadcast=1 to broadcast it)" : ""));
+  }
+  return g;
+}
+
+void PrepareDropout(const Node& node, int opset, KernelContext& ctx) {
+  const Tensor& x = ctx.Input(0);
+  if (opset >= 12) {
+    if (const Tensor* r = ctx.OptionalInput(1); r && r->numel() != 1) Fail(node, "ratio must be a scalar");
+    if (const Tensor* mode = ctx.OptionalInput(2); mode && (mode->dtype() != DType::kBool || mode->numel() != 1))
+      Fail(node, "training_mode must be a bool scalar");
+  }
+  ctx.SetOutput(0, x.dtype(), x.shape());
+  ctx.SetOutput(1, opset >= 10 ? DType::kBool : x.dtype(), x.shape());
+}
+
 }  // namespace ot

@@ -1,6 +1,7 @@
 // Device-neutral Prepare logic of the data-movement ops (Transpose, Slice, Tile, Concat,
 // Split, Gather, GatherElements, Pad and the gradient-domain TransposeLastTwo,
-// ConcatGrad, PadGrad): attribute and shape-input reading, validation and output shapes.
+// ConcatGrad, PadGrad), and of Gemm and Dropout: attribute and shape-input reading, validation and
+// output shapes.
 // The CPU and CUDA kernels both call these, so the two devices accept the same models and
 // fail with the same messages.
 #pragma once
@@ -89,6 +90,24 @@ void CheckPadConstantValue(const Node& node, const Tensor* value, DType t);
 std::vector<int64_t> PadAxisSources(int64_t dim, int64_t begin, int64_t out_dim, const std::string& mode);
 // PadGrad(dY, X, pads[, axes]): checks the inputs and returns the begin pads of every axis.
 std::vector<int64_t> PadGradBeginPads(const Node& node, const KernelContext& ctx);
+
+// Gemm: Y [M, N] = alpha op(A) [M, K] op(B) [K, N] + beta C, C read as a [c_rows, c_cols]
+// matrix broadcast to Y (each 1 or Y's dimension).
+struct GemmShape {
+  bool trans_a = false, trans_b = false;
+  float alpha = 1.f, beta = 1.f;
+  int64_t M = 0, K = 0, N = 0;
+  int64_t c_rows = 1, c_cols = 1;
+};
+// Reads Gemm's attributes and checks its inputs: one data type, A and B matrices, equal
+// inner dimensions, C (when given) broadcastable to Y (exactly [M, N] before opset 7 without
+// broadcast=1). Throws ot::Error naming the node; data types are the kernels' to check.
+GemmShape ReadGemm(const Node& node, int opset, const Tensor& a, const Tensor& b, const Tensor* c);
+
+// Dropout(X[, ratio, training_mode]): declares Y (X's type and shape) and the mask (bool
+// from opset 10, X's type before); from opset 12 checks that a given ratio is a scalar and
+// a given training_mode a bool scalar. Throws ot::Error naming the node.
+void PrepareDropout(const Node& node, int opset, KernelContext& ctx);
 
 // TransposeLastTwo: float32 of rank >= 2; returns the output shape.
 Shape TransposeLastTwoShape(const Node& node, const Tensor& x);

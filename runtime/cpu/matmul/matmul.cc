@@ -24,6 +24,7 @@
 #include "runtime/cpu/layout/dnnl_util.h"
 #include "runtime/ops/kernel_util.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/ops/op_shapes.h"
 
 namespace ot {
 namespace cpu {
@@ -71,23 +72,16 @@ class GemmKernel final : public OpKernel {
     const Tensor* c = ctx.OptionalInput(2);
     dtype_ = a.dtype();
     if (dtype_ != DType::kFloat32 && dtype_ != DType::kFloat64) Unsupported("data type " + DTypeName(dtype_));
-    if (b.dtype() != dtype_ || (c && c->dtype() != dtype_))
-      Fail("inputs have different data types (" + a.Describe() + ", " + b.Describe() + ")");
-    if (a.rank() != 2 || b.rank() != 2) Fail("A and B must be matrices, got " + a.Describe() + " and " + b.Describe());
-    bool trans_a = node_.GetInt("transA", 0) != 0;
-    bool trans_b = node_.GetInt("transB", 0) != 0;
-    alpha_ = node_.GetFloat("alpha", 1.f);
-    beta_ = node_.GetFloat("beta", 1.f);
-    M_ = trans_a ? a.dim(1) : a.dim(0);
-    K_ = trans_a ? a.dim(0) : a.dim(1);
-    N_ = trans_b ? b.dim(0) : b.dim(1);
-    int64_t kb = trans_b ? b.dim(1) : b.dim(0);
-    if (kb != K_) Fail("inner dimensions differ: op(A) is [" + std::to_string(M_) + ", " + std::to_string(K_) +
-                       "], op(B) is [" + std::to_string(kb) + ", " + std::to_string(N_) + "]");
-    a_strides_ = trans_a ? MatrixStrides{1, M_} : MatrixStrides{K_, 1};
-    b_strides_ = trans_b ? MatrixStrides{1, K_} : MatrixStrides{N_, 1};
+    const GemmShape g = ReadGemm(node_, static_cast<int>(opset_), a, b, c);
+    alpha_ = g.alpha;
+    beta_ = g.beta;
+    M_ = g.M;
+    K_ = g.K;
+    N_ = g.N;
+    a_strides_ = g.trans_a ? MatrixStrides{1, M_} : MatrixStrides{K_, 1};
+    b_strides_ = g.trans_b ? MatrixStrides{1, K_} : MatrixStrides{N_, 1};
     use_c_ = c != nullptr && beta_ != 0.f;
-    c_shape_ = c ? CheckC(*c) : BroadcastMatrix{};
+    c_shape_ = c ? BroadcastMatrix{g.c_rows, g.c_cols} : BroadcastMatrix{};
     ctx.SetOutput(0, dtype_, {M_, N_});
     primitive_ready_ = false;
     if (dtype_ == DType::kFloat32 && M_ * N_ * K_ > 0) BuildPrimitive();
@@ -121,18 +115,6 @@ class GemmKernel final : public OpKernel {
 
  private:
   // Checks that C broadcasts to [M, N] (exactly [M, N] for opsets < 7 with broadcast=0).
-  BroadcastMatrix CheckC(const Tensor& c) const {
-    BroadcastMatrix cm;
-    if (c.rank() == 1) cm.cols = c.dim(0);
-    if (c.rank() == 2) cm = BroadcastMatrix{c.dim(0), c.dim(1)};
-    bool fits = c.rank() <= 2 && (cm.rows == 1 || cm.rows == M_) && (cm.cols == 1 || cm.cols == N_);
-    if (opset_ < 7 && node_.GetInt("broadcast", 0) == 0) fits = c.rank() == 2 && cm.rows == M_ && cm.cols == N_;
-    if (!fits)
-      Fail("C " + c.Describe() + " does not broadcast to the output [" + std::to_string(M_) + ", " +
-           std::to_string(N_) + "]" + (opset_ < 7 ? " (set broadcast=1 to broadcast it)" : ""));
-    return cm;
-  }
-
   void BuildPrimitive() {
     using dt = dnnl::memory::data_type;
     a_desc_ = dnnl::memory::desc({M_, K_}, dt::f32, {a_strides_.row, a_strides_.col});

@@ -13,6 +13,7 @@
 #include "graph/op_domains.h"
 #include "runtime/cpu/layout/dnnl_util.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/ops/norm_checks.h"
 
 namespace ot {
 namespace cpu {
@@ -25,9 +26,8 @@ class LrnKernel final : public OpKernel {
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
     if (x.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(x.dtype()));
-    if (x.rank() < 3) Fail("input " + x.Describe() + " must be N x C x D1 x ...");
-    const int64_t size = node_.GetInt("size", 0);
-    if (size < 1) Fail("attribute size must be a positive odd number");
+    const LrnAttrs a = ReadLrnAttrs(node_, x);
+    const int64_t size = a.size;
     // ONNX's window is [c - floor((size-1)/2), c + ceil((size-1)/2)]; oneDNN's is
     // symmetric, so they agree only for odd sizes.
     if (size % 2 == 0) Unsupported("even size " + std::to_string(size));
@@ -37,8 +37,7 @@ class LrnKernel final : public OpKernel {
     desc_ = PlainDesc({x.dim(0), x.dim(1), x.numel() / (x.dim(0) * x.dim(1)), 1}, x.dtype());
     try {
       dnnl::lrn_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::lrn_across_channels, desc_,
-                                   size, node_.GetFloat("alpha", 1e-4f), node_.GetFloat("beta", 0.75f),
-                                   node_.GetFloat("bias", 1.f));
+                                   size, a.alpha, a.beta, a.bias);
       prim_ = dnnl::lrn_forward(dnnl::lrn_forward::primitive_desc(desc, Engine()));
     } catch (const dnnl::error& e) {
       Unsupported(std::string("oneDNN has no LRN for this configuration: ") + e.what());
@@ -65,10 +64,9 @@ class LrnGradKernel final : public OpKernel {
     const Tensor& dy = ctx.Input(0);
     const Tensor& x = ctx.Input(1);
     if (x.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(x.dtype()));
-    if (x.rank() < 3) Fail("input " + x.Describe() + " must be N x C x D1 x ...");
+    ReadLrnAttrs(node_, x);
     if (dy.shape() != x.shape() || dy.dtype() != x.dtype())
       Fail("gradient " + dy.Describe() + " does not match the input " + x.Describe());
-    if (node_.GetInt("size", 0) < 1) Fail("attribute size must be a positive number");
     ctx.SetOutput(0, x.dtype(), x.shape());
   }
 
@@ -76,10 +74,11 @@ class LrnGradKernel final : public OpKernel {
     const Tensor& x = ctx.Input(1);
     if (x.numel() == 0) return;
     const int64_t n_batch = x.dim(0), channels = x.dim(1), inner = x.numel() / (n_batch * channels);
-    const int64_t size = node_.GetInt("size", 1);
+    const LrnAttrs a = ReadLrnAttrs(node_, x);
+    const int64_t size = a.size;
     const int64_t lo = (size - 1) / 2, hi = size - 1 - lo;  // the window reaches lo below, hi above
-    const double alpha = node_.GetFloat("alpha", 1e-4f), beta = node_.GetFloat("beta", 0.75f);
-    const double bias = node_.GetFloat("bias", 1.f), a_over_n = alpha / static_cast<double>(size);
+    const double alpha = a.alpha, beta = a.beta;
+    const double bias = a.bias, a_over_n = alpha / static_cast<double>(size);
     const float* xs = x.data<float>();
     const float* dys = ctx.Input(0).data<float>();
     float* dxs = ctx.Output(0).data<float>();

@@ -422,8 +422,7 @@ class DropoutKernel final : public OpKernel {
     const Tensor& x = ctx.Input(0);
     DType t = x.dtype();
     if (t != DType::kFloat32 && t != DType::kFloat64 && t != DType::kFloat16) Unsupported("data type " + DTypeName(t));
-    ctx.SetOutput(0, t, x.shape());
-    ctx.SetOutput(1, opset_ >= 10 ? DType::kBool : t, x.shape());
+    PrepareDropout(node_, static_cast<int>(opset_), ctx);
   }
 
   void Compute(KernelContext& ctx) override {
