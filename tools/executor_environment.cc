@@ -5,6 +5,7 @@
 #include <string>
 
 #include "graph/error.h"
+#include "runtime/cpu/conv/conv_algorithm.h"
 
 namespace ot {
 
@@ -21,5 +22,7 @@ ExecutorOptions ExecutorOptionsFromEnvironment() {
   }
   return options;
 }
+
+std::string CheckedConvAlgo(const std::string& flag) { return ConvAlgorithmName(ParseConvAlgorithm(flag)); }
 
 }  // namespace ot

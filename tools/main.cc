@@ -78,7 +78,7 @@ int CmdInfer(const std::vector<std::string>& argv) {
   ExecutorOptions opts = ExecutorOptionsFromEnvironment();
   opts.device = Device::Parse(args.Get("device", "cpu"));
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
-  opts.conv_algo = args.Get("conv-algo", "auto");
+  opts.conv_algo = CheckedConvAlgo(args.Get("conv-algo", "auto"));
   ApplyTf32Flag(args.Has("tf32"), opts.device);
   Model model = LoadModel(args.positional()[0]);
   Executor exec(model, opts);

@@ -16,7 +16,6 @@
 #include "graph/error.h"
 #include "graph/onnx_io.h"
 #include "graph/param_patterns.h"
-#include "runtime/cpu/conv/conv_algorithm.h"
 #include "runtime/plugin.h"
 #include "runtime/executor.h"
 #include "tools/args.h"
@@ -355,7 +354,7 @@ int CmdTrain(std::vector<std::string> argv) {
   o.quiet = args.Has("quiet");
   o.threads = static_cast<int>(args.GetInt("threads", 0));
   o.executor = ExecutorOptionsFromEnvironment();
-  o.executor.conv_algo = ConvAlgorithmName(ParseConvAlgorithm(args.Get("conv-algo", "auto")));
+  o.executor.conv_algo = CheckedConvAlgo(args.Get("conv-algo", "auto"));
   o.device = Device::Parse(args.Get("device", "cpu"));
   ApplyTf32Flag(args.Has("tf32"), o.device);
   o.cuda_graphs = args.Has("cuda-graphs");

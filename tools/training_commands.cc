@@ -65,7 +65,7 @@ int CmdGrad(const std::vector<std::string>& argv) {
   opts.device = Device::Parse(args.Get("device", "cpu"));
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
   opts.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
-  opts.conv_algo = args.Get("conv-algo", "auto");
+  opts.conv_algo = CheckedConvAlgo(args.Get("conv-algo", "auto"));
   // As the trainer runs it (train/training_session.cc): fused where the device has kernels.
   if (opts.device.type == DeviceType::kCPU && !args.Has("no-fusion")) {
     FuseBatchNormRelu(tg.model);
