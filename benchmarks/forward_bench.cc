@@ -17,6 +17,7 @@
 #include "models/reference_models.h"
 #include "runtime/cpu/cpu_threads.h"
 #include "runtime/executor.h"
+#include "tools/executor_environment.h"
 
 namespace ot {
 
@@ -33,7 +34,7 @@ struct ForwardCase {
 void BenchForward(benchmark::State& state, const ForwardCase& c) {
   try {
     Model model = BuildReferenceModel(c.model, c.shape);
-    ExecutorOptions options;
+    ExecutorOptions options = ExecutorOptionsFromEnvironment();
     options.num_threads = bench::Threads();
     Executor exec(model, options);
     const std::string& input_name = model.graph.inputs.at(0).name;

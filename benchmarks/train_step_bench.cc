@@ -20,6 +20,7 @@
 #include "models/reference_models.h"
 #include "runtime/cpu/cpu_threads.h"
 #include "train/training_session.h"
+#include "tools/executor_environment.h"
 
 namespace ot {
 
@@ -39,6 +40,7 @@ void BenchStep(benchmark::State& state, const StepCase& c) {
     Model model = BuildReferenceModel(c.model, c.shape);
     TrainingConfig config;
     config.optimizer.momentum = 0.9f;
+    config.executor = ExecutorOptionsFromEnvironment();
     config.executor.num_threads = bench::Threads();
     if (const char* algo = std::getenv("ONNXTRAIN_BENCH_CONV_ALGO")) config.executor.conv_algo = algo;
     if (const char* fuse = std::getenv("ONNXTRAIN_BENCH_FUSE")) config.fuse_relu = std::string(fuse) != "0";
@@ -96,6 +98,7 @@ void BenchOnnxStep(benchmark::State& state, const std::string& path, int64_t bat
     Model model = LoadModel(path);
     TrainingConfig config;
     config.optimizer.momentum = 0.9f;
+    config.executor = ExecutorOptionsFromEnvironment();
     config.executor.num_threads = bench::Threads();
     if (const char* algo = std::getenv("ONNXTRAIN_BENCH_CONV_ALGO")) config.executor.conv_algo = algo;
     if (const char* fuse = std::getenv("ONNXTRAIN_BENCH_FUSE")) config.fuse_relu = std::string(fuse) != "0";

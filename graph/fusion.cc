@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 
 namespace ot {
 namespace {
@@ -49,7 +50,7 @@ class Fuser {
  private:
   // An `op` of `domain` ("": ai.onnx, either spelling).
   static bool IsOp(const Node& n, const char* op, const char* domain = "") {
-    const bool same_domain = *domain ? n.domain == domain : n.domain.empty() || n.domain == "ai.onnx";
+    const bool same_domain = *domain ? n.domain == domain : IsOnnxDomain(n.domain);
     return same_domain && n.op_type == op;
   }
 

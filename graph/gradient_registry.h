@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "graph/op_domains.h"
 
 namespace ot {
 
 // Domain of the gradient ops ONNX lacks (ConvGrad, ReluGrad, ...), declared in the
 // training model's opset_import.
-constexpr const char* kGradDomain = "org.onnxtrain";
 
 class GradientBuilder {
  public:
@@ -80,7 +80,7 @@ struct GradientRuleDef {
   std::string domain;
   std::string op_type;
   int64_t since_version = 1;
-  int64_t until_version = 1 << 30;
+  int64_t until_version = kLatestOpset;
   // Inputs that never carry a gradient (labels, shapes, indices) by position.
   std::vector<int> stop_gradient_inputs;
   GradientRule rule;

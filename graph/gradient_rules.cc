@@ -1,5 +1,5 @@
 // Gradient rules of the standard ops, one small function each. Gradient ops that ONNX
-// lacks are emitted in kGradDomain and have kernels in runtime/cpu/gradient_kernels.cc.
+// lacks are emitted in kGradDomain and have kernels in runtime/cpu/training/gradient_kernels.cc.
 #include "graph/gradient_rules_common.h"
 
 #include "graph/error.h"
@@ -283,42 +283,41 @@ void Register(GradientRegistry& r, const std::string& op, int64_t since, int64_t
 }  // namespace
 
 void RegisterStandardGradientRules(GradientRegistry& r) {
-  constexpr int64_t kAny = 1 << 30;
-  Register(r, "Identity", 1, kAny, IdentityGrad);
+  Register(r, "Identity", 1, kLatestOpset, IdentityGrad);
   for (const char* op : {"Flatten", "Reshape", "Squeeze", "Unsqueeze"})
-    Register(r, op, 1, kAny, ReshapeLikeInputGrad, {1});
-  for (const char* op : {"Relu", "Sigmoid", "Tanh"}) Register(r, op, 6, kAny, ActivationFromOutputGrad);
-  Register(r, "LeakyRelu", 6, kAny, LeakyReluGrad);
-  Register(r, "Add", 7, kAny, AddGrad);
-  Register(r, "Sub", 7, kAny, SubGrad);
-  Register(r, "Mul", 7, kAny, MulGrad);
-  Register(r, "Div", 7, kAny, DivGrad);
-  Register(r, "Gemm", 7, kAny, GemmGrad);
+    Register(r, op, 1, kLatestOpset, ReshapeLikeInputGrad, {1});
+  for (const char* op : {"Relu", "Sigmoid", "Tanh"}) Register(r, op, 6, kLatestOpset, ActivationFromOutputGrad);
+  Register(r, "LeakyRelu", 6, kLatestOpset, LeakyReluGrad);
+  Register(r, "Add", 7, kLatestOpset, AddGrad);
+  Register(r, "Sub", 7, kLatestOpset, SubGrad);
+  Register(r, "Mul", 7, kLatestOpset, MulGrad);
+  Register(r, "Div", 7, kLatestOpset, DivGrad);
+  Register(r, "Gemm", 7, kLatestOpset, GemmGrad);
   // The forms before opset 7 (broadcast/axis attributes), as Model Zoo models carry them.
   for (const char* op : {"Add", "Sub", "Mul", "Div"}) Register(r, op, 1, 6, LegacyBinaryGrad);
   Register(r, "Gemm", 1, 6, GemmGrad);  // C broadcast (suffix matching) only with broadcast=1
   Register(r, "Sum", 1, 7, SumGrad);    // inputs of equal shapes
   Register(r, "Dropout", 1, 6, DropoutGrad);
   Register(r, "Concat", 1, 3, ConcatGrad);
-  Register(r, "Transpose", 1, kAny, TransposeGrad);
-  Register(r, "SoftmaxCrossEntropyLoss", 12, kAny, SoftmaxCrossEntropyLossGrad, {1, 2});
-  Register(r, "NegativeLogLikelihoodLoss", 12, kAny, NegativeLogLikelihoodLossGrad, {1, 2});
-  Register(r, "Dropout", 7, kAny, DropoutGrad, {1, 2});
-  Register(r, "Conv", 1, kAny, ConvGrad);
-  for (const char* op : {"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"}) Register(r, op, 1, kAny, PoolGrad);
-  for (const char* op : {"Softmax", "LogSoftmax"}) Register(r, op, 1, kAny, SoftmaxFamilyGrad);
-  for (const char* op : {"ReduceSum", "ReduceMean"}) Register(r, op, 1, kAny, ReduceGrad, {1});
-  Register(r, "Concat", 4, kAny, ConcatGrad);
-  Register(r, "Sum", 8, kAny, SumGrad);
-  Register(r, "Pad", 2, kAny, PadGrad, {1, 2, 3});
+  Register(r, "Transpose", 1, kLatestOpset, TransposeGrad);
+  Register(r, "SoftmaxCrossEntropyLoss", 12, kLatestOpset, SoftmaxCrossEntropyLossGrad, {1, 2});
+  Register(r, "NegativeLogLikelihoodLoss", 12, kLatestOpset, NegativeLogLikelihoodLossGrad, {1, 2});
+  Register(r, "Dropout", 7, kLatestOpset, DropoutGrad, {1, 2});
+  Register(r, "Conv", 1, kLatestOpset, ConvGrad);
+  for (const char* op : {"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"}) Register(r, op, 1, kLatestOpset, PoolGrad);
+  for (const char* op : {"Softmax", "LogSoftmax"}) Register(r, op, 1, kLatestOpset, SoftmaxFamilyGrad);
+  for (const char* op : {"ReduceSum", "ReduceMean"}) Register(r, op, 1, kLatestOpset, ReduceGrad, {1});
+  Register(r, "Concat", 4, kLatestOpset, ConcatGrad);
+  Register(r, "Sum", 8, kLatestOpset, SumGrad);
+  Register(r, "Pad", 2, kLatestOpset, PadGrad, {1, 2, 3});
   // The loss attached to models older than opset 12 lives in the gradient domain.
-  Register(r, "SoftmaxCrossEntropyLoss", 1, kAny, SoftmaxCrossEntropyLossGrad, {1, 2}, kGradDomain);
-  Register(r, "Expand", 8, kAny, ExpandGrad, {1});
-  Register(r, "Neg", 6, kAny, NegGrad);
-  Register(r, "Exp", 6, kAny, ExpGrad);
-  Register(r, "Log", 6, kAny, LogGrad);
-  Register(r, "Sqrt", 6, kAny, SqrtGrad);
-  Register(r, "BatchNormTraining", 1, kAny, BatchNormTrainingGrad, {3, 4}, kGradDomain);
+  Register(r, "SoftmaxCrossEntropyLoss", 1, kLatestOpset, SoftmaxCrossEntropyLossGrad, {1, 2}, kGradDomain);
+  Register(r, "Expand", 8, kLatestOpset, ExpandGrad, {1});
+  Register(r, "Neg", 6, kLatestOpset, NegGrad);
+  Register(r, "Exp", 6, kLatestOpset, ExpGrad);
+  Register(r, "Log", 6, kLatestOpset, LogGrad);
+  Register(r, "Sqrt", 6, kLatestOpset, SqrtGrad);
+  Register(r, "BatchNormTraining", 1, kLatestOpset, BatchNormTrainingGrad, {3, 4}, kGradDomain);
 }
 
 }  // namespace ot

@@ -1,5 +1,5 @@
 // Gradient rule of ONNX Attention (opset 23+): one AttentionGrad node (org.onnxtrain,
-// runtime/cpu/attention.cc) that recomputes the probabilities from Q and K and gives dQ,
+// runtime/cpu/matmul/attention.cc) that recomputes the probabilities from Q and K and gives dQ,
 // dK and dV, and, when an additive float mask needs a gradient (a learned bias), the
 // gradient of the scores summed down to the mask's shape.
 #include "graph/gradient_rules_common.h"
@@ -40,7 +40,7 @@ void AttentionGrad(B& b) {
 
 void RegisterAttentionGradientRules(GradientRegistry& r) {
   // past_key, past_value and nonpad_kv_seqlen never carry a gradient.
-  RegisterRule(r, "Attention", 23, kAnyOpset, AttentionGrad, {4, 5, 6});
+  RegisterRule(r, "Attention", 23, kLatestOpset, AttentionGrad, {4, 5, 6});
 }
 
 }  // namespace ot

@@ -9,8 +9,6 @@
 
 namespace ot {
 
-constexpr int64_t kAnyOpset = 1 << 30;
-
 // Writes `grad` (shaped like the node's output) to GI(i), summed over the axes along
 // which input i was broadcast (SumToShape of kGradDomain).
 void WriteBroadcastGrad(GradientBuilder& b, const std::string& grad, int i);

@@ -1,7 +1,7 @@
 // Gradient rules, Elementwise math and activations: Erf, Pow, trigonometry, Abs, Clip, Min/Max, the Hard*/Selu/Celu/Elu/Mish/Softplus/PRelu family, Cast.
 // Unary functions share one gradient op, ActivationGrad(dY, X) with the forward op's
-// name in `op` and its attributes (runtime/activation_math.h has every derivative);
-// PRelu, Pow and Min/Max have their own (runtime/cpu/elementwise_grad_kernels.cc).
+// name in `op` and its attributes (runtime/ops/activation_math.h has every derivative);
+// PRelu, Pow and Min/Max have their own (runtime/cpu/elementwise/elementwise_grad_kernels.cc).
 #include "graph/gradient_rules_common.h"
 
 #include "graph/error.h"
@@ -11,7 +11,7 @@ namespace {
 
 using B = GradientBuilder;
 
-// dX = ActivationGrad(dY, X) for the unary functions of runtime/activation_math.h.
+// dX = ActivationGrad(dY, X) for the unary functions of runtime/ops/activation_math.h.
 void ActivationGrad(B& b) {
   std::map<std::string, Attribute> attrs = b.node().attrs;
   attrs["op"] = B::AttrString(b.node().op_type);
@@ -96,21 +96,21 @@ void RegisterElementwiseGradientRules(GradientRegistry& r) {
       {"Abs", 1},         {"Reciprocal", 1}, {"HardSigmoid", 1}, {"HardSwish", 14}, {"Softplus", 1}, {"Softsign", 1},
       {"Elu", 1},         {"Selu", 1},       {"Celu", 12},     {"Mish", 18},    {"ThresholdedRelu", 10},
       {"Shrink", 9}};
-  for (const auto& [op, since] : unary) RegisterRule(r, op, since, kAnyOpset, ActivationGrad);
-  RegisterRule(r, "Gelu", 20, kAnyOpset, ActivationGrad);  // approximate "none" or "tanh" (the attribute is passed on)
-  RegisterRule(r, "Gelu", 1, kAnyOpset, ActivationGrad, {}, kGradDomain);  // fused (graph/fusion.h)
-  RegisterRule(r, "Clip", 1, kAnyOpset, ClipGrad, {1, 2});
-  for (const char* op : {"Floor", "Ceil"}) RegisterRule(r, op, 1, kAnyOpset, ZeroGrad);
-  RegisterRule(r, "Sign", 9, kAnyOpset, ZeroGrad);
-  RegisterRule(r, "Round", 11, kAnyOpset, ZeroGrad);
-  RegisterRule(r, "Cast", 6, kAnyOpset, CastGrad);
+  for (const auto& [op, since] : unary) RegisterRule(r, op, since, kLatestOpset, ActivationGrad);
+  RegisterRule(r, "Gelu", 20, kLatestOpset, ActivationGrad);  // approximate "none" or "tanh" (the attribute is passed on)
+  RegisterRule(r, "Gelu", 1, kLatestOpset, ActivationGrad, {}, kGradDomain);  // fused (graph/fusion.h)
+  RegisterRule(r, "Clip", 1, kLatestOpset, ClipGrad, {1, 2});
+  for (const char* op : {"Floor", "Ceil"}) RegisterRule(r, op, 1, kLatestOpset, ZeroGrad);
+  RegisterRule(r, "Sign", 9, kLatestOpset, ZeroGrad);
+  RegisterRule(r, "Round", 11, kLatestOpset, ZeroGrad);
+  RegisterRule(r, "Cast", 6, kLatestOpset, CastGrad);
   // CastLike(input, target_type): target_type gives only the type (PyTorch 2.x casts its
   // constants like a parameter), so it never carries a gradient.
-  RegisterRule(r, "CastLike", 15, kAnyOpset, CastGrad, {1});
-  RegisterRule(r, "PRelu", 1, kAnyOpset, PReluGrad);
-  RegisterRule(r, "Pow", 7, kAnyOpset, PowGrad);
-  for (const char* op : {"Max", "Min"}) RegisterRule(r, op, 1, kAnyOpset, MinMaxGrad);  // before 8: inputs of equal shapes
-  RegisterRule(r, "Mean", 6, kAnyOpset, MeanGrad);
+  RegisterRule(r, "CastLike", 15, kLatestOpset, CastGrad, {1});
+  RegisterRule(r, "PRelu", 1, kLatestOpset, PReluGrad);
+  RegisterRule(r, "Pow", 7, kLatestOpset, PowGrad);
+  for (const char* op : {"Max", "Min"}) RegisterRule(r, op, 1, kLatestOpset, MinMaxGrad);  // before 8: inputs of equal shapes
+  RegisterRule(r, "Mean", 6, kLatestOpset, MeanGrad);
 }
 
 }  // namespace ot

@@ -219,7 +219,7 @@ void LpNormalizationGrad(B& b) {
 }
 
 // LRN(X): LRNGrad(dY, X) with the forward attributes; the kernel recomputes the window
-// sums from X (runtime/cpu/lrn.cc has the formula).
+// sums from X (runtime/cpu/norm/lrn.cc has the formula).
 void LrnGrad(B& b) { b.Emit("LRNGrad", {b.GO(0), b.I(0)}, {b.GI(0)}, kGradDomain, b.node().attrs); }
 
 // MaxUnpool(X, I[, output_shape]): MaxUnpoolGrad(dY, I[, output_shape]) gathers dY at
@@ -233,20 +233,20 @@ void MaxUnpoolGrad(B& b) {
 }  // namespace
 
 void RegisterNnGradientRules(GradientRegistry& r) {
-  RegisterRule(r, "LayerNormalization", 17, kAnyOpset, LayerNormalizationGrad);
-  RegisterRule(r, "LayerNormalization", 1, kAnyOpset, LayerNormalizationGrad, {}, kGradDomain);
+  RegisterRule(r, "LayerNormalization", 17, kLatestOpset, LayerNormalizationGrad);
+  RegisterRule(r, "LayerNormalization", 1, kLatestOpset, LayerNormalizationGrad, {}, kGradDomain);
   for (const char* op : {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
                          "ReduceLogSumExp"})
-    RegisterRule(r, op, 1, kAnyOpset, ReduceValueGrad, {1});
-  RegisterRule(r, "ConvTranspose", 1, kAnyOpset, ConvTransposeGrad);
-  RegisterRule(r, "MatMul", 1, kAnyOpset, MatMulGrad);
-  RegisterRule(r, "Einsum", 12, kAnyOpset, EinsumGrad);
-  RegisterRule(r, "LpNormalization", 1, kAnyOpset, LpNormalizationGrad);
-  RegisterRule(r, "LRN", 1, kAnyOpset, LrnGrad);
-  RegisterRule(r, "MaxUnpool", 9, kAnyOpset, MaxUnpoolGrad, {1, 2});
-  RegisterRule(r, "InstanceNormalization", 1, kAnyOpset, InstanceNormalizationGrad);
-  RegisterRule(r, "GroupNormalization", 18, kAnyOpset, GroupNormalizationGrad);
-  RegisterRule(r, "RMSNormalization", 23, kAnyOpset, RMSNormalizationGrad);
+    RegisterRule(r, op, 1, kLatestOpset, ReduceValueGrad, {1});
+  RegisterRule(r, "ConvTranspose", 1, kLatestOpset, ConvTransposeGrad);
+  RegisterRule(r, "MatMul", 1, kLatestOpset, MatMulGrad);
+  RegisterRule(r, "Einsum", 12, kLatestOpset, EinsumGrad);
+  RegisterRule(r, "LpNormalization", 1, kLatestOpset, LpNormalizationGrad);
+  RegisterRule(r, "LRN", 1, kLatestOpset, LrnGrad);
+  RegisterRule(r, "MaxUnpool", 9, kLatestOpset, MaxUnpoolGrad, {1, 2});
+  RegisterRule(r, "InstanceNormalization", 1, kLatestOpset, InstanceNormalizationGrad);
+  RegisterRule(r, "GroupNormalization", 18, kLatestOpset, GroupNormalizationGrad);
+  RegisterRule(r, "RMSNormalization", 23, kLatestOpset, RMSNormalizationGrad);
 }
 
 }  // namespace ot

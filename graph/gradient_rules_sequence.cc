@@ -35,9 +35,9 @@ void RecurrentGrad(B& b, const char* grad_op, int num_inputs, int num_outputs) {
 }  // namespace
 
 void RegisterSequenceGradientRules(GradientRegistry& r) {
-  RegisterRule(r, "LSTM", 7, kAnyOpset, [](B& b) { RecurrentGrad(b, "LSTMGrad", 8, 3); }, {4});
-  RegisterRule(r, "GRU", 7, kAnyOpset, [](B& b) { RecurrentGrad(b, "GRUGrad", 6, 2); }, {4});
-  RegisterRule(r, "RNN", 7, kAnyOpset, [](B& b) { RecurrentGrad(b, "RNNGrad", 6, 2); }, {4});
+  RegisterRule(r, "LSTM", 7, kLatestOpset, [](B& b) { RecurrentGrad(b, "LSTMGrad", 8, 3); }, {4});
+  RegisterRule(r, "GRU", 7, kLatestOpset, [](B& b) { RecurrentGrad(b, "GRUGrad", 6, 2); }, {4});
+  RegisterRule(r, "RNN", 7, kLatestOpset, [](B& b) { RecurrentGrad(b, "RNNGrad", 6, 2); }, {4});
 }
 
 }  // namespace ot

@@ -161,24 +161,24 @@ void GridSampleGrad(B& b) {
 }  // namespace
 
 void RegisterTensorGradientRules(GradientRegistry& r) {
-  RegisterRule(r, "Gather", 1, kAnyOpset, GatherGrad, {1});
-  RegisterRule(r, "GatherElements", 11, kAnyOpset, GatherElementsGrad, {1});
-  RegisterRule(r, "GatherND", 11, kAnyOpset, GatherNDGrad, {1});
-  RegisterRule(r, "ScatterND", 11, kAnyOpset, ScatterNDGrad, {1});
-  RegisterRule(r, "ScatterElements", 11, kAnyOpset, ScatterElementsGrad, {1});
-  RegisterRule(r, "Slice", 1, kAnyOpset, SliceGrad, {1, 2, 3, 4});
-  RegisterRule(r, "Split", 2, kAnyOpset, SplitGrad, {1});
-  RegisterRule(r, "Tile", 6, kAnyOpset, TileGrad, {1});
-  RegisterRule(r, "Where", 9, kAnyOpset, WhereGrad, {0});
-  RegisterRule(r, "Trilu", 14, kAnyOpset, TriluGrad, {1});
-  RegisterRule(r, "CumSum", 11, kAnyOpset, CumSumGrad, {1});
-  RegisterRule(r, "TopK", 1, kAnyOpset, TopKGrad, {1});
-  RegisterRule(r, "DepthToSpace", 1, kAnyOpset, DepthToSpaceGrad);
-  RegisterRule(r, "SpaceToDepth", 1, kAnyOpset, SpaceToDepthGrad);
-  RegisterRule(r, "ReverseSequence", 10, kAnyOpset, ReverseSequenceGrad, {1});
-  RegisterRule(r, "Resize", 10, kAnyOpset, ResizeGrad, {1, 2, 3});
-  RegisterRule(r, "Upsample", 7, kAnyOpset, ResizeGrad, {1});
-  RegisterRule(r, "GridSample", 16, kAnyOpset, GridSampleGrad);
+  RegisterRule(r, "Gather", 1, kLatestOpset, GatherGrad, {1});
+  RegisterRule(r, "GatherElements", 11, kLatestOpset, GatherElementsGrad, {1});
+  RegisterRule(r, "GatherND", 11, kLatestOpset, GatherNDGrad, {1});
+  RegisterRule(r, "ScatterND", 11, kLatestOpset, ScatterNDGrad, {1});
+  RegisterRule(r, "ScatterElements", 11, kLatestOpset, ScatterElementsGrad, {1});
+  RegisterRule(r, "Slice", 1, kLatestOpset, SliceGrad, {1, 2, 3, 4});
+  RegisterRule(r, "Split", 2, kLatestOpset, SplitGrad, {1});
+  RegisterRule(r, "Tile", 6, kLatestOpset, TileGrad, {1});
+  RegisterRule(r, "Where", 9, kLatestOpset, WhereGrad, {0});
+  RegisterRule(r, "Trilu", 14, kLatestOpset, TriluGrad, {1});
+  RegisterRule(r, "CumSum", 11, kLatestOpset, CumSumGrad, {1});
+  RegisterRule(r, "TopK", 1, kLatestOpset, TopKGrad, {1});
+  RegisterRule(r, "DepthToSpace", 1, kLatestOpset, DepthToSpaceGrad);
+  RegisterRule(r, "SpaceToDepth", 1, kLatestOpset, SpaceToDepthGrad);
+  RegisterRule(r, "ReverseSequence", 10, kLatestOpset, ReverseSequenceGrad, {1});
+  RegisterRule(r, "Resize", 10, kLatestOpset, ResizeGrad, {1, 2, 3});
+  RegisterRule(r, "Upsample", 7, kLatestOpset, ResizeGrad, {1});
+  RegisterRule(r, "GridSample", 16, kLatestOpset, GridSampleGrad);
 }
 
 }  // namespace ot

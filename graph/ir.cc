@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "graph/error.h"
+#include "graph/op_domains.h"
 
 namespace ot {
 
@@ -201,7 +202,7 @@ Model ModelStructure(const Model& m) {
 }
 
 int64_t Model::OpsetFor(const std::string& domain) const {
-  std::string d = domain == "ai.onnx" ? "" : domain;
+  std::string d = CanonicalDomain(domain);
   auto it = opsets.find(d);
   return it == opsets.end() ? 0 : it->second;
 }

@@ -16,6 +16,7 @@
 #include "graph/legacy_rewrite.h"
 #include "graph/sequence_rewrite.h"
 #include "graph/tensor_proto.h"
+#include "graph/op_domains.h"
 
 namespace ot {
 
@@ -117,13 +118,13 @@ void CheckVersionsKnown(const onnx::ModelProto& proto, const std::string& where)
            where.c_str(), (long long)proto.ir_version(), (long long)known_ir, kOnnxLibraryVersion);
   const auto& ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
   for (const auto& op : proto.opset_import()) {
-    std::string domain = op.domain() == "ai.onnx" ? "" : op.domain();
+    std::string domain = CanonicalDomain(op.domain());
     auto it = ranges.find(domain);
     if (it == ranges.end()) continue;  // a domain ONNX does not define (custom ops): the runtime decides
     OT_CHECK(op.version() <= it->second.second,
              "%s imports opset %lld of domain '%s', newer than the %d the ONNX %s library onnx-train is built "
              "with knows; export at opset %d or lower (torch.onnx.export(..., opset_version=%d))",
-             where.c_str(), (long long)op.version(), domain.empty() ? "ai.onnx" : domain.c_str(),
+             where.c_str(), (long long)op.version(), domain.empty() ? kOnnxDomain : domain.c_str(),
              it->second.second, kOnnxLibraryVersion, it->second.second, it->second.second);
   }
 }
@@ -136,7 +137,7 @@ Model ModelFromProto(const onnx::ModelProto& proto, const std::string& base_dir,
   m.producer_name = proto.producer_name();
   m.producer_version = proto.producer_version();
   for (const auto& op : proto.opset_import()) {
-    std::string d = op.domain() == "ai.onnx" ? "" : op.domain();
+    std::string d = CanonicalDomain(op.domain());
     m.opsets[d] = op.version();
   }
   const auto& g = proto.graph();
@@ -160,7 +161,7 @@ Model ModelFromProto(const onnx::ModelProto& proto, const std::string& base_dir,
     Node node;
     node.name = n.name();
     node.op_type = n.op_type();
-    node.domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    node.domain = CanonicalDomain(n.domain());
     node.inputs.assign(n.input().begin(), n.input().end());
     node.outputs.assign(n.output().begin(), n.output().end());
     for (const auto& kv : n.metadata_props()) node.metadata[kv.key()] = kv.value();

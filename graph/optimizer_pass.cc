@@ -7,6 +7,7 @@
 
 #include "graph/error.h"
 #include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 
 namespace ot {
 
@@ -27,7 +28,7 @@ ParamKind ParamKindOf(const Graph& g, const std::string& param) {
   const HostTensor* t = g.FindInitializer(param);
   ParamKind kind;
   for (const Node& n : g.nodes) {
-    const bool forward = n.domain.empty() || n.domain == "ai.onnx" || n.op_type == "BatchNormTraining";
+    const bool forward = IsOnnxDomain(n.domain) || n.op_type == "BatchNormTraining";
     if (!forward) continue;  // gradient and update nodes
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       if (n.inputs[k] != param) continue;

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "graph/autodiff.h"
+#include "graph/op_domains.h"
 #include "graph/param_patterns.h"
 
 namespace ot {
 
-constexpr const char* kTrainingOpsDomain = "ai.onnx.preview.training";
 constexpr const char* kLearningRateInput = "lr";
 constexpr const char* kStepInput = "step";
 

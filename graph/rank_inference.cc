@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 
 namespace ot {
 namespace {
@@ -30,7 +31,7 @@ class RankInference {
       // org.onnxtrain's fused Gelu and LayerNormalization (graph/fusion.h) keep their
       // input's shape, as the ONNX ops of those names.
       const bool fused = n.domain == kGradDomain && (n.op_type == "Gelu" || n.op_type == "LayerNormalization");
-      if (!n.domain.empty() && n.domain != "ai.onnx" && !fused) continue;
+      if (!IsOnnxDomain(n.domain) && !fused) continue;
       for (size_t k = 0; k < n.outputs.size(); ++k) {
         const std::string& o = n.outputs[k];
         if (o.empty() || ranks_.count(o)) continue;

@@ -53,6 +53,10 @@ class DeviceBackend {
   virtual void MemoryInfo(int device_index, size_t* free_bytes, size_t* total_bytes) {
     *free_bytes = *total_bytes = 0;
   }
+  // Threads the device's kernels run on (the CPU's OpenMP threads); 0 where that is not
+  // a setting of the device. SetThreads(n <= 0) leaves it.
+  virtual int Threads() { return 0; }
+  virtual void SetThreads(int n) {}
   // Lower-precision tensor-core math for float32 (TF32), where the device has it.
   virtual void SetAllowTf32(bool allow) {}
   // A recorder of queued work for whole-step replay; nullptr where the device has none.

@@ -20,11 +20,10 @@
 #include <sstream>
 
 #include "graph/error.h"
-#include "runtime/cpu/conv_algorithm.h"
-#include "runtime/cpu/cpu_threads.h"
 #include "runtime/kernel_coverage.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/memory_plan.h"
+#include "graph/op_domains.h"
 
 namespace ot {
 
@@ -122,12 +121,12 @@ bool IsRandomOp(const Node& n) {
 }
 
 KernelContext MakeContext(const Node& node, const StepBinding& b, std::vector<Tensor>& slots, std::mt19937_64* rng,
-                          const ExecutorOptions& options) {
+                          const ExecutorOptions& options, const KernelSettings& settings) {
   std::vector<const Tensor*> ins;
   for (int id : b.inputs) ins.push_back(id < 0 ? nullptr : &slots[static_cast<size_t>(id)]);
   std::vector<Tensor*> outs;
   for (int id : b.outputs) outs.push_back(id < 0 ? nullptr : &slots[static_cast<size_t>(id)]);
-  return KernelContext(node, std::move(ins), std::move(outs), rng, options.device, options.cross_replica);
+  return KernelContext(node, std::move(ins), std::move(outs), rng, options.device, options.cross_replica, &settings);
 }
 }  // namespace
 
@@ -143,7 +142,7 @@ Executor::Executor(Model&& model, ExecutorOptions options)
 // that produces its input instead (first, for graph inputs and initializers).
 static std::vector<size_t> ShapeReadsFirst(const Graph& g, const std::vector<size_t>& order) {
   auto shape_only = [&](const Node& n) {
-    return (n.domain.empty() || n.domain == "ai.onnx") && (n.op_type == "Shape" || n.op_type == "Size") &&
+    return IsOnnxDomain(n.domain) && (n.op_type == "Shape" || n.op_type == "Size") &&
            n.inputs.size() == 1 && !n.inputs[0].empty();
   };
   std::unordered_map<std::string, std::vector<size_t>> readers;  // value -> Shape/Size nodes, in order
@@ -183,9 +182,11 @@ Executor::Executor(std::unique_ptr<Model> model, const std::vector<HostTensor>* 
                    ExecutorOptions options)
     : model_(std::move(model)), options_(options), rng_(options.seed) {
   RequireDevice(options_.device);
-  if (std::getenv("ONNXTRAIN_PROFILE") != nullptr) options_.profile = true;
-  if (const char* serial = std::getenv("ONNXTRAIN_SERIAL_BELOW_BYTES"))
-    options_.serial_below_bytes = static_cast<size_t>(std::strtoull(serial, nullptr, 10));
+  if (options_.print_profile) options_.profile = true;
+  choices_ = options_.shared_state ? options_.shared_state->choices_ : std::make_shared<AlgorithmChoices>();
+  settings_.conv_algo = options_.conv_algo.empty() ? "auto" : options_.conv_algo;
+  settings_.cpu_channel_block = options_.cpu_channel_block;
+  settings_.choices = choices_.get();
   const Graph& g = model_->graph;
   order_ = ShapeReadsFirst(g, g.TopologicalOrder());
   auto add_value = [&](const std::string& name) {
@@ -235,8 +236,7 @@ Executor::Executor(std::unique_ptr<Model> model, const std::vector<HostTensor>* 
   }
   binds_ = Bind(g, order_, value_ids_);
   value_independent_inputs_ = InputsWhoseValuesNeverShapeThePlan(g);
-  if (options_.device.type == DeviceType::kCPU && options_.num_threads > 0) SetCpuThreads(options_.num_threads);
-  if (!options_.conv_algo.empty()) SetCpuConvAlgorithm(ParseConvAlgorithm(options_.conv_algo));
+  if (options_.num_threads > 0) BackendFor(options_.device.type).SetThreads(options_.num_threads);
 }
 
 std::string Executor::PlanNotes() const {
@@ -291,7 +291,7 @@ std::string Executor::ProfileReport() const {
     out << line;
   }
   out << "  slowest nodes                 ms/run\n";
-  const size_t shown = std::getenv("ONNXTRAIN_PROFILE_NODES") ? by_node.size() : std::min<size_t>(by_node.size(), 15);
+  const size_t shown = options_.profile_all_nodes ? by_node.size() : std::min<size_t>(by_node.size(), 15);
   for (size_t i = 0; i < shown; ++i) {
     const Node& node = model_->graph.nodes[by_node[i].second];
     std::snprintf(line, sizeof(line), "  %9.3f  %s (%s)\n", 1e3 * by_node[i].first, node.name.c_str(),
@@ -302,7 +302,7 @@ std::string Executor::ProfileReport() const {
 }
 
 Executor::~Executor() {
-  if (std::getenv("ONNXTRAIN_PROFILE") == nullptr) return;
+  if (!options_.print_profile) return;
   const std::string report = ProfileReport();
   if (!report.empty()) std::fprintf(stderr, "%s", report.c_str());
 }
@@ -429,7 +429,7 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
     plan->kernels[step] = def->factory(KernelInfo{node, node_opsets_[order_[step]], options_.device});
     OpKernel& kernel = *plan->kernels[step];
     std::vector<int> temps;
-    if (!kernel.AcceptsLayouts(MakeContext(node, plan->binds[step], slots, &rng_, options_))) {
+    if (!kernel.AcceptsLayouts(MakeContext(node, plan->binds[step], slots, &rng_, options_, settings_))) {
       // Plain copies of laid-out inputs, alive for this step only.
       for (int& id : plan->binds[step].inputs) {
         if (id < 0 || slots[static_cast<size_t>(id)].is_plain()) continue;
@@ -449,7 +449,7 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
         id = tmp;
       }
     }
-    KernelContext ctx = MakeContext(node, plan->binds[step], slots, &rng_, options_);
+    KernelContext ctx = MakeContext(node, plan->binds[step], slots, &rng_, options_, settings_);
     kernel.Prepare(ctx);
     for (size_t k = 0; k < binds[step].outputs.size(); ++k) {
       int id = binds[step].outputs[k];
@@ -562,7 +562,7 @@ void Executor::PrepareReplay(Plan& plan) {
   for (size_t step = 0; step < order_.size(); ++step)
     if (plan.active[step])
       plan.contexts[step] = std::make_unique<KernelContext>(
-          MakeContext(g.nodes[order_[step]], plan.binds[step], plan.run_slots, &rng_, options_));
+          MakeContext(g.nodes[order_[step]], plan.binds[step], plan.run_slots, &rng_, options_, settings_));
 }
 
 bool Executor::ReplayGraph(Plan& plan, const std::map<std::string, Tensor>& feeds) {
@@ -691,12 +691,12 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& given_fee
   struct ThreadsFor {
     int before = 0;
     explicit ThreadsFor(int n) {
-      if (n <= 0 || n == GetCpuThreads()) return;
-      before = GetCpuThreads();
-      SetCpuThreads(n);
+      if (n <= 0 || n == BackendFor(DeviceType::kCPU).Threads()) return;
+      before = BackendFor(DeviceType::kCPU).Threads();
+      BackendFor(DeviceType::kCPU).SetThreads(n);
     }
     ~ThreadsFor() {
-      if (before > 0) SetCpuThreads(before);
+      if (before > 0) BackendFor(DeviceType::kCPU).SetThreads(before);
     }
   };
   int plan_threads = 0;
@@ -706,7 +706,7 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& given_fee
     size_t bytes = 0;
     for (const auto& [name, t] : feeds) bytes += t.nbytes();
     for (const Tensor& t : state_) bytes += t.defined() ? t.nbytes() : 0;
-    plan_threads = bytes < options_.serial_below_bytes ? 1 : GetCpuThreads();
+    plan_threads = bytes < options_.serial_below_bytes ? 1 : BackendFor(DeviceType::kCPU).Threads();
   }
   ThreadsFor threads_for(plan_threads);
   std::vector<Tensor> traced;
@@ -778,5 +778,9 @@ void Executor::SetRngState(const std::string& state) {
   in >> rng_;
   OT_CHECK(!in.fail(), "the random-stream state in the checkpoint is malformed");
 }
+
+std::string Executor::SaveAlgorithmChoices() const { return choices_->Save(); }
+
+void Executor::LoadAlgorithmChoices(const std::string& text) { choices_->Load(text); }
 
 }  // namespace ot

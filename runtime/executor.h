@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "runtime/algorithm_choices.h"
 #include "runtime/kernel.h"
 #include "runtime/tensor.h"
 
@@ -39,22 +40,27 @@ struct ExecutorOptions {
   // Data-parallel training: the kernels' sums over replicas (KernelContext::cross_replica);
   // must outlive this executor. Null: none.
   CrossReplicaSum* cross_replica = nullptr;
-  // CPU convolutions: "auto", "direct" or "winograd" (runtime/cpu/conv_algorithm.h);
-  // empty leaves the process-wide setting as it is.
+  // CPU convolutions: "auto", "direct", "winograd", "taps", "winograd2" or "winograd4"
+  // (runtime/cpu/conv/conv_algorithm.h); empty: auto.
   std::string conv_algo;
+  // CPU: channels per block of the blocked activation layouts, 8 or 16; 0: the CPU's own
+  // (16 with AVX-512, else 8). Forcing 8 on an AVX-512 machine tests AVX2's layout.
+  int cpu_channel_block = 0;
   // Times every node's kernel (with its layout conversions) on each replayed run;
-  // ProfileReport() sums the times by op type and names the slowest nodes. Also on when
-  // the environment sets ONNXTRAIN_PROFILE (then the report goes to stderr as the executor
-  // ends). CPU kernels are synchronous; on CUDA the figures are launch times.
+  // ProfileReport() sums the times by op type and names the slowest nodes. CPU kernels are
+  // synchronous; on CUDA the figures are launch times.
   bool profile = false;
+  // With profile: the report goes to stderr as the executor ends.
+  bool print_profile = false;
+  // ProfileReport names every node, not only the 15 slowest.
+  bool profile_all_nodes = false;
   // CPU: a run whose feeds and state together are smaller than this runs its plan on one
   // thread (its kernels are prepared and run with one OpenMP thread). A small model's
   // kernels are microseconds long, and waking the other threads for each of them costs
   // more than they save. SimpleNN's step on 2 threads and on one (2-core EPYC): batch 32
   // (163 KB) 0.074 against 0.023 ms, batch 128 (463 KB) 0.107 against 0.070 ms, batch 256
-  // 0.15 against 0.13, batch 512 (1.7 MB) 0.245 against 0.26. 0: never. The environment's
-  // ONNXTRAIN_SERIAL_BELOW_BYTES overrides it (tests that compare runs summed by the same
-  // thread blocking).
+  // 0.15 against 0.13, batch 512 (1.7 MB) 0.245 against 0.26. 0: never (tests that compare
+  // runs summed by the same thread blocking).
   size_t serial_below_bytes = 512 << 10;
 };
 
@@ -113,6 +119,11 @@ class Executor {
   void SetRngState(const std::string& state);
   // Node times of the replayed runs (ExecutorOptions::profile); empty when not profiling.
   std::string ProfileReport() const;
+  // What the kernels chose by timing (a CPU convolution's algorithm per problem), as text,
+  // and its restoration (runtime/algorithm_choices.h); shared with the executors that share
+  // this one's state. Load throws ot::Error on text that Save did not write.
+  std::string SaveAlgorithmChoices() const;
+  void LoadAlgorithmChoices(const std::string& text);
 
  private:
   struct Plan;
@@ -144,6 +155,8 @@ class Executor {
   std::map<std::string, std::unique_ptr<Plan>> plans_;
   PlanStats last_stats_;
   std::mt19937_64 rng_;
+  std::shared_ptr<AlgorithmChoices> choices_;
+  KernelSettings settings_;  // what MakeContext hands the kernels
 };
 
 }  // namespace ot

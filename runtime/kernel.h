@@ -15,6 +15,21 @@
 
 namespace ot {
 
+class AlgorithmChoices;
+
+// What an executor's options tell its kernels (ExecutorOptions fills it), and where the
+// kernels keep what they chose by timing.
+struct KernelSettings {
+  // CPU convolutions (--conv-algo): "auto", "direct", "winograd", "taps", "winograd2" or
+  // "winograd4" (runtime/cpu/conv/conv_algorithm.h).
+  std::string conv_algo = "auto";
+  // CPU: channels per block of the blocked activation layouts, 8 or 16; 0: the CPU's own
+  // (16 with AVX-512, else 8).
+  int cpu_channel_block = 0;
+  // The executor's timed choices (runtime/algorithm_choices.h); null: none are kept.
+  AlgorithmChoices* choices = nullptr;
+};
+
 struct KernelInfo {
   const Node& node;
   int64_t opset;
@@ -25,13 +40,15 @@ struct KernelInfo {
 class KernelContext {
  public:
   KernelContext(const Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor*> outputs,
-                std::mt19937_64* rng, Device device = Device::CPU(), CrossReplicaSum* cross_replica = nullptr)
+                std::mt19937_64* rng, Device device = Device::CPU(), CrossReplicaSum* cross_replica = nullptr,
+                const KernelSettings* settings = nullptr)
       : node_(node),
         inputs_(std::move(inputs)),
         outputs_(std::move(outputs)),
         rng_(rng),
         device_(device),
-        cross_replica_(cross_replica) {}
+        cross_replica_(cross_replica),
+        settings_(settings) {}
 
   const Node& node() const { return node_; }
   int NumInputs() const { return static_cast<int>(inputs_.size()); }
@@ -62,6 +79,11 @@ class KernelContext {
   // Sums over the replicas of a data-parallel step (synchronised batch normalization);
   // null outside data-parallel training.
   CrossReplicaSum* cross_replica() const { return cross_replica_; }
+  // The executor's settings for its kernels (defaults where the context was made without).
+  const KernelSettings& settings() const {
+    static const KernelSettings defaults;
+    return settings_ ? *settings_ : defaults;
+  }
 
  private:
   const Node& node_;
@@ -70,6 +92,7 @@ class KernelContext {
   std::mt19937_64* rng_;
   Device device_;
   CrossReplicaSum* cross_replica_;
+  const KernelSettings* settings_;
 };
 
 class OpKernel {

@@ -1,5 +1,6 @@
 // The global kernel registry.
 #include "runtime/kernel_registry.h"
+#include "graph/op_domains.h"
 
 #include <algorithm>
 
@@ -11,13 +12,13 @@ KernelRegistry& KernelRegistry::Global() {
 }
 
 void KernelRegistry::Register(KernelDef def) {
-  if (def.domain == "ai.onnx") def.domain.clear();
+  def.domain = CanonicalDomain(def.domain);
   defs_.push_back(std::move(def));
 }
 
 const KernelDef* KernelRegistry::Find(const std::string& domain, const std::string& op_type, int64_t opset,
                                       DeviceType device) const {
-  const std::string d = domain == "ai.onnx" ? "" : domain;
+  const std::string d = CanonicalDomain(domain);
   for (const auto& def : defs_) {
     if (def.device == device && def.op_type == op_type && def.domain == d && opset >= def.since_version &&
         opset <= def.until_version)

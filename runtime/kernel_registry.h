@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/kernel.h"
+#include "graph/op_domains.h"
 
 namespace ot {
 
@@ -18,7 +19,7 @@ struct KernelDef {
   std::string domain;  // "" = ai.onnx
   std::string op_type;
   int64_t since_version = 1;
-  int64_t until_version = 1 << 30;  // inclusive
+  int64_t until_version = kLatestOpset;  // inclusive
   DeviceType device = DeviceType::kCPU;
   KernelFactory factory;
 };

@@ -1,4 +1,4 @@
-// Training-mode normalization statistics (runtime/cpu/channel_statistics.h) against
+// Training-mode normalization statistics (runtime/cpu/norm/channel_statistics.h) against
 // exact ones in double, in every layout a normalization sees on the CPU: plain nchw,
 // channels-last, channel-blocked nChw8c / nChw16c (channels not a multiple of the block),
 // 2-D and 5-D. The data sit on a large offset with a small spread, where float32
@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/cpu/channel_statistics.h"
+#include "runtime/cpu/norm/channel_statistics.h"
 #include "runtime/executor.h"
 #include "tests/test_util.h"
 

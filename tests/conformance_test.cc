@@ -167,7 +167,7 @@ const std::map<std::string, std::string>& KnownDataBugs() {
       {kOnnx119Prefix + "test_adam_multiple", adam},
       {kOnnx119Prefix + "test_l2normalization_axis_0",
        "the data expects NaN for an all-zero slice (0 / 0); the spec does not say, and onnx-train's "
-       "LpNormalization gives 0 there on purpose, as onnxruntime does (runtime/cpu/lp_norm.cc)"},
+       "LpNormalization gives 0 there on purpose, as onnxruntime does (runtime/cpu/norm/lp_norm.cc)"},
   };
   return bugs;
 }

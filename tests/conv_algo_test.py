@@ -5,7 +5,7 @@ A model of two 3x3 stride-1 convolutions (16 -> 32 -> 32 channels, 12x12, with a
 without bias), global average pooling and a Linear layer, exported from PyTorch, gets one
 `onnx-train grad` per algorithm with --plan-dump; a model of convolutions on 2x2 and 1x1
 maps (SmallMaps) checks auto's matrix products for those the same way, and one of odd maps, kernels
-and pads (TapShapes) the products over data taps (runtime/cpu/conv_taps.h) under --conv-algo taps,
+and pads (TapShapes) the products over data taps (runtime/cpu/conv/conv_taps.h) under --conv-algo taps,
 and one of 3x3 pad-1 convolutions (WinogradShapes) our Winograd F(2x2, 3x3) (conv_winograd.h)
 under --conv-algo winograd2, and F(4x4, 3x3) in its backward primitives under winograd4.
 auto's timed choices are kept beside the checkpoints: a run interrupted after its first epoch

@@ -1,4 +1,4 @@
-// Our CPU convolutions on sgemm (runtime/cpu/conv_taps.h, runtime/cpu/conv_winograd.h with
+// Our CPU convolutions on sgemm (runtime/cpu/conv/conv_taps.h, runtime/cpu/conv/conv_winograd.h with
 // 2x2 and 4x4 output tiles)
 // against a float64 convolution written out in loops here: forward with bias, input,
 // weight and bias gradients, for odd maps, batch 1, kernels 1x1 to 5x5 and 7x1, strides
@@ -13,8 +13,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "runtime/cpu/conv_taps.h"
-#include "runtime/cpu/conv_winograd.h"
+#include "runtime/cpu/conv/conv_taps.h"
+#include "runtime/cpu/conv/conv_winograd.h"
 
 namespace ot {
 namespace cpu {

@@ -19,7 +19,7 @@
 #include "graph/error.h"
 #include "graph/gradient_registry.h"
 #include "graph/optimizer_pass.h"
-#include "runtime/cpu/kernel_util.h"
+#include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_device.h"
 #include "runtime/executor.h"

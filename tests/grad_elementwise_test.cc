@@ -10,7 +10,7 @@
 #include <iostream>
 
 #include "graph/autodiff.h"
-#include "runtime/activation_math.h"
+#include "runtime/ops/activation_math.h"
 #include "runtime/executor.h"
 #include "tests/grad_check.h"
 

@@ -11,7 +11,7 @@
 
 #include "graph/autodiff.h"
 #include "graph/gradient_registry.h"
-#include "runtime/cpu/rnn_math.h"
+#include "runtime/cpu/recurrent/rnn_math.h"
 #include "runtime/executor.h"
 #include "tests/grad_check.h"
 

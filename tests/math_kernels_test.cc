@@ -1,4 +1,4 @@
-// Tests of the CPU elementwise-math, reduction and softmax kernels (runtime/cpu/binary.cc,
+// Tests of the CPU elementwise-math, reduction and softmax kernels (runtime/cpu/elementwise/binary.cc,
 // unary_math.cc, reduce.cc, softmax.cc) on the corners ONNX's conformance data misses:
 // both operands broadcast, scalar against tensor, rank mismatch, zero-size dimensions,
 // variadic broadcasting, legacy (opset < 7) broadcasting, integer types. Expected values

@@ -1,4 +1,4 @@
-// Tests of the CPU matrix-product and loss kernels (runtime/cpu/matmul.cc, loss.cc): Gemm
+// Tests of the CPU matrix-product and loss kernels (runtime/cpu/matmul/matmul.cc, loss.cc): Gemm
 // and MatMul against naive double-precision references over every transpose, C-broadcast
 // and batch-broadcast case; the losses' label checks and ignore_index handling.
 #include <cmath>

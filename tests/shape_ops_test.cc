@@ -1,4 +1,4 @@
-// Tests of the shape and data-movement kernels (runtime/cpu/shape_ops.cc,
+// Tests of the shape and data-movement kernels (runtime/cpu/tensor/shape_ops.cc,
 // transpose_concat.cc) for what the ONNX conformance cases miss: Dropout in training mode
 // (seeded determinism, mask/scale consistency, statistics), a Reshape whose target shape
 // is computed in the graph the way PyTorch exports it, zero-size tensors, float16 rounding

@@ -1,4 +1,4 @@
-// Synchronised batch normalization (runtime/cpu/sync_batchnorm.h) on two replicas, each
+// Synchronised batch normalization (runtime/cpu/norm/sync_batchnorm.h) on two replicas, each
 // a thread holding half of a batch and summing through an in-process CrossReplicaSum:
 // the statistics, dX, and the replicas' dScale and dBias added, equal batch normalization
 // of the whole batch computed here in long double (PyTorch's BatchNorm backward formula),
@@ -16,7 +16,7 @@
 #include "graph/autodiff.h"
 #include "graph/gradient_registry.h"
 #include "graph/sync_batch_norm.h"
-#include "runtime/cpu/sync_batchnorm.h"
+#include "runtime/cpu/norm/sync_batchnorm.h"
 #include "runtime/executor.h"
 #include "tests/grad_check.h"
 

@@ -29,6 +29,7 @@
 #include "train/exported_model.h"
 #include "train/training_session.h"
 #include "train/image_dataset.h"
+#include "tools/executor_environment.h"
 
 namespace ot {
 namespace {
@@ -48,10 +49,10 @@ int CmdInfer(const std::vector<std::string>& argv) {
   const Args args = ParseFlags(argv, InferFlags());
   OT_CHECK(args.positional().size() == 1, "infer needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   OT_CHECK(args.Has("o"), "infer needs -o DIR (where the outputs are written)");
-  ExecutorOptions opts;
+  ExecutorOptions opts = ExecutorOptionsFromEnvironment();
   opts.device = Device::Parse(args.Get("device", "cpu"));
   opts.num_threads = static_cast<int>(args.GetInt("threads", 0));
-  opts.conv_algo = args.Get("conv-algo", "auto");
+  opts.conv_algo = CheckedConvAlgo(args.Get("conv-algo", "auto"));
   ApplyTf32Flag(args.Has("tf32"), opts.device);
   Model model = LoadModel(args.positional()[0]);
   Executor exec(model, opts);

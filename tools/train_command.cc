@@ -18,7 +18,6 @@
 #include "graph/error.h"
 #include "graph/onnx_io.h"
 #include "graph/param_patterns.h"
-#include "runtime/cpu/conv_algorithm.h"
 #include "runtime/plugin.h"
 #include "runtime/executor.h"
 #include "tools/args.h"
@@ -35,6 +34,7 @@
 #include "train/task.h"
 #include "train/token_dataset.h"
 #include "train/trainer.h"
+#include "tools/executor_environment.h"
 
 namespace ot {
 
@@ -225,7 +225,7 @@ const FlagTable<S>& TrainFlags() {
               &O::metrics_path),
       Trainer({"quiet", FlagType::kBool, "  --quiet              no progress bar\n"}, &O::quiet),
       Trainer(kThreadsFlag, &O::threads),
-      Set(kConvAlgoFlag, [](S&, const FlagValue& v) { SetCpuConvAlgorithm(ParseConvAlgorithm(v.Text())); }, "auto"),
+      Trainer({kConvAlgoFlag, [](O& o, const FlagValue& v) { o.executor.conv_algo = CheckedConvAlgo(v.Text()); }}),
       Trainer({kDeviceFlag, [](O& o, const FlagValue& v) { o.device = Device::Parse(v.Text()); }}),
       Trainer({kTf32Flag, [](O& o, const FlagValue&) { ApplyTf32Flag(true, o.device); }}),
       Trainer({{"cuda-graphs", FlagType::kBool,
@@ -479,6 +479,7 @@ int CmdTrain(std::vector<std::string> argv) {
   OT_CHECK(args.positional().size() == 1, "training needs exactly one MODEL.onnx (%s)", SeeHelp().c_str());
   const TrainEnvironment env = ReadTrainEnvironment();
   S s;
+  s.trainer.executor = ExecutorOptionsFromEnvironment();  // the profiling and layout knobs
   Apply(TrainFlags(), args, &s);
   FinishTrainSettings(env, argv, &s);
   TrainerOptions& o = s.trainer;
@@ -530,7 +531,7 @@ namespace {
 // What `onnx-train eval` is told.
 struct EvalSettings {
   DataSourceOptions data;
-  ExecutorOptions exec;
+  ExecutorOptions exec = ExecutorOptionsFromEnvironment();
   std::string spec = "fashion-mnist", split = "test";
   int64_t batch = 256;
   uint64_t seed = 0;

@@ -18,6 +18,7 @@
 #include "tools/cli_util.h"
 #include "tools/shared_flags.h"
 #include "train/exported_model.h"
+#include "tools/executor_environment.h"
 
 namespace ot {
 
@@ -27,7 +28,7 @@ namespace {
 struct GraphSettings {
   AutodiffOptions autodiff;    // loss, freezing
   ExportedModelOptions model;  // --num-classes, --freeze-bn-stats, --seed
-  ExecutorOptions exec;        // grad: --device, --threads, --conv-algo, --seed
+  ExecutorOptions exec = ExecutorOptionsFromEnvironment();  // grad: --device, --threads, --conv-algo, --seed
   OptimizerConfig optimizer;   // export
   bool plan_dump = false, no_fusion = false, no_optimizer = false;
 };

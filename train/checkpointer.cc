@@ -10,7 +10,6 @@
 #include "graph/error.h"
 #include "graph/file_util.h"
 #include "graph/onnx_io.h"
-#include "runtime/cpu/conv_algorithm.h"
 #include "train/checkpoint.h"
 
 namespace ot {
@@ -105,8 +104,6 @@ Checkpointer::~Checkpointer() {
   // A run that created the folder and wrote nothing there (a failed start) leaves none.
   if (!created_dir_.empty()) ::rmdir(created_dir_.c_str());  // fails, as it should, unless empty
 }
-
-std::string Checkpointer::ChoicesOfThisRank() { return SaveConvChoices(); }
 
 void Checkpointer::WriteState(TrainingSession& session, int64_t epochs_done, const SamplerState& sampler,
                               const std::string& path, const TaskFigures& tally, const ModelEma* ema,
@@ -211,7 +208,7 @@ bool Checkpointer::Resume(TrainingSession& session, ModelEma* ema, ResumePoint* 
   const auto choices = state.scalars.count(own) ? state.scalars.find(own) : state.scalars.find("conv_algorithms.rank0");
   if (cpu_ && choices != state.scalars.end()) {
     try {
-      LoadConvChoices(choices->second);
+      session.LoadAlgorithmChoices(choices->second);
     } catch (const Error& e) {
       throw Error(path + ": " + choices->first + ": " + e.what());
     }

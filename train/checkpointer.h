@@ -38,9 +38,9 @@ class Checkpointer {
   // the folder for "latest". Returns false when there is nothing to resume from (the note
   // for the user in *note). Throws ot::Error for a state of another model or other settings.
   bool Resume(TrainingSession& session, ModelEma* ema, ResumePoint* point, std::string* note);
-  // The convolution algorithms each rank's runtime chose (timed; they decide the rounding),
-  // by rank: saved in every state, so that a resumed run computes as the interrupted one.
-  static std::string ChoicesOfThisRank();
+  // `choices`: the algorithms each rank's runtime chose (TrainingSession::SaveAlgorithmChoices,
+  // timed convolutions: they decide the rounding), by rank: saved in every state, so that a
+  // resumed run computes as the interrupted one.
   // A recovery snapshot after global step `session.steps_done()`, where the next step starts
   // at `next`; `tally` is the job's figures of the epoch so far. Lead only. Returns its path.
   std::string SaveSnapshot(TrainingSession& session, int64_t epoch, const SamplerState& next,

@@ -66,6 +66,7 @@ Splits LoadSplits(const Model& forward, const TrainerOptions& o) {
 
 TrainingConfig SessionConfig(const TrainerOptions& o, Device device, CrossReplicaSum* replica_sum, bool sync_bn) {
   TrainingConfig config;
+  config.executor = o.executor;  // --conv-algo and the environment's knobs, from the entry point
   config.sync_batch_norm = sync_bn;
   if (sync_bn) config.executor.cross_replica = replica_sum;
   config.autodiff.freeze = o.freeze;
@@ -329,7 +330,7 @@ std::string Trainer::SaveSnapshot(int64_t epoch, const SamplerState& next, const
   job.Add(prior);
   std::vector<double> packed = job.Pack();
   dp_.Sum(&packed);
-  const std::vector<std::string> choices = dp_.GatherText(Checkpointer::ChoicesOfThisRank());
+  const std::vector<std::string> choices = dp_.GatherText(session_->SaveAlgorithmChoices());
   if (dp_.lead())
     checkpointer_->SaveSnapshot(*session_, epoch, next, TaskFigures::Unpack(packed), ema_.get(), choices);
   return SnapshotPath(o_.checkpoint_dir, session_->steps_done());
@@ -365,7 +366,7 @@ void Trainer::FinishEpoch(int64_t epoch, int64_t updates, double lr, const TaskF
   if (!ema_line_.empty()) Say(ema_line_), ema_line_.clear();
   const bool interrupted = stop && !final_epoch;
   if (o_.save_checkpoints && (final_epoch || interrupted || (o_.save_every > 0 && (epoch + 1) % o_.save_every == 0))) {
-    const std::vector<std::string> choices = dp_.GatherText(Checkpointer::ChoicesOfThisRank());  // every rank
+    const std::vector<std::string> choices = dp_.GatherText(session_->SaveAlgorithmChoices());  // every rank
     if (dp_.lead()) {
       const std::string stem = checkpointer_->SaveEpoch(*session_, epoch + 1, sampler_->State(), ema_.get(),
                                                         data_.train.class_names, choices);
@@ -397,7 +398,7 @@ void Trainer::Evaluate(EpochSummary* summary) {
   result_.test_exact_match = summary->test_exact_match, result_.test_f1 = summary->test_f1;
   result_.test_miou = summary->test_miou;
   if (!ema_ || spec_.kind != TaskKind::kClasses) return;
-  ExecutorOptions eo;
+  ExecutorOptions eo = o_.executor;
   eo.device = device_;
   eo.num_threads = o_.threads;
   Executor averaged(ema_->AveragedModel(session_->InferenceModel()), eo);

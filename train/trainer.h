@@ -11,6 +11,7 @@
 #include "graph/ir.h"
 #include "graph/optimizer_pass.h"
 #include "runtime/device.h"
+#include "runtime/executor.h"
 #include "train/image_dataset.h"
 #include "train/lr_schedule.h"
 #include "train/step_observer.h"
@@ -57,6 +58,10 @@ struct TrainerOptions {
   int threads = 0;
   Device device;
   bool cuda_graphs = false;  // CUDA: replay steps as CUDA graphs (ExecutorOptions::cuda_graphs)
+  // The executors' options the entry point chose (--conv-algo, the environment's profiling,
+  // serial threshold and channel block); the trainer sets the device, threads, seed,
+  // cuda_graphs and cross_replica on top.
+  ExecutorOptions executor;
   int64_t max_steps_per_epoch = -1;  // for tests and quick looks; -1: the whole epoch
   bool quiet = false;                // no per-step output (epoch lines still print)
   // Data parallel (rank and world size come from the launcher's environment).

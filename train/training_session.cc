@@ -144,6 +144,9 @@ Model TrainingSession::InferenceModel() const {
 
 std::string TrainingSession::RngState() const { return train_->RngState(); }
 void TrainingSession::SetRngState(const std::string& state) { train_->SetRngState(state); }
+// The micro-step and evaluation executors share the training executor's choices.
+std::string TrainingSession::SaveAlgorithmChoices() const { return train_->SaveAlgorithmChoices(); }
+void TrainingSession::LoadAlgorithmChoices(const std::string& text) { train_->LoadAlgorithmChoices(text); }
 std::string TrainingSession::MicroRngState() const { return micro_ ? micro_->RngState() : ""; }
 void TrainingSession::SetMicroRngState(const std::string& state) {
   if (micro_) micro_->SetRngState(state);

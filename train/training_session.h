@@ -82,6 +82,11 @@ class TrainingSession {
   // The random stream of the training graph's random ops (Dropout), for checkpoints.
   std::string RngState() const;
   void SetRngState(const std::string& state);
+  // What the kernels chose by timing (a CPU convolution's algorithm per problem), as text
+  // for the checkpoint state, and its restoration: a resumed run then runs, and rounds, the
+  // way the interrupted one did. Load throws ot::Error on text that Save did not write.
+  std::string SaveAlgorithmChoices() const;
+  void LoadAlgorithmChoices(const std::string& text);
   // With accumulation, the micro-steps' executor draws from its own stream ("" without).
   std::string MicroRngState() const;
   void SetMicroRngState(const std::string& state);

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "runtime/device.h"
+#include "runtime/cpu/cpu_threads.h"
 
 namespace ot {
 namespace {
@@ -39,6 +40,8 @@ constexpr size_t kPageBytes = 4096;
 
 class CpuBackend final : public DeviceBackend {
  public:
+  int Threads() override { return GetCpuThreads(); }
+  void SetThreads(int n) override { SetCpuThreads(n); }
   void* Allocate(size_t bytes, int) override {
     size_t rounded = (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
     if (rounded >= kMappedBytes) {

@@ -7,8 +7,8 @@
 // cuDNN's channel mode runs over the middle dimension.
 #include <string>
 
-#include "graph/gradient_registry.h"
-#include "runtime/cpu/kernel_util.h"
+#include "graph/op_domains.h"
+#include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/cudnn_kernels.h"
 #include "runtime/cuda/cudnn_util.h"
 
@@ -181,19 +181,17 @@ class SoftmaxGradKernel final : public OpKernel {
   bool empty_ = false;
   TensorDesc desc_;
 };
-
-constexpr int64_t kLatest = 1 << 30;
-OT_REGISTER_CUDA_KERNEL("Relu", 1, kLatest, ActivationKernel);
-OT_REGISTER_CUDA_KERNEL("Sigmoid", 1, kLatest, ActivationKernel);
-OT_REGISTER_CUDA_KERNEL("Tanh", 1, kLatest, ActivationKernel);
-OT_REGISTER_CUDA_KERNEL("Elu", 1, kLatest, ActivationKernel);
-OT_REGISTER_KERNEL(kGradDomain, "ReluGrad", 1, kLatest, ::ot::DeviceType::kCUDA, ActivationGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "SigmoidGrad", 1, kLatest, ::ot::DeviceType::kCUDA, ActivationGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "TanhGrad", 1, kLatest, ::ot::DeviceType::kCUDA, ActivationGradKernel);
-OT_REGISTER_CUDA_KERNEL("Softmax", 1, kLatest, SoftmaxKernel);
-OT_REGISTER_CUDA_KERNEL("LogSoftmax", 1, kLatest, SoftmaxKernel);
-OT_REGISTER_KERNEL(kGradDomain, "SoftmaxGrad", 1, kLatest, ::ot::DeviceType::kCUDA, SoftmaxGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "LogSoftmaxGrad", 1, kLatest, ::ot::DeviceType::kCUDA, SoftmaxGradKernel);
+OT_REGISTER_CUDA_KERNEL("Relu", 1, kLatestOpset, ActivationKernel);
+OT_REGISTER_CUDA_KERNEL("Sigmoid", 1, kLatestOpset, ActivationKernel);
+OT_REGISTER_CUDA_KERNEL("Tanh", 1, kLatestOpset, ActivationKernel);
+OT_REGISTER_CUDA_KERNEL("Elu", 1, kLatestOpset, ActivationKernel);
+OT_REGISTER_KERNEL(kGradDomain, "ReluGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, ActivationGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SigmoidGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, ActivationGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "TanhGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, ActivationGradKernel);
+OT_REGISTER_CUDA_KERNEL("Softmax", 1, kLatestOpset, SoftmaxKernel);
+OT_REGISTER_CUDA_KERNEL("LogSoftmax", 1, kLatestOpset, SoftmaxKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SoftmaxGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, SoftmaxGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "LogSoftmaxGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, SoftmaxGradKernel);
 
 }  // namespace
 }  // namespace ot::cuda

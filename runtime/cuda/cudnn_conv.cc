@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/gradient_registry.h"
-#include "runtime/cpu/window_geometry.h"
+#include "graph/op_domains.h"
+#include "runtime/ops/window_geometry.h"
 #include "runtime/cuda/cudnn_kernels.h"
 #include "runtime/cuda/cudnn_util.h"
 
@@ -310,8 +310,8 @@ class ConvGradKernel final : public OpKernel {
   size_t ws_bytes_ = 0;
 };
 
-OT_REGISTER_CUDA_KERNEL("Conv", 1, 1 << 30, ConvKernel);
-OT_REGISTER_KERNEL(kGradDomain, "ConvGrad", 1, 1 << 30, ::ot::DeviceType::kCUDA, ConvGradKernel);
+OT_REGISTER_CUDA_KERNEL("Conv", 1, kLatestOpset, ConvKernel);
+OT_REGISTER_KERNEL(kGradDomain, "ConvGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, ConvGradKernel);
 
 }  // namespace
 }  // namespace ot::cuda

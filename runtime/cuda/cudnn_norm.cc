@@ -1,6 +1,6 @@
 // BatchNormalization (inference and training mode), org.onnxtrain BatchNormTraining and
 // BatchNormalizationGrad on cuDNN's spatial batch normalization, and LRN on cuDNN's
-// cross-channel LRN. Semantics are those of runtime/cpu/batchnorm.cc and lrn.cc:
+// cross-channel LRN. Semantics are those of runtime/cpu/norm/batchnorm.cc and lrn.cc:
 //   training mode: Y from the batch's mean and population variance;
 //     running_mean = input_mean * momentum + batch_mean * (1 - momentum)
 //     running_var  = input_var  * momentum + batch_var  * (1 - momentum)
@@ -10,10 +10,10 @@
 // through a small kernel (cudnn_kernels.cu).
 #include <string>
 
-#include "graph/gradient_registry.h"
+#include "graph/op_domains.h"
 #include "runtime/cuda/cudnn_kernels.h"
 #include "runtime/cuda/cudnn_util.h"
-#include "runtime/norm_checks.h"
+#include "runtime/ops/norm_checks.h"
 
 namespace ot::cuda {
 namespace {
@@ -134,11 +134,9 @@ class LrnKernel final : public OpKernel {
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
     if (x.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(x.dtype()));
-    if (x.rank() < 3) Fail("input " + x.Describe() + " must be N x C x D1 x ...");
-    const int64_t size = node_.GetInt("size", 0);
-    if (size < 1) Fail("attribute size must be positive");
-    const float alpha = node_.GetFloat("alpha", 1e-4f), beta = node_.GetFloat("beta", 0.75f),
-                bias = node_.GetFloat("bias", 1.f);
+    const LrnAttrs a = ReadLrnAttrs(node_, x);
+    const int64_t size = a.size;
+    const float alpha = a.alpha, beta = a.beta, bias = a.bias;
     if (size > CUDNN_LRN_MAX_N) Unsupported("size " + std::to_string(size) + " (cuDNN's LRN window is at most 16)");
     if (beta < CUDNN_LRN_MIN_BETA) Unsupported("beta " + std::to_string(beta) + " below cuDNN's minimum 0.01");
     if (bias < CUDNN_LRN_MIN_K) Unsupported("bias " + std::to_string(bias) + " below cuDNN's minimum 1e-5");
@@ -162,10 +160,10 @@ class LrnKernel final : public OpKernel {
   LrnDesc lrn_;
 };
 
-OT_REGISTER_CUDA_KERNEL("BatchNormalization", 1, 1 << 30, BatchNormKernel);
-OT_REGISTER_KERNEL(kGradDomain, "BatchNormTraining", 1, 1 << 30, ::ot::DeviceType::kCUDA, BatchNormKernel);
-OT_REGISTER_KERNEL(kGradDomain, "BatchNormalizationGrad", 1, 1 << 30, ::ot::DeviceType::kCUDA, BatchNormGradKernel);
-OT_REGISTER_CUDA_KERNEL("LRN", 1, 1 << 30, LrnKernel);
+OT_REGISTER_CUDA_KERNEL("BatchNormalization", 1, kLatestOpset, BatchNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "BatchNormTraining", 1, kLatestOpset, ::ot::DeviceType::kCUDA, BatchNormKernel);
+OT_REGISTER_KERNEL(kGradDomain, "BatchNormalizationGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, BatchNormGradKernel);
+OT_REGISTER_CUDA_KERNEL("LRN", 1, kLatestOpset, LrnKernel);
 
 }  // namespace
 }  // namespace ot::cuda

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/gradient_registry.h"
-#include "runtime/cpu/window_geometry.h"
+#include "graph/op_domains.h"
+#include "runtime/ops/window_geometry.h"
 #include "runtime/cuda/cudnn_kernels.h"
 #include "runtime/cuda/cudnn_util.h"
 
@@ -181,14 +181,14 @@ class PoolGradKernel final : public PoolKernelBase {
   Tensor y_scratch_;
 };
 
-OT_REGISTER_CUDA_KERNEL("MaxPool", 1, 1 << 30, PoolKernel);
-OT_REGISTER_CUDA_KERNEL("AveragePool", 1, 1 << 30, PoolKernel);
-OT_REGISTER_CUDA_KERNEL("GlobalMaxPool", 1, 1 << 30, PoolKernel);
-OT_REGISTER_CUDA_KERNEL("GlobalAveragePool", 1, 1 << 30, PoolKernel);
-OT_REGISTER_KERNEL(kGradDomain, "MaxPoolGrad", 1, 1 << 30, ::ot::DeviceType::kCUDA, PoolGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "AveragePoolGrad", 1, 1 << 30, ::ot::DeviceType::kCUDA, PoolGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "GlobalMaxPoolGrad", 1, 1 << 30, ::ot::DeviceType::kCUDA, PoolGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "GlobalAveragePoolGrad", 1, 1 << 30, ::ot::DeviceType::kCUDA, PoolGradKernel);
+OT_REGISTER_CUDA_KERNEL("MaxPool", 1, kLatestOpset, PoolKernel);
+OT_REGISTER_CUDA_KERNEL("AveragePool", 1, kLatestOpset, PoolKernel);
+OT_REGISTER_CUDA_KERNEL("GlobalMaxPool", 1, kLatestOpset, PoolKernel);
+OT_REGISTER_CUDA_KERNEL("GlobalAveragePool", 1, kLatestOpset, PoolKernel);
+OT_REGISTER_KERNEL(kGradDomain, "MaxPoolGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, PoolGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "AveragePoolGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, PoolGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "GlobalMaxPoolGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, PoolGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "GlobalAveragePoolGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, PoolGradKernel);
 
 }  // namespace
 }  // namespace ot::cuda

@@ -8,11 +8,11 @@
 #include <cstring>
 #include <random>
 
-#include "graph/gradient_registry.h"
-#include "runtime/cpu/kernel_util.h"
+#include "graph/op_domains.h"
+#include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
-#include "runtime/op_shapes.h"
+#include "runtime/ops/op_shapes.h"
 
 namespace ot::cuda {
 namespace {
@@ -20,8 +20,6 @@ namespace {
 using math::BinaryOp;
 using math::BroadcastIndexer;
 using math::UnaryOp;
-
-constexpr int64_t kLatest = 1 << 30;
 
 bool IsOneOf(DType t, std::initializer_list<DType> types) {
   for (DType u : types)
@@ -310,19 +308,13 @@ class DropoutKernel final : public OpKernel {
     const Tensor& x = ctx.Input(0);
     DType t = x.dtype();
     if (t != DType::kFloat32 && t != DType::kFloat64) Unsupported("data type " + DTypeName(t) + " on CUDA");
+    PrepareDropout(node_, static_cast<int>(opset_), ctx);
     may_train_ = opset_ >= 12 && ctx.OptionalInput(2) != nullptr;
     if (may_train_) {
-      const Tensor& mode = ctx.Input(2);
-      if (mode.dtype() != DType::kBool || mode.numel() != 1) Fail("training_mode must be a bool scalar");
-      if (const Tensor* r = ctx.OptionalInput(1)) {
-        if (r->numel() != 1) Fail("ratio must be a scalar");
-        if (r->dtype() != DType::kFloat32 && r->dtype() != DType::kFloat64)
-          Unsupported("ratio of type " + DTypeName(r->dtype()) + " on CUDA");
-      }
+      if (const Tensor* r = ctx.OptionalInput(1); r && r->dtype() != DType::kFloat32 && r->dtype() != DType::kFloat64)
+        Unsupported("ratio of type " + DTypeName(r->dtype()) + " on CUDA");
       flag_.Init(device_.index);
     }
-    ctx.SetOutput(0, t, x.shape());
-    ctx.SetOutput(1, opset_ >= 10 ? DType::kBool : t, x.shape());
   }
 
   void Compute(KernelContext& ctx) override {
@@ -378,38 +370,38 @@ class DropoutGradKernel final : public OpKernel {
   }
 };
 
-OT_REGISTER_CUDA_KERNEL("Add", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Sub", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Mul", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Div", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Pow", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Max", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Min", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Sum", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Mean", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Equal", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Less", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Greater", 1, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("LessOrEqual", 12, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("GreaterOrEqual", 12, kLatest, BroadcastBinaryKernel);
-OT_REGISTER_CUDA_KERNEL("Where", 9, kLatest, WhereKernel);
-OT_REGISTER_CUDA_KERNEL("Abs", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Neg", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Exp", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Log", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Sqrt", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Reciprocal", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Ceil", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Floor", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Round", 11, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("LeakyRelu", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Softplus", 1, kLatest, UnaryKernel);
-OT_REGISTER_CUDA_KERNEL("Clip", 1, kLatest, ClipKernel);
-OT_REGISTER_CUDA_KERNEL("Cast", 6, kLatest, CastKernel);
-OT_REGISTER_CUDA_KERNEL("CastLike", 15, kLatest, CastKernel);
-OT_REGISTER_CUDA_KERNEL("Dropout", 7, kLatest, DropoutKernel);
-OT_REGISTER_KERNEL(kGradDomain, "LeakyReluGrad", 1, kLatest, ::ot::DeviceType::kCUDA, LeakyReluGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "DropoutGrad", 1, kLatest, ::ot::DeviceType::kCUDA, DropoutGradKernel);
+OT_REGISTER_CUDA_KERNEL("Add", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Sub", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Mul", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Div", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Pow", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Max", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Min", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Sum", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Mean", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Equal", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Less", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Greater", 1, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("LessOrEqual", 12, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("GreaterOrEqual", 12, kLatestOpset, BroadcastBinaryKernel);
+OT_REGISTER_CUDA_KERNEL("Where", 9, kLatestOpset, WhereKernel);
+OT_REGISTER_CUDA_KERNEL("Abs", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Neg", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Exp", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Log", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Sqrt", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Reciprocal", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Ceil", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Floor", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Round", 11, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("LeakyRelu", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Softplus", 1, kLatestOpset, UnaryKernel);
+OT_REGISTER_CUDA_KERNEL("Clip", 1, kLatestOpset, ClipKernel);
+OT_REGISTER_CUDA_KERNEL("Cast", 6, kLatestOpset, CastKernel);
+OT_REGISTER_CUDA_KERNEL("CastLike", 15, kLatestOpset, CastKernel);
+OT_REGISTER_CUDA_KERNEL("Dropout", 7, kLatestOpset, DropoutKernel);
+OT_REGISTER_KERNEL(kGradDomain, "LeakyReluGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, LeakyReluGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "DropoutGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, DropoutGradKernel);
 
 }  // namespace
 }  // namespace ot::cuda

@@ -2,7 +2,7 @@
 // forward (one thread per position: a stable log-sum-exp over the classes in double, the
 // picked log-probability, its weight) with a one-block reduction for sum/mean, their
 // gradients, and the Momentum / Adagrad / Adam updates that read the learning rate and
-// step from device scalars. Math mirrors runtime/cpu/loss.cc, gradient_kernels.cc and
+// step from device scalars. Math mirrors runtime/cpu/training/loss.cc, gradient_kernels.cc and
 // optimizer_kernels.cc.
 #include <cub/block/block_reduce.cuh>
 

@@ -2,21 +2,18 @@
 // loss_optimizer.cu): SoftmaxCrossEntropyLoss (default domain from opset 12, and the
 // org.onnxtrain one the autodiff pass attaches to older models), NegativeLogLikelihoodLoss,
 // their org.onnxtrain gradients, and Momentum, Adagrad and Adam of
-// ai.onnx.preview.training. Semantics follow runtime/cpu/loss.cc, gradient_kernels.cc and
+// ai.onnx.preview.training. Semantics follow runtime/cpu/training/loss.cc, gradient_kernels.cc and
 // optimizer_kernels.cc. Labels outside [0, C) (and not ignore_index) are never read
 // through: the kernels skip them and raise a device flag that the next run of the node
 // reports, since Compute never waits for the device.
-#include "graph/gradient_registry.h"
-#include "graph/optimizer_pass.h"
-#include "runtime/cpu/kernel_util.h"
+#include "graph/op_domains.h"
+#include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
-#include "runtime/train_checks.h"
+#include "runtime/ops/train_checks.h"
 
 namespace ot::cuda {
 namespace {
-
-constexpr int64_t kLatest = 1 << 30;
 
 // The loss parameters of scores [N, C, d1, ...] and their labels, checked as on the CPU
 // (labels, then weight, then the attributes).
@@ -208,17 +205,17 @@ class AdamKernel final : public OptimizerKernel {
   const AdamParams p_;
 };
 
-OT_REGISTER_CUDA_KERNEL("SoftmaxCrossEntropyLoss", 12, kLatest, ClassificationLossKernel);
-OT_REGISTER_CUDA_KERNEL("NegativeLogLikelihoodLoss", 12, kLatest, ClassificationLossKernel);
+OT_REGISTER_CUDA_KERNEL("SoftmaxCrossEntropyLoss", 12, kLatestOpset, ClassificationLossKernel);
+OT_REGISTER_CUDA_KERNEL("NegativeLogLikelihoodLoss", 12, kLatestOpset, ClassificationLossKernel);
 // The loss the autodiff pass attaches to models older than opset 12.
-OT_REGISTER_KERNEL(kGradDomain, "SoftmaxCrossEntropyLoss", 1, kLatest, ::ot::DeviceType::kCUDA,
+OT_REGISTER_KERNEL(kGradDomain, "SoftmaxCrossEntropyLoss", 1, kLatestOpset, ::ot::DeviceType::kCUDA,
                    ClassificationLossKernel);
-OT_REGISTER_KERNEL(kGradDomain, "SoftmaxCrossEntropyLossGrad", 1, kLatest, ::ot::DeviceType::kCUDA, LossGradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "NegativeLogLikelihoodLossGrad", 1, kLatest, ::ot::DeviceType::kCUDA, LossGradKernel);
-OT_REGISTER_KERNEL(kTrainingOpsDomain, "Momentum", 1, kLatest, ::ot::DeviceType::kCUDA, MomentumKernel);
-OT_REGISTER_KERNEL(kTrainingOpsDomain, "Adagrad", 1, kLatest, ::ot::DeviceType::kCUDA, AdagradKernel);
-OT_REGISTER_KERNEL(kGradDomain, "SGD", 1, kLatest, ::ot::DeviceType::kCUDA, SgdKernel);
-OT_REGISTER_KERNEL(kTrainingOpsDomain, "Adam", 1, kLatest, ::ot::DeviceType::kCUDA, AdamKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SoftmaxCrossEntropyLossGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, LossGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "NegativeLogLikelihoodLossGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, LossGradKernel);
+OT_REGISTER_KERNEL(kTrainingOpsDomain, "Momentum", 1, kLatestOpset, ::ot::DeviceType::kCUDA, MomentumKernel);
+OT_REGISTER_KERNEL(kTrainingOpsDomain, "Adagrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, AdagradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SGD", 1, kLatestOpset, ::ot::DeviceType::kCUDA, SgdKernel);
+OT_REGISTER_KERNEL(kTrainingOpsDomain, "Adam", 1, kLatestOpset, ::ot::DeviceType::kCUDA, AdamKernel);
 
 }  // namespace
 }  // namespace ot::cuda

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "graph/dtype.h"
-#include "runtime/op_kinds.h"
+#include "runtime/ops/op_kinds.h"
 
 namespace ot::cuda::math {
 

@@ -3,7 +3,7 @@
 // device error flag that reports kernel-detected errors without a stream sync.
 #include <cstring>
 
-#include "runtime/cpu/kernel_util.h"
+#include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
 

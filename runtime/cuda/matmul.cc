@@ -1,5 +1,5 @@
 // Matrix products on CUDA with cuBLAS: Gemm and MatMul (numpy.matmul semantics, batch
-// dimensions broadcast), float32 and float64, mirroring runtime/cpu/matmul.cc.
+// dimensions broadcast), float32 and float64, mirroring runtime/cpu/matmul/matmul.cc.
 //
 // cuBLAS is column-major; a row-major [M, N] matrix is its column-major transpose, so
 // Y = op(A) * op(B) is computed as Y^T = op(B)^T * op(A)^T with the operands swapped and
@@ -11,9 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cpu/kernel_util.h"
+#include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/copy_kernels.h"
 #include "runtime/cuda/cuda_common.h"
+#include "runtime/ops/op_shapes.h"
 
 namespace ot::cuda {
 namespace {
@@ -87,23 +88,17 @@ class GemmKernel final : public OpKernel {
     const Tensor* c = ctx.OptionalInput(2);
     const DType dtype = a.dtype();
     product_.Prepare(dtype, node_);
-    if (b.dtype() != dtype || (c && c->dtype() != dtype))
-      Fail("inputs have different data types (" + a.Describe() + ", " + b.Describe() + ")");
-    if (a.rank() != 2 || b.rank() != 2) Fail("A and B must be matrices, got " + a.Describe() + " and " + b.Describe());
+    const GemmShape g = ReadGemm(node_, static_cast<int>(opset_), a, b, c);
     call_ = GemmCall{};
-    call_.trans_a = node_.GetInt("transA", 0) != 0;
-    call_.trans_b = node_.GetInt("transB", 0) != 0;
-    alpha_ = node_.GetFloat("alpha", 1.f);
-    beta_ = node_.GetFloat("beta", 1.f);
-    call_.M = call_.trans_a ? a.dim(1) : a.dim(0);
-    call_.K = call_.trans_a ? a.dim(0) : a.dim(1);
-    call_.N = call_.trans_b ? b.dim(0) : b.dim(1);
-    const int64_t kb = call_.trans_b ? b.dim(1) : b.dim(0);
-    if (kb != call_.K)
-      Fail("inner dimensions differ: op(A) is [" + std::to_string(call_.M) + ", " + std::to_string(call_.K) +
-           "], op(B) is [" + std::to_string(kb) + ", " + std::to_string(call_.N) + "]");
+    call_.trans_a = g.trans_a;
+    call_.trans_b = g.trans_b;
+    alpha_ = g.alpha;
+    beta_ = g.beta;
+    call_.M = g.M;
+    call_.K = g.K;
+    call_.N = g.N;
     use_c_ = c != nullptr && beta_ != 0.f;
-    if (c) CheckC(*c);
+    if (c) c_strides_ = {g.c_rows == 1 ? 0 : g.c_cols, g.c_cols == 1 ? 0 : 1};
     ctx.SetOutput(0, dtype, {call_.M, call_.N});
   }
 
@@ -125,18 +120,6 @@ class GemmKernel final : public OpKernel {
  private:
   // Checks that C broadcasts to [M, N] (exactly [M, N] for opsets < 7 with broadcast=0)
   // and keeps its strides over [M, N].
-  void CheckC(const Tensor& c) {
-    int64_t rows = 1, cols = 1;
-    if (c.rank() == 1) cols = c.dim(0);
-    if (c.rank() == 2) rows = c.dim(0), cols = c.dim(1);
-    bool fits = c.rank() <= 2 && (rows == 1 || rows == call_.M) && (cols == 1 || cols == call_.N);
-    if (opset_ < 7 && node_.GetInt("broadcast", 0) == 0) fits = c.rank() == 2 && rows == call_.M && cols == call_.N;
-    if (!fits)
-      Fail("C " + c.Describe() + " does not broadcast to the output [" + std::to_string(call_.M) + ", " +
-           std::to_string(call_.N) + "]" + (opset_ < 7 ? " (set broadcast=1 to broadcast it)" : ""));
-    c_strides_ = {rows == 1 ? 0 : cols, cols == 1 ? 0 : 1};
-  }
-
   DeviceContext& ctx_;
   CublasProduct product_;
   GemmCall call_;
@@ -244,8 +227,8 @@ class MatMulKernel final : public OpKernel {
   std::vector<int64_t> a_matrix_, b_matrix_;
 };
 
-OT_REGISTER_CUDA_KERNEL("Gemm", 1, 1 << 30, GemmKernel);
-OT_REGISTER_CUDA_KERNEL("MatMul", 1, 1 << 30, MatMulKernel);
+OT_REGISTER_CUDA_KERNEL("Gemm", 1, kLatestOpset, GemmKernel);
+OT_REGISTER_CUDA_KERNEL("MatMul", 1, kLatestOpset, MatMulKernel);
 
 }  // namespace
 }  // namespace ot::cuda

@@ -2,7 +2,7 @@
 // over any set of axes (also SumToShape's sums), and ArgMax/ArgMin. Outputs with many
 // reduced elements get one block each (CUB's BlockReduce combines the threads' partial
 // results in a fixed order, so results are deterministic); outputs with few get one
-// thread each. Floating types accumulate in double as runtime/cpu/reduce.cc does.
+// thread each. Floating types accumulate in double as runtime/cpu/reduce/reduce.cc does.
 #include <cub/block/block_reduce.cuh>
 
 #include <algorithm>

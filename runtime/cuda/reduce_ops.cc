@@ -2,20 +2,18 @@
 // ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare,
 // ReduceLogSum, ReduceLogSumExp (axes as attribute, or for ReduceSum from opset 13 an
 // input; keepdims; noop_with_empty_axes), ArgMax/ArgMin, and the gradient-domain
-// SumToShape and ReduceGrad. Semantics follow runtime/cpu/reduce.cc and
+// SumToShape and ReduceGrad. Semantics follow runtime/cpu/reduce/reduce.cc and
 // gradient_kernels.cc. Axes and target shapes are read on the host in Prepare; the
 // executor keys plans by the values of small integer graph inputs, so they are not
 // re-checked in Compute (that would wait for the device every step).
-#include "graph/gradient_registry.h"
-#include "runtime/cpu/kernel_util.h"
+#include "graph/op_domains.h"
+#include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
-#include "runtime/reduce_shapes.h"
+#include "runtime/ops/reduce_shapes.h"
 
 namespace ot::cuda {
 namespace {
-
-constexpr int64_t kLatest = 1 << 30;
 
 // Plans a reduction of `in` over the dimensions marked in `reduced`; Unsupported when
 // more than kMaxDims dimensions remain after merging.
@@ -159,7 +157,7 @@ class ReduceGradKernel final : public OpKernel {
 
 // Opset 18 moves axes to an input for every reduction; until then only ReduceSum (13).
 constexpr int64_t kAxesAttributeUntil = 17;
-OT_REGISTER_CUDA_KERNEL("ReduceSum", 1, kLatest, ReduceKernel);
+OT_REGISTER_CUDA_KERNEL("ReduceSum", 1, kLatestOpset, ReduceKernel);
 OT_REGISTER_CUDA_KERNEL("ReduceMean", 1, kAxesAttributeUntil, ReduceKernel);
 OT_REGISTER_CUDA_KERNEL("ReduceMax", 1, kAxesAttributeUntil, ReduceKernel);
 OT_REGISTER_CUDA_KERNEL("ReduceMin", 1, kAxesAttributeUntil, ReduceKernel);
@@ -169,10 +167,10 @@ OT_REGISTER_CUDA_KERNEL("ReduceL2", 1, kAxesAttributeUntil, ReduceKernel);
 OT_REGISTER_CUDA_KERNEL("ReduceSumSquare", 1, kAxesAttributeUntil, ReduceKernel);
 OT_REGISTER_CUDA_KERNEL("ReduceLogSum", 1, kAxesAttributeUntil, ReduceKernel);
 OT_REGISTER_CUDA_KERNEL("ReduceLogSumExp", 1, kAxesAttributeUntil, ReduceKernel);
-OT_REGISTER_CUDA_KERNEL("ArgMax", 1, kLatest, ArgExtremeKernel);
-OT_REGISTER_CUDA_KERNEL("ArgMin", 1, kLatest, ArgExtremeKernel);
-OT_REGISTER_KERNEL(kGradDomain, "SumToShape", 1, kLatest, ::ot::DeviceType::kCUDA, SumToShapeKernel);
-OT_REGISTER_KERNEL(kGradDomain, "ReduceGrad", 1, kLatest, ::ot::DeviceType::kCUDA, ReduceGradKernel);
+OT_REGISTER_CUDA_KERNEL("ArgMax", 1, kLatestOpset, ArgExtremeKernel);
+OT_REGISTER_CUDA_KERNEL("ArgMin", 1, kLatestOpset, ArgExtremeKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SumToShape", 1, kLatestOpset, ::ot::DeviceType::kCUDA, SumToShapeKernel);
+OT_REGISTER_KERNEL(kGradDomain, "ReduceGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, ReduceGradKernel);
 
 }  // namespace
 }  // namespace ot::cuda

@@ -1,4 +1,4 @@
-// CUDA kernels for the data-movement ops, mirroring runtime/cpu/shape_ops.cc,
+// CUDA kernels for the data-movement ops, mirroring runtime/cpu/tensor/shape_ops.cc,
 // transpose_concat.cc and the gradient-domain ConcatGrad, PadGrad and TransposeLastTwo:
 //   - ops whose output is input 0 with another shape (Identity, Reshape, Flatten, Squeeze,
 //     Unsqueeze) and ops whose output is known on the host when the plan is made (Shape,
@@ -15,16 +15,14 @@
 #include <string>
 #include <vector>
 
-#include "graph/gradient_registry.h"
-#include "runtime/cpu/kernel_util.h"
+#include "graph/op_domains.h"
+#include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/copy_kernels.h"
 #include "runtime/cuda/cuda_common.h"
-#include "runtime/op_shapes.h"
+#include "runtime/ops/op_shapes.h"
 
 namespace ot::cuda {
 namespace {
-
-constexpr int64_t kLatestOpset = 1 << 30;
 
 void CopyBytes(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
   if (bytes == 0 || dst == src) return;
@@ -87,7 +85,8 @@ class CpuTwin {
     for (int i = 0; i < ctx.NumInputs(); ++i) ins.push_back(ctx.OptionalInput(i));
     std::vector<Tensor*> out_ptrs;
     for (int i = 0; i < ctx.NumOutputs(); ++i) out_ptrs.push_back(ctx.HasOutput(i) ? &outs[static_cast<size_t>(i)] : nullptr);
-    return KernelContext(ctx.node(), std::move(ins), std::move(out_ptrs), &ctx.rng(), Device::CPU());
+    return KernelContext(ctx.node(), std::move(ins), std::move(out_ptrs), &ctx.rng(), Device::CPU(), nullptr,
+                         &ctx.settings());
   }
 
   std::unique_ptr<OpKernel> kernel_;

@@ -1,0 +1,774 @@
+// WinogradConv: see conv_winograd.h.
+#include "runtime/cpu/conv/conv_winograd.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/cpu/norm/channel_statistics.h"
+#include "runtime/cpu/elementwise/vector_loops.h"
+
+namespace ot {
+namespace cpu {
+namespace {
+
+// ScratchBuffer slots (ScratchFloats): the caller's (0-4) and each thread's chunk buffers (5-6).
+constexpr int kInputScratch = 0, kWeightScratch = 1, kGradScratch = 2, kZeroScratch = 3, kOutputScratch = 4;
+constexpr int kTileScratch = 5, kProductScratch = 6, kTapsScratch = 7;
+
+// The weight transform of F(m, 3) as one matrix: U = G g G^T of a 3x3 kernel g is
+// U[i][j] = sum over a, b of G[i][a] G[j][b] g[a][b], so with the kernel's 9 taps as a
+// column, U's t * t values are kron(G, G) (t*t x 9) times it, and the weight gradient's
+// fold dg = G^T dU G is kron(G, G)^T times dU's column. `flipped` takes the kernel turned
+// by 180 degrees (tap k read as tap 8 - k). G (t x 3) of F(2, 3): Lavin and Gray's matrix
+// with points 0, 1, -1 (t = 4); of F(4, 3): points 0, 1, -1, 2, -2 (t = 6); on 2-pixel
+// maps (t = 3; see OT_WINO22_INPUT): w1, w2 - w1, w0 - w1. Products formed in double,
+// rounded once.
+const float* KronG(int64_t t, bool flipped) {
+  struct Matrices {
+    float f22[2][9 * 9], f2[2][16 * 9], f4[2][36 * 9];
+  };
+  static const Matrices matrices = [] {
+    const double g22[3][3] = {{0, 1, 0}, {0, -1, 1}, {1, -1, 0}};
+    const double g2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+    const double g4[6][3] = {{1. / 4, 0, 0},           {-1. / 6, -1. / 6, -1. / 6}, {-1. / 6, 1. / 6, -1. / 6},
+                             {1. / 24, 1. / 12, 1. / 6}, {1. / 24, -1. / 12, 1. / 6}, {0, 0, 1}};
+    Matrices k{};
+    auto fill = [](const auto& g, int t, float* plain, float* turned) {
+      for (int i = 0; i < t; ++i)
+        for (int j = 0; j < t; ++j)
+          for (int a = 0; a < 3; ++a)
+            for (int b = 0; b < 3; ++b) {
+              const float v = static_cast<float>(g[i][a] * g[j][b]);
+              plain[(i * t + j) * 9 + a * 3 + b] = v;
+              turned[(i * t + j) * 9 + 8 - (a * 3 + b)] = v;
+            }
+    };
+    fill(g22, 3, k.f22[0], k.f22[1]);
+    fill(g2, 4, k.f2[0], k.f2[1]);
+    fill(g4, 6, k.f4[0], k.f4[1]);
+    return k;
+  }();
+  return t == 3 ? matrices.f22[flipped] : t == 6 ? matrices.f4[flipped] : matrices.f2[flipped];
+}
+
+OT_VECTOR_CLONES void AddTo(const float* src, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+struct TileGrid {
+  int64_t h, w, tiles_h, tiles_w, m;  // m x m output tiles
+  // The image and top-left output pixel of tile t.
+  void Locate(int64_t t, int64_t* n, int64_t* y, int64_t* x) const {
+    *n = t / (tiles_h * tiles_w);
+    const int64_t r = t % (tiles_h * tiles_w);
+    *y = m * (r / tiles_w);
+    *x = m * (r % tiles_w);
+  }
+};
+
+// The channels of one block: LANES where the caller fixed them at compile time (8 and 16:
+// one or two vectors, no loop left), else L.block.
+template <int LANES>
+inline __attribute__((always_inline)) int64_t Lanes(const MapLayout& L) {
+  return LANES ? LANES : L.block;
+}
+
+// The body of a transform's clone-compiled entry point: `impl` with the lane count fixed at
+// 8 or 16 where the layout L's block is, else taken at run time.
+#define OT_BY_LANES(impl, ...)                       \
+  do {                                               \
+    if (L.block == 8) return impl<8>(__VA_ARGS__);   \
+    if (L.block == 16) return impl<16>(__VA_ARGS__); \
+    impl<0>(__VA_ARGS__);                            \
+  } while (0)
+
+// The pointers to a tile's t x t input pixels (pad 1; their first channel block), or to
+// `zeros` outside the map (an image of zeros, so that every block's offset lands on zeros).
+template <int T>
+inline __attribute__((always_inline)) void TilePixels(const TileGrid& g, const MapLayout& L, const float* in,
+                                                      const float* zeros, int64_t n, int64_t y, int64_t x,
+                                                      const float* (&p)[T][T]) {
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j < T; ++j) {
+      const int64_t iy = y - 1 + i, ix = x - 1 + j;
+      p[i][j] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? L.Pixel(in, n, iy * g.w + ix, 0) : zeros;
+    }
+}
+
+// The same for a tile's m x m output pixels (to `spill`, an image's worth, outside the map).
+template <int M, typename P>
+inline __attribute__((always_inline)) void OutputPixels(const TileGrid& g, const MapLayout& L, P* out, P* spill,
+                                                        int64_t n, int64_t y, int64_t x, P* (&q)[M][M]) {
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < M; ++j)
+      q[i][j] = y + i < g.h && x + j < g.w ? L.Pixel(out, n, (y + i) * g.w + x + j, 0) : spill;
+}
+
+// The 1D transforms on scalars (the vectoriser keeps scalars in registers; arrays passed
+// to helpers stopped it): F(2, 3) ...
+#define OT_WINO2_INPUT(d0, d1, d2, d3, r0, r1, r2, r3) \
+  do {                                                 \
+    r0 = d0 - d2;                                      \
+    r1 = d1 + d2;                                      \
+    r2 = d2 - d1;                                      \
+    r3 = d1 - d3;                                      \
+  } while (0)
+#define OT_WINO2_OUTPUT(m0, m1, m2, m3, y0, y1) \
+  do {                                          \
+    y0 = m0 + m1 + m2;                          \
+    y1 = m1 - m2 - m3;                          \
+  } while (0)
+#define OT_WINO2_GRAD(g0, g1, a0, a1, a2, a3) \
+  do {                                        \
+    a0 = g0;                                  \
+    a1 = g0 + g1;                             \
+    a2 = g0 - g1;                             \
+    a3 = -g1;                                 \
+  } while (0)
+// ... and F(4, 3).
+#define OT_WINO4_INPUT(d0, d1, d2, d3, d4, d5, r0, r1, r2, r3, r4, r5) \
+  do {                                                                 \
+    r0 = 4.f * d0 - 5.f * d2 + d4;                                     \
+    r1 = -4.f * (d1 + d2) + d3 + d4;                                   \
+    r2 = 4.f * (d1 - d2) - d3 + d4;                                    \
+    r3 = 2.f * (d3 - d1) - d2 + d4;                                    \
+    r4 = 2.f * (d1 - d3) - d2 + d4;                                    \
+    r5 = 4.f * d1 - 5.f * d3 + d5;                                     \
+  } while (0)
+#define OT_WINO4_OUTPUT(m0, m1, m2, m3, m4, m5, y0, y1, y2, y3)             \
+  do {                                                                      \
+    const float p1_ = m1 + m2, q1_ = m1 - m2, p2_ = m3 + m4, q2_ = m3 - m4; \
+    y0 = m0 + p1_ + p2_;                                                    \
+    y1 = q1_ + 2.f * q2_;                                                   \
+    y2 = p1_ + 4.f * p2_;                                                   \
+    y3 = q1_ + 8.f * q2_ + m5;                                              \
+  } while (0)
+#define OT_WINO4_GRAD(g0, g1, g2, g3, a0, a1, a2, a3, a4, a5) \
+  do {                                                        \
+    const float p1_ = g0 + g2, q1_ = g1 + g3;                 \
+    a0 = g0;                                                  \
+    a1 = p1_ + q1_;                                           \
+    a2 = p1_ - q1_;                                           \
+    a3 = g0 + 2.f * g1 + 4.f * g2 + 8.f * g3;                 \
+    a4 = g0 - 2.f * g1 + 4.f * g2 - 8.f * g3;                 \
+    a5 = g3;                                                  \
+  } while (0)
+
+// v[xi][t - t0][c] = (B^T d B)[xi] of the input tile (pad 1) of each tile t in [t0, t1).
+template <int LANES>
+inline __attribute__((always_inline)) void InputTiles2Impl(const TileGrid& g, const MapLayout& L, const float* in,
+                                                           const float* zeros, int64_t t0, int64_t t1, int64_t chunk,
+                                                           float* v) {
+  const int64_t step = chunk * L.channels;
+  for (int64_t t = t0; t < t1; ++t) {
+    int64_t n, y, x;
+    g.Locate(t, &n, &y, &x);
+    const float* p[4][4];
+    TilePixels<4>(g, L, in, zeros, n, y, x, p);
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+      const int64_t off = (cb / L.block) * L.block_stride;
+      float* dst = v + (t - t0) * L.channels + cb;
+#pragma omp simd
+      for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
+        float r[4][4];  // B^T d, by column
+        for (int j = 0; j < 4; ++j) {
+          const float d0 = p[0][j][off + c], d1 = p[1][j][off + c], d2 = p[2][j][off + c], d3 = p[3][j][off + c];
+          OT_WINO2_INPUT(d0, d1, d2, d3, r[0][j], r[1][j], r[2][j], r[3][j]);
+        }
+        for (int i = 0; i < 4; ++i) {  // (B^T d) B
+          OT_WINO2_INPUT(r[i][0], r[i][1], r[i][2], r[i][3], dst[(i * 4 + 0) * step + c], dst[(i * 4 + 1) * step + c],
+                         dst[(i * 4 + 2) * step + c], dst[(i * 4 + 3) * step + c]);
+        }
+      }
+    }
+  }
+}
+
+OT_VECTOR_CLONES void InputTiles2(const TileGrid& g, const MapLayout& L, const float* in, const float* zeros,
+                                  int64_t t0, int64_t t1, int64_t chunk, float* v) {
+  OT_BY_LANES(InputTiles2Impl, g, L, in, zeros, t0, t1, chunk, v);
+}
+
+template <int LANES>
+inline __attribute__((always_inline)) void InputTiles4Impl(const TileGrid& g, const MapLayout& L, const float* in,
+                                                           const float* zeros, int64_t t0, int64_t t1, int64_t chunk,
+                                                           float* v) {
+  const int64_t step = chunk * L.channels;
+  for (int64_t t = t0; t < t1; ++t) {
+    int64_t n, y, x;
+    g.Locate(t, &n, &y, &x);
+    const float* p[6][6];
+    TilePixels<6>(g, L, in, zeros, n, y, x, p);
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+      const int64_t off = (cb / L.block) * L.block_stride;
+      float* dst = v + (t - t0) * L.channels + cb;
+#pragma omp simd
+      for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
+        float r[6][6];
+#pragma GCC unroll 6
+        for (int j = 0; j < 6; ++j) {
+          const float d0 = p[0][j][off + c], d1 = p[1][j][off + c], d2 = p[2][j][off + c], d3 = p[3][j][off + c],
+                      d4 = p[4][j][off + c], d5 = p[5][j][off + c];
+          OT_WINO4_INPUT(d0, d1, d2, d3, d4, d5, r[0][j], r[1][j], r[2][j], r[3][j], r[4][j], r[5][j]);
+        }
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; ++i) {
+          float* o = dst + i * 6 * step + c;
+          OT_WINO4_INPUT(r[i][0], r[i][1], r[i][2], r[i][3], r[i][4], r[i][5], o[0], o[step], o[2 * step], o[3 * step],
+                         o[4 * step], o[5 * step]);
+        }
+      }
+    }
+  }
+}
+
+OT_VECTOR_CLONES void InputTiles4(const TileGrid& g, const MapLayout& L, const float* in, const float* zeros,
+                                  int64_t t0, int64_t t1, int64_t chunk, float* v) {
+  OT_BY_LANES(InputTiles4Impl, g, L, in, zeros, t0, t1, chunk, v);
+}
+
+// The output tiles y = A^T M A (+ bias) of m[xi][t - t0][o], written where inside the map
+// (values outside go to `spill`, L.block floats); bias: L.channels floats (zeros for none).
+template <int LANES>
+inline __attribute__((always_inline)) void OutputTiles2Impl(const TileGrid& g, const MapLayout& L, const float* m,
+                                                            const float* bias, float* spill, int64_t t0, int64_t t1,
+                                                            int64_t chunk, float* out) {
+  const int64_t step = chunk * L.channels;
+  for (int64_t t = t0; t < t1; ++t) {
+    int64_t n, y, x;
+    g.Locate(t, &n, &y, &x);
+    float* q[2][2];
+    OutputPixels<2>(g, L, out, spill, n, y, x, q);
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+      const int64_t off = (cb / L.block) * L.block_stride;
+      const float* src = m + (t - t0) * L.channels + cb;
+#pragma omp simd
+      for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
+        float r[2][4];  // A^T M
+        for (int j = 0; j < 4; ++j) {
+          OT_WINO2_OUTPUT(src[j * step + o], src[(4 + j) * step + o], src[(8 + j) * step + o], src[(12 + j) * step + o],
+                          r[0][j], r[1][j]);
+        }
+        const float b = bias[cb + o];
+        for (int i = 0; i < 2; ++i) {
+          float y0, y1;
+          OT_WINO2_OUTPUT(r[i][0], r[i][1], r[i][2], r[i][3], y0, y1);
+          q[i][0][off + o] = y0 + b;
+          q[i][1][off + o] = y1 + b;
+        }
+      }
+    }
+  }
+}
+
+OT_VECTOR_CLONES void OutputTiles2(const TileGrid& g, const MapLayout& L, const float* m, const float* bias,
+                                   float* spill, int64_t t0, int64_t t1, int64_t chunk, float* out) {
+  OT_BY_LANES(OutputTiles2Impl, g, L, m, bias, spill, t0, t1, chunk, out);
+}
+
+template <int LANES>
+inline __attribute__((always_inline)) void OutputTiles4Impl(const TileGrid& g, const MapLayout& L, const float* m,
+                                                            const float* bias, float* spill, int64_t t0, int64_t t1,
+                                                            int64_t chunk, float* out) {
+  const int64_t step = chunk * L.channels;
+  for (int64_t t = t0; t < t1; ++t) {
+    int64_t n, y, x;
+    g.Locate(t, &n, &y, &x);
+    float* q[4][4];
+    OutputPixels<4>(g, L, out, spill, n, y, x, q);
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+      const int64_t off = (cb / L.block) * L.block_stride;
+      const float* src = m + (t - t0) * L.channels + cb;
+#pragma omp simd
+      for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
+        float r[4][6];
+        for (int j = 0; j < 6; ++j) {
+          const float* s = src + j * step + o;
+          OT_WINO4_OUTPUT(s[0], s[6 * step], s[12 * step], s[18 * step], s[24 * step], s[30 * step], r[0][j], r[1][j],
+                          r[2][j], r[3][j]);
+        }
+        const float b = bias[cb + o];
+        for (int i = 0; i < 4; ++i) {
+          float y0, y1, y2, y3;
+          OT_WINO4_OUTPUT(r[i][0], r[i][1], r[i][2], r[i][3], r[i][4], r[i][5], y0, y1, y2, y3);
+          q[i][0][off + o] = y0 + b;
+          q[i][1][off + o] = y1 + b;
+          q[i][2][off + o] = y2 + b;
+          q[i][3][off + o] = y3 + b;
+        }
+      }
+    }
+  }
+}
+
+OT_VECTOR_CLONES void OutputTiles4(const TileGrid& g, const MapLayout& L, const float* m, const float* bias,
+                                   float* spill, int64_t t0, int64_t t1, int64_t chunk, float* out) {
+  OT_BY_LANES(OutputTiles4Impl, g, L, m, bias, spill, t0, t1, chunk, out);
+}
+
+// dm[xi][t - t0][o] = (A g A^T)[xi] of each output-gradient tile g (zero outside the map).
+template <int LANES>
+inline __attribute__((always_inline)) void GradTiles2Impl(const TileGrid& g, const MapLayout& L, const float* dy,
+                                                          const float* zeros, int64_t t0, int64_t t1, int64_t chunk,
+                                                          float* dm) {
+  const int64_t step = chunk * L.channels;
+  for (int64_t t = t0; t < t1; ++t) {
+    int64_t n, y, x;
+    g.Locate(t, &n, &y, &x);
+    const float* p[2][2];
+    OutputPixels<2>(g, L, dy, zeros, n, y, x, p);
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+      const int64_t off = (cb / L.block) * L.block_stride;
+      float* dst = dm + (t - t0) * L.channels + cb;
+#pragma omp simd
+      for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
+        float r[4][2];  // A g
+        for (int j = 0; j < 2; ++j) {
+          OT_WINO2_GRAD(p[0][j][off + o], p[1][j][off + o], r[0][j], r[1][j], r[2][j], r[3][j]);
+        }
+        for (int i = 0; i < 4; ++i) {
+          float* d = dst + i * 4 * step + o;
+          OT_WINO2_GRAD(r[i][0], r[i][1], d[0], d[step], d[2 * step], d[3 * step]);
+        }
+      }
+    }
+  }
+}
+
+OT_VECTOR_CLONES void GradTiles2(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros, int64_t t0,
+                                 int64_t t1, int64_t chunk, float* dm) {
+  OT_BY_LANES(GradTiles2Impl, g, L, dy, zeros, t0, t1, chunk, dm);
+}
+
+template <int LANES>
+inline __attribute__((always_inline)) void GradTiles4Impl(const TileGrid& g, const MapLayout& L, const float* dy,
+                                                          const float* zeros, int64_t t0, int64_t t1, int64_t chunk,
+                                                          float* dm) {
+  const int64_t step = chunk * L.channels;
+  for (int64_t t = t0; t < t1; ++t) {
+    int64_t n, y, x;
+    g.Locate(t, &n, &y, &x);
+    const float* p[4][4];
+    OutputPixels<4>(g, L, dy, zeros, n, y, x, p);
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+      const int64_t off = (cb / L.block) * L.block_stride;
+      float* dst = dm + (t - t0) * L.channels + cb;
+#pragma omp simd
+      for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
+        float r[6][4];
+        for (int j = 0; j < 4; ++j) {
+          OT_WINO4_GRAD(p[0][j][off + o], p[1][j][off + o], p[2][j][off + o], p[3][j][off + o], r[0][j], r[1][j],
+                        r[2][j], r[3][j], r[4][j], r[5][j]);
+        }
+        for (int i = 0; i < 6; ++i) {
+          float* d = dst + i * 6 * step + o;
+          OT_WINO4_GRAD(r[i][0], r[i][1], r[i][2], r[i][3], d[0], d[step], d[2 * step], d[3 * step], d[4 * step],
+                        d[5 * step]);
+        }
+      }
+    }
+  }
+}
+
+OT_VECTOR_CLONES void GradTiles4(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros, int64_t t0,
+                                 int64_t t1, int64_t chunk, float* dm) {
+  OT_BY_LANES(GradTiles4Impl, g, L, dy, zeros, t0, t1, chunk, dm);
+}
+
+#undef OT_WINO2_INPUT
+#undef OT_WINO2_OUTPUT
+#undef OT_WINO2_GRAD
+#undef OT_WINO4_INPUT
+#undef OT_WINO4_OUTPUT
+#undef OT_WINO4_GRAD
+
+// Maps of 2x2 pixels (pad 1): in each direction the third point of F(2, 3)'s window is
+// always padding, so y0 = w1 a + w2 b and y1 = w0 a + w1 b of the row (a, b) take 3
+// products, w1 (a + b), (w2 - w1) b and (w0 - w1) a: 9 per (image, input, output channel)
+// instead of the 16 of taps or F(2x2, 3x3). One tile per image, t = 3.
+#define OT_WINO22_INPUT(d0, d1, r0, r1, r2) \
+  do {                                      \
+    r0 = d0 + d1;                           \
+    r1 = d1;                                \
+    r2 = d0;                                \
+  } while (0)
+#define OT_WINO22_OUTPUT(m0, m1, m2, y0, y1) \
+  do {                                       \
+    y0 = m0 + m1;                            \
+    y1 = m0 + m2;                            \
+  } while (0)
+#define OT_WINO22_GRAD(g0, g1, a0, a1, a2) \
+  do {                                     \
+    a0 = g0 + g1;                          \
+    a1 = g0;                               \
+    a2 = g1;                               \
+  } while (0)
+
+// The input transform D d D^T (GRAD false) or the output gradient's A g A^T (GRAD true)
+// of each image's 2x2 map: dst[xi][t - t0][c], xi of 3 x 3.
+template <int LANES, bool GRAD>
+inline __attribute__((always_inline)) void MapTiles22Impl(const MapLayout& L, const float* in, int64_t t0, int64_t t1,
+                                                          int64_t chunk, float* v) {
+  const int64_t step = chunk * L.channels;
+  for (int64_t t = t0; t < t1; ++t)
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+      const float *p0 = L.Pixel(in, t, 0, cb), *p1 = L.Pixel(in, t, 1, cb), *p2 = L.Pixel(in, t, 2, cb),
+                  *p3 = L.Pixel(in, t, 3, cb);
+      float* dst = v + (t - t0) * L.channels + cb;
+#pragma omp simd
+      for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
+        float r[3][2];  // by column
+        if constexpr (GRAD) {
+          OT_WINO22_GRAD(p0[c], p2[c], r[0][0], r[1][0], r[2][0]);
+          OT_WINO22_GRAD(p1[c], p3[c], r[0][1], r[1][1], r[2][1]);
+          for (int i = 0; i < 3; ++i)
+            OT_WINO22_GRAD(r[i][0], r[i][1], dst[(i * 3 + 0) * step + c], dst[(i * 3 + 1) * step + c],
+                           dst[(i * 3 + 2) * step + c]);
+        } else {
+          OT_WINO22_INPUT(p0[c], p2[c], r[0][0], r[1][0], r[2][0]);
+          OT_WINO22_INPUT(p1[c], p3[c], r[0][1], r[1][1], r[2][1]);
+          for (int i = 0; i < 3; ++i)
+            OT_WINO22_INPUT(r[i][0], r[i][1], dst[(i * 3 + 0) * step + c], dst[(i * 3 + 1) * step + c],
+                            dst[(i * 3 + 2) * step + c]);
+        }
+      }
+    }
+}
+
+OT_VECTOR_CLONES void InputTiles22(const TileGrid&, const MapLayout& L, const float* in, const float*, int64_t t0,
+                                   int64_t t1, int64_t chunk, float* v) {
+  if (L.block == 8) return MapTiles22Impl<8, false>(L, in, t0, t1, chunk, v);
+  if (L.block == 16) return MapTiles22Impl<16, false>(L, in, t0, t1, chunk, v);
+  MapTiles22Impl<0, false>(L, in, t0, t1, chunk, v);
+}
+
+OT_VECTOR_CLONES void GradTiles22(const TileGrid&, const MapLayout& L, const float* dy, const float*, int64_t t0,
+                                  int64_t t1, int64_t chunk, float* dm) {
+  if (L.block == 8) return MapTiles22Impl<8, true>(L, dy, t0, t1, chunk, dm);
+  if (L.block == 16) return MapTiles22Impl<16, true>(L, dy, t0, t1, chunk, dm);
+  MapTiles22Impl<0, true>(L, dy, t0, t1, chunk, dm);
+}
+
+template <int LANES>
+inline __attribute__((always_inline)) void OutputTiles22Impl(const TileGrid& g, const MapLayout& L, const float* m,
+                                                             const float* bias, float* spill, int64_t t0, int64_t t1,
+                                                             int64_t chunk, float* out) {
+  const int64_t step = chunk * L.channels;
+  for (int64_t t = t0; t < t1; ++t)
+    for (int64_t cb = 0; cb < L.channels; cb += L.block) {
+      const float* src = m + (t - t0) * L.channels + cb;
+      float *q0 = L.Pixel(out, t, 0, cb), *q1 = L.Pixel(out, t, 1, cb), *q2 = L.Pixel(out, t, 2, cb),
+            *q3 = L.Pixel(out, t, 3, cb);
+#pragma omp simd
+      for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
+        float s[3][2];  // rows of M A
+        for (int i = 0; i < 3; ++i)
+          OT_WINO22_OUTPUT(src[(i * 3 + 0) * step + c], src[(i * 3 + 1) * step + c], src[(i * 3 + 2) * step + c],
+                           s[i][0], s[i][1]);
+        const float b = bias[cb + c];
+        float y0, y1;
+        OT_WINO22_OUTPUT(s[0][0], s[1][0], s[2][0], y0, y1);
+        q0[c] = y0 + b;
+        q2[c] = y1 + b;
+        OT_WINO22_OUTPUT(s[0][1], s[1][1], s[2][1], y0, y1);
+        q1[c] = y0 + b;
+        q3[c] = y1 + b;
+      }
+    }
+}
+
+OT_VECTOR_CLONES void OutputTiles22(const TileGrid& g, const MapLayout& L, const float* m, const float* bias,
+                                    float* spill, int64_t t0, int64_t t1, int64_t chunk, float* out) {
+  OT_BY_LANES(OutputTiles22Impl, g, L, m, bias, spill, t0, t1, chunk, out);
+}
+
+// This thread's zero region (`zero_count` floats of zeros: input pixels outside the map, in
+// every channel block's place, and the bias where there is none), then `spill_count`
+// floats that output pixels outside the map are written to.
+float* ZeroRegion(int64_t zero_count, int64_t spill_count) {
+  float* zeros = ScratchFloats(kZeroScratch, zero_count + spill_count);
+  std::memset(zeros, 0, static_cast<size_t>(zero_count) * sizeof(float));
+  return zeros;
+}
+
+struct TileLoops {
+  decltype(&InputTiles2) input;
+  decltype(&OutputTiles2) output;
+  decltype(&GradTiles2) grad;
+};
+
+// By input tile size t.
+const TileLoops& Loops(int64_t t) {
+  static const TileLoops two_by_two{InputTiles22, OutputTiles22, GradTiles22};
+  static const TileLoops two{InputTiles2, OutputTiles2, GradTiles2};
+  static const TileLoops four{InputTiles4, OutputTiles4, GradTiles4};
+  return t == 3 ? two_by_two : t == 6 ? four : two;
+}
+
+}  // namespace
+
+std::unique_ptr<WinogradConv> WinogradConv::Make(const Shape& x, const Shape& w, const Shape& y,
+                                                 const std::vector<int64_t>& strides,
+                                                 const std::vector<int64_t>& dilations,
+                                                 const std::vector<int64_t>& pads_begin,
+                                                 const TapConv::Layouts& layouts, int tile) {
+  if (tile != 2 && tile != 4) return nullptr;
+  if (x.size() != 4 || w.size() != 4 || y.size() != 4 || w[2] != 3 || w[3] != 3 || x[1] != w[1] || y[1] != w[0] ||
+      x[0] != y[0] || x[2] != y[2] || x[3] != y[3])
+    return nullptr;
+  if (strides != std::vector<int64_t>{1, 1} || dilations != std::vector<int64_t>{1, 1} ||
+      pads_begin != std::vector<int64_t>{1, 1})
+    return nullptr;
+  for (int64_t d : x)
+    if (d <= 0) return nullptr;
+  std::unique_ptr<WinogradConv> c(new WinogradConv());
+  c->m_ = tile;
+  c->t_ = tile == 2 && x[2] == 2 && x[3] == 2 ? 3 : tile + 2;  // 2x2 maps: 3 points (OT_WINO22_INPUT)
+  c->n_ = x[0];
+  c->c_ = x[1];
+  c->o_ = y[1];
+  c->h_ = x[2];
+  c->w_ = x[3];
+  c->tiles_h_ = (c->h_ + tile - 1) / tile;
+  c->tiles_w_ = (c->w_ + tile - 1) / tile;
+  c->tiles_ = c->n_ * c->tiles_h_ * c->tiles_w_;
+  // Activations channels-last or channel-blocked stay where they are (the transforms read
+  // and write them); others go through channels-last copies.
+  auto map = [](const dnnl::memory::desc& md, const Shape& s, Reorder* in, Reorder* out, MapLayout* l) {
+    const int64_t channels = s[1], pixels = s[2] * s[3];
+    const dnnl::memory::desc nhwc = ChannelsLast4(s);
+    dnnl::memory::desc own = nhwc;
+    *l = {channels, channels, 0, pixels * channels};
+    for (int64_t block : {8, 16})
+      if (channels % block == 0 &&
+          md == dnnl::memory::desc(ToDims(s), dnnl::memory::data_type::f32,
+                                   block == 8 ? dnnl::memory::format_tag::nChw8c : dnnl::memory::format_tag::nChw16c)) {
+        own = md;
+        *l = {channels, block, pixels * block, pixels * channels};
+      }
+    if (in) *in = Reorder(md, own);
+    if (out) *out = Reorder(own, md);
+  };
+  map(layouts.x, x, &c->x_in_, nullptr, &c->x_map_);
+  map(layouts.y, y, nullptr, &c->y_out_, &c->y_map_);
+  map(layouts.dy, y, &c->dy_in_, nullptr, &c->dy_map_);
+  map(layouts.dx, x, nullptr, &c->dx_out_, &c->dx_map_);
+  // Weights: plain [O, C, 3, 3] to taps-major [3, 3, C, O] (forward), [3, 3, O, C] (input
+  // gradient; KronG turns the kernel), and the weight gradient's [3, 3, C, O] back to plain.
+  const dnnl::memory::desc plain = PlainDesc(w, DType::kFloat32);
+  const dnnl::memory::desc hwio(ToDims(w), dnnl::memory::data_type::f32, dnnl::memory::format_tag::hwio);
+  const dnnl::memory::desc hwoi(ToDims(w), dnnl::memory::data_type::f32, {c->c_, 1, 3 * c->o_ * c->c_, c->o_ * c->c_});
+  c->w_forward_ = Reorder(plain, hwio);
+  c->w_backward_ = Reorder(plain, hwoi);
+  c->dw_out_ = Reorder(hwio, plain);
+  return c;
+}
+
+int64_t WinogradConv::ChunkTiles(int64_t channels) const {
+  // About 1 MiB of transformed values (t x t per tile and channel) per chunk (AVX2, ResNet34
+  // b128: 4x larger chunks ran 5-10% slower), then as many chunks as make every thread's
+  // share equal (F(4x4, 3x3) on 4x4 maps has one tile per image).
+  const int64_t cap = std::clamp<int64_t>(262144 / (t_ * t_ * std::max<int64_t>(channels, 1)), 16, 1024);
+  const int64_t threads = std::max(1, omp_get_max_threads());
+  int64_t chunks = (tiles_ + cap - 1) / cap;
+  chunks = (chunks + threads - 1) / threads * threads;
+  return std::max<int64_t>(1, (tiles_ + chunks - 1) / chunks);
+}
+
+bool WinogradConv::Whole(int64_t in_c, int64_t out_c) const {
+  // Where one point's weights (in_c x out_c) fill half of a 512 KiB L2 or more, chunked
+  // sgemm calls reread them for every few tiles; all tiles at once read them once (AVX2,
+  // ResNet34 b128: 256 and 512 channels 10-15% faster this way, 64 and 128 slower), while
+  // the transformed tiles stay under 16 MiB.
+  return in_c * out_c >= 65536 && tiles_ * t_ * t_ * std::max(in_c, out_c) <= (int64_t{4} << 20);
+}
+
+std::vector<WinogradConv::Block> WinogradConv::Blocks(int64_t columns) const {
+  // Enough (point, column range) blocks to keep every thread busy: the points alone when
+  // they divide evenly among the threads or outnumber them 4 to 1, else columns split in up
+  // to 8 ranges (multiples of 16).
+  const int64_t points = t_ * t_, threads = std::max(1, omp_get_max_threads());
+  int64_t split = 1;
+  while (split < 8 && (points * split) % threads != 0 && points * split < 4 * threads) ++split;
+  const int64_t width = std::max<int64_t>(16, (columns + split - 1) / split + 15) / 16 * 16;
+  std::vector<Block> blocks;
+  for (int64_t xi = 0; xi < points; ++xi)
+    for (int64_t c0 = 0; c0 < columns; c0 += width) blocks.push_back({xi, c0, std::min(columns, c0 + width)});
+  return blocks;
+}
+
+void WinogradConv::Convolve(const float* in, const MapLayout& in_map, const float* u, const MapLayout& out_map,
+                            const float* bias, float* out) const {
+  const int64_t in_c = in_map.channels, out_c = out_map.channels;
+  const TileLoops& loops = Loops(t_);
+  const TileGrid grid{h_, w_, tiles_h_, tiles_w_, m_};
+  const int64_t points = t_ * t_;
+  const int64_t widest = std::max(in_c, out_c);
+  const int64_t zero_count = std::max(in_map.Span(), out_c);  // ZeroRegion
+  if (Whole(in_c, out_c)) {
+    // Every tile transformed at once, then one sgemm per (point, column range) over all the
+    // tiles (chunks of few tiles made short sgemm calls on wide layers), then the outputs.
+    float* v = ScratchFloats(kTileScratch, points * tiles_ * in_c);
+    float* m = ScratchFloats(kProductScratch, points * tiles_ * out_c);
+    const std::vector<Block> blocks = Blocks(out_c);
+    const int64_t threads = std::max(1, omp_get_max_threads());
+    const int64_t share = (tiles_ + threads - 1) / threads;
+#pragma omp parallel
+    {
+      float* zeros = ZeroRegion(zero_count, out_map.Span());
+      float* spill = zeros + zero_count;
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < threads; ++k) {
+        const int64_t t0 = std::min(tiles_, k * share), t1 = std::min(tiles_, t0 + share);
+        if (t0 < t1) loops.input(grid, in_map, in, zeros, t0, t1, tiles_, v + t0 * in_c);
+      }
+#pragma omp for schedule(static)
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        const Block& b = blocks[i];
+        Sgemm(false, tiles_, b.c1 - b.c0, in_c, v + b.xi * tiles_ * in_c, in_c, u + b.xi * in_c * out_c + b.c0, out_c,
+              false, m + b.xi * tiles_ * out_c + b.c0, out_c);
+      }
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < threads; ++k) {
+        const int64_t t0 = std::min(tiles_, k * share), t1 = std::min(tiles_, t0 + share);
+        if (t0 < t1) loops.output(grid, out_map, m + t0 * out_c, bias ? bias : zeros, spill, t0, t1, tiles_, out);
+      }
+    }
+    return;
+  }
+  const int64_t chunk = ChunkTiles(widest);
+  const int64_t chunks = (tiles_ + chunk - 1) / chunk;
+#pragma omp parallel
+  {
+    float* v = ScratchFloats(kTileScratch, points * chunk * in_c);
+    float* m = ScratchFloats(kProductScratch, points * chunk * out_c);
+    float* zeros = ZeroRegion(zero_count, out_map.Span());
+    float* spill = zeros + zero_count;
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < chunks; ++k) {
+      const int64_t t0 = k * chunk, t1 = std::min(tiles_, t0 + chunk);
+      loops.input(grid, in_map, in, zeros, t0, t1, chunk, v);
+      for (int64_t xi = 0; xi < points; ++xi)
+        Sgemm(false, t1 - t0, out_c, in_c, v + xi * chunk * in_c, in_c, u + xi * in_c * out_c, out_c, false,
+              m + xi * chunk * out_c, out_c);
+      loops.output(grid, out_map, m, bias ? bias : zeros, spill, t0, t1, chunk, out);
+    }
+  }
+}
+
+const float* WinogradConv::TransformWeights(const float* w, bool flipped) const {
+  // The kernels' taps as rows (Reorder), then U[xi] = kron(G, G) . taps in one sgemm.
+  const int64_t n = c_ * o_;
+  float* taps = ScratchFloats(kTapsScratch, 9 * n);
+  (flipped ? w_backward_ : w_forward_).Run(const_cast<float*>(w), taps);
+  float* u = ScratchFloats(kWeightScratch, t_ * t_ * n);
+  Sgemm(false, t_ * t_, n, 9, KronG(t_, flipped), 9, taps, n, false, u, n);
+  return u;
+}
+
+void WinogradConv::FoldWeightGradient(const float* du, float* dw) const {
+  // dg = kron(G, G)^T . dU[xi] (taps-major [3, 3, C, O]), then to plain.
+  const int64_t n = c_ * o_;
+  float* taps = ScratchFloats(kTapsScratch, 9 * n);
+  Sgemm(true, 9, n, t_ * t_, KronG(t_, false), 9, du, n, false, taps, n);
+  dw_out_.Run(taps, dw);
+}
+
+void WinogradConv::Forward(const float* x, const float* w, const float* b, float* y) {
+  const float* u = TransformWeights(w, false);
+  const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<float*>(x), kInputScratch).get_data_handle());
+  float* yr = y_out_.needed() ? ScratchFloats(kOutputScratch, n_ * h_ * w_ * o_) : y;
+  Convolve(xr, x_map_, u, y_map_, b, yr);
+  if (y_out_.needed()) y_out_.Run(yr, y);
+}
+
+void WinogradConv::Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db) {
+  const TileLoops& loops = Loops(t_);
+  const int64_t points = t_ * t_;
+  const float* dyr = static_cast<const float*>(dy_in_.Apply(const_cast<float*>(dy), kGradScratch).get_data_handle());
+  if (dx) {
+    const float* u = TransformWeights(w, true);
+    float* dxr = dx_out_.needed() ? ScratchFloats(kOutputScratch, n_ * h_ * w_ * c_) : dx;
+    Convolve(dyr, dy_map_, u, dx_map_, nullptr, dxr);
+    if (dx_out_.needed()) dx_out_.Run(dxr, dx);
+  }
+  if (db) {  // in dy's layout as the transforms read it
+    std::vector<double> sums(static_cast<size_t>(o_));
+    ChannelSums(dy_in_.to(), dyr, nullptr, sums.data(), nullptr);
+    for (int64_t o = 0; o < o_; ++o) db[o] = static_cast<float>(sums[static_cast<size_t>(o)]);
+  }
+  if (!dw) return;
+  const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<float*>(x), kInputScratch).get_data_handle());
+  const TileGrid grid{h_, w_, tiles_h_, tiles_w_, m_};
+  const int64_t zero_count = std::max(x_map_.Span(), dy_map_.Span());  // pixels outside the maps
+  if (Whole(c_, o_)) {
+    // As in Convolve: all tiles transformed, then dU[xi] = V[xi]^T . dM[xi] over all of them
+    // by (point, column range), each written once (no per-thread partial sums).
+    float* v = ScratchFloats(kTileScratch, points * tiles_ * c_);
+    float* dm = ScratchFloats(kProductScratch, points * tiles_ * o_);
+    float* du = ScratchFloats(kOutputScratch, points * c_ * o_);
+    const std::vector<Block> blocks = Blocks(o_);
+    const int64_t threads = std::max(1, omp_get_max_threads());
+    const int64_t share = (tiles_ + threads - 1) / threads;
+#pragma omp parallel
+    {
+      const float* zeros = ZeroRegion(zero_count, 0);
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < threads; ++k) {
+        const int64_t t0 = std::min(tiles_, k * share), t1 = std::min(tiles_, t0 + share);
+        if (t0 >= t1) continue;
+        loops.input(grid, x_map_, xr, zeros, t0, t1, tiles_, v + t0 * c_);
+        loops.grad(grid, dy_map_, dyr, zeros, t0, t1, tiles_, dm + t0 * o_);
+      }
+#pragma omp for schedule(static)
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        const Block& b = blocks[i];
+        Sgemm(true, c_, b.c1 - b.c0, tiles_, v + b.xi * tiles_ * c_, c_, dm + b.xi * tiles_ * o_ + b.c0, o_, false,
+              du + b.xi * c_ * o_ + b.c0, o_);
+      }
+    }
+    FoldWeightGradient(du, dw);
+    return;
+  }
+  const int64_t chunk = ChunkTiles(std::max(c_, o_));
+  const int64_t chunks = (tiles_ + chunk - 1) / chunk;
+  // Each thread sums its chunks' products into its own dU, then the threads add those up
+  // by ranges.
+  const int64_t du_size = points * c_ * o_;
+  const int threads = omp_get_max_threads();
+  float* partials = ScratchFloats(kWeightScratch, threads * du_size);
+  float* du = ScratchFloats(kOutputScratch, du_size);
+  std::vector<char> used(static_cast<size_t>(threads), 0);
+#pragma omp parallel num_threads(threads)
+  {
+    const int me = omp_get_thread_num();
+    float* v = ScratchFloats(kTileScratch, points * chunk * c_);
+    float* dm = ScratchFloats(kProductScratch, points * chunk * o_);
+    const float* zeros = ZeroRegion(zero_count, 0);
+    float* partial = partials + me * du_size;
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < chunks; ++k) {
+      const int64_t t0 = k * chunk, t1 = std::min(tiles_, t0 + chunk);
+      loops.input(grid, x_map_, xr, zeros, t0, t1, chunk, v);
+      loops.grad(grid, dy_map_, dyr, zeros, t0, t1, chunk, dm);
+      for (int64_t xi = 0; xi < points; ++xi)
+        Sgemm(true, c_, o_, t1 - t0, v + xi * chunk * c_, c_, dm + xi * chunk * o_, o_, used[me] != 0,
+              partial + xi * c_ * o_, o_);
+      used[me] = 1;
+    }
+    constexpr int64_t kBlock = 4096;
+#pragma omp for schedule(static)
+    for (int64_t i0 = 0; i0 < du_size; i0 += kBlock) {
+      const int64_t n = std::min(kBlock, du_size - i0);
+      std::memset(du + i0, 0, static_cast<size_t>(n) * sizeof(float));
+      for (int t = 0; t < threads; ++t)
+        if (used[t]) AddTo(partials + t * du_size + i0, n, du + i0);
+    }
+  }
+  FoldWeightGradient(du, dw);
+}
+
+}  // namespace cpu
+}  // namespace ot

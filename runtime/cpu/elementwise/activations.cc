@@ -1,0 +1,132 @@
+// Forward kernels of the unary activations and functions oneDNN has no eltwise algorithm
+// for (Erf, GELU, trigonometry and the hyperbolic functions, Sign, Softsign, Selu,
+// Celu, ThresholdedRelu, Shrink), as loops over runtime/ops/activation_math.h, and PRelu
+// (slope broadcast to X). A function that keeps 0 at 0 runs on any layout (blocked
+// padding stays zero), the others on plain data.
+#include <cstring>
+
+#include "graph/op_domains.h"
+#include "runtime/ops/activation_attrs.h"
+#include "runtime/cpu/dtype_dispatch.h"
+#include "runtime/cpu/strided_loop.h"
+#include "runtime/cpu/elementwise/vector_loops.h"
+#include "runtime/kernel_registry.h"
+
+namespace ot {
+namespace cpu {
+namespace {
+
+// Elements at or above which the loops split over threads.
+constexpr int64_t kParallelElements = 1 << 15;
+
+// out[i] = f(in[i]) for i in [0, n).
+template <UnaryFn F, typename T>
+OT_VECTOR_CLONES void UnaryRange(const T* in, T* out, int64_t n, UnaryParams p) {
+  for (int64_t i = 0; i < n; ++i) out[i] = UnaryForward<F>(in[i], p);
+}
+template <UnaryFn F, typename T>
+void UnaryLoop(const T* in, T* out, int64_t n, const UnaryParams& p) {
+  ForEachChunk(n, kParallelElements, [&](int64_t b, int64_t e) { UnaryRange<F, T>(in + b, out + b, e - b, p); });
+}
+
+// f(0) == 0 for these parameters: padding of blocked layouts stays zero.
+bool KeepsZero(UnaryFn fn, const UnaryParams& p) {
+  bool zero = false;
+  DispatchUnaryFn(fn, [&](auto f) { zero = UnaryForward<decltype(f)::value>(0.f, p) == 0.f; });
+  return zero;
+}
+
+class UnaryLoopKernel final : public OpKernel {
+ public:
+  explicit UnaryLoopKernel(const KernelInfo& info) : OpKernel(info) {
+    if (!ParseNodeUnaryFn(node_, node_.op_type, &fn_)) Fail("no element function for this op");
+    params_ = ReadUnaryParams(node_, fn_);
+  }
+
+  bool AcceptsLayouts(const KernelContext& ctx) const override {
+    return ctx.Input(0).dtype() == DType::kFloat32 && KeepsZero(fn_, params_);
+  }
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    const bool ok =
+        fn_ == UnaryFn::kSign ? TypeListHas(NumericTypes{}, x.dtype()) : TypeListHas(FloatTypes{}, x.dtype());
+    if (!ok) ThrowUnsupportedType(x.dtype(), node_);
+    ctx.SetOutput(0, x.dtype(), x.shape(), x.layout());
+  }
+
+  void Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    Tensor& y = ctx.Output(0);
+    // The storage, padding included, in whatever layout x has (y has the same).
+    const int64_t n = static_cast<int64_t>(x.nbytes() / DTypeSize(x.dtype()));
+    DispatchUnaryFn(fn_, [&](auto f) {
+      constexpr UnaryFn F = decltype(f)::value;
+      auto run = [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        UnaryLoop<F, T>(x.data<T>(), y.data<T>(), n, params_);
+      };
+      if constexpr (F == UnaryFn::kSign) DispatchType(NumericTypes{}, x.dtype(), node_, run);
+      else DispatchType(FloatTypes{}, x.dtype(), node_, run);
+    });
+  }
+
+ private:
+  UnaryFn fn_ = UnaryFn::kErf;
+  UnaryParams params_;
+};
+
+// PRelu(X, slope): X where X >= 0, slope * X elsewhere; slope broadcast to X.
+class PReluKernel final : public OpKernel {
+ public:
+  explicit PReluKernel(const KernelInfo& info) : OpKernel(info) {}
+
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    const Tensor& slope = ctx.Input(1);
+    if (!TypeListHas(SignedTypes{}, x.dtype())) ThrowUnsupportedType(x.dtype(), node_);
+    if (slope.dtype() != x.dtype())
+      Fail("slope is " + DTypeName(slope.dtype()) + " but X is " + DTypeName(x.dtype()));
+    slope_shape_ = PReluSlopeShape(node_, opset_, x.shape(), slope.shape());
+    ctx.SetOutput(0, x.dtype(), x.shape());
+  }
+
+  void Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.Input(0);
+    DispatchType(SignedTypes{}, x.dtype(), node_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      BroadcastMap(x.data<T>(), x.shape(), ctx.Input(1).data<T>(), slope_shape_, ctx.Output(0).data<T>(), x.shape(),
+                   [](T v, T s) { return v < T(0) ? static_cast<T>(s * v) : v; });
+    });
+  }
+
+ private:
+  Shape slope_shape_;
+};
+OT_REGISTER_CPU_KERNEL("Erf", 9, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Sin", 7, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Cos", 7, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Tan", 7, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Asin", 7, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Acos", 7, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Atan", 7, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Sinh", 9, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Cosh", 9, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Asinh", 9, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Acosh", 9, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Atanh", 9, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Sign", 9, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Softsign", 1, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Selu", 1, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Celu", 12, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("ThresholdedRelu", 10, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("Shrink", 9, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_CPU_KERNEL("PRelu", 1, kLatestOpset, PReluKernel);
+// GELU: ONNX's from opset 20 (approximate "none", the erf form, or "tanh"); and the erf
+// form fused from PyTorch's exported Div/Erf/Add/Mul/Mul (graph/fusion.h).
+OT_REGISTER_CPU_KERNEL("Gelu", 20, kLatestOpset, UnaryLoopKernel);
+OT_REGISTER_KERNEL(kGradDomain, "Gelu", 1, kLatestOpset, DeviceType::kCPU, UnaryLoopKernel);
+
+}  // namespace
+}  // namespace cpu
+}  // namespace ot

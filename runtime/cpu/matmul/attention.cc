@@ -1,0 +1,310 @@
+// ONNX Attention (opset 23, 24) and its gradient AttentionGrad (org.onnxtrain) on the CPU:
+// per (batch, head) the scores Q.K^T on oneDNN's sgemm, the mask, causal and padding terms,
+// softcap and a row softmax in float32, then P.V on sgemm. Multi-head, grouped-query and
+// multi-query heads, 3D and 4D inputs, bool and additive masks (shorter than the keys:
+// padded as masked), past_key/past_value caches and the qk_matmul_output modes, as ONNX's
+// reference does.
+//
+//   AttentionGrad(dY, Q, K, V[, attn_mask][, nonpad_kv_seqlen]) -> dQ, dK, dV, dScores
+//     with the forward node's attributes. It recomputes the probabilities from Q and K (no
+//     [q_len, total_len] matrix is kept between forward and backward) and applies
+//     dV = P^T.dY, dP = dY.V^T, dS = P * (dP - rowsum(P * dP)) (times the softcap's
+//     derivative), dQ = scale dS.K, dK = scale dS^T.Q. dScores, the gradient of the
+//     additive mask's broadcast [batch, q_heads, q_len, mask_len] form, is optional.
+//     Query heads that share a key/value head (grouped-query) run in one task, so their
+//     dK and dV sums have one writer. Past caches are not differentiated (the rule refuses).
+#include <dnnl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "graph/op_domains.h"
+#include "runtime/ops/attention_shapes.h"
+#include "runtime/kernel_registry.h"
+
+namespace ot {
+namespace cpu {
+namespace {
+
+// Row-major C[m x n] = alpha op(A) op(B) + beta C on oneDNN's sgemm.
+void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // sgemm leaves C untouched for k = 0 in some builds: scale it here
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
+    return;
+  }
+  const dnnl_status_t s = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (s != dnnl_success) throw Error("oneDNN sgemm failed in Attention (status " + std::to_string(static_cast<int>(s)) + ")");
+}
+
+constexpr float kMasked = -std::numeric_limits<float>::infinity();
+
+// The inputs of one kernel call, with K and V as the kernel reads them: the inputs, or the
+// present caches (past and new positions, 4D) when past_key/past_value are given.
+struct AttentionOperands {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  HeadStrides ks, vs;
+  const void* mask = nullptr;
+  const int64_t* nonpad = nullptr;
+};
+
+// Scores of query head h of batch b: S[i, j] = scale Q_i.K_j + bias (mask, causal, padding),
+// optionally recorded before (mode 0) and after (mode 1) the bias, then softcapped (mode 2).
+// `record` is the [q_len, total_len] block of qk_matmul_output for (b, h), or null.
+void Scores(const AttentionGeometry& g, const AttentionOperands& op, int64_t b, int64_t h, float* s, float* record) {
+  const int64_t kvh = h / g.GroupSize();
+  const int64_t tq = g.q_len, tt = g.total_len;
+  Gemm(false, true, tq, tt, g.head_size, g.scale, op.q + b * g.q.batch + h * g.q.head, g.q.pos,
+       op.k + b * op.ks.batch + kvh * op.ks.head, op.ks.pos, 0.f, s, tt);
+  if (record && g.qk_output_mode == 0) std::memcpy(record, s, sizeof(float) * static_cast<size_t>(tq * tt));
+  const int64_t valid = op.nonpad ? std::clamp<int64_t>(op.nonpad[b], 0, tt) : tt;
+  for (int64_t i = 0; i < tq; ++i) {
+    float* row = s + i * tt;
+    if (g.has_mask) {
+      const int64_t base = b * g.mask_strides[0] + h * g.mask_strides[1] + i * g.mask_strides[2];
+      const int64_t js = g.mask_strides[3];
+      if (g.mask_bool) {
+        const uint8_t* m = static_cast<const uint8_t*>(op.mask) + base;
+        for (int64_t j = 0; j < g.mask_len; ++j)
+          if (!m[j * js]) row[j] = kMasked;
+      } else {
+        const float* m = static_cast<const float*>(op.mask) + base;
+        for (int64_t j = 0; j < g.mask_len; ++j) row[j] += m[j * js];
+      }
+      for (int64_t j = g.mask_len; j < tt; ++j) row[j] = kMasked;
+    }
+    if (g.causal)
+      for (int64_t j = std::max<int64_t>(i + g.past_len + 1, 0); j < tt; ++j) row[j] = kMasked;
+    for (int64_t j = valid; j < tt; ++j) row[j] = kMasked;
+  }
+  if (record && g.qk_output_mode == 1) std::memcpy(record, s, sizeof(float) * static_cast<size_t>(tq * tt));
+  if (g.softcap > 0) {
+    const float c = g.softcap, inv = 1.f / g.softcap;
+    for (int64_t e = 0; e < tq * tt; ++e) s[e] = c * std::tanh(s[e] * inv);
+  }
+  if (record && g.qk_output_mode == 2) std::memcpy(record, s, sizeof(float) * static_cast<size_t>(tq * tt));
+}
+
+// Row softmax in place (a row masked everywhere becomes NaN, as ONNX's reference and
+// PyTorch's math path give).
+void SoftmaxRows(float* s, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = s + i * cols;
+    float mx = kMasked;
+    for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, row[j]);
+    double sum = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      row[j] = std::exp(row[j] - mx);
+      sum += row[j];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t j = 0; j < cols; ++j) row[j] *= inv;
+  }
+}
+
+// Copies a [batch, heads, length, size] view (3D or 4D input) into rows [offset, offset +
+// length) of a 4D cache [batch, heads, total, size].
+void CopyIntoCache(const float* src, const HeadStrides& st, int64_t batch, int64_t heads, int64_t length,
+                   int64_t size, int64_t total, int64_t offset, float* cache) {
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t t = 0; t < length; ++t)
+        std::memcpy(cache + ((b * heads + h) * total + offset + t) * size, src + b * st.batch + h * st.head + t * st.pos,
+                    sizeof(float) * static_cast<size_t>(size));
+}
+
+AttentionGeometry Plan(const Node& node, const KernelContext& ctx, bool grad) {
+  // Attention: Q K V [mask] [past_key] [past_value] [nonpad]; AttentionGrad: dY Q K V [mask] [nonpad].
+  const int first = grad ? 1 : 0;
+  const Tensor* mask = ctx.OptionalInput(first + 3);
+  if (grad) return PlanAttention(node, ctx.Input(1), ctx.Input(2), ctx.Input(3), mask, nullptr, nullptr, ctx.OptionalInput(5));
+  return PlanAttention(node, ctx.Input(0), ctx.Input(1), ctx.Input(2), mask, ctx.OptionalInput(4),
+                       ctx.OptionalInput(5), ctx.OptionalInput(6));
+}
+
+class AttentionKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Prepare(KernelContext& ctx) override {
+    g_ = Plan(node_, ctx, false);
+    ctx.SetOutput(0, DType::kFloat32, g_.y_shape);
+    ctx.SetOutput(1, DType::kFloat32, g_.present_k_shape);
+    ctx.SetOutput(2, DType::kFloat32, g_.present_v_shape);
+    ctx.SetOutput(3, DType::kFloat32, g_.scores_shape);
+  }
+
+  void Compute(KernelContext& ctx) override {
+    AttentionOperands op;
+    op.q = ctx.Input(0).data<float>();
+    op.k = ctx.Input(1).data<float>();
+    op.v = ctx.Input(2).data<float>();
+    op.ks = g_.k;
+    op.vs = g_.v;
+    if (const Tensor* m = ctx.OptionalInput(3)) op.mask = m->data<void>();
+    if (const Tensor* n = ctx.OptionalInput(6)) op.nonpad = n->data<int64_t>();
+    // The present caches: past then new positions, 4D. Computed into the outputs when
+    // requested; with a past, the kernel reads K and V from them (a scratch copy if not).
+    std::vector<float> k_scratch, v_scratch;
+    const Tensor* past_k = ctx.OptionalInput(4);
+    const Tensor* past_v = ctx.OptionalInput(5);
+    auto cache = [&](int out, const Tensor* past, const float* src, const HeadStrides& st, int64_t size,
+                     std::vector<float>* scratch, const float** read, HeadStrides* read_strides) {
+      const bool wanted = ctx.HasOutput(out);
+      if (!wanted && !past) return;
+      float* dst = nullptr;
+      const int64_t n = g_.batch * g_.kv_heads * g_.total_len * size;
+      if (wanted) dst = ctx.Output(out).data<float>();
+      else {
+        scratch->resize(static_cast<size_t>(n));
+        dst = scratch->data();
+      }
+      if (past) {
+        const HeadStrides ps = {g_.kv_heads * g_.past_len * size, g_.past_len * size, size};
+        CopyIntoCache(past->data<float>(), ps, g_.batch, g_.kv_heads, g_.past_len, size, g_.total_len, 0, dst);
+      }
+      CopyIntoCache(src, st, g_.batch, g_.kv_heads, g_.kv_len, size, g_.total_len, g_.past_len, dst);
+      if (past) {
+        *read = dst;
+        *read_strides = {g_.kv_heads * g_.total_len * size, g_.total_len * size, size};
+      }
+    };
+    cache(1, past_k, op.k, g_.k, g_.head_size, &k_scratch, &op.k, &op.ks);
+    cache(2, past_v, op.v, g_.v, g_.v_head_size, &v_scratch, &op.v, &op.vs);
+    float* y = ctx.Output(0).data<float>();
+    float* scores_out = ctx.HasOutput(3) ? ctx.Output(3).data<float>() : nullptr;
+    const AttentionGeometry& g = g_;
+    const int64_t block = g.q_len * g.total_len;
+    const int64_t tasks = g.batch * g.q_heads;
+#pragma omp parallel
+    {
+      std::vector<float> s(static_cast<size_t>(block));
+#pragma omp for schedule(static)
+      for (int64_t task = 0; task < tasks; ++task) {
+        const int64_t b = task / g.q_heads, h = task % g.q_heads, kvh = h / g.GroupSize();
+        float* record = scores_out ? scores_out + task * block : nullptr;
+        Scores(g, op, b, h, s.data(), record);
+        SoftmaxRows(s.data(), g.q_len, g.total_len);
+        if (record && g.qk_output_mode == 3) std::memcpy(record, s.data(), sizeof(float) * static_cast<size_t>(block));
+        Gemm(false, false, g.q_len, g.v_head_size, g.total_len, 1.f, s.data(), g.total_len,
+             op.v + b * op.vs.batch + kvh * op.vs.head, op.vs.pos, 0.f, y + b * g.y.batch + h * g.y.head, g.y.pos);
+      }
+    }
+  }
+
+ private:
+  AttentionGeometry g_;
+};
+
+class AttentionGradKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Prepare(KernelContext& ctx) override {
+    g_ = Plan(node_, ctx, true);
+    const Tensor& dy = ctx.Input(0);
+    if (dy.dtype() != DType::kFloat32 || dy.shape() != g_.y_shape)
+      Fail("dY " + dy.Describe() + " must be float " + ShapeString(g_.y_shape) + ", the shape of Attention's Y");
+    for (int i = 0; i < 3; ++i) ctx.SetOutput(i, DType::kFloat32, ctx.Input(i + 1).shape());
+    // dScores covers the mask's columns only (those past a shorter mask are masked out).
+    ctx.SetOutput(3, DType::kFloat32, {g_.batch, g_.q_heads, g_.q_len, g_.has_mask ? g_.mask_len : g_.total_len});
+  }
+
+  void Compute(KernelContext& ctx) override {
+    const AttentionGeometry& g = g_;
+    AttentionOperands op;
+    const float* dy = ctx.Input(0).data<float>();
+    op.q = ctx.Input(1).data<float>();
+    op.k = ctx.Input(2).data<float>();
+    op.v = ctx.Input(3).data<float>();
+    op.ks = g.k;
+    op.vs = g.v;
+    if (const Tensor* m = ctx.OptionalInput(4)) op.mask = m->data<void>();
+    if (const Tensor* n = ctx.OptionalInput(5)) op.nonpad = n->data<int64_t>();
+    // Every output is computed (dK and dV are sums over the group's query heads); the
+    // ones not requested go to scratch.
+    std::vector<float> scratch[3];
+    float* out[3];
+    for (int i = 0; i < 3; ++i) {
+      if (ctx.HasOutput(i)) {
+        out[i] = ctx.Output(i).data<float>();
+      } else {
+        scratch[i].resize(static_cast<size_t>(NumElements(ctx.Input(i + 1).shape())));
+        out[i] = scratch[i].data();
+      }
+    }
+    float* dq = out[0];
+    float* dk = out[1];
+    float* dv = out[2];
+    float* dscores = ctx.HasOutput(3) ? ctx.Output(3).data<float>() : nullptr;
+    const int64_t block = g.q_len * g.total_len;
+    const int64_t tasks = g.batch * g.kv_heads;
+#pragma omp parallel
+    {
+      std::vector<float> p(static_cast<size_t>(block)), dp(static_cast<size_t>(block));
+      std::vector<float> capped(g.softcap > 0 ? static_cast<size_t>(block) : 0);  // for the softcap's derivative
+#pragma omp for schedule(static)
+      for (int64_t task = 0; task < tasks; ++task) {
+        const int64_t b = task / g.kv_heads, kvh = task % g.kv_heads;
+        float* dk_bh = dk + b * g.k.batch + kvh * g.k.head;
+        float* dv_bh = dv + b * g.v.batch + kvh * g.v.head;
+        const float* k_bh = op.k + b * g.k.batch + kvh * g.k.head;
+        const float* v_bh = op.v + b * g.v.batch + kvh * g.v.head;
+        for (int64_t t = 0; t < g.kv_len; ++t) {
+          std::fill(dk_bh + t * g.k.pos, dk_bh + t * g.k.pos + g.head_size, 0.f);
+          std::fill(dv_bh + t * g.v.pos, dv_bh + t * g.v.pos + g.v_head_size, 0.f);
+        }
+        for (int64_t h = kvh * g.GroupSize(); h < (kvh + 1) * g.GroupSize(); ++h) {
+          const float* q_bh = op.q + b * g.q.batch + h * g.q.head;
+          const float* dy_bh = dy + b * g.y.batch + h * g.y.head;
+          Scores(g, op, b, h, p.data(), nullptr);
+          if (g.softcap > 0) std::copy(p.begin(), p.end(), capped.begin());
+          SoftmaxRows(p.data(), g.q_len, g.total_len);
+          Gemm(true, false, g.total_len, g.v_head_size, g.q_len, 1.f, p.data(), g.total_len, dy_bh, g.y.pos, 1.f, dv_bh,
+               g.v.pos);
+          Gemm(false, true, g.q_len, g.total_len, g.v_head_size, 1.f, dy_bh, g.y.pos, v_bh, g.v.pos, 0.f, dp.data(),
+               g.total_len);
+          for (int64_t i = 0; i < g.q_len; ++i) {
+            const float* pr = p.data() + i * g.total_len;
+            float* dr = dp.data() + i * g.total_len;
+            double dot = 0;
+            for (int64_t j = 0; j < g.total_len; ++j) dot += static_cast<double>(pr[j]) * dr[j];
+            const float d = static_cast<float>(dot);
+            for (int64_t j = 0; j < g.total_len; ++j) dr[j] = pr[j] * (dr[j] - d);
+            if (g.softcap > 0) {  // d(c tanh(s / c))/ds = 1 - (capped / c)^2
+              const float inv = 1.f / g.softcap;
+              const float* cr = capped.data() + i * g.total_len;
+              for (int64_t j = 0; j < g.total_len; ++j) dr[j] *= 1.f - (cr[j] * inv) * (cr[j] * inv);
+            }
+          }
+          if (dscores) {
+            const int64_t cols = g.has_mask ? g.mask_len : g.total_len;
+            for (int64_t i = 0; i < g.q_len; ++i)
+              std::memcpy(dscores + ((b * g.q_heads + h) * g.q_len + i) * cols, dp.data() + i * g.total_len,
+                          sizeof(float) * static_cast<size_t>(cols));
+          }
+          Gemm(false, false, g.q_len, g.head_size, g.total_len, g.scale, dp.data(), g.total_len, k_bh, g.k.pos, 0.f,
+               dq + b * g.q.batch + h * g.q.head, g.q.pos);
+          Gemm(true, false, g.total_len, g.head_size, g.q_len, g.scale, dp.data(), g.total_len, q_bh, g.q.pos, 1.f, dk_bh,
+               g.k.pos);
+        }
+      }
+    }
+  }
+
+ private:
+  AttentionGeometry g_;
+};
+OT_REGISTER_CPU_KERNEL("Attention", 23, kLatestOpset, AttentionKernel);
+OT_REGISTER_KERNEL(kGradDomain, "AttentionGrad", 1, kLatestOpset, DeviceType::kCPU, AttentionGradKernel);
+
+}  // namespace
+}  // namespace cpu
+}  // namespace ot

@@ -1,0 +1,73 @@
+// Synchronised batch normalization: see sync_batchnorm.h.
+#include "runtime/cpu/norm/sync_batchnorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "graph/error.h"
+#include "runtime/cpu/norm/channel_statistics.h"
+
+namespace ot {
+namespace cpu {
+namespace {
+
+void SumOverReplicas(CrossReplicaSum* replicas, std::vector<double>& values) {
+  if (replicas && replicas->replicas() > 1) replicas->SumInPlace(values.data(), values.size());
+}
+
+}  // namespace
+
+void GlobalChannelStatistics(const dnnl::memory::desc& md, const float* x, CrossReplicaSum* replicas, float* mean,
+                             float* var) {
+  const size_t c = static_cast<size_t>(md.dims()[1]);
+  // Pass 1: [sum of x per channel..., element count].
+  std::vector<double> first(c + 1, 0.0);
+  ChannelSums(md, x, nullptr, first.data(), nullptr);
+  first[c] = static_cast<double>(ChannelCount(md));
+  SumOverReplicas(replicas, first);
+  const double count = first[c];
+  OT_CHECK(count > 0, "synchronised batch normalization: the global batch is empty");
+  std::vector<double> center(c);
+  for (size_t i = 0; i < c; ++i) center[i] = first[i] / count;
+  // Pass 2: [sum of (x - centre)..., sum of (x - centre)^2...]; the first corrects the
+  // centre's own rounding (as ChannelStatistics does).
+  std::vector<double> second(2 * c, 0.0);
+  ChannelSums(md, x, center.data(), second.data(), second.data() + c);
+  SumOverReplicas(replicas, second);
+  for (size_t i = 0; i < c; ++i) {
+    const double dev = second[i], sq = second[c + i];
+    mean[i] = static_cast<float>(center[i] + dev / count);
+    var[i] = static_cast<float>(std::max((sq - dev * dev / count) / count, 0.0));
+  }
+}
+
+void GlobalBatchNormGrad(const dnnl::memory::desc& md, const float* dy, const float* x, const float* scale,
+                         const float* mean, const float* var, float epsilon, CrossReplicaSum* replicas, float* dx,
+                         float* dscale, float* dbias) {
+  const size_t c = static_cast<size_t>(md.dims()[1]);
+  std::vector<double> m(mean, mean + c), invstd(c);
+  for (size_t i = 0; i < c; ++i) invstd[i] = 1.0 / std::sqrt(static_cast<double>(var[i]) + epsilon);
+  // [sum of dy..., sum of dy * (x - mean)..., element count]
+  std::vector<double> sums(2 * c + 1, 0.0);
+  ChannelGradientSums(md, dy, x, m.data(), sums.data(), sums.data() + c);
+  sums[2 * c] = static_cast<double>(ChannelCount(md));
+  // This replica's own parameter gradients, before the sums go global.
+  for (size_t i = 0; i < c; ++i) {
+    dbias[i] = static_cast<float>(sums[i]);
+    dscale[i] = static_cast<float>(sums[c + i] * invstd[i]);
+  }
+  SumOverReplicas(replicas, sums);
+  const double count = sums[2 * c];
+  // dx = scale * invstd * (dy - mean(dy) - (x - mean) * invstd^2 * mean(dy (x - mean)))
+  std::vector<double> a(c), b(c), k(c);
+  for (size_t i = 0; i < c; ++i) {
+    a[i] = static_cast<double>(scale[i]) * invstd[i];
+    b[i] = -a[i] * invstd[i] * invstd[i] * (sums[c + i] / count);
+    k[i] = -a[i] * (sums[i] / count);
+  }
+  ChannelAffineCombination(md, dy, x, m.data(), a.data(), b.data(), k.data(), dx);
+}
+
+}  // namespace cpu
+}  // namespace ot

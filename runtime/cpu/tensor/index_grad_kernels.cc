@@ -1,0 +1,193 @@
+// CPU kernels of the gradient-domain partners of the indexing ops: GatherGrad,
+// GatherElementsGrad (also TopK's gradient) and GatherNDGrad scatter-add dY into zeros
+// (duplicate and negative indices add up); SliceGrad writes dY back at the sliced
+// positions; TileGrad sums dY over the repeats. Float32 loops: no library routine
+// scatters with accumulation.
+#include <array>
+#include <cstring>
+
+#include "graph/op_domains.h"
+#include "runtime/cpu/tensor/index_util.h"
+#include "runtime/ops/kernel_util.h"
+#include "runtime/cpu/strided_loop.h"
+#include "runtime/ops/index_shapes.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/ops/op_shapes.h"
+
+namespace ot {
+namespace cpu {
+namespace {
+
+// GatherGrad(dY, data_shape, indices) with `axis`.
+class GatherGradKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    data_shape_ = shape_inputs_.Read(ctx, 1);
+    CheckGatherGrad(node_, ctx.Input(0), data_shape_, ctx.Input(2), &axis_);
+    ctx.SetOutput(0, DType::kFloat32, data_shape_);
+  }
+  void Compute(KernelContext& ctx) override {
+    shape_inputs_.Check(ctx);
+    const Tensor& indices = ctx.Input(2);
+    const AxisSplit ds = SplitAround(data_shape_, axis_, 1);
+    const int64_t inner = ds.inner_bytes, dim = data_shape_[static_cast<size_t>(axis_)], n = indices.numel();
+    const float* dy = ctx.Input(0).data<float>();
+    float* dx = ctx.Output(0).data<float>();
+    std::memset(dx, 0, ctx.Output(0).nbytes());
+    for (int64_t o = 0; o < ds.outer; ++o) {
+      float* block = dx + o * dim * inner;
+      for (int64_t k = 0; k < n; ++k, dy += inner) {
+        float* row = block + CheckedIndex(IndexAt(indices, k), dim, node_) * inner;
+        for (int64_t i = 0; i < inner; ++i) row[i] += dy[i];
+      }
+    }
+  }
+
+ private:
+  Shape data_shape_;
+  int64_t axis_ = 0;
+  ShapeInputValues shape_inputs_;
+};
+
+// GatherElementsGrad(dY, data_shape, indices) with `axis`.
+class GatherElementsGradKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    data_shape_ = shape_inputs_.Read(ctx, 1);
+    CheckGatherElementsGrad(node_, ctx.Input(0), data_shape_, ctx.Input(2), &axis_);
+    ctx.SetOutput(0, DType::kFloat32, data_shape_);
+  }
+  void Compute(KernelContext& ctx) override {
+    shape_inputs_.Check(ctx);
+    const Tensor& indices = ctx.Input(2);
+    std::vector<int64_t> data_strides = RowMajorStrides(data_shape_);
+    const int64_t axis_stride = data_strides[static_cast<size_t>(axis_)];
+    const int64_t dim = data_shape_[static_cast<size_t>(axis_)];
+    data_strides[static_cast<size_t>(axis_)] = 0;
+    const float* dy = ctx.Input(0).data<float>();
+    float* dx = ctx.Output(0).data<float>();
+    std::memset(dx, 0, ctx.Output(0).nbytes());
+    const StrideSet<2> strides = {RowMajorStrides(indices.shape()), data_strides};
+    ForEachRow<2>(indices.shape(), strides, [&](const std::array<int64_t, 2>& at, int64_t len, const std::array<int64_t, 2>& step) {
+      for (int64_t i = 0; i < len; ++i) {
+        const int64_t pos = at[0] + i * step[0];
+        dx[at[1] + i * step[1] + CheckedIndex(IndexAt(indices, pos), dim, node_) * axis_stride] += dy[pos];
+      }
+    });
+  }
+
+ private:
+  Shape data_shape_;
+  int64_t axis_ = 0;
+  ShapeInputValues shape_inputs_;
+};
+
+// GatherNDGrad(dY, data_shape, indices) with `batch_dims`.
+class GatherNDGradKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& dy = ctx.Input(0);
+    if (dy.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(dy.dtype()));
+    data_shape_ = shape_inputs_.Read(ctx, 1);
+    plan_ = PlanGatherND(node_, data_shape_, ctx.Input(2), node_.GetInt("batch_dims", 0));
+    if (plan_.out != dy.shape())
+      Fail("gradient shape " + ShapeString(dy.shape()) + " differs from GatherND's output " + ShapeString(plan_.out));
+    ctx.SetOutput(0, DType::kFloat32, data_shape_);
+  }
+  void Compute(KernelContext& ctx) override {
+    shape_inputs_.Check(ctx);
+    const Tensor& indices = ctx.Input(2);
+    const float* dy = ctx.Input(0).data<float>();
+    float* dx = ctx.Output(0).data<float>();
+    std::memset(dx, 0, ctx.Output(0).nbytes());
+    int64_t t = 0;
+    for (int64_t b = 0; b < plan_.batch; ++b)
+      for (int64_t j = 0; j < plan_.tuples; ++j, ++t, dy += plan_.slice) {
+        const int64_t off = GatherNDOffset(plan_, indices, b, t, node_);
+        for (int64_t i = 0; i < plan_.slice; ++i) dx[off + i] += dy[i];
+      }
+  }
+
+ private:
+  Shape data_shape_;
+  GatherNDPlan plan_;
+  ShapeInputValues shape_inputs_;
+};
+
+// SliceGrad(dY, starts, ends, axes, steps, data_shape): zeros with dY at the sliced
+// positions (a slice never reads one position twice).
+class SliceGradKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& dy = ctx.Input(0);
+    if (dy.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(dy.dtype()));
+    data_shape_ = shape_inputs_.Read(ctx, 5);
+    view_ = SliceView(node_, static_cast<int>(node_.GetInt("forward_opset", 13)), ctx, shape_inputs_, data_shape_);
+    if (view_.shape != dy.shape())
+      Fail("gradient shape " + ShapeString(dy.shape()) + " differs from the slice's " + ShapeString(view_.shape));
+    ctx.SetOutput(0, DType::kFloat32, data_shape_);
+  }
+  void Compute(KernelContext& ctx) override {
+    shape_inputs_.Check(ctx);
+    const float* dy = ctx.Input(0).data<float>();
+    float* dx = ctx.Output(0).data<float>() + view_.offset;
+    std::memset(ctx.Output(0).raw(), 0, ctx.Output(0).nbytes());
+    const StrideSet<2> strides = {view_.strides, RowMajorStrides(view_.shape)};
+    ForEachRow<2>(view_.shape, strides, [&](const std::array<int64_t, 2>& at, int64_t len, const std::array<int64_t, 2>& step) {
+      for (int64_t i = 0; i < len; ++i) dx[at[0] + i * step[0]] = dy[at[1] + i * step[1]];
+    });
+  }
+
+ private:
+  Shape data_shape_;
+  StridedView view_;
+  ShapeInputValues shape_inputs_;
+};
+
+// TileGrad(dY, data_shape): dY seen as [r0, d0, r1, d1, ...] summed over the r axes.
+class TileGradKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const Tensor& dy = ctx.Input(0);
+    if (dy.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(dy.dtype()));
+    data_shape_ = shape_inputs_.Read(ctx, 1);
+    const std::vector<int64_t> repeats = TileGradRepeats(node_, dy.shape(), data_shape_);
+    const std::vector<int64_t> xs = RowMajorStrides(data_shape_);
+    walk_.clear();
+    strides_.clear();
+    for (size_t d = 0; d < repeats.size(); ++d) {
+      walk_.insert(walk_.end(), {repeats[d], data_shape_[d]});
+      strides_.insert(strides_.end(), {0, xs[d]});
+    }
+    ctx.SetOutput(0, DType::kFloat32, data_shape_);
+  }
+  void Compute(KernelContext& ctx) override {
+    shape_inputs_.Check(ctx);
+    const float* dy = ctx.Input(0).data<float>();
+    float* dx = ctx.Output(0).data<float>();
+    std::memset(dx, 0, ctx.Output(0).nbytes());
+    const StrideSet<2> strides = {strides_, RowMajorStrides(walk_)};
+    ForEachRow<2>(walk_, strides, [&](const std::array<int64_t, 2>& at, int64_t len, const std::array<int64_t, 2>& step) {
+      for (int64_t i = 0; i < len; ++i) dx[at[0] + i * step[0]] += dy[at[1] + i * step[1]];
+    });
+  }
+
+ private:
+  Shape data_shape_, walk_;
+  std::vector<int64_t> strides_;
+  ShapeInputValues shape_inputs_;
+};
+OT_REGISTER_KERNEL(kGradDomain, "GatherGrad", 1, kLatestOpset, DeviceType::kCPU, GatherGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "GatherElementsGrad", 1, kLatestOpset, DeviceType::kCPU, GatherElementsGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "GatherNDGrad", 1, kLatestOpset, DeviceType::kCPU, GatherNDGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SliceGrad", 1, kLatestOpset, DeviceType::kCPU, SliceGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "TileGrad", 1, kLatestOpset, DeviceType::kCPU, TileGradKernel);
+
+}  // namespace
+}  // namespace cpu
+}  // namespace ot

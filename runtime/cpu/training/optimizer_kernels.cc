@@ -1,0 +1,230 @@
+// Optimizer update ops of ONNX's ai.onnx.preview.training domain on the CPU: Momentum
+// (standard and Nesterov; PyTorch's SGD with momentum and weight decay), Adam and Adagrad;
+// and org.onnxtrain's SGD (momentum 0: the same update as Momentum without its buffer),
+// AdamW and RMSprop (PyTorch's formulas, which ONNX's ops cannot express: AdamW's decay
+// scales with the learning rate and comes before the step; RMSprop is not in ONNX).
+// Each node updates n tensors: inputs R (learning rate), T (step count), then n X, n G
+// and the per-tensor state; outputs the new X and new state. Elementwise loops over
+// OpenMP (no library routine exists for these updates).
+#include <algorithm>
+#include <cmath>
+
+#include "graph/op_domains.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/ops/train_checks.h"
+
+namespace ot {
+namespace cpu {
+namespace {
+
+// Tensors smaller than this are updated by the calling thread: waking the OpenMP team
+// costs more than it saves on a bias or a small layer (SimpleNN's 10 + 7840 values).
+constexpr int64_t kParallelUpdate = 32768;
+
+class OptimizerKernel : public OpKernel {
+ public:
+  OptimizerKernel(const KernelInfo& info, int state_per_tensor)
+      : OpKernel(info), states_(state_per_tensor) {}
+
+  void Prepare(KernelContext& ctx) override {
+    n_ = PrepareOptimizerOutputs(node_, ctx, states_);
+  }
+
+  int InPlaceInput(int output) const override { return OptimizerInPlaceInput(output, n_, states_); }
+  void Compute(KernelContext& ctx) override {
+    const float r = ctx.Input(0).data<float>()[0];
+    const int64_t t = ctx.Input(1).data<int64_t>()[0];
+    for (int i = 0; i < n_; ++i) {
+      const Slots s = OptimizerSlotsOf(ctx, i, n_, states_);
+      Update(r, t, ctx.Input(2 + i).numel(), s);
+    }
+  }
+
+ protected:
+  using Slots = OptimizerSlots;
+  // Outputs that are not requested are written to a scratch value and dropped.
+  virtual void Update(float r, int64_t t, int64_t n, const Slots& s) = 0;
+
+ private:
+  int states_;
+  int n_ = 0;
+};
+
+class MomentumKernel final : public OptimizerKernel {
+ public:
+  explicit MomentumKernel(const KernelInfo& info) : OptimizerKernel(info, 1), p_(ReadMomentumParams(node_)) {}
+
+ private:
+  void Update(float r, int64_t t, int64_t n, const Slots& s) override {
+    const float beta = t > 0 ? p_.beta : 1.f;
+    const float alpha = p_.alpha, norm = p_.norm;
+    const bool nesterov = p_.nesterov;
+#pragma omp parallel for schedule(static) if (n >= kParallelUpdate)
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = norm * s.x[i] + s.g[i];
+      const float v = alpha * s.state[0][i] + beta * g;
+      const float x = nesterov ? s.x[i] - r * (g + alpha * v) : s.x[i] - r * v;
+      if (s.state_new[0]) s.state_new[0][i] = v;
+      if (s.x_new) s.x_new[i] = x;
+    }
+  }
+  const MomentumParams p_;
+};
+
+// X' = X - R * (G + norm_coefficient * X): Momentum with alpha 0, bit for bit.
+class SgdKernel final : public OptimizerKernel {
+ public:
+  explicit SgdKernel(const KernelInfo& info) : OptimizerKernel(info, 0), norm_(node_.GetFloat("norm_coefficient", 0.f)) {}
+
+ private:
+  void Update(float r, int64_t t, int64_t n, const Slots& s) override {
+    const float norm = norm_;
+#pragma omp parallel for schedule(static) if (n >= kParallelUpdate)
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = norm * s.x[i] + s.g[i];
+      if (s.x_new) s.x_new[i] = s.x[i] - r * g;
+    }
+  }
+  const float norm_;
+};
+
+class AdagradKernel final : public OptimizerKernel {
+ public:
+  explicit AdagradKernel(const KernelInfo& info) : OptimizerKernel(info, 1), p_(ReadAdagradParams(node_)) {}
+
+ private:
+  void Update(float r, int64_t t, int64_t n, const Slots& s) override {
+    const float rate = r / (1.f + static_cast<float>(t) * p_.decay);
+    const float eps = p_.epsilon, norm = p_.norm;
+#pragma omp parallel for schedule(static) if (n >= kParallelUpdate)
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = norm * s.x[i] + s.g[i];
+      const float h = s.state[0][i] + g * g;
+      if (s.state_new[0]) s.state_new[0][i] = h;
+      if (s.x_new) s.x_new[i] = s.x[i] - rate * g / (std::sqrt(h) + eps);
+    }
+  }
+  const AdagradParams p_;
+};
+
+class AdamKernel final : public OptimizerKernel {
+ public:
+  explicit AdamKernel(const KernelInfo& info) : OptimizerKernel(info, 2), p_(ReadAdamParams(node_)) {}
+
+ private:
+  void Update(float r, int64_t t, int64_t n, const Slots& s) override {
+    float rate = r;
+    if (t > 0) {
+      const double tt = static_cast<double>(t);
+      rate = static_cast<float>(r * std::sqrt(1.0 - std::pow(double(p_.beta), tt)) /
+                                (1.0 - std::pow(double(p_.alpha), tt)));
+    }
+    const float alpha = p_.alpha, beta = p_.beta, eps = p_.epsilon, norm = p_.norm, post = 1.f - p_.norm_post;
+#pragma omp parallel for schedule(static) if (n >= kParallelUpdate)
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = norm * s.x[i] + s.g[i];
+      const float v = alpha * s.state[0][i] + (1.f - alpha) * g;
+      const float h = beta * s.state[1][i] + (1.f - beta) * g * g;
+      if (s.state_new[0]) s.state_new[0][i] = v;
+      if (s.state_new[1]) s.state_new[1][i] = h;
+      if (s.x_new) s.x_new[i] = post * (s.x[i] - rate * (v / (std::sqrt(h) + eps)));
+    }
+  }
+  const AdamParams p_;
+};
+
+// org.onnxtrain AdamW, torch.optim.AdamW's update in its order (T >= 1 is the step count):
+//   X <- X * (1 - R * weight_decay);  M <- beta1 M + (1 - beta1) G;  V <- beta2 V + (1 - beta2) G^2
+//   X <- X - (R / (1 - beta1^T)) * M / (sqrt(V) / sqrt(1 - beta2^T) + epsilon)
+// States: M, V.
+class AdamWKernel final : public OptimizerKernel {
+ public:
+  explicit AdamWKernel(const KernelInfo& info)
+      : OptimizerKernel(info, 2),
+        beta1_(node_.GetFloat("beta1", 0.9f)),
+        beta2_(node_.GetFloat("beta2", 0.999f)),
+        eps_(node_.GetFloat("epsilon", 1e-8f)),
+        decay_(node_.GetFloat("weight_decay", 0.01f)) {}
+
+ private:
+  void Update(float r, int64_t t, int64_t n, const Slots& s) override {
+    const double tt = static_cast<double>(std::max<int64_t>(t, 1));
+    const float step_size = static_cast<float>(r / (1.0 - std::pow(double(beta1_), tt)));
+    const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(double(beta2_), tt)));
+    const float keep = 1.f - r * decay_;
+    const float b1 = beta1_, b2 = beta2_, eps = eps_;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = s.g[i];
+      const float x = s.x[i] * keep;
+      const float m = b1 * s.state[0][i] + (1.f - b1) * g;
+      const float v = b2 * s.state[1][i] + (1.f - b2) * g * g;
+      if (s.state_new[0]) s.state_new[0][i] = m;
+      if (s.state_new[1]) s.state_new[1][i] = v;
+      if (s.x_new) s.x_new[i] = x - step_size * (m / (std::sqrt(v) / bc2_sqrt + eps));
+    }
+  }
+  const float beta1_, beta2_, eps_, decay_;
+};
+
+// org.onnxtrain RMSprop, torch.optim.RMSprop's update:
+//   G <- G + weight_decay X;  S <- alpha S + (1 - alpha) G^2
+//   centered: A <- alpha A + (1 - alpha) G, D = sqrt(S - A^2) + epsilon; else D = sqrt(S) + epsilon
+//   momentum > 0: B <- momentum B + G / D, X <- X - R B; else X <- X - R G / D
+// States, in this order: S, then A if centered, then B if momentum > 0.
+class RmspropKernel final : public OptimizerKernel {
+ public:
+  explicit RmspropKernel(const KernelInfo& info)
+      : OptimizerKernel(info, StatesOf(info.node)),
+        alpha_(node_.GetFloat("alpha", 0.99f)),
+        eps_(node_.GetFloat("epsilon", 1e-8f)),
+        momentum_(node_.GetFloat("momentum", 0.f)),
+        decay_(node_.GetFloat("weight_decay", 0.f)),
+        centered_(node_.GetInt("centered", 0) != 0) {}
+  static int StatesOf(const Node& node) {
+    return 1 + (node.GetInt("centered", 0) != 0 ? 1 : 0) + (node.GetFloat("momentum", 0.f) > 0.f ? 1 : 0);
+  }
+
+ private:
+  void Update(float r, int64_t t, int64_t n, const Slots& s) override {
+    const float alpha = alpha_, eps = eps_, mom = momentum_, decay = decay_;
+    const bool centered = centered_;
+    const int buf = centered ? 2 : 1;  // the momentum buffer's state index
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = decay != 0.f ? s.g[i] + decay * s.x[i] : s.g[i];
+      const float sq = alpha * s.state[0][i] + (1.f - alpha) * g * g;
+      if (s.state_new[0]) s.state_new[0][i] = sq;
+      float avg;
+      if (centered) {
+        const float a = alpha * s.state[1][i] + (1.f - alpha) * g;
+        if (s.state_new[1]) s.state_new[1][i] = a;
+        avg = std::sqrt(sq - a * a) + eps;
+      } else {
+        avg = std::sqrt(sq) + eps;
+      }
+      float x;
+      if (mom > 0.f) {
+        const float b = mom * s.state[buf][i] + g / avg;
+        if (s.state_new[buf]) s.state_new[buf][i] = b;
+        x = s.x[i] - r * b;
+      } else {
+        x = s.x[i] - r * (g / avg);
+      }
+      if (s.x_new) s.x_new[i] = x;
+    }
+  }
+  const float alpha_, eps_, momentum_, decay_;
+  const bool centered_;
+};
+
+OT_REGISTER_KERNEL(kTrainingOpsDomain, "Momentum", 1, kLatestOpset, DeviceType::kCPU, MomentumKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SGD", 1, kLatestOpset, DeviceType::kCPU, SgdKernel);
+OT_REGISTER_KERNEL(kTrainingOpsDomain, "Adagrad", 1, kLatestOpset, DeviceType::kCPU, AdagradKernel);
+OT_REGISTER_KERNEL(kTrainingOpsDomain, "Adam", 1, kLatestOpset, DeviceType::kCPU, AdamKernel);
+OT_REGISTER_KERNEL(kGradDomain, "AdamW", 1, kLatestOpset, DeviceType::kCPU, AdamWKernel);
+OT_REGISTER_KERNEL(kGradDomain, "RMSprop", 1, kLatestOpset, DeviceType::kCPU, RmspropKernel);
+
+}  // namespace
+}  // namespace cpu
+}  // namespace ot
