@@ -109,6 +109,13 @@ AttentionGeometry PlanAttention(const Node& node, const Tensor& q, const Tensor&
       throw UnsupportedError("Attention: attn_mask of type " + DTypeName(mask->dtype()) + " (bool or float32 only)");
     if (mask->rank() < 1 || mask->rank() > 4) Bad(node, "attn_mask " + mask->Describe() + " must have rank 1 to 4");
     g.mask_len = mask->dim(-1);
+    // broadcast_mask=1 (org.onnxtrain's fused Attention, graph/fusion.h): the mask is the
+    // addend of the scores it replaces and broadcasts as numpy does, a last axis of 1 too.
+    const bool numpy_mask = node.GetInt("broadcast_mask", 0) != 0;
+    if (numpy_mask && g.mask_len == 1) g.mask_len = g.total_len;
+    if (numpy_mask && g.mask_len != g.total_len)
+      Bad(node, "attn_mask " + mask->Describe() + " does not broadcast to the " + std::to_string(g.total_len) +
+                    " key positions");
     if (g.mask_len > g.total_len)
       Bad(node, "attn_mask " + mask->Describe() + " is longer than the " + std::to_string(g.total_len) +
                     " key positions");
@@ -117,6 +124,10 @@ AttentionGeometry PlanAttention(const Node& node, const Tensor& q, const Tensor&
     int64_t stride = 1;
     for (int d = 3; d >= 0; --d) {
       const int64_t size = d >= offset ? mask->dim(d - offset) : 1;
+      if (d == 3 && size == 1) {  // broadcast over the keys (broadcast_mask)
+        g.mask_strides[3] = 0;
+        continue;
+      }
       if (size != 1 && size != full[static_cast<size_t>(d)])
         Bad(node, "attn_mask " + mask->Describe() + " does not broadcast to [batch, q_heads, q_length, total_length] " +
                       ShapeString(full));
