@@ -508,13 +508,32 @@ class Fuser {
     for (size_t i : a.nodes)
       if (i != static_cast<size_t>(pv)) removed_.insert(i);
 
+    // torch 1.13's nn.MultiheadAttention holds Q, K and V sequence-first ([T, n, d]) and
+    // transposes them to [n, T, d] (K to [n, d, T]) for the products and Y back: the fused
+    // node reads and writes the sequence-first tensors (sequence_first=1), no Transpose.
+    if (r == 3) {
+      const long tq = LiveProducer(a.q), tk = LiveProducer(a.kt), tv = LiveProducer(a.v);
+      const long ty = SoleReader(out.outputs[0], "Transpose");
+      auto transposes = [&](long i, const std::string& v, const std::vector<int64_t>& perm) {
+        return i >= 0 && IsOp(g_.nodes[i], "Transpose") && Private(v) && g_.nodes[i].GetInts("perm") == perm;
+      };
+      if (transposes(tq, a.q, {1, 0, 2}) && transposes(tk, a.kt, {1, 2, 0}) && transposes(tv, a.v, {1, 0, 2}) &&
+          ty >= 0 && g_.nodes[ty].GetInts("perm") == std::vector<int64_t>{1, 0, 2} && g_.nodes[ty].HasOutput(0)) {
+        fused.inputs = {g_.nodes[tq].inputs[0], g_.nodes[tk].inputs[0], g_.nodes[tv].inputs[0]};
+        fused.outputs[0] = g_.nodes[ty].outputs[0];
+        fused.SetInt("sequence_first", 1);
+        for (long i : {tq, tk, tv, ty}) removed_.insert(static_cast<size_t>(i));
+      }
+    }
     // K from K^T: change the permutation of a Transpose that only K^T reads, or transpose.
     std::vector<int64_t> swap_last(static_cast<size_t>(r));
     for (int d = 0; d < r; ++d) swap_last[static_cast<size_t>(d)] = d;
     std::swap(swap_last[static_cast<size_t>(r - 2)], swap_last[static_cast<size_t>(r - 1)]);
     std::string k = a.kt;
     const long kt = LiveProducer(a.kt);
-    if (kt >= 0 && IsOp(g_.nodes[kt], "Transpose") && Private(a.kt)) {
+    if (fused.GetInt("sequence_first", 0)) {
+      // inputs set above
+    } else if (kt >= 0 && IsOp(g_.nodes[kt], "Transpose") && Private(a.kt)) {
       Node& t = g_.nodes[kt];
       std::vector<int64_t> perm = t.GetInts("perm");
       if (perm.empty())
@@ -535,7 +554,7 @@ class Fuser {
       g_.nodes[a.qk] = std::move(t);
       removed_.erase(a.qk);
     }
-    fused.inputs = {a.q, k, a.v};
+    if (!fused.GetInt("sequence_first", 0)) fused.inputs = {a.q, k, a.v};
     if (!a.mask.empty() && !causal) {
       std::string mask = a.mask;
       if (r == 3 && mask_rank == 3) {  // [n, T, T] over [batch, heads = 1, T, T]: [n, 1, T, T]

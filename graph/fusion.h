@@ -19,7 +19,9 @@
 //   torch 2.x's dynamo exporter of scaled_dot_product_attention below opset 23:
 //     MatMul(Mul(Q, sqrt s), Mul(K^T, sqrt s)) [Add(., causal constant)] -> Softmax -> MatMul(., V)
 // K^T from a Transpose of K becomes K by changing that Transpose's permutation; otherwise
-// a Transpose is inserted. A constant mask that is exactly causal (0 on and below the
+// a Transpose is inserted. Where Q, K and V are Transposes of sequence-first [T, n, d]
+// tensors and Y's one reader transposes it back (nn.MultiheadAttention in torch 1.13), the
+// fused node reads and writes those directly (sequence_first=1) and the four Transposes go. A constant mask that is exactly causal (0 on and below the
 // diagonal, -inf above; true/false for a bool mask) becomes is_causal=1, which lets the
 // kernel skip the masked blocks. Only chains whose intermediate values have no other
 // reader, whose scalings are before the mask, whose Softmax is over the last axis and whose

@@ -33,7 +33,7 @@ void AttentionGrad(B& b) {
   }
   while (!ins.empty() && ins.back().empty()) ins.pop_back();
   std::map<std::string, Attribute> attrs;
-  for (const char* key : {"is_causal", "q_num_heads", "kv_num_heads", "broadcast_mask"})
+  for (const char* key : {"is_causal", "q_num_heads", "kv_num_heads", "broadcast_mask", "sequence_first"})
     if (n.HasAttr(key)) attrs[key] = B::AttrInt(n.GetInt(key, 0));
   for (const char* key : {"scale", "softcap"})
     if (n.HasAttr(key)) attrs[key] = B::AttrFloat(n.GetFloat(key, 0.f));

@@ -246,9 +246,18 @@ Model HandWrittenAttention(int64_t t, AttnMask mask, int64_t softmax_axis = -1) 
 // torch 1.13's nn.MultiheadAttention on [batch * heads = 6, t, 4]: the scale on Q, K^T from
 // a sequence-first [t, 6, 4] by Transpose [1, 2, 0], baddbmm's Mul by Cast(1) and the mask
 // Unsqueeze(mask, 0) * Cast(1).
-Model LegacyMultiheadAttention(int64_t t, AttnMask mask) {
+// sequence_first: Q and V too come as [t, 6, 4] through Transpose [1, 0, 2], and Y goes back
+// through one (as the real module has them; the fused node then reads and writes them so).
+Model LegacyMultiheadAttention(int64_t t, AttnMask mask, bool sequence_first) {
   ModelBuilder b;
-  b.Param("q", {6, t, 4}, -1.f, 1.f).Param("k", {t, 6, 4}, -1.f, 1.f).Param("v", {6, t, 4}, -1.f, 1.f);
+  if (sequence_first) {
+    b.Param("q_sf", {t, 6, 4}, -1.f, 1.f).Param("v_sf", {t, 6, 4}, -1.f, 1.f);
+    b.Op("Transpose", {"q_sf"}, "q").SetInts("perm", {1, 0, 2});
+    b.Op("Transpose", {"v_sf"}, "v").SetInts("perm", {1, 0, 2});
+  } else {
+    b.Param("q", {6, t, 4}, -1.f, 1.f).Param("v", {6, t, 4}, -1.f, 1.f);
+  }
+  b.Param("k", {t, 6, 4}, -1.f, 1.f);
   Scalar(b, "sqrt_d", 2.f);
   b.Op("Constant", {}, "one_i").SetTensor("value", HostTensor::FromVector<int64_t>({1}, {}));
   b.Op("Cast", {"one_i"}, "one").SetInt("to", 1);
@@ -268,8 +277,12 @@ Model LegacyMultiheadAttention(int64_t t, AttnMask mask) {
   }
   b.Op("Softmax", {s}, "p").SetInt("axis", -1);
   b.Op("MatMul", {"p", "v"}, "y");
-  return WithLoss(b, "y", {6, t, 4});
+  if (!sequence_first) return WithLoss(b, "y", {6, t, 4});
+  b.Op("Transpose", {"y"}, "y_sf").SetInts("perm", {1, 0, 2});
+  return WithLoss(b, "y_sf", {t, 6, 4});
 }
+Model LegacyBatchFirst(int64_t t, AttnMask mask) { return LegacyMultiheadAttention(t, mask, false); }
+Model LegacySequenceFirst(int64_t t, AttnMask mask) { return LegacyMultiheadAttention(t, mask, true); }
 
 // torch 2.x's dynamo exporter of scaled_dot_product_attention below opset 23: Q and K^T
 // each scaled by sqrt(scale) before the product, K^T a value of its own (here a parameter).
@@ -302,9 +315,11 @@ TEST(Fusion, AttentionFormsOfBothExportersFuseAndTrainAsUnfused) {
        AttnMask::kCausalConstant},
       {"hand-written, bool Where", [](int64_t t, AttnMask m) { return HandWrittenAttention(t, m); },
        AttnMask::kBoolWhere},
-      {"torch 1.13 MHA, no mask", LegacyMultiheadAttention, AttnMask::kNone},
-      {"torch 1.13 MHA, learned mask", LegacyMultiheadAttention, AttnMask::kLearnedBias},
-      {"torch 1.13 MHA, causal", LegacyMultiheadAttention, AttnMask::kCausalConstant},
+      {"torch 1.13 MHA, no mask", LegacyBatchFirst, AttnMask::kNone},
+      {"torch 1.13 MHA, learned mask", LegacyBatchFirst, AttnMask::kLearnedBias},
+      {"torch 1.13 MHA, causal", LegacyBatchFirst, AttnMask::kCausalConstant},
+      {"torch 1.13 MHA sequence-first, learned mask", LegacySequenceFirst, AttnMask::kLearnedBias},
+      {"torch 1.13 MHA sequence-first, causal", LegacySequenceFirst, AttnMask::kCausalConstant},
       {"dynamo, no mask", DynamoAttention, AttnMask::kNone},
       {"dynamo, causal", DynamoAttention, AttnMask::kCausalConstant},
   };
@@ -316,6 +331,9 @@ TEST(Fusion, AttentionFormsOfBothExportersFuseAndTrainAsUnfused) {
       EXPECT_EQ(Count(tg.model, "Attention", kGradDomain), 1);
       EXPECT_EQ(Count(tg.model, "AttentionGrad", kGradDomain), 1);
       EXPECT_EQ(Count(tg.model, "Softmax"), 0);
+      if (c.make == LegacySequenceFirst) {
+        EXPECT_EQ(Count(tg.model, "Transpose"), 0);  // all absorbed
+      }
       for (const auto& n : tg.model.graph.nodes) {
         if (n.op_type != "Attention") continue;  // (a 1 x 1 bool mask of true is causal too)
         EXPECT_EQ(n.GetInt("is_causal", 0),
