@@ -21,7 +21,6 @@ within max(1e-4, 3x PyTorch float32's own distance) of float64, relative by norm
 Run by CTest (torch_attention_parity, torch2_attention_parity); by hand:
     /usr/bin/python3 tests/torch_attention_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/ap
 """
-import argparse
 import contextlib
 import io
 import math
@@ -29,13 +28,12 @@ import os
 import re
 import subprocess
 import sys
-import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_parity import export as legacy_export  # noqa: E402  (exits if torch is missing)
 from torch_grad_parity import run_grad, torch_grads  # noqa: E402
-from grad_compare import compare_gradients  # noqa: E402
+from grad_compare import compare_gradients, parity_args, report_case, run_cases  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -160,34 +158,17 @@ def check(args, name, make, t, seed, classes=3, batch=3):
         opt_loss = float(run_grad(args.onnx_train, opt_path, x, y, args.workdir, tag + "_optimized")["loss"])
         if fused_opt != 1 or abs(opt_loss - ref_loss) > 1e-4 * abs(ref_loss):
             failures.append(f"optimize=True export: {fused_opt} fusions, loss {opt_loss} vs torch {ref_loss}")
-    print(f"  {tag:<22} fused {fused}  loss rel err {loss_err:.1e}  {len(ref)} grads: worst {worst:.2e} "
-          f"({worst_name}), torch float32 worst {worst_t32:.2e}  {'ok' if not failures else 'FAILED'}", flush=True)
-    for f in failures[:8]:
-        print("    " + f)
-    return not failures
+    return report_case(tag, f"fused {fused}  loss rel err {loss_err:.1e}  {len(ref)} grads: worst {worst:.2e} "
+                            f"({worst_name}), torch float32 worst {worst_t32:.2e}", failures)
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
+    args = parity_args(__doc__)
     torch.set_num_threads(2)
-    start = time.time()
-    passed = failed = 0
     print(f"PyTorch {torch.__version__}, {'dynamo opset 18' if TORCH2 else 'legacy opset 17'} exports", flush=True)
-    for i, (name, make) in enumerate(cases()):
-        for t in (1, 7, 150):
-            try:
-                ok = check(args, name, make, t, seed=300 + i)
-            except RuntimeError as e:
-                print(f"  {name} T {t}: onnx-train failed: {e}")
-                ok = False
-            passed += ok
-            failed += not ok
-    print(f"torch_attention_parity: {passed} passed, {failed} failed in {time.time() - start:.1f} s")
-    return 0 if failed == 0 else 1
+    return run_cases("torch_attention_parity",
+                     [(f"{name} T {t}", lambda name=name, make=make, t=t, i=i: check(args, name, make, t, seed=300 + i))
+                      for i, (name, make) in enumerate(cases()) for t in (1, 7, 150)])
 
 
 if __name__ == "__main__":
