@@ -433,6 +433,12 @@ class Fuser {
     }
     return false;
   }
+  // Unsqueeze's axes: the attribute (before opset 13) or a static input; empty if neither.
+  std::vector<int64_t> UnsqueezeAxes(const Node& n) const {
+    if (n.HasAttr("axes")) return n.GetInts("axes");
+    const HostTensor* axes = n.HasInput(1) ? g_.FindStatic(n.inputs[1], ProducerNode(n.inputs[1])) : nullptr;
+    return axes ? axes->AsInt64s() : std::vector<int64_t>{};
+  }
   // The mask as a constant [.., T, T] with leading ones (through Mul by 1 and Unsqueeze at
   // axis 0) when it is exactly causal: additive 0 / -inf, or bool true / false.
   bool IsCausalMask(std::string v, bool bool_mask) const {
@@ -444,13 +450,8 @@ class Fuser {
       double f = 0;
       if (t || !p) break;
       if (ScalarFactor(*p, &x, &f) && f == 1) v = x;
-      else if (IsOp(*p, "Unsqueeze") && (p->HasAttr("axes") ? p->GetInts("axes")
-                                                             : (p->HasInput(1) && g_.FindStatic(p->inputs[1], ProducerNode(p->inputs[1]))
-                                                                    ? g_.FindStatic(p->inputs[1], ProducerNode(p->inputs[1]))->AsInt64s()
-                                                                    : std::vector<int64_t>{})) == std::vector<int64_t>{0})
-        v = p->inputs[0];
-      else
-        return false;
+      else if (IsOp(*p, "Unsqueeze") && UnsqueezeAxes(*p) == std::vector<int64_t>{0}) v = p->inputs[0];
+      else return false;
     }
     if (!t || t->dims.size() < 2) return false;
     const int64_t n = t->dims.back();
@@ -538,7 +539,10 @@ class Fuser {
       std::vector<int64_t> perm = t.GetInts("perm");
       if (perm.empty())
         for (int d = r - 1; d >= 0; --d) perm.push_back(d);
-      if (static_cast<int>(perm.size()) != r) return Undo(a), false;
+      if (static_cast<int>(perm.size()) != r) {
+        Undo(a);
+        return false;
+      }
       std::swap(perm[static_cast<size_t>(r - 2)], perm[static_cast<size_t>(r - 1)]);
       t.SetInts("perm", perm);
       g_.value_info.erase(a.kt);
