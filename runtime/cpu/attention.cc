@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "graph/gradient_registry.h"
+#include "runtime/activation_math.h"
 #include "runtime/attention_shapes.h"
 #include "runtime/kernel_registry.h"
 
@@ -127,6 +128,8 @@ void SoftmaxRows(float* s, int64_t rows, int64_t cols) {
 // (online softmax) and leaves only the row logsumexp [batch, q_heads, q_len]; the backward
 // recomputes each probability tile as exp(S - logsumexp) and uses rowsum(dY * Y) in place
 // of rowsum(P * dP). Under is_causal the key tiles wholly above the diagonal are skipped.
+// The tiles' exponentials are activation_math.h's FastExp (plain arithmetic that
+// vectorises; the C library's expf made the fused kernel slower than the unfused ops at T=32).
 constexpr int64_t kQueryTile = 128, kKeyTile = 128;
 
 // Keys [0, end) that query rows [i0, i1) can see (all of them unless causal).
@@ -176,11 +179,9 @@ void FlashForward(const AttentionGeometry& g, const AttentionOperands& op, int64
           std::fill(row, row + cols, 0.f);
           continue;
         }
+        for (int64_t j = 0; j < cols; ++j) row[j] = unary_detail::FastExp(row[j] - m);  // vectorises
         float tile_sum = 0.f;
-        for (int64_t j = 0; j < cols; ++j) {
-          row[j] = std::exp(row[j] - m);
-          tile_sum += row[j];
-        }
+        for (int64_t j = 0; j < cols; ++j) tile_sum += row[j];
         const float correction = std::exp(mx[r] - m);  // 0 while the row had seen nothing
         if (correction != 1.f)
           for (int64_t c = 0; c < dv; ++c) acc[r * dv + c] *= correction;
@@ -241,7 +242,7 @@ void FlashBackward(const AttentionGeometry& g, const AttentionOperands& op, int6
       for (int64_t r = 0; r < rows; ++r) {
         const float l = lse[i0 + r];
         float* row = s + r * cols;
-        for (int64_t j = 0; j < cols; ++j) row[j] = std::exp(row[j] - l);
+        for (int64_t j = 0; j < cols; ++j) row[j] = unary_detail::FastExp(row[j] - l);
       }
       Gemm(true, false, cols, dv, rows, 1.f, s, cols, dy + i0 * g.y.pos, g.y.pos, 1.f, f.dv_bh + j0 * g.v.pos, g.v.pos);
       Gemm(false, true, rows, cols, dv, 1.f, dy + i0 * g.y.pos, g.y.pos, v + j0 * op.vs.pos, op.vs.pos, 0.f, dp, cols);
