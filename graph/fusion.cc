@@ -1,6 +1,7 @@
 #include "graph/fusion.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -8,9 +9,12 @@
 
 #include "graph/gradient_registry.h"
 #include "graph/op_domains.h"
+#include "graph/rank_inference.h"
 
 namespace ot {
 namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 class Fuser {
  public:
@@ -25,6 +29,9 @@ class Fuser {
       if (IsOp(g_.nodes[i], "Erf") && FuseGelu(i)) ++counts.gelu;
     for (size_t i = 0; i < g_.nodes.size(); ++i)
       if (IsOp(g_.nodes[i], "Sqrt") && FuseLayerNorm(i)) ++counts.layer_norm;
+    ranks_ = InferRanks(g_, m_.OpsetFor(""));
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      if (IsOp(g_.nodes[i], "Softmax") && FuseAttention(i)) ++counts.attention;
     Finish();
     return counts;
   }
@@ -319,8 +326,273 @@ class Fuser {
     return true;
   }
 
+  // One attention chain: the nodes it replaces, Q, K^T and V as the MatMuls read them
+  // (after the scalings), the mask and the product of the scalar factors.
+  struct AttentionMatch {
+    std::vector<size_t> nodes;
+    std::string q, kt, v, mask;
+    bool mask_bool = false;
+    double scale = 1;
+    size_t qk = 0, mask_node = 0;  // slots of MatMul(Q, K^T) and of the Add / Where
+  };
+
+  // A value read by one node only and no graph output (free to rewrite).
+  bool Private(const std::string& v) const { return Readers(v) == 1 && !graph_outputs_.count(v); }
+  long LiveProducer(const std::string& v) const {
+    auto it = producer_.find(v);
+    return it == producer_.end() || removed_.count(it->second) ? -1 : static_cast<long>(it->second);
+  }
+  int Rank(const std::string& v) const {
+    auto it = ranks_.find(v);
+    return it == ranks_.end() ? -1 : it->second;
+  }
+  // A static scalar, of any number type, or a Cast of one to float (torch 1.13 writes
+  // baddbmm's beta and alpha as Cast(Constant(1))); NaN otherwise.
+  double Number(const std::string& v) const {
+    const Node* p = ProducerNode(v);
+    if (p && IsOp(*p, "Cast") && p->GetInt("to", 0) == static_cast<int64_t>(DType::kFloat32)) return Number(p->inputs[0]);
+    const HostTensor* t = g_.FindStatic(v, p);
+    if (t && t->NumElements() == 1 && (t->dtype == DType::kInt64 || t->dtype == DType::kInt32))
+      return static_cast<double>(t->AsInt64s()[0]);
+    return Scalar(v);
+  }
+  // Mul(x, c), Mul(c, x) or Div(x, c) with c a static scalar: x, and the factor (c or 1/c).
+  bool ScalarFactor(const Node& n, std::string* x, double* factor) const {
+    if (n.inputs.size() != 2 || !(IsOp(n, "Mul") || IsOp(n, "Div"))) return false;
+    for (int k = 0; k < (IsOp(n, "Mul") ? 2 : 1); ++k) {
+      const double c = Number(n.inputs[1 - k]);
+      if (std::isfinite(c) && c != 0) {
+        *x = n.inputs[k];
+        *factor = IsOp(n, "Div") ? 1 / c : c;
+        return true;
+      }
+    }
+    return false;
+  }
+  // Peels scalar Mul/Div off `v` (a private value), multiplying them into a->scale.
+  std::string Unscaled(std::string v, AttentionMatch* a) const {
+    for (int depth = 0; depth < 4; ++depth) {
+      const long p = LiveProducer(v);
+      std::string x;
+      double f = 1;
+      if (p < 0 || !Private(v) || !ScalarFactor(g_.nodes[p], &x, &f)) break;
+      a->scale *= f;
+      a->nodes.push_back(static_cast<size_t>(p));
+      v = x;
+    }
+    return v;
+  }
+  // From the Softmax's input back to MatMul(Q, K^T): the mask (Add, or Where(cond, ., -inf))
+  // nearest the Softmax, scalar factors before it.
+  bool MatchScores(std::string s, bool scaled, AttentionMatch* a) const {
+    for (int depth = 0; depth < 8; ++depth) {
+      const long p = LiveProducer(s);
+      if (p < 0 || !Private(s)) return false;
+      const Node& n = g_.nodes[p];
+      const size_t i = static_cast<size_t>(p);
+      std::string x;
+      double f = 1;
+      if (IsOp(n, "MatMul") && n.inputs.size() == 2) {
+        a->nodes.push_back(i);
+        a->qk = i;
+        a->q = n.inputs[0];
+        a->kt = n.inputs[1];
+        return true;
+      }
+      if (ScalarFactor(n, &x, &f)) {
+        a->scale *= f;
+        a->nodes.push_back(i);
+        s = x;
+        scaled = true;
+        continue;
+      }
+      if (!a->mask.empty() || scaled) return false;  // one mask, and not scaled after it
+      if (IsOp(n, "Add") && n.inputs.size() == 2) {
+        for (int k = 0; k < 2; ++k) {  // either side may be the scores
+          AttentionMatch t = *a;
+          t.mask = n.inputs[1 - k];
+          t.mask_node = i;
+          t.nodes.push_back(i);
+          if (n.inputs[0] != n.inputs[1] && MatchScores(n.inputs[k], false, &t)) {
+            *a = t;
+            return true;
+          }
+        }
+        return false;
+      }
+      if (IsOp(n, "Where") && n.inputs.size() == 3) {
+        const double fill = Number(n.inputs[2]);
+        if (!(std::isinf(fill) && fill < 0)) return false;
+        a->mask = n.inputs[0];
+        a->mask_bool = true;
+        a->mask_node = i;
+        a->nodes.push_back(i);
+        s = n.inputs[1];
+        continue;
+      }
+      return false;
+    }
+    return false;
+  }
+  // Unsqueeze's axes: the attribute (before opset 13) or a static input; empty if neither.
+  std::vector<int64_t> UnsqueezeAxes(const Node& n) const {
+    if (n.HasAttr("axes")) return n.GetInts("axes");
+    const HostTensor* axes = n.HasInput(1) ? g_.FindStatic(n.inputs[1], ProducerNode(n.inputs[1])) : nullptr;
+    return axes ? axes->AsInt64s() : std::vector<int64_t>{};
+  }
+  // The mask as a constant [.., T, T] with leading ones (through Mul by 1 and Unsqueeze at
+  // axis 0) when it is exactly causal: additive 0 / -inf, or bool true / false.
+  bool IsCausalMask(std::string v, bool bool_mask) const {
+    const HostTensor* t = nullptr;
+    for (int depth = 0; depth < 4 && !t; ++depth) {
+      const Node* p = ProducerNode(v);
+      t = g_.FindStatic(v, p);
+      std::string x;
+      double f = 0;
+      if (t || !p) break;
+      if (ScalarFactor(*p, &x, &f) && f == 1) v = x;
+      else if (IsOp(*p, "Unsqueeze") && UnsqueezeAxes(*p) == std::vector<int64_t>{0}) v = p->inputs[0];
+      else return false;
+    }
+    if (!t || t->dims.size() < 2) return false;
+    const int64_t n = t->dims.back();
+    if (t->dims[t->dims.size() - 2] != n || t->NumElements() != n * n) return false;
+    if (bool_mask != (t->dtype == DType::kBool) || (!bool_mask && t->dtype != DType::kFloat32)) return false;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const bool keep = j <= i;
+        if (bool_mask ? (t->Data<uint8_t>()[i * n + j] != 0) != keep
+                      : (keep ? t->Data<float>()[i * n + j] != 0.f : t->Data<float>()[i * n + j] != kNegInf))
+          return false;
+      }
+    return true;
+  }
+  // A fresh value name from `base`.
+  std::string Fresh(const std::string& base) const {
+    std::string v = base;
+    for (int k = 1; producer_.count(v) || readers_.count(v) || g_.FindInitializer(v); ++k) v = base + "_" + std::to_string(k);
+    return v;
+  }
+
+  // Softmax(scores) -> P; MatMul(P, V): see fusion.h.
+  bool FuseAttention(size_t softmax) {
+    const Node& sm = g_.nodes[softmax];
+    if (sm.inputs.empty() || !sm.HasOutput(0) || sm.outputs.size() != 1) return false;
+    const long pv = SoleReader(sm.outputs[0], "MatMul");
+    if (pv < 0 || g_.nodes[pv].inputs.size() != 2 || g_.nodes[pv].inputs[0] != sm.outputs[0]) return false;
+    AttentionMatch a;
+    a.nodes = {softmax, static_cast<size_t>(pv)};
+    if (!MatchScores(sm.inputs[0], false, &a)) return false;
+    a.q = Unscaled(a.q, &a);
+    a.kt = Unscaled(a.kt, &a);
+    a.v = g_.nodes[pv].inputs[1];
+    const int r = Rank(sm.inputs[0]);
+    if ((r != 3 && r != 4) || Rank(a.q) != r || Rank(a.kt) != r || Rank(a.v) != r) return false;
+    const int64_t axis = sm.GetInt("axis", m_.OpsetFor("") >= 13 ? -1 : 1);
+    if (axis != -1 && axis != r - 1) return false;
+    const int mask_rank = a.mask.empty() ? 0 : Rank(a.mask);
+    if (!a.mask.empty() && (mask_rank < 1 || mask_rank > r)) return false;
+    const bool causal = !a.mask.empty() && IsCausalMask(a.mask, a.mask_bool);
+
+    const Node& out = g_.nodes[pv];
+    Node fused;
+    fused.name = out.name.empty() ? "Attention_fused_" + std::to_string(softmax) : out.name + "/Attention";
+    fused.op_type = "Attention";
+    fused.domain = kGradDomain;
+    fused.outputs = {out.outputs[0], "", "", "", Fresh(out.outputs[0] + "/logsumexp")};  // see the gradient rule
+    fused.SetFloat("scale", static_cast<float>(a.scale));
+    if (r == 3) {  // [batch * heads, T, d]: one head of [batch, sequence, hidden]
+      fused.SetInt("q_num_heads", 1);
+      fused.SetInt("kv_num_heads", 1);
+    }
+    if (causal) fused.SetInt("is_causal", 1);
+    else if (!a.mask.empty()) fused.SetInt("broadcast_mask", 1);
+    for (size_t i : a.nodes)
+      if (i != static_cast<size_t>(pv)) removed_.insert(i);
+
+    // torch 1.13's nn.MultiheadAttention holds Q, K and V sequence-first ([T, n, d]) and
+    // transposes them to [n, T, d] (K to [n, d, T]) for the products and Y back: the fused
+    // node reads and writes the sequence-first tensors (sequence_first=1), no Transpose.
+    if (r == 3) {
+      const long tq = LiveProducer(a.q), tk = LiveProducer(a.kt), tv = LiveProducer(a.v);
+      const long ty = SoleReader(out.outputs[0], "Transpose");
+      auto transposes = [&](long i, const std::string& v, const std::vector<int64_t>& perm) {
+        return i >= 0 && IsOp(g_.nodes[i], "Transpose") && Private(v) && g_.nodes[i].GetInts("perm") == perm;
+      };
+      if (transposes(tq, a.q, {1, 0, 2}) && transposes(tk, a.kt, {1, 2, 0}) && transposes(tv, a.v, {1, 0, 2}) &&
+          ty >= 0 && g_.nodes[ty].GetInts("perm") == std::vector<int64_t>{1, 0, 2} && g_.nodes[ty].HasOutput(0)) {
+        fused.inputs = {g_.nodes[tq].inputs[0], g_.nodes[tk].inputs[0], g_.nodes[tv].inputs[0]};
+        fused.outputs[0] = g_.nodes[ty].outputs[0];
+        fused.SetInt("sequence_first", 1);
+        for (long i : {tq, tk, tv, ty}) removed_.insert(static_cast<size_t>(i));
+      }
+    }
+    // K from K^T: change the permutation of a Transpose that only K^T reads, or transpose.
+    std::vector<int64_t> swap_last(static_cast<size_t>(r));
+    for (int d = 0; d < r; ++d) swap_last[static_cast<size_t>(d)] = d;
+    std::swap(swap_last[static_cast<size_t>(r - 2)], swap_last[static_cast<size_t>(r - 1)]);
+    std::string k = a.kt;
+    const long kt = LiveProducer(a.kt);
+    if (fused.GetInt("sequence_first", 0)) {
+      // inputs set above
+    } else if (kt >= 0 && IsOp(g_.nodes[kt], "Transpose") && Private(a.kt)) {
+      Node& t = g_.nodes[kt];
+      std::vector<int64_t> perm = t.GetInts("perm");
+      if (perm.empty())
+        for (int d = r - 1; d >= 0; --d) perm.push_back(d);
+      if (static_cast<int>(perm.size()) != r) {
+        Undo(a);
+        return false;
+      }
+      std::swap(perm[static_cast<size_t>(r - 2)], perm[static_cast<size_t>(r - 1)]);
+      t.SetInts("perm", perm);
+      g_.value_info.erase(a.kt);
+    } else {
+      Node t;
+      t.name = fused.name + "/K";
+      t.op_type = "Transpose";
+      t.inputs = {a.kt};
+      k = Fresh(a.kt + "/untransposed");
+      t.outputs = {k};
+      t.SetInts("perm", swap_last);
+      producer_[k] = a.qk;
+      g_.nodes[a.qk] = std::move(t);
+      removed_.erase(a.qk);
+    }
+    if (!fused.GetInt("sequence_first", 0)) fused.inputs = {a.q, k, a.v};
+    if (!a.mask.empty() && !causal) {
+      std::string mask = a.mask;
+      if (r == 3 && mask_rank == 3) {  // [n, T, T] over [batch, heads = 1, T, T]: [n, 1, T, T]
+        Node u;
+        u.name = fused.name + "/mask";
+        u.op_type = "Unsqueeze";
+        mask = Fresh(a.mask + "/per_head");
+        if (m_.OpsetFor("") >= 13) {
+          const std::string axes = Fresh(mask + "/axes");
+          g_.initializers.push_back(HostTensor::FromVector<int64_t>({1}, {1}, axes));
+          u.inputs = {a.mask, axes};
+        } else {
+          u.inputs = {a.mask};
+          u.SetInts("axes", {1});
+        }
+        u.outputs = {mask};
+        producer_[mask] = a.mask_node;
+        g_.nodes[a.mask_node] = std::move(u);
+        removed_.erase(a.mask_node);
+      }
+      fused.inputs.push_back(mask);
+    }
+    g_.nodes[static_cast<size_t>(pv)] = std::move(fused);
+    return true;
+  }
+  // Nothing has been rewritten yet: forget a match's removals.
+  void Undo(const AttentionMatch& a) {
+    for (size_t i : a.nodes) removed_.erase(i);
+  }
+
   Model& m_;
   Graph& g_;
+  std::map<std::string, int> ranks_;
   std::set<std::string> graph_outputs_;
   std::map<std::string, size_t> producer_;
   std::map<std::string, std::vector<size_t>> readers_;

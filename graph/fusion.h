@@ -6,6 +6,26 @@
 // gradient rules and kernels are those of runtime/ops/activation_math.h's GELU and of ONNX's
 // LayerNormalization). The fused graph computes the same function; only the order of
 // float32 rounding changes.
+//
+// Attention written out as ops (scores, scale, mask, Softmax, weighted sum) fuses into one
+// org.onnxtrain Attention node with ONNX Attention-23's inputs, attributes and semantics
+// (3D inputs as [batch, sequence, hidden] with one head, 4D as [batch, heads, sequence,
+// size]); its gradient is one AttentionGrad node (graph/gradient_rules_attention.cc). The
+// forms PyTorch writes:
+//   torch 1.13's nn.MultiheadAttention (3D [batch*heads, T, d]):
+//     MatMul(Div(Q, sqrt d), Transpose(K, [1, 2, 0])) [Mul(., 1) Add(., mask)] -> Softmax -> MatMul(., V)
+//   hand-written attention: MatMul(Q, Transpose(K)) -> Div(., sqrt d) or Mul(., 1/sqrt d)
+//     [Add(., mask) or Where(bool mask, ., -inf)] -> Softmax -> MatMul(., V)
+//   torch 2.x's dynamo exporter of scaled_dot_product_attention below opset 23:
+//     MatMul(Mul(Q, sqrt s), Mul(K^T, sqrt s)) [Add(., causal constant)] -> Softmax -> MatMul(., V)
+// K^T from a Transpose of K becomes K by changing that Transpose's permutation; otherwise
+// a Transpose is inserted. Where Q, K and V are Transposes of sequence-first [T, n, d]
+// tensors and Y's one reader transposes it back (nn.MultiheadAttention in torch 1.13), the
+// fused node reads and writes those directly (sequence_first=1) and the four Transposes go. A constant mask that is exactly causal (0 on and below the
+// diagonal, -inf above; true/false for a bool mask) becomes is_causal=1, which lets the
+// kernel skip the masked blocks. Only chains whose intermediate values have no other
+// reader, whose scalings are before the mask, whose Softmax is over the last axis and whose
+// ranks are known to agree (3 or 4) fuse.
 #pragma once
 
 #include "graph/ir.h"
@@ -15,6 +35,7 @@ namespace ot {
 struct FusionCounts {
   int gelu = 0;
   int layer_norm = 0;
+  int attention = 0;
 };
 
 // Rewrites the patterns in place (their intermediate values must have no other readers and

@@ -28,9 +28,10 @@ class RankInference {
   std::map<std::string, int> Run() {
     for (size_t idx : g_.TopologicalOrder()) {
       const Node& n = g_.nodes[idx];
-      // org.onnxtrain's fused Gelu and LayerNormalization (graph/fusion.h) keep their
-      // input's shape, as the ONNX ops of those names.
-      const bool fused = n.domain == kGradDomain && (n.op_type == "Gelu" || n.op_type == "LayerNormalization");
+      // org.onnxtrain's fused Gelu, LayerNormalization and Attention (graph/fusion.h) give
+      // the ranks of the ONNX ops of those names.
+      const bool fused = n.domain == kGradDomain &&
+                         (n.op_type == "Gelu" || n.op_type == "LayerNormalization" || n.op_type == "Attention");
       if (!IsOnnxDomain(n.domain) && !fused) continue;
       for (size_t k = 0; k < n.outputs.size(); ++k) {
         const std::string& o = n.outputs[k];
@@ -117,7 +118,7 @@ class RankInference {
         "Resize", "Upsample", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool",
         "GlobalMaxPool", "LRN", "InstanceNormalization", "GroupNormalization", "RMSNormalization", "LpNormalization",
         "SpaceToDepth", "DepthToSpace", "Hardmax", "ReverseSequence", "ScatterElements", "ScatterND", "GatherElements",
-        "Compress"};
+        "Compress", "Attention"};
     static const std::set<std::string> kBroadcast = {
         "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Where", "Equal", "Less", "Greater",
         "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "PRelu", "Mod", "BitShift"};

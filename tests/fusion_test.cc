@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -185,6 +186,211 @@ TEST(Fusion, PatternsWithOtherReadersOrOtherConstantsAreLeftAlone) {
     b.Output("ln/d", {2, 6});
     const TrainingGraph tg = Train(WithLoss(b, "ln", {2, 6}), true);
     EXPECT_EQ(Count(tg.model, "LayerNormalization", kGradDomain), 0);
+  }
+}
+
+// Attention written out as ops (graph/fusion.h). Masks: none, an additive parameter (a
+// learned bias: its gradient flows through the fused node), a causal constant (becomes
+// is_causal) and a bool one through Where(cond, scores, -inf).
+enum class AttnMask { kNone, kLearnedBias, kCausalConstant, kBoolWhere };
+
+HostTensor CausalMask(int64_t t, bool as_bool) {
+  HostTensor m(as_bool ? DType::kBool : DType::kFloat32, {t, t});
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < t; ++j) {
+      if (as_bool) m.Data<uint8_t>()[i * t + j] = j <= i;
+      else m.Data<float>()[i * t + j] = j <= i ? 0.f : -std::numeric_limits<float>::infinity();
+    }
+  return m;
+}
+
+// Masks the scores `s` into `out` as `mask` says (no-op copy for kNone).
+std::string MaskScores(ModelBuilder& b, const std::string& s, AttnMask mask, int64_t t) {
+  switch (mask) {
+    case AttnMask::kNone:
+      return s;
+    case AttnMask::kLearnedBias:
+      b.Param("bias", {t, t}, -1.f, 1.f);
+      b.Op("Add", {s, "bias"}, "masked");
+      return "masked";
+    case AttnMask::kCausalConstant:
+      b.Op("Constant", {}, "causal").SetTensor("value", CausalMask(t, false));
+      b.Op("Add", {s, "causal"}, "masked");
+      return "masked";
+    case AttnMask::kBoolWhere: {
+      HostTensor m = CausalMask(t, true);
+      m.Data<uint8_t>()[0] = 1;
+      if (t > 2) m.Data<uint8_t>()[t + 1] = 0;  // not causal: a bool mask input
+      b.Op("Constant", {}, "keep").SetTensor("value", m);
+      Scalar(b, "neg_inf", -std::numeric_limits<float>::infinity());
+      b.Op("Where", {"keep", s, "neg_inf"}, "masked");
+      return "masked";
+    }
+  }
+  return s;
+}
+
+// A hand-written attention on 4D [2, 3, t, 8]: Softmax(Q Transpose(K) / sqrt(8) [+ mask]) V.
+Model HandWrittenAttention(int64_t t, AttnMask mask, int64_t softmax_axis = -1) {
+  ModelBuilder b;
+  b.Param("q", {2, 3, t, 8}, -1.f, 1.f).Param("k", {2, 3, t, 8}, -1.f, 1.f).Param("v", {2, 3, t, 8}, -1.f, 1.f);
+  Scalar(b, "sqrt_d", std::sqrt(8.f));
+  b.Op("Transpose", {"k"}, "kt").SetInts("perm", {0, 1, 3, 2});
+  b.Op("MatMul", {"q", "kt"}, "qk");
+  b.Op("Div", {"qk", "sqrt_d"}, "scores");
+  b.Op("Softmax", {MaskScores(b, "scores", mask, t)}, "p").SetInt("axis", softmax_axis);
+  b.Op("MatMul", {"p", "v"}, "y");
+  return WithLoss(b, "y", {2, 3, t, 8});
+}
+
+// torch 1.13's nn.MultiheadAttention on [batch * heads = 6, t, 4]: the scale on Q, K^T from
+// a sequence-first [t, 6, 4] by Transpose [1, 2, 0], baddbmm's Mul by Cast(1) and the mask
+// Unsqueeze(mask, 0) * Cast(1).
+// sequence_first: Q and V too come as [t, 6, 4] through Transpose [1, 0, 2], and Y goes back
+// through one (as the real module has them; the fused node then reads and writes them so).
+Model LegacyMultiheadAttention(int64_t t, AttnMask mask, bool sequence_first) {
+  ModelBuilder b;
+  if (sequence_first) {
+    b.Param("q_sf", {t, 6, 4}, -1.f, 1.f).Param("v_sf", {t, 6, 4}, -1.f, 1.f);
+    b.Op("Transpose", {"q_sf"}, "q").SetInts("perm", {1, 0, 2});
+    b.Op("Transpose", {"v_sf"}, "v").SetInts("perm", {1, 0, 2});
+  } else {
+    b.Param("q", {6, t, 4}, -1.f, 1.f).Param("v", {6, t, 4}, -1.f, 1.f);
+  }
+  b.Param("k", {t, 6, 4}, -1.f, 1.f);
+  Scalar(b, "sqrt_d", 2.f);
+  b.Op("Constant", {}, "one_i").SetTensor("value", HostTensor::FromVector<int64_t>({1}, {}));
+  b.Op("Cast", {"one_i"}, "one").SetInt("to", 1);
+  b.Op("Div", {"q", "sqrt_d"}, "qs");
+  b.Op("Transpose", {"k"}, "kt").SetInts("perm", {1, 2, 0});
+  b.Op("MatMul", {"qs", "kt"}, "qk");
+  b.Op("Mul", {"qk", "one"}, "beta_qk");
+  std::string s = "beta_qk";
+  if (mask != AttnMask::kNone) {
+    if (mask == AttnMask::kCausalConstant) b.Op("Constant", {}, "m").SetTensor("value", CausalMask(t, false));
+    else b.Param("m", {t, t}, -1.f, 1.f);
+    b.Const(HostTensor::FromVector<int64_t>({0}, {1}, "axis0"));
+    b.Op("Unsqueeze", {"m", "axis0"}, "m3");
+    b.Op("Mul", {"m3", "one"}, "m3_alpha");
+    b.Op("Add", {"beta_qk", "m3_alpha"}, "masked");
+    s = "masked";
+  }
+  b.Op("Softmax", {s}, "p").SetInt("axis", -1);
+  b.Op("MatMul", {"p", "v"}, "y");
+  if (!sequence_first) return WithLoss(b, "y", {6, t, 4});
+  b.Op("Transpose", {"y"}, "y_sf").SetInts("perm", {1, 0, 2});
+  return WithLoss(b, "y_sf", {t, 6, 4});
+}
+Model LegacyBatchFirst(int64_t t, AttnMask mask) { return LegacyMultiheadAttention(t, mask, false); }
+Model LegacySequenceFirst(int64_t t, AttnMask mask) { return LegacyMultiheadAttention(t, mask, true); }
+
+// torch 2.x's dynamo exporter of scaled_dot_product_attention below opset 23: Q and K^T
+// each scaled by sqrt(scale) before the product, K^T a value of its own (here a parameter).
+Model DynamoAttention(int64_t t, AttnMask mask) {
+  ModelBuilder b;
+  b.Param("q", {2, 2, t, 8}, -1.f, 1.f).Param("kt", {2, 2, 8, t}, -1.f, 1.f).Param("v", {2, 2, t, 8}, -1.f, 1.f);
+  Scalar(b, "root_scale", std::sqrt(1.f / std::sqrt(8.f)));
+  b.Op("Mul", {"q", "root_scale"}, "qs");
+  b.Op("Mul", {"kt", "root_scale"}, "kts");
+  b.Op("MatMul", {"qs", "kts"}, "scores");
+  b.Op("Softmax", {MaskScores(b, "scores", mask, t)}, "p").SetInt("axis", -1);
+  b.Op("MatMul", {"p", "v"}, "y");
+  return WithLoss(b, "y", {2, 2, t, 8});
+}
+
+// The forms of PyTorch's exporters fuse into one Attention each, at odd lengths and T = 1,
+// with every mask kind, and train as the unfused graph does (finite differences too); a
+// causal constant becomes is_causal.
+TEST(Fusion, AttentionFormsOfBothExportersFuseAndTrainAsUnfused) {
+  struct Case {
+    const char* name;
+    Model (*make)(int64_t, AttnMask);
+    AttnMask mask;
+  };
+  const Case cases[] = {
+      {"hand-written, no mask", [](int64_t t, AttnMask m) { return HandWrittenAttention(t, m); }, AttnMask::kNone},
+      {"hand-written, learned bias", [](int64_t t, AttnMask m) { return HandWrittenAttention(t, m); },
+       AttnMask::kLearnedBias},
+      {"hand-written, causal", [](int64_t t, AttnMask m) { return HandWrittenAttention(t, m); },
+       AttnMask::kCausalConstant},
+      {"hand-written, bool Where", [](int64_t t, AttnMask m) { return HandWrittenAttention(t, m); },
+       AttnMask::kBoolWhere},
+      {"torch 1.13 MHA, no mask", LegacyBatchFirst, AttnMask::kNone},
+      {"torch 1.13 MHA, learned mask", LegacyBatchFirst, AttnMask::kLearnedBias},
+      {"torch 1.13 MHA, causal", LegacyBatchFirst, AttnMask::kCausalConstant},
+      {"torch 1.13 MHA sequence-first, learned mask", LegacySequenceFirst, AttnMask::kLearnedBias},
+      {"torch 1.13 MHA sequence-first, causal", LegacySequenceFirst, AttnMask::kCausalConstant},
+      {"dynamo, no mask", DynamoAttention, AttnMask::kNone},
+      {"dynamo, causal", DynamoAttention, AttnMask::kCausalConstant},
+  };
+  for (const Case& c : cases)
+    for (int64_t t : {int64_t{1}, int64_t{5}, int64_t{19}, int64_t{150}}) {  // 150: two 128-wide tiles
+      SCOPED_TRACE(std::string(c.name) + ", T " + std::to_string(t));
+      const Model m = c.make(t, c.mask);
+      const TrainingGraph tg = Train(m, true);
+      EXPECT_EQ(Count(tg.model, "Attention", kGradDomain), 1);
+      EXPECT_EQ(Count(tg.model, "AttentionGrad", kGradDomain), 1);
+      EXPECT_EQ(Count(tg.model, "Softmax"), 0);
+      if (c.make == LegacySequenceFirst) {
+        EXPECT_EQ(Count(tg.model, "Transpose"), 0);  // all absorbed
+      }
+      for (const auto& n : tg.model.graph.nodes) {
+        if (n.op_type != "Attention") continue;  // (a 1 x 1 bool mask of true is causal too)
+        EXPECT_EQ(n.GetInt("is_causal", 0),
+                  c.mask == AttnMask::kCausalConstant || (c.mask == AttnMask::kBoolWhere && t == 1));
+      }
+      if (t < 19) ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+      ExpectSameAsUnfused(m, tg);
+    }
+}
+
+// Near misses stay as they are: Softmax over another axis, scores read elsewhere, a scale
+// after the mask, a Where that fills with a finite value.
+TEST(Fusion, AttentionNearMissesAreLeftAlone) {
+  {
+    SCOPED_TRACE("Softmax over the query axis");
+    const TrainingGraph tg = Train(HandWrittenAttention(5, AttnMask::kNone, 2), true);
+    EXPECT_EQ(Count(tg.model, "Attention", kGradDomain), 0);
+    EXPECT_EQ(Count(tg.model, "Softmax"), 1);
+  }
+  {
+    SCOPED_TRACE("the scores are also an output");
+    ModelBuilder b;
+    b.Param("q", {2, 5, 4}, -1.f, 1.f).Param("kt", {2, 4, 5}, -1.f, 1.f).Param("v", {2, 5, 4}, -1.f, 1.f);
+    b.Op("MatMul", {"q", "kt"}, "s");
+    b.Op("Softmax", {"s"}, "p").SetInt("axis", -1);
+    b.Op("MatMul", {"p", "v"}, "y");
+    b.Output("s", {2, 5, 5});
+    const TrainingGraph tg = Train(WithLoss(b, "y", {2, 5, 4}), true);
+    EXPECT_EQ(Count(tg.model, "Attention", kGradDomain), 0);
+  }
+  {
+    SCOPED_TRACE("scaled after the mask");
+    ModelBuilder b;
+    b.Param("q", {2, 5, 4}, -1.f, 1.f).Param("kt", {2, 4, 5}, -1.f, 1.f).Param("v", {2, 5, 4}, -1.f, 1.f);
+    b.Param("bias", {5, 5}, -1.f, 1.f);
+    Scalar(b, "two", 2.f);
+    b.Op("MatMul", {"q", "kt"}, "s");
+    b.Op("Add", {"s", "bias"}, "sb");
+    b.Op("Div", {"sb", "two"}, "sd");
+    b.Op("Softmax", {"sd"}, "p").SetInt("axis", -1);
+    b.Op("MatMul", {"p", "v"}, "y");
+    const TrainingGraph tg = Train(WithLoss(b, "y", {2, 5, 4}), true);
+    EXPECT_EQ(Count(tg.model, "Attention", kGradDomain), 0);
+    ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+  }
+  {
+    SCOPED_TRACE("Where filling with -1e4");
+    ModelBuilder b;
+    b.Param("q", {2, 5, 4}, -1.f, 1.f).Param("kt", {2, 4, 5}, -1.f, 1.f).Param("v", {2, 5, 4}, -1.f, 1.f);
+    b.Op("Constant", {}, "keep").SetTensor("value", CausalMask(5, true));
+    Scalar(b, "fill", -1e4f);
+    b.Op("MatMul", {"q", "kt"}, "s");
+    b.Op("Where", {"keep", "s", "fill"}, "sm");
+    b.Op("Softmax", {"sm"}, "p").SetInt("axis", -1);
+    b.Op("MatMul", {"p", "v"}, "y");
+    const TrainingGraph tg = Train(WithLoss(b, "y", {2, 5, 4}), true);
+    EXPECT_EQ(Count(tg.model, "Attention", kGradDomain), 0);
   }
 }
 

@@ -52,3 +52,40 @@ def export_failures(onnx_train, model_path, training_path, options=()):
         if os.path.exists(training_path):
             os.remove(training_path)
     return []
+
+
+def parity_args(doc):
+    """The arguments every parity script takes (--onnx-train, --workdir; the folder made)."""
+    import argparse
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--onnx-train", required=True)
+    p.add_argument("--workdir", required=True)
+    args = p.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    return args
+
+
+def report_case(tag, summary, failures):
+    """One case's line (`summary` then ok/FAILED) and its first failures; True when it passed."""
+    print(f"  {tag:<22} {summary}  {'ok' if not failures else 'FAILED'}", flush=True)
+    for f in failures[:8]:
+        print("    " + f)
+    return not failures
+
+
+def run_cases(script, cases):
+    """Runs (label, check) pairs, check() -> bool; an onnx-train failure (RuntimeError) fails
+    its case. Prints the tally; returns the exit status."""
+    import time
+    start = time.time()
+    passed = failed = 0
+    for label, check in cases:
+        try:
+            ok = check()
+        except RuntimeError as e:
+            print(f"  {label}: onnx-train failed: {e}")
+            ok = False
+        passed += ok
+        failed += not ok
+    print(f"{script}: {passed} passed, {failed} failed in {time.time() - start:.1f} s")
+    return 0 if failed == 0 else 1

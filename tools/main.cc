@@ -205,10 +205,11 @@ int CmdCheck(const std::vector<std::string>& argv) {
   for (const auto& note : PrepareExportedModel(m, ExportedModelOptions{}).notes) std::cout << "note: " << note << "\n";
   Model fused = m;
   const FusionCounts fusions = FuseDecomposedOps(fused);
-  if (fusions.gelu + fusions.layer_norm > 0)
-    std::cout << "note: training fuses " << fusions.gelu << " GELU and " << fusions.layer_norm
-              << " LayerNorm decomposition(s) into one op each (org.onnxtrain Gelu, LayerNormalization); the "
-                 "trained model keeps the ops as exported\n";
+  if (fusions.gelu + fusions.layer_norm + fusions.attention > 0)
+    std::cout << "note: training fuses " << fusions.gelu << " GELU, " << fusions.layer_norm << " LayerNorm and "
+              << fusions.attention
+              << " attention decomposition(s) into one op each (org.onnxtrain Gelu, LayerNormalization, "
+                 "Attention); the trained model keeps the ops as exported\n";
   return 0;
 }
 

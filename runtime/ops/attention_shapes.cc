@@ -20,9 +20,11 @@ void RequireFloat(const Node& node, const Tensor& t, const char* name) {
 
 // Strides of a 4D [batch, heads, positions, features] tensor, or of a 3D [batch, positions,
 // heads * features] one seen as [batch, heads, positions, features].
-HeadStrides StridesOf(const Shape& s, int64_t heads, bool three_d) {
+// sequence_first: 3D [positions, batch, heads * features].
+HeadStrides StridesOf(const Shape& s, int64_t heads, bool three_d, bool sequence_first) {
   if (three_d) {
     const int64_t hidden = s[2];
+    if (sequence_first) return {hidden, hidden / heads, s[1] * hidden};
     return {s[1] * hidden, hidden / heads, hidden};
   }
   return {s[1] * s[2] * s[3], s[2] * s[3], s[3]};
@@ -41,8 +43,10 @@ AttentionGeometry PlanAttention(const Node& node, const Tensor& q, const Tensor&
                   q.Describe() + ", " + k.Describe() + ", " + v.Describe());
   AttentionGeometry g;
   g.three_d = q.rank() == 3;
-  g.batch = q.dim(0);
-  if (k.dim(0) != g.batch || v.dim(0) != g.batch)
+  const bool sequence_first = g.three_d && node.GetInt("sequence_first", 0) != 0;
+  const int bi = sequence_first ? 1 : 0, si = sequence_first ? 0 : 1;  // 3D batch and position axes
+  g.batch = q.dim(bi);
+  if (k.dim(bi) != g.batch || v.dim(bi) != g.batch)
     Bad(node, "Q, K and V have different batch sizes: " + q.Describe() + ", " + k.Describe() + ", " + v.Describe());
   if (g.three_d) {
     g.q_heads = node.GetInt("q_num_heads", 0);
@@ -53,12 +57,12 @@ AttentionGeometry PlanAttention(const Node& node, const Tensor& q, const Tensor&
       Bad(node, "the hidden sizes of Q (" + std::to_string(q.dim(2)) + "), K (" + std::to_string(k.dim(2)) + ") and V (" +
                     std::to_string(v.dim(2)) + ") must divide by q_num_heads " + std::to_string(g.q_heads) +
                     " and kv_num_heads " + std::to_string(g.kv_heads));
-    g.q_len = q.dim(1);
-    g.kv_len = k.dim(1);
+    g.q_len = q.dim(si);
+    g.kv_len = k.dim(si);
     g.head_size = q.dim(2) / g.q_heads;
     if (k.dim(2) / g.kv_heads != g.head_size)
       Bad(node, "Q and K have different head sizes: " + q.Describe() + ", " + k.Describe());
-    if (v.dim(1) != g.kv_len) Bad(node, "K and V have different sequence lengths: " + k.Describe() + ", " + v.Describe());
+    if (v.dim(si) != g.kv_len) Bad(node, "K and V have different sequence lengths: " + k.Describe() + ", " + v.Describe());
     g.v_head_size = v.dim(2) / g.kv_heads;
   } else {
     g.q_heads = q.dim(1);
@@ -74,9 +78,9 @@ AttentionGeometry PlanAttention(const Node& node, const Tensor& q, const Tensor&
   if (g.kv_heads <= 0 || g.q_heads % g.kv_heads != 0)
     Bad(node, "q_num_heads " + std::to_string(g.q_heads) + " must be a multiple of kv_num_heads " +
                   std::to_string(g.kv_heads) + " (grouped-query attention)");
-  g.q = StridesOf(q.shape(), g.q_heads, g.three_d);
-  g.k = StridesOf(k.shape(), g.kv_heads, g.three_d);
-  g.v = StridesOf(v.shape(), g.kv_heads, g.three_d);
+  g.q = StridesOf(q.shape(), g.q_heads, g.three_d, sequence_first);
+  g.k = StridesOf(k.shape(), g.kv_heads, g.three_d, sequence_first);
+  g.v = StridesOf(v.shape(), g.kv_heads, g.three_d, sequence_first);
 
   if ((past_key != nullptr) != (past_value != nullptr))
     Bad(node, "past_key and past_value must be given together");
@@ -109,6 +113,13 @@ AttentionGeometry PlanAttention(const Node& node, const Tensor& q, const Tensor&
       throw UnsupportedError("Attention: attn_mask of type " + DTypeName(mask->dtype()) + " (bool or float32 only)");
     if (mask->rank() < 1 || mask->rank() > 4) Bad(node, "attn_mask " + mask->Describe() + " must have rank 1 to 4");
     g.mask_len = mask->dim(-1);
+    // broadcast_mask=1 (org.onnxtrain's fused Attention, graph/fusion.h): the mask is the
+    // addend of the scores it replaces and broadcasts as numpy does, a last axis of 1 too.
+    const bool numpy_mask = node.GetInt("broadcast_mask", 0) != 0;
+    if (numpy_mask && g.mask_len == 1) g.mask_len = g.total_len;
+    if (numpy_mask && g.mask_len != g.total_len)
+      Bad(node, "attn_mask " + mask->Describe() + " does not broadcast to the " + std::to_string(g.total_len) +
+                    " key positions");
     if (g.mask_len > g.total_len)
       Bad(node, "attn_mask " + mask->Describe() + " is longer than the " + std::to_string(g.total_len) +
                     " key positions");
@@ -117,6 +128,10 @@ AttentionGeometry PlanAttention(const Node& node, const Tensor& q, const Tensor&
     int64_t stride = 1;
     for (int d = 3; d >= 0; --d) {
       const int64_t size = d >= offset ? mask->dim(d - offset) : 1;
+      if (d == 3 && size == 1) {  // broadcast over the keys (broadcast_mask)
+        g.mask_strides[3] = 0;
+        continue;
+      }
       if (size != 1 && size != full[static_cast<size_t>(d)])
         Bad(node, "attn_mask " + mask->Describe() + " does not broadcast to [batch, q_heads, q_length, total_length] " +
                       ShapeString(full));
@@ -131,7 +146,10 @@ AttentionGeometry PlanAttention(const Node& node, const Tensor& q, const Tensor&
     g.has_nonpad = true;
   }
 
-  if (g.three_d) {
+  if (sequence_first) {
+    g.y_shape = {g.q_len, g.batch, g.q_heads * g.v_head_size};
+    g.y = {g.q_heads * g.v_head_size, g.v_head_size, g.batch * g.q_heads * g.v_head_size};
+  } else if (g.three_d) {
     g.y_shape = {g.batch, g.q_len, g.q_heads * g.v_head_size};
     g.y = {g.q_len * g.q_heads * g.v_head_size, g.v_head_size, g.q_heads * g.v_head_size};
   } else {

@@ -41,6 +41,9 @@ struct AttentionGeometry {
   int64_t GroupSize() const { return q_heads / kv_heads; }
 };
 
+// sequence_first=1 (org.onnxtrain's fused Attention, graph/fusion.h): 3D Q, K, V and Y are
+// [sequence, batch, hidden], as torch 1.13's nn.MultiheadAttention holds them.
+//
 // Q, K, V shapes and the optional inputs of an Attention node (mask: input 3,
 // past_key/past_value: 4 and 5, nonpad_kv_seqlen: 6) as its inputs hold them. Throws
 // ot::Error naming the node for shapes that do not fit together, ot::UnsupportedError for

@@ -5,7 +5,7 @@
 // padded as masked), past_key/past_value caches and the qk_matmul_output modes, as ONNX's
 // reference does.
 //
-//   AttentionGrad(dY, Q, K, V[, attn_mask][, nonpad_kv_seqlen]) -> dQ, dK, dV, dScores
+//   AttentionGrad(dY, Q, K, V[, attn_mask][, nonpad_kv_seqlen][, Y, logsumexp]) -> dQ, dK, dV, dScores
 //     with the forward node's attributes. It recomputes the probabilities from Q and K (no
 //     [q_len, total_len] matrix is kept between forward and backward) and applies
 //     dV = P^T.dY, dP = dY.V^T, dS = P * (dP - rowsum(P * dP)) (times the softcap's
@@ -13,6 +13,8 @@
 //     additive mask's broadcast [batch, q_heads, q_len, mask_len] form, is optional.
 //     Query heads that share a key/value head (grouped-query) run in one task, so their
 //     dK and dV sums have one writer. Past caches are not differentiated (the rule refuses).
+//     Given the forward's Y and row logsumexp (org.onnxtrain Attention's output 4, fused
+//     by graph/fusion.h), it takes the flash path below instead: tiles, no row max or sum.
 #include <dnnl.h>
 
 #include <algorithm>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "graph/op_domains.h"
+#include "runtime/ops/activation_math.h"
 #include "runtime/ops/attention_shapes.h"
 #include "runtime/kernel_registry.h"
 
@@ -55,6 +58,36 @@ struct AttentionOperands {
   const int64_t* nonpad = nullptr;
 };
 
+// Adds the mask, causal and padding terms of query head h of batch b to the tile s (leading
+// dimension ld) of the scores of queries [i0, i0 + rows) and keys [j0, j0 + cols).
+void AddBias(const AttentionGeometry& g, const AttentionOperands& op, int64_t b, int64_t h, int64_t i0, int64_t rows,
+             int64_t j0, int64_t cols, float* s, int64_t ld) {
+  const int64_t tt = g.total_len;
+  const int64_t valid = op.nonpad ? std::clamp<int64_t>(op.nonpad[b], 0, tt) : tt;
+  const int64_t j1 = j0 + cols;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    float* row = s + r * ld - j0;  // row[j] for j in [j0, j1)
+    if (g.has_mask) {
+      const int64_t base = b * g.mask_strides[0] + h * g.mask_strides[1] + i * g.mask_strides[2];
+      const int64_t js = g.mask_strides[3];
+      const int64_t mask_end = std::min(j1, g.mask_len);
+      if (g.mask_bool) {
+        const uint8_t* m = static_cast<const uint8_t*>(op.mask) + base;
+        for (int64_t j = j0; j < mask_end; ++j)
+          if (!m[j * js]) row[j] = kMasked;
+      } else {
+        const float* m = static_cast<const float*>(op.mask) + base;
+        for (int64_t j = j0; j < mask_end; ++j) row[j] += m[j * js];
+      }
+      for (int64_t j = std::max(j0, g.mask_len); j < j1; ++j) row[j] = kMasked;
+    }
+    if (g.causal)
+      for (int64_t j = std::max(i + g.past_len + 1, j0); j < j1; ++j) row[j] = kMasked;
+    for (int64_t j = std::max(valid, j0); j < j1; ++j) row[j] = kMasked;
+  }
+}
+
 // Scores of query head h of batch b: S[i, j] = scale Q_i.K_j + bias (mask, causal, padding),
 // optionally recorded before (mode 0) and after (mode 1) the bias, then softcapped (mode 2).
 // `record` is the [q_len, total_len] block of qk_matmul_output for (b, h), or null.
@@ -64,26 +97,7 @@ void Scores(const AttentionGeometry& g, const AttentionOperands& op, int64_t b, 
   Gemm(false, true, tq, tt, g.head_size, g.scale, op.q + b * g.q.batch + h * g.q.head, g.q.pos,
        op.k + b * op.ks.batch + kvh * op.ks.head, op.ks.pos, 0.f, s, tt);
   if (record && g.qk_output_mode == 0) std::memcpy(record, s, sizeof(float) * static_cast<size_t>(tq * tt));
-  const int64_t valid = op.nonpad ? std::clamp<int64_t>(op.nonpad[b], 0, tt) : tt;
-  for (int64_t i = 0; i < tq; ++i) {
-    float* row = s + i * tt;
-    if (g.has_mask) {
-      const int64_t base = b * g.mask_strides[0] + h * g.mask_strides[1] + i * g.mask_strides[2];
-      const int64_t js = g.mask_strides[3];
-      if (g.mask_bool) {
-        const uint8_t* m = static_cast<const uint8_t*>(op.mask) + base;
-        for (int64_t j = 0; j < g.mask_len; ++j)
-          if (!m[j * js]) row[j] = kMasked;
-      } else {
-        const float* m = static_cast<const float*>(op.mask) + base;
-        for (int64_t j = 0; j < g.mask_len; ++j) row[j] += m[j * js];
-      }
-      for (int64_t j = g.mask_len; j < tt; ++j) row[j] = kMasked;
-    }
-    if (g.causal)
-      for (int64_t j = std::max<int64_t>(i + g.past_len + 1, 0); j < tt; ++j) row[j] = kMasked;
-    for (int64_t j = valid; j < tt; ++j) row[j] = kMasked;
-  }
+  AddBias(g, op, b, h, 0, tq, 0, tt, s, tt);
   if (record && g.qk_output_mode == 1) std::memcpy(record, s, sizeof(float) * static_cast<size_t>(tq * tt));
   if (g.softcap > 0) {
     const float c = g.softcap, inv = 1.f / g.softcap;
@@ -106,6 +120,144 @@ void SoftmaxRows(float* s, int64_t rows, int64_t cols) {
     }
     const float inv = static_cast<float>(1.0 / sum);
     for (int64_t j = 0; j < cols; ++j) row[j] *= inv;
+  }
+}
+
+// The flash path (FlashAttention-2's schedule, on sgemm tiles): queries in tiles of
+// kQueryTile, keys in tiles of kKeyTile. The forward keeps a running row maximum and sum
+// (online softmax) and leaves only the row logsumexp [batch, q_heads, q_len]; the backward
+// recomputes each probability tile as exp(S - logsumexp) and uses rowsum(dY * Y) in place
+// of rowsum(P * dP). Under is_causal the key tiles wholly above the diagonal are skipped.
+// The tiles' exponentials are activation_math.h's FastExp (plain arithmetic that
+// vectorises; the C library's expf made the fused kernel slower than the unfused ops at T=32).
+constexpr int64_t kQueryTile = 128, kKeyTile = 128;
+
+// Keys [0, end) that query rows [i0, i1) can see (all of them unless causal).
+int64_t VisibleKeys(const AttentionGeometry& g, int64_t i1) {
+  return g.causal ? std::clamp<int64_t>(i1 + g.past_len, 0, g.total_len) : g.total_len;
+}
+
+struct FlashScratch {
+  std::vector<float> s, dp, acc, row_max, row_sum, delta;
+  FlashScratch(const AttentionGeometry& g, bool backward)
+      : s(static_cast<size_t>(kQueryTile * kKeyTile)),
+        dp(backward ? static_cast<size_t>(kQueryTile * kKeyTile) : 0),
+        acc(static_cast<size_t>(kQueryTile * g.v_head_size)),
+        row_max(static_cast<size_t>(kQueryTile)),
+        row_sum(static_cast<size_t>(kQueryTile)),
+        delta(backward ? static_cast<size_t>(g.q_len) : 0) {}
+};
+
+// Y and the row logsumexp (lse: [q_len]) of query head h of batch b.
+void FlashForward(const AttentionGeometry& g, const AttentionOperands& op, int64_t b, int64_t h, float* y, float* lse,
+                  FlashScratch& w) {
+  const int64_t kvh = h / g.GroupSize(), dv = g.v_head_size;
+  const float* q = op.q + b * g.q.batch + h * g.q.head;
+  const float* k = op.k + b * op.ks.batch + kvh * op.ks.head;
+  const float* v = op.v + b * op.vs.batch + kvh * op.vs.head;
+  float* y_bh = y + b * g.y.batch + h * g.y.head;
+  float* s = w.s.data();
+  float* acc = w.acc.data();
+  float* mx = w.row_max.data();
+  float* sum = w.row_sum.data();
+  for (int64_t i0 = 0; i0 < g.q_len; i0 += kQueryTile) {
+    const int64_t rows = std::min(kQueryTile, g.q_len - i0);
+    std::fill(mx, mx + rows, kMasked);
+    std::fill(sum, sum + rows, 0.f);
+    std::fill(acc, acc + rows * dv, 0.f);
+    const int64_t end = VisibleKeys(g, i0 + rows);
+    for (int64_t j0 = 0; j0 < end; j0 += kKeyTile) {
+      const int64_t cols = std::min(kKeyTile, end - j0);
+      Gemm(false, true, rows, cols, g.head_size, g.scale, q + i0 * g.q.pos, g.q.pos, k + j0 * op.ks.pos, op.ks.pos, 0.f,
+           s, cols);
+      AddBias(g, op, b, h, i0, rows, j0, cols, s, cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = s + r * cols;
+        float m = mx[r];
+        for (int64_t j = 0; j < cols; ++j) m = std::max(m, row[j]);
+        if (m == kMasked) {  // nothing visible to this row yet
+          std::fill(row, row + cols, 0.f);
+          continue;
+        }
+        for (int64_t j = 0; j < cols; ++j) row[j] = unary_detail::FastExp(row[j] - m);  // vectorises
+        float tile_sum = 0.f;
+        for (int64_t j = 0; j < cols; ++j) tile_sum += row[j];
+        const float correction = std::exp(mx[r] - m);  // 0 while the row had seen nothing
+        if (correction != 1.f)
+          for (int64_t c = 0; c < dv; ++c) acc[r * dv + c] *= correction;
+        sum[r] = sum[r] * correction + tile_sum;
+        mx[r] = m;
+      }
+      Gemm(false, false, rows, dv, cols, 1.f, s, cols, v + j0 * op.vs.pos, op.vs.pos, 1.f, acc, dv);
+    }
+    for (int64_t r = 0; r < rows; ++r) {  // a row masked everywhere: 0 / 0 = NaN, as the softmax gives
+      const float inv = 1.f / sum[r];
+      float* out = y_bh + (i0 + r) * g.y.pos;
+      for (int64_t c = 0; c < dv; ++c) out[c] = acc[r * dv + c] * inv;
+      lse[i0 + r] = mx[r] + std::log(sum[r]);
+    }
+  }
+}
+
+// The gradient contributions of query head h of batch b: dQ (written), dK and dV (added to).
+struct FlashGradient {
+  const float* dy;
+  const float* y;
+  const float* lse;  // [batch, q_heads, q_len]
+  float* dq;
+  float* dk_bh;
+  float* dv_bh;
+  float* dscores;  // null, or [batch, q_heads, q_len, cols]
+};
+
+void FlashBackward(const AttentionGeometry& g, const AttentionOperands& op, int64_t b, int64_t h,
+                   const FlashGradient& f, FlashScratch& w) {
+  const int64_t kvh = h / g.GroupSize(), dv = g.v_head_size, d = g.head_size;
+  const float* q = op.q + b * g.q.batch + h * g.q.head;
+  const float* k = op.k + b * op.ks.batch + kvh * op.ks.head;
+  const float* v = op.v + b * op.vs.batch + kvh * op.vs.head;
+  const float* dy = f.dy + b * g.y.batch + h * g.y.head;
+  const float* y = f.y + b * g.y.batch + h * g.y.head;
+  const float* lse = f.lse + (b * g.q_heads + h) * g.q_len;
+  float* dq = f.dq + b * g.q.batch + h * g.q.head;
+  const int64_t score_cols = g.has_mask ? g.mask_len : g.total_len;
+  float* dscores = f.dscores ? f.dscores + (b * g.q_heads + h) * g.q_len * score_cols : nullptr;
+  if (dscores) std::fill(dscores, dscores + g.q_len * score_cols, 0.f);  // tiles skipped under is_causal
+  float* s = w.s.data();
+  float* dp = w.dp.data();
+  float* delta = w.delta.data();
+  for (int64_t i = 0; i < g.q_len; ++i) {
+    float dot = 0.f;
+    for (int64_t c = 0; c < dv; ++c) dot += dy[i * g.y.pos + c] * y[i * g.y.pos + c];
+    delta[i] = dot;
+    std::fill(dq + i * g.q.pos, dq + i * g.q.pos + d, 0.f);
+  }
+  for (int64_t i0 = 0; i0 < g.q_len; i0 += kQueryTile) {
+    const int64_t rows = std::min(kQueryTile, g.q_len - i0);
+    const int64_t end = VisibleKeys(g, i0 + rows);
+    for (int64_t j0 = 0; j0 < end; j0 += kKeyTile) {
+      const int64_t cols = std::min(kKeyTile, end - j0);
+      Gemm(false, true, rows, cols, d, g.scale, q + i0 * g.q.pos, g.q.pos, k + j0 * op.ks.pos, op.ks.pos, 0.f, s, cols);
+      AddBias(g, op, b, h, i0, rows, j0, cols, s, cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float l = lse[i0 + r];
+        float* row = s + r * cols;
+        for (int64_t j = 0; j < cols; ++j) row[j] = unary_detail::FastExp(row[j] - l);
+      }
+      Gemm(true, false, cols, dv, rows, 1.f, s, cols, dy + i0 * g.y.pos, g.y.pos, 1.f, f.dv_bh + j0 * g.v.pos, g.v.pos);
+      Gemm(false, true, rows, cols, dv, 1.f, dy + i0 * g.y.pos, g.y.pos, v + j0 * op.vs.pos, op.vs.pos, 0.f, dp, cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float dl = delta[i0 + r];
+        const float* pr = s + r * cols;
+        float* dr = dp + r * cols;
+        for (int64_t j = 0; j < cols; ++j) dr[j] = pr[j] * (dr[j] - dl);
+        if (dscores && j0 < score_cols)
+          std::memcpy(dscores + (i0 + r) * score_cols + j0, dr,
+                      sizeof(float) * static_cast<size_t>(std::min(cols, score_cols - j0)));
+      }
+      Gemm(false, false, rows, d, cols, g.scale, dp, cols, k + j0 * op.ks.pos, op.ks.pos, 1.f, dq + i0 * g.q.pos, g.q.pos);
+      Gemm(true, false, cols, d, rows, g.scale, dp, cols, q + i0 * g.q.pos, g.q.pos, 1.f, f.dk_bh + j0 * g.k.pos, g.k.pos);
+    }
   }
 }
 
@@ -139,7 +291,13 @@ class AttentionKernel final : public OpKernel {
     ctx.SetOutput(1, DType::kFloat32, g_.present_k_shape);
     ctx.SetOutput(2, DType::kFloat32, g_.present_v_shape);
     ctx.SetOutput(3, DType::kFloat32, g_.scores_shape);
+    // org.onnxtrain Attention's output 4: the row logsumexp for AttentionGrad's flash path.
+    if (ctx.HasOutput(4) && !Flash(ctx))
+      Fail("the logsumexp output needs the flash path (no softcap, no qk_matmul_output, keys)");
+    ctx.SetOutput(4, DType::kFloat32, {g_.batch, g_.q_heads, g_.q_len});
   }
+
+  bool Flash(const KernelContext& ctx) const { return g_.softcap == 0 && !ctx.HasOutput(3) && g_.total_len > 0; }
 
   void Compute(KernelContext& ctx) override {
     AttentionOperands op;
@@ -183,6 +341,24 @@ class AttentionKernel final : public OpKernel {
     const AttentionGeometry& g = g_;
     const int64_t block = g.q_len * g.total_len;
     const int64_t tasks = g.batch * g.q_heads;
+    if (Flash(ctx)) {
+      std::vector<float> lse_scratch;
+      float* lse = nullptr;
+      if (ctx.HasOutput(4)) {
+        lse = ctx.Output(4).data<float>();
+      } else {
+        lse_scratch.resize(static_cast<size_t>(tasks * g.q_len));
+        lse = lse_scratch.data();
+      }
+#pragma omp parallel
+      {
+        FlashScratch w(g, false);
+#pragma omp for schedule(static)
+        for (int64_t task = 0; task < tasks; ++task)
+          FlashForward(g, op, task / g.q_heads, task % g.q_heads, y, lse + task * g.q_len, w);
+      }
+      return;
+    }
 #pragma omp parallel
     {
       std::vector<float> s(static_cast<size_t>(block));
@@ -246,6 +422,28 @@ class AttentionGradKernel final : public OpKernel {
     float* dscores = ctx.HasOutput(3) ? ctx.Output(3).data<float>() : nullptr;
     const int64_t block = g.q_len * g.total_len;
     const int64_t tasks = g.batch * g.kv_heads;
+    const Tensor* y = ctx.OptionalInput(6);
+    const Tensor* lse = ctx.OptionalInput(7);
+    if (y && lse && g.softcap == 0 && g.total_len > 0) {
+      if (y->shape() != g.y_shape || lse->shape() != Shape{g.batch, g.q_heads, g.q_len})
+        Fail("Y " + y->Describe() + " and logsumexp " + lse->Describe() + " must be Attention's outputs 0 and 4");
+#pragma omp parallel
+      {
+        FlashScratch w(g, true);
+#pragma omp for schedule(static)
+        for (int64_t task = 0; task < tasks; ++task) {
+          const int64_t b = task / g.kv_heads, kvh = task % g.kv_heads;
+          FlashGradient f{dy, y->data<float>(), lse->data<float>(), dq, dk + b * g.k.batch + kvh * g.k.head,
+                          dv + b * g.v.batch + kvh * g.v.head, dscores};
+          for (int64_t t = 0; t < g.kv_len; ++t) {
+            std::fill(f.dk_bh + t * g.k.pos, f.dk_bh + t * g.k.pos + g.head_size, 0.f);
+            std::fill(f.dv_bh + t * g.v.pos, f.dv_bh + t * g.v.pos + g.v_head_size, 0.f);
+          }
+          for (int64_t h = kvh * g.GroupSize(); h < (kvh + 1) * g.GroupSize(); ++h) FlashBackward(g, op, b, h, f, w);
+        }
+      }
+      return;
+    }
 #pragma omp parallel
     {
       std::vector<float> p(static_cast<size_t>(block)), dp(static_cast<size_t>(block));
@@ -303,6 +501,7 @@ class AttentionGradKernel final : public OpKernel {
   AttentionGeometry g_;
 };
 OT_REGISTER_CPU_KERNEL("Attention", 23, kLatestOpset, AttentionKernel);
+OT_REGISTER_KERNEL(kGradDomain, "Attention", 1, kLatestOpset, DeviceType::kCPU, AttentionKernel);  // graph/fusion.h
 OT_REGISTER_KERNEL(kGradDomain, "AttentionGrad", 1, kLatestOpset, DeviceType::kCPU, AttentionGradKernel);
 
 }  // namespace
