@@ -319,6 +319,8 @@ class SoftmaxCrossEntropyLossGradKernel final : public OpKernel {
     LossGradScale s = ComputeLossScale(node_, ctx.Input(0), ctx.Input(2), ctx.OptionalInput(3), c);
     const float* logp = lp.data<float>();
     float* dx = ctx.Output(0).data<float>();
+    // Rows are independent (a language model's [N*T, V]: hundreds of MB of exp): split them.
+#pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < n; ++b)
       for (int64_t k = 0; k < c; ++k)
         for (int64_t j = 0; j < inner; ++j) {

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "runtime/ops/kernel_util.h"
 #include "graph/op_domains.h"
@@ -67,31 +68,42 @@ class ClassificationLossKernel final : public OpKernel {
     T* loss = ctx.Output(0).data<T>();
     T* log_prob = softmax_ && ctx.HasOutput(1) ? ctx.Output(1).data<T>() : nullptr;
 
-    double loss_sum = 0, weight_sum = 0;
-    for (int64_t n = 0; n < N_; ++n) {
-      for (int64_t d = 0; d < D_; ++d) {
-        const T* x_nd = x + n * C_ * D_ + d;  // class c at x_nd[c * D_]
-        int64_t label = static_cast<int64_t>(labels[n * D_ + d]);
-        bool ignored = has_ignore_index_ && label == ignore_index_;
-        double log_sum_exp = 0;
-        if (softmax_ && (!ignored || log_prob)) {
-          log_sum_exp = LogSumExp(x_nd);
-          if (log_prob) {
-            T* out = log_prob + n * C_ * D_ + d;
-            for (int64_t c = 0; c < C_; ++c) out[c * D_] = static_cast<T>(x_nd[c * D_] - log_sum_exp);
-          }
+    // Every (n, d) position on its own (in parallel: a language model has thousands of rows
+    // of 50k classes), then the sums in position order, so that the result does not depend on
+    // the thread count.
+    const int64_t positions = N_ * D_;
+    std::vector<double> element_loss(static_cast<size_t>(positions), 0.0), element_weight(element_loss);
+    std::vector<uint8_t> bad(static_cast<size_t>(positions), 0);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < positions; ++r) {
+      const int64_t n = r / D_, d = r % D_;
+      const T* x_nd = x + n * C_ * D_ + d;  // class c at x_nd[c * D_]
+      const int64_t label = static_cast<int64_t>(labels[r]);
+      const bool ignored = has_ignore_index_ && label == ignore_index_;
+      double log_sum_exp = 0;
+      if (softmax_ && (!ignored || log_prob)) {
+        log_sum_exp = LogSumExp(x_nd);
+        if (log_prob) {
+          T* out = log_prob + n * C_ * D_ + d;
+          for (int64_t c = 0; c < C_; ++c) out[c * D_] = static_cast<T>(x_nd[c * D_] - log_sum_exp);
         }
-        double element_loss = 0;
-        if (!ignored) {
-          if (label < 0 || label >= C_) FailLabel(label, n, d);
-          double w = weight ? static_cast<double>(weight[label]) : 1.0;
-          double picked = static_cast<double>(x_nd[label * D_]) - log_sum_exp;  // log_sum_exp is 0 for NLL
-          element_loss = -w * picked;
-          weight_sum += w;
-        }
-        if (reduce_) loss_sum += element_loss;
-        else loss[n * D_ + d] = static_cast<T>(element_loss);
       }
+      if (ignored) continue;
+      if (label < 0 || label >= C_) {
+        bad[static_cast<size_t>(r)] = 1;
+        continue;
+      }
+      const double w = weight ? static_cast<double>(weight[label]) : 1.0;
+      const double picked = static_cast<double>(x_nd[label * D_]) - log_sum_exp;  // log_sum_exp is 0 for NLL
+      element_loss[static_cast<size_t>(r)] = -w * picked;
+      element_weight[static_cast<size_t>(r)] = w;
+    }
+    double loss_sum = 0, weight_sum = 0;
+    for (int64_t r = 0; r < positions; ++r) {
+      if (bad[static_cast<size_t>(r)]) FailLabel(static_cast<int64_t>(labels[r]), r / D_, r % D_);
+      loss_sum += element_loss[static_cast<size_t>(r)];
+      weight_sum += element_weight[static_cast<size_t>(r)];
+      if (!reduce_) loss[r] = static_cast<T>(element_loss[static_cast<size_t>(r)]);
     }
     if (reduce_) loss[0] = static_cast<T>(mean_ ? loss_sum / weight_sum : loss_sum);
   }
