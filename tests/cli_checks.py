@@ -1,18 +1,9 @@
 """Shared by the command-line tests (cli_usage_test, cli_flag_table_test): the arguments
 CTest gives them, running onnx-train, and a tally of checks that prints one summary line
 and every failure."""
-import argparse
-import os
 import subprocess
 
-
-def cli_test_args(doc):
-    p = argparse.ArgumentParser(description=doc.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    return args
+from ot_cli import test_args as cli_test_args  # noqa: F401  (same folder)
 
 
 def run(binary, *args, env=None, timeout=60):

@@ -8,6 +8,8 @@ import subprocess
 import numpy as np
 import onnx
 
+from ot_cli import test_args as parity_args  # noqa: F401  (same folder)
+
 
 def compare_gradients(ours, ref_loss, ref, ref32, loss_tol):
     """ours: onnx-train's tensors (with "loss"); ref/ref32: PyTorch float64/float32 gradients.
@@ -52,17 +54,6 @@ def export_failures(onnx_train, model_path, training_path, options=()):
         if os.path.exists(training_path):
             os.remove(training_path)
     return []
-
-
-def parity_args(doc):
-    """The arguments every parity script takes (--onnx-train, --workdir; the folder made)."""
-    import argparse
-    p = argparse.ArgumentParser(description=doc.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    return args
 
 
 def report_case(tag, summary, failures):

@@ -1,6 +1,7 @@
 """What the Python tests share for driving onnx-train: tensor files (binary ONNX TensorProto,
 the format of `grad`, `infer` and ONNX's own test data), `onnx-train grad` on one batch, a
 command that must succeed (or fail), and the epoch records of a --metrics file."""
+import argparse
 import json
 import os
 import subprocess
@@ -8,6 +9,16 @@ import sys
 
 import onnx
 import onnx.numpy_helper
+
+
+def test_args(doc):
+    """The arguments CTest gives every Python test (--onnx-train, --workdir; the folder made)."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--onnx-train", required=True)
+    p.add_argument("--workdir", required=True)
+    args = p.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    return args
 
 
 def write_tensor(array, name, path):
