@@ -57,10 +57,9 @@ struct ExecutorOptions {
   // CPU: a run whose feeds and state together are smaller than this runs its plan on one
   // thread (its kernels are prepared and run with one OpenMP thread). A small model's
   // kernels are microseconds long, and waking the other threads for each of them costs
-  // more than they save. SimpleNN's step on 2 threads and on one (2-core EPYC): batch 32
-  // (163 KB) 0.074 against 0.023 ms, batch 128 (463 KB) 0.107 against 0.070 ms, batch 256
-  // 0.15 against 0.13, batch 512 (1.7 MB) 0.245 against 0.26. 0: never (tests that compare
-  // runs summed by the same thread blocking).
+  // more than they save (the bound was chosen from SimpleNN's step at batches 32 to 512 on
+  // one and two threads; benchmarks/cpu_speed_notes.md keeps the figures). 0: never (tests
+  // that compare runs summed by the same thread blocking).
   size_t serial_below_bytes = 512 << 10;
 };
 
