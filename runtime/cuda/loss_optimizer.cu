@@ -97,6 +97,14 @@ __global__ void AdamKernel(AdamParams p, const float* lr, const int64_t* step, c
              h_new ? h_new + i : nullptr);
 }
 
+__global__ void AdamWKernel(::ot::AdamWParams p, const float* lr, const int64_t* step, const float* x, const float* g,
+                            const float* m, const float* v, float* x_new, float* m_new, float* v_new, int64_t n) {
+  const ::ot::AdamWStep s = ::ot::AdamWStepFor(p, *lr, *step);
+  OT_GRID_LOOP(i, n)
+  ::ot::AdamWElement(p, s, x[i], g[i], m[i], v[i], x_new ? x_new + i : nullptr, m_new ? m_new + i : nullptr,
+                     v_new ? v_new + i : nullptr);
+}
+
 }  // namespace
 
 bool LaunchClassificationLoss(const LossParams& p, DType type, const void* scores, const void* labels,
@@ -152,6 +160,12 @@ void LaunchAdam(const AdamParams& p, const float* lr, const int64_t* step, const
                 const float* v, const float* h, float* x_new, float* v_new, float* h_new, int64_t n,
                 cudaStream_t stream) {
   if (n > 0) AdamKernel<<<Blocks(n), kThreads, 0, stream>>>(p, lr, step, x, g, v, h, x_new, v_new, h_new, n);
+}
+
+void LaunchAdamW(const ::ot::AdamWParams& p, const float* lr, const int64_t* step, const float* x, const float* g,
+                 const float* m, const float* v, float* x_new, float* m_new, float* v_new, int64_t n,
+                 cudaStream_t stream) {
+  if (n > 0) AdamWKernel<<<Blocks(n), kThreads, 0, stream>>>(p, lr, step, x, g, m, v, x_new, m_new, v_new, n);
 }
 
 }  // namespace ot::cuda::math

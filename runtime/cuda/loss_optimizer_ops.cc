@@ -205,6 +205,18 @@ class AdamKernel final : public OptimizerKernel {
   const AdamParams p_;
 };
 
+// org.onnxtrain AdamW: the update of runtime/ops/optimizer_math.h, which the CPU kernel runs too.
+class AdamWKernel final : public OptimizerKernel {
+ public:
+  explicit AdamWKernel(const KernelInfo& info) : OptimizerKernel(info, 2), p_(ReadAdamWParams(node_)) {}
+
+ private:
+  void Update(const float* r, const int64_t* t, int64_t n, const Slots& s, cudaStream_t stream) override {
+    math::LaunchAdamW(p_, r, t, s.x, s.g, s.state[0], s.state[1], s.x_new, s.state_new[0], s.state_new[1], n, stream);
+  }
+  const AdamWParams p_;
+};
+
 OT_REGISTER_CUDA_KERNEL("SoftmaxCrossEntropyLoss", 12, kLatestOpset, ClassificationLossKernel);
 OT_REGISTER_CUDA_KERNEL("NegativeLogLikelihoodLoss", 12, kLatestOpset, ClassificationLossKernel);
 // The loss the autodiff pass attaches to models older than opset 12.
@@ -216,6 +228,7 @@ OT_REGISTER_KERNEL(kTrainingOpsDomain, "Momentum", 1, kLatestOpset, ::ot::Device
 OT_REGISTER_KERNEL(kTrainingOpsDomain, "Adagrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, AdagradKernel);
 OT_REGISTER_KERNEL(kGradDomain, "SGD", 1, kLatestOpset, ::ot::DeviceType::kCUDA, SgdKernel);
 OT_REGISTER_KERNEL(kTrainingOpsDomain, "Adam", 1, kLatestOpset, ::ot::DeviceType::kCUDA, AdamKernel);
+OT_REGISTER_KERNEL(kGradDomain, "AdamW", 1, kLatestOpset, ::ot::DeviceType::kCUDA, AdamWKernel);
 
 }  // namespace
 }  // namespace ot::cuda

@@ -12,6 +12,7 @@
 
 #include "graph/dtype.h"
 #include "runtime/ops/op_kinds.h"
+#include "runtime/ops/optimizer_math.h"
 
 namespace ot::cuda::math {
 
@@ -152,6 +153,10 @@ using AdamParams = ::ot::AdamParams;
 void LaunchAdam(const AdamParams& p, const float* lr, const int64_t* step, const float* x, const float* g,
                 const float* v, const float* h, float* x_new, float* v_new, float* h_new, int64_t n,
                 cudaStream_t stream);
+// org.onnxtrain AdamW (runtime/ops/optimizer_math.h): m, v the moments.
+void LaunchAdamW(const ::ot::AdamWParams& p, const float* lr, const int64_t* step, const float* x, const float* g,
+                 const float* m, const float* v, float* x_new, float* m_new, float* v_new, int64_t n,
+                 cudaStream_t stream);
 
 // The compute stream of a device (Context(device).compute).
 cudaStream_t ComputeStream(int device);

@@ -83,6 +83,15 @@ AdamParams ReadAdamParams(const Node& node) {
   return p;
 }
 
+AdamWParams ReadAdamWParams(const Node& node) {
+  AdamWParams p;
+  p.beta1 = node.GetFloat("beta1", 0.9f);
+  p.beta2 = node.GetFloat("beta2", 0.999f);
+  p.epsilon = node.GetFloat("epsilon", 1e-8f);
+  p.weight_decay = node.GetFloat("weight_decay", 0.01f);
+  return p;
+}
+
 OptimizerSlots OptimizerSlotsOf(KernelContext& ctx, int i, int n, int states) {
   OptimizerSlots s;
   s.x = ctx.Input(2 + i).data<float>();

@@ -10,6 +10,7 @@
 #include "runtime/kernel.h"
 #include "runtime/ops/op_kinds.h"
 #include "runtime/tensor.h"
+#include "runtime/ops/optimizer_math.h"
 
 namespace ot {
 
@@ -48,5 +49,7 @@ int OptimizerInPlaceInput(int output, int n, int states);
 MomentumParams ReadMomentumParams(const Node& node);
 AdagradParams ReadAdagradParams(const Node& node);
 AdamParams ReadAdamParams(const Node& node);
+// org.onnxtrain AdamW's (torch.optim.AdamW's defaults).
+AdamWParams ReadAdamWParams(const Node& node);
 
 }  // namespace ot

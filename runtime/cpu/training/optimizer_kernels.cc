@@ -11,6 +11,7 @@
 
 #include "graph/op_domains.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/ops/optimizer_math.h"
 #include "runtime/ops/train_checks.h"
 
 namespace ot {
@@ -133,38 +134,22 @@ class AdamKernel final : public OptimizerKernel {
   const AdamParams p_;
 };
 
-// org.onnxtrain AdamW, torch.optim.AdamW's update in its order (T >= 1 is the step count):
-//   X <- X * (1 - R * weight_decay);  M <- beta1 M + (1 - beta1) G;  V <- beta2 V + (1 - beta2) G^2
-//   X <- X - (R / (1 - beta1^T)) * M / (sqrt(V) / sqrt(1 - beta2^T) + epsilon)
-// States: M, V.
+// org.onnxtrain AdamW, torch.optim.AdamW's update (runtime/ops/optimizer_math.h, shared with
+// the CUDA kernel). States: M, V.
 class AdamWKernel final : public OptimizerKernel {
  public:
-  explicit AdamWKernel(const KernelInfo& info)
-      : OptimizerKernel(info, 2),
-        beta1_(node_.GetFloat("beta1", 0.9f)),
-        beta2_(node_.GetFloat("beta2", 0.999f)),
-        eps_(node_.GetFloat("epsilon", 1e-8f)),
-        decay_(node_.GetFloat("weight_decay", 0.01f)) {}
+  explicit AdamWKernel(const KernelInfo& info) : OptimizerKernel(info, 2), p_(ReadAdamWParams(node_)) {}
 
  private:
   void Update(float r, int64_t t, int64_t n, const Slots& s) override {
-    const double tt = static_cast<double>(std::max<int64_t>(t, 1));
-    const float step_size = static_cast<float>(r / (1.0 - std::pow(double(beta1_), tt)));
-    const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(double(beta2_), tt)));
-    const float keep = 1.f - r * decay_;
-    const float b1 = beta1_, b2 = beta2_, eps = eps_;
+    const AdamWStep step = AdamWStepFor(p_, r, t);
+    const AdamWParams p = p_;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const float g = s.g[i];
-      const float x = s.x[i] * keep;
-      const float m = b1 * s.state[0][i] + (1.f - b1) * g;
-      const float v = b2 * s.state[1][i] + (1.f - b2) * g * g;
-      if (s.state_new[0]) s.state_new[0][i] = m;
-      if (s.state_new[1]) s.state_new[1][i] = v;
-      if (s.x_new) s.x_new[i] = x - step_size * (m / (std::sqrt(v) / bc2_sqrt + eps));
-    }
+    for (int64_t i = 0; i < n; ++i)
+      AdamWElement(p, step, s.x[i], s.g[i], s.state[0][i], s.state[1][i], s.x_new ? s.x_new + i : nullptr,
+                   s.state_new[0] ? s.state_new[0] + i : nullptr, s.state_new[1] ? s.state_new[1] + i : nullptr);
   }
-  const float beta1_, beta2_, eps_, decay_;
+  const AdamWParams p_;
 };
 
 // org.onnxtrain RMSprop, torch.optim.RMSprop's update:
