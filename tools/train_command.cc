@@ -608,11 +608,7 @@ int CmdEval(const std::vector<std::string>& argv) {
     feeds.insert(extra.begin(), extra.end());
     return exec.Run(feeds)[0];
   };
-  for (size_t i = 1; i < model.graph.inputs.size(); ++i)
-    OT_CHECK(std::any_of(data.extra_inputs.begin(), data.extra_inputs.end(),
-                         [&](const auto& e) { return e.first == model.graph.inputs[i].name; }),
-             "the model's input '%s' gets no data from --data %s; give an npz with an array per input, or --input-map",
-             model.graph.inputs[i].name.c_str(), spec.c_str());
+  CheckEveryInputFed(model, data, spec);
   const TaskSpec task = TaskFor(loss, model, model.graph.outputs[0], data, e.ignore_index);
   const std::string spec_split = spec + " " + split;
   if (task.kind != TaskKind::kClasses || !e.per_class) {  // every task's figures in one line

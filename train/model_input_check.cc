@@ -1,6 +1,8 @@
 // Data set / model shape checks.
 #include "train/model_input_check.h"
 
+#include <algorithm>
+
 #include "graph/error.h"
 
 namespace ot {
@@ -81,6 +83,17 @@ void CheckLabelsFitOutput(const ValueInfo& scores, const ImageDataset& data) {
              "data set %s has token ids below %lld but the model's output '%s' (%s) scores only %lld",
              data.name.c_str(), (long long)data.classes, scores.name.c_str(), scores.ShapeString().c_str(),
              (long long)v.value);
+  }
+}
+
+void CheckEveryInputFed(const Model& model, const ImageDataset& data, const std::string& spec) {
+  for (size_t i = 1; i < model.graph.inputs.size(); ++i) {
+    const std::string& name = model.graph.inputs[i].name;
+    OT_CHECK(std::any_of(data.extra_inputs.begin(), data.extra_inputs.end(),
+                         [&](const auto& e) { return e.first == name; }),
+             "the model's input '%s' gets no data from --data %s; give an npz with an array per input (input_ids, "
+             "attention_mask, ..., and y), or --input-map %s=ARRAY",
+             name.c_str(), spec.c_str(), name.c_str());
   }
 }
 

@@ -21,6 +21,9 @@ void CheckImagesFitInput(const ValueInfo& input, const std::string& dataset_name
 // or those a SampleSource makes) fit `input`, in shape and element type.
 void CheckDataFitsInput(const ValueInfo& input, const ImageDataset& data);
 
+// Throws ot::Error naming the input unless every model input after the first gets an array
+// of the data set (ImageDataset::extra_inputs); `spec` is the --data given.
+void CheckEveryInputFed(const Model& model, const ImageDataset& data, const std::string& spec);
 // Throws ot::Error when `scores` ([batch, K] logits) has a static K below `classes`.
 void CheckClassesFitOutput(const ValueInfo& scores, const std::string& dataset_name, int64_t classes);
 

@@ -194,6 +194,15 @@ double TaskFigures::MeanIoU() const {
   return present ? sum / static_cast<double>(present) : 0.0;
 }
 
+TaskFigures EmptyFigures(const TaskSpec& spec) {
+  TaskFigures f;
+  if (spec.kind == TaskKind::kDense) {
+    f.tp.assign(static_cast<size_t>(spec.classes), 0);
+    f.fp = f.fn = f.tp;
+  }
+  return f;
+}
+
 std::string TaskName(TaskKind kind) {
   switch (kind) {
     case TaskKind::kClasses: return "classification";
@@ -245,11 +254,7 @@ void ScoreBatch(const TaskSpec& spec, const HostTensor& scores, const HostTensor
 
 TaskFigures EvaluateSplit(const TaskSpec& spec, const ForwardFn& forward, const ImageDataset& data, int64_t batch,
                           Device device, bool pad_last) {
-  TaskFigures f;
-  if (spec.kind == TaskKind::kDense) {  // every rank and split the same number of classes
-    f.tp.assign(static_cast<size_t>(spec.classes), 0);
-    f.fp = f.fn = f.tp;
-  }
+  TaskFigures f = EmptyFigures(spec);
   for (int64_t start = 0; start < data.count; start += batch) {
     const int64_t real = std::min(batch, data.count - start);
     std::vector<int64_t> idx;

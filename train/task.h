@@ -63,6 +63,10 @@ struct TaskSpec {
   int64_t ignore_index = -100;  // class targets with this value are not scored
 };
 
+// No figures yet, with the per-class counts of a segmentation task sized to its classes, so
+// that tallies of every rank and split pack to the same length.
+TaskFigures EmptyFigures(const TaskSpec& spec);
+
 // Which task a loss and a data set make for the model output `scores` (the loss's input):
 // the loss kind (kAuto: class indices), the labels' per-sample shape and float-ness.
 TaskSpec TaskFor(LossKind loss, const Model& model, const ValueInfo& scores, const ImageDataset& data,

@@ -46,14 +46,7 @@ Splits LoadSplits(const Model& forward, const TrainerOptions& o) {
   }
   Splits s{LoadImageDataset(o.data, "train", source), LoadImageDataset(o.data, "test", source)};
   CheckDataFitsInput(forward.graph.inputs[0], s.train);
-  for (const ImageDataset* d : {&s.train, &s.test})  // every input fed: the first from the data, the rest by name
-    for (size_t i = 1; i < forward.graph.inputs.size(); ++i) {
-      const std::string& name = forward.graph.inputs[i].name;
-      OT_CHECK(std::any_of(d->extra_inputs.begin(), d->extra_inputs.end(), [&](const auto& e) { return e.first == name; }),
-               "the model's input '%s' gets no data from --data %s; give an npz with an array per input (input_ids, "
-               "attention_mask, ..., and y), or --input-map %s=ARRAY",
-               name.c_str(), o.data.c_str(), name.c_str());
-    }
+  for (const ImageDataset* d : {&s.train, &s.test}) CheckEveryInputFed(forward, *d, o.data);
   // Targets [N] for a model output [N, 1] (a regressor's one value) are [N, 1].
   const ValueInfo& out0 = forward.graph.outputs.at(0);
   for (ImageDataset* d : {&s.train, &s.test})
@@ -93,13 +86,6 @@ const ValueInfo& ScoresOf(const Model& forward, const TrainingGraph& tg) {
   return forward.graph.outputs.at(0);
 }
 
-// An empty tally of the task: per-class counts sized alike on every rank (they are summed).
-TaskFigures EmptyTally(const TaskSpec& spec) {
-  TaskFigures f;
-  if (spec.kind == TaskKind::kDense) f.tp.assign(static_cast<size_t>(spec.classes), 0), f.fp = f.fn = f.tp;
-  return f;
-}
-
 enum class EpochEnd { kDone, kStopAfter, kInterrupted };
 
 class Trainer {
@@ -115,6 +101,7 @@ class Trainer {
   EpochEnd RunEpoch(int64_t epoch);
   void FinishEpoch(int64_t epoch, int64_t updates, double lr, const TaskFigures& mine, const TaskFigures& prior,
                    std::chrono::steady_clock::time_point start, bool stop);
+  TaskFigures JobFigures(const TaskFigures& mine, const TaskFigures& prior, double* session_samples = nullptr);
   std::string SaveSnapshot(int64_t epoch, const SamplerState& next, const TaskFigures& mine, const TaskFigures& prior);
   void Evaluate(EpochSummary* summary);
   void ReportInterrupt(int64_t epoch, int64_t step, const std::string& saved);
@@ -283,7 +270,7 @@ EpochEnd Trainer::RunEpoch(int64_t epoch) {
   lo.augment.random_erase = o_.random_erase;
   lo.end_epoch = epoch + 1;
   BatchLoader loader(data_.train, *sampler_, lo);
-  TaskFigures mine = EmptyTally(spec_), prior = EmptyTally(spec_);  // this rank's; the job's before a resume
+  TaskFigures mine = EmptyFigures(spec_), prior = EmptyFigures(spec_);  // this rank's; the job's before a resume
   if (epoch == sampler_->State().epoch && resumed_tally_.loss_count > 0) prior.Add(resumed_tally_);
   resumed_tally_ = {};
   Batch batch;
@@ -322,17 +309,28 @@ EpochEnd Trainer::RunEpoch(int64_t epoch) {
   return EpochEnd::kDone;
 }
 
+// The job's figures of the epoch so far: this rank's plus a resumed snapshot's (`prior`,
+// rank 0 only), summed over the ranks; session_samples: the samples of this session alone.
+// Every rank calls it.
+TaskFigures Trainer::JobFigures(const TaskFigures& mine, const TaskFigures& prior, double* session_samples) {
+  TaskFigures job = mine;
+  job.Add(prior);
+  std::vector<double> packed = job.Pack();
+  packed.push_back(mine.samples);
+  dp_.Sum(&packed);
+  if (session_samples) *session_samples = packed.back();
+  packed.pop_back();
+  return TaskFigures::Unpack(packed);
+}
+
 // A recovery snapshot with the job's figures of the epoch so far (every rank calls it; rank
 // 0 writes). Returns its path.
 std::string Trainer::SaveSnapshot(int64_t epoch, const SamplerState& next, const TaskFigures& mine,
                                   const TaskFigures& prior) {
-  TaskFigures job = mine;
-  job.Add(prior);
-  std::vector<double> packed = job.Pack();
-  dp_.Sum(&packed);
+  const TaskFigures job = JobFigures(mine, prior);
   const std::vector<std::string> choices = dp_.GatherText(session_->SaveAlgorithmChoices());
   if (dp_.lead())
-    checkpointer_->SaveSnapshot(*session_, epoch, next, TaskFigures::Unpack(packed), ema_.get(), choices);
+    checkpointer_->SaveSnapshot(*session_, epoch, next, job, ema_.get(), choices);
   return SnapshotPath(o_.checkpoint_dir, session_->steps_done());
 }
 
@@ -340,14 +338,8 @@ std::string Trainer::SaveSnapshot(int64_t epoch, const SamplerState& next, const
 // session's samples only), the test figures when due, and the checkpoint.
 void Trainer::FinishEpoch(int64_t epoch, int64_t updates, double lr, const TaskFigures& mine,
                           const TaskFigures& prior, std::chrono::steady_clock::time_point start, bool stop) {
-  TaskFigures job = mine;
-  job.Add(prior);
-  std::vector<double> packed = job.Pack();
-  packed.push_back(mine.samples);  // this session's samples, summed over the ranks too
-  dp_.Sum(&packed);
-  const double session_samples = packed.back();
-  packed.pop_back();
-  job = TaskFigures::Unpack(packed);
+  double session_samples = 0;
+  const TaskFigures job = JobFigures(mine, prior, &session_samples);
   EpochSummary summary;
   summary.epoch = static_cast<int>(epoch);
   summary.batch = o_.batch;
