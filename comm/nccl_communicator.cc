@@ -615,6 +615,9 @@ WorkPtr NcclState::Enqueue(const std::string& op, const std::string& detail, Mil
       st.bytes = buffer.bytes();
       st.copy_back = copy_back;
       st.device = BackendFor(DeviceType::kCUDA).Allocate(st.bytes, device_);
+      // NCCL writes it on `stream`: freed after a timed-out Wait, it must not go to
+      // compute work before NCCL is done with it.
+      BackendFor(DeviceType::kCUDA).RecordStream(st.device, device_, stream);
       p->staged.push_back(st);
       // The allocator clears new blocks on the compute stream: copy after that.
       OT_CUDA_CHECK(cudaEventRecord(p->done, ctx.compute));

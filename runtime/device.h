@@ -66,6 +66,11 @@ class DeviceBackend {
   // made from other sizes).
   virtual void ReleaseCached(int device_index) {}
   virtual void Free(void* ptr, int device_index) = 0;
+  // `ptr` (from Allocate) is also used by work queued on `stream` (CUDA: a cudaStream_t
+  // other than the device's compute stream, whose order covers reuse by itself), as
+  // PyTorch's recordStream: once freed, the block is not handed out again before the work
+  // queued on that stream by the time of Free has finished. No-op where memory has no streams.
+  virtual void RecordStream(void* ptr, int device_index, void* stream) {}
   virtual void CopyToHost(void* host_dst, const void* src, size_t bytes, int device_index) = 0;
   virtual void CopyFromHost(void* dst, const void* host_src, size_t bytes, int device_index) = 0;
   virtual void CopyOnDevice(void* dst, const void* src, size_t bytes, int device_index) = 0;

@@ -186,6 +186,7 @@ Executor::Executor(std::unique_ptr<Model> model, const std::vector<HostTensor>* 
   choices_ = options_.shared_state ? options_.shared_state->choices_ : std::make_shared<AlgorithmChoices>();
   settings_.conv_algo = options_.conv_algo.empty() ? "auto" : options_.conv_algo;
   settings_.cpu_channel_block = options_.cpu_channel_block;
+  settings_.cuda_workspace_limit = options_.cuda_workspace_limit;
   settings_.choices = choices_.get();
   const Graph& g = model_->graph;
   order_ = ShapeReadsFirst(g, g.TopologicalOrder());
@@ -617,9 +618,18 @@ bool Executor::ReplayGraph(Plan& plan, const std::map<std::string, Tensor>& feed
     if (!captured) return give_up(why);
     cg.state_storage = storage;
   }
+  // A replay runs no Compute, so the kernels' own checks of what the device found in an
+  // earlier run (bad labels, out-of-range indices) are asked here, before and after.
+  CheckDeviceErrors(plan);
   cg.graph->Launch();
+  CheckDeviceErrors(plan);
   plan.fetch_copies = true;
   return true;
+}
+
+void Executor::CheckDeviceErrors(const Plan& plan) const {
+  for (size_t step = 0; step < order_.size(); ++step)
+    if (plan.active[step]) plan.kernels[step]->CheckDeviceErrors();
 }
 
 void Executor::Replay(Plan& plan, const std::map<std::string, Tensor>& feeds, const RunOptions& options) {

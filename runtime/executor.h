@@ -43,6 +43,9 @@ struct ExecutorOptions {
   // CPU convolutions: "auto", "direct", "winograd", "taps", "winograd2" or "winograd4"
   // (runtime/cpu/conv/conv_algorithm.h); empty: auto.
   std::string conv_algo;
+  // CUDA: the most workspace one cuDNN convolution may take, in bytes (--cudnn-workspace-mb,
+  // KernelSettings::cuda_workspace_limit); 0: as much as the device can give.
+  size_t cuda_workspace_limit = 0;
   // CPU: channels per block of the blocked activation layouts, 8 or 16; 0: the CPU's own
   // (16 with AVX-512, else 8). Forcing 8 on an AVX-512 machine tests AVX2's layout.
   int cpu_channel_block = 0;
@@ -135,6 +138,8 @@ class Executor {
   void Replay(Plan& plan, const std::map<std::string, Tensor>& feeds, const RunOptions& options);
   // Replay through the plan's CUDA graph; false when the plan cannot use one.
   bool ReplayGraph(Plan& plan, const std::map<std::string, Tensor>& feeds);
+  // Asks every kernel of the plan whether the device reported an error (OpKernel::CheckDeviceErrors).
+  void CheckDeviceErrors(const Plan& plan) const;
   // Feeds on the host are copied to the executor's device.
   std::map<std::string, Tensor> FeedsOnDevice(const std::map<std::string, Tensor>& feeds) const;
   void ValidateFeeds(const std::map<std::string, Tensor>& feeds) const;

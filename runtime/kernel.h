@@ -26,6 +26,10 @@ struct KernelSettings {
   // CPU: channels per block of the blocked activation layouts, 8 or 16; 0: the CPU's own
   // (16 with AVX-512, else 8).
   int cpu_channel_block = 0;
+  // CUDA: the most scratch memory one cuDNN call (a convolution) may take, in bytes; an
+  // algorithm that needs more is passed over for the next one cuDNN ranks. 0: no fixed
+  // cap (an algorithm whose workspace the device cannot give is still passed over).
+  size_t cuda_workspace_limit = 0;
   // The executor's timed choices (runtime/algorithm_choices.h); null: none are kept.
   AlgorithmChoices* choices = nullptr;
 };
@@ -122,6 +126,12 @@ class OpKernel {
   // Reshape). The CPU executor may then bind output 0 to input 0's buffer; Compute still
   // runs (for its checks) and must skip the copy when the two are the same memory.
   virtual bool OutputIsInputView() const { return false; }
+  // Errors that a device kernel records instead of raising (labels out of range, integer
+  // division by zero, Gather indices out of range: a flag the kernel sets and the host
+  // reads without waiting): throws ot::Error naming the node when an earlier run of this
+  // kernel reported one. Compute asks it first; the executor asks every kernel around
+  // each whole-step CUDA graph replay, which runs no Compute.
+  virtual void CheckDeviceErrors() const {}
 
  protected:
   // Error helpers that name the node.

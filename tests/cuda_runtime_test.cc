@@ -399,10 +399,12 @@ TEST(CudaExecutor, MissingDeviceIsOneClearError) {
 // ---------------------------------------------------------------------------------------
 // ONNX backend node cases on CUDA: every case whose ops all have CUDA kernels must match
 // the expected outputs (the CPU runtime's conformance_test does the same on the CPU).
-// tests/conformance_passing_cuda.txt, where present, pins what passes as conformance_passing.txt
-// does on the CPU: a listed case that is skipped or fails, or fewer passes than listed, fails.
-// ONNXTRAIN_CUDA_CONFORMANCE_LIST_OUT=tests/conformance_passing_cuda.txt (on a GPU host)
-// writes the cases that passed in this run.
+// tests/conformance_passing_cuda.txt pins what passes as conformance_passing.txt does on
+// the CPU: a listed case that is skipped or fails, a listed case missing from the test
+// data, or fewer passes than listed fails the sweep, and cases that pass without being
+// listed are named (new passes: add them). Without the list the sweep fails, except in a
+// run that writes it: ONNXTRAIN_CUDA_CONFORMANCE_LIST_OUT=FILE (on a GPU host; what
+// scripts/gpu-check.sh does, into $OUT) writes the cases that passed in this run.
 
 TEST(CudaConformance, OnnxNodeCases) {
   OT_REQUIRE_GPU();
@@ -471,11 +473,27 @@ TEST(CudaConformance, OnnxNodeCases) {
             << " skipped (ops without CUDA kernels)\n";
   for (const auto& f : failures) ADD_FAILURE() << f;
   EXPECT_GT(passed, 0);
+  const char* out = std::getenv("ONNXTRAIN_CUDA_CONFORMANCE_LIST_OUT");
+  std::set<std::string> present;
+  for (const fs::path& dir : cases) present.insert("node/" + dir.filename().string());
+  for (const std::string& c : pinned)
+    if (!present.count(c)) ADD_FAILURE() << list_path << " lists " << c << ", which is not in the test data at " << base;
+  std::vector<std::string> new_passes;
+  for (const std::string& c : passed_cases)
+    if (!pinned.count(c)) new_passes.push_back(c);
+  if (list_exists && !new_passes.empty()) {
+    std::cout << "cuda conformance: " << new_passes.size() << " case(s) pass that " << list_path
+              << " does not list (add them to pin them):";
+    for (const std::string& c : new_passes) std::cout << " " << c;
+    std::cout << "\n";
+  }
   if (list_exists)
     EXPECT_GE(passed, static_cast<int>(pinned.size())) << "fewer cases passed than " << list_path << " lists";
-  else
-    std::cout << "cuda conformance: no " << list_path << " to pin the passing cases\n";
-  if (const char* out = std::getenv("ONNXTRAIN_CUDA_CONFORMANCE_LIST_OUT")) {
+  else if (!out)
+    ADD_FAILURE() << "no list of passing CUDA cases at " << list_path
+                  << "; make it on a GPU host with ONNXTRAIN_CUDA_CONFORMANCE_LIST_OUT=" << list_path
+                  << " (scripts/gpu-check.sh writes it to $OUT/conformance_passing_cuda.txt) and commit it";
+  if (out) {
     testing::WriteCaseList(out, passed_cases,
                            "# ONNX backend node cases that pass on the CUDA runtime (cuda_runtime_test's\n"
                            "# CudaConformance fails when one of them is skipped or fails). Regenerate on a GPU host with\n"

@@ -69,8 +69,16 @@ std::string OnnxTestDataDir() {
   return env ? env : "/usr/share/libonnx-testdata/data";
 }
 
-std::string OnnxTrainBinary() { return ONNXTRAIN_BINARY; }
-std::string SourceDir() { return ONNXTRAIN_SOURCE_DIR; }
+// Both may be moved: scripts/gpu-check.sh runs the test programs from a bundle, in another
+// checkout, and says where the program and the sources are.
+std::string OnnxTrainBinary() {
+  const char* env = std::getenv("ONNXTRAIN_BINARY");
+  return env && *env ? env : ONNXTRAIN_BINARY;
+}
+std::string SourceDir() {
+  const char* env = std::getenv("ONNXTRAIN_SOURCE_DIR");
+  return env && *env ? env : ONNXTRAIN_SOURCE_DIR;
+}
 
 std::set<std::string> ReadCaseList(const std::string& path, bool* exists) {
   std::ifstream in(path);

@@ -235,6 +235,13 @@ const FlagTable<S>& TrainFlags() {
                  o.cuda_graphs = true;
                  OT_CHECK(o.device.type == DeviceType::kCUDA, "--cuda-graphs needs --device cuda");
                }}),
+      Trainer({{"cudnn-workspace-mb", FlagType::kNumber,
+                "  --cudnn-workspace-mb N  CUDA: at most N MiB of scratch for one convolution; cuDNN's\n"
+                "                       next-ranked algorithm is taken when one needs more (no cap)\n"},
+               [](O& o, const FlagValue& v) {
+                 OT_CHECK(v.Number() >= 0, "--cudnn-workspace-mb must be >= 0 (0: no cap)");
+                 o.executor.cuda_workspace_limit = static_cast<size_t>(v.Number() * 1048576.0);
+               }}),
       Trainer({"max-steps", FlagType::kInt, "  --max-steps N        at most N steps per epoch (quick looks, tests)\n"},
               &O::max_steps_per_epoch),
       Heading<S>("launcher:\n"),

@@ -4,6 +4,7 @@
 #include "runtime/cuda/activation_fn.h"
 
 #include "runtime/cuda/math_device.h"
+#include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::math {
 namespace {
@@ -35,6 +36,7 @@ void LaunchUnaryFn(UnaryFn fn, const UnaryParams& p, const float* x, float* y, i
   DispatchUnaryFn(fn, [&](auto f) {
     constexpr UnaryFn F = decltype(f)::value;
     UnaryFnForwardKernel<F><<<Blocks(n), kThreads, 0, stream>>>(x, y, n, p, lo, hi);
+    OT_CUDA_CHECK_LAUNCH("UnaryFnForwardKernel");
   });
 }
 
@@ -44,6 +46,7 @@ void LaunchUnaryFnGrad(UnaryFn fn, const UnaryParams& p, const float* dy, const 
   DispatchUnaryFn(fn, [&](auto f) {
     constexpr UnaryFn F = decltype(f)::value;
     UnaryFnGradKernel<F><<<Blocks(n), kThreads, 0, stream>>>(dy, x, dx, n, p, lo, hi);
+    OT_CUDA_CHECK_LAUNCH("UnaryFnGradKernel");
   });
 }
 

@@ -6,6 +6,7 @@
 
 #include "graph/error.h"
 #include "runtime/cuda/cuda_common.h"
+#include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda {
 namespace {
@@ -54,9 +55,15 @@ __global__ void StridedCopyKernel(const W* __restrict__ src, Dims src_dims, int6
   }
 }
 
+// Records 1 + `position` of an index out of range, unless an earlier one is recorded.
+__device__ void FlagBadIndex(long long* error_flag, int64_t position) {
+  if (error_flag)
+    atomicCAS(reinterpret_cast<unsigned long long*>(error_flag), 0ULL, static_cast<unsigned long long>(position + 1));
+}
+
 template <typename W>
 __global__ void GatherKernel(const W* __restrict__ data, const void* __restrict__ indices, bool int64, int64_t dim,
-                             int64_t count, int64_t inner, W* __restrict__ out, int64_t n) {
+                             int64_t count, int64_t inner, W* __restrict__ out, int64_t n, long long* error_flag) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t j = i % inner;
@@ -64,14 +71,16 @@ __global__ void GatherKernel(const W* __restrict__ data, const void* __restrict_
     const int64_t o = i / (inner * count);
     int64_t idx = LoadIndex(indices, int64, k);
     if (idx < 0) idx += dim;
-    out[i] = idx >= 0 && idx < dim ? data[(o * dim + idx) * inner + j] : W(0);
+    const bool inside = idx >= 0 && idx < dim;
+    if (!inside && o == 0 && j == 0) FlagBadIndex(error_flag, k);
+    out[i] = inside ? data[(o * dim + idx) * inner + j] : W(0);
   }
 }
 
 template <typename W>
 __global__ void GatherElementsKernel(const W* __restrict__ data, const void* __restrict__ indices, bool int64,
                                      Dims index_dims, int64_t axis_stride, int64_t dim, W* __restrict__ out,
-                                     int64_t n) {
+                                     int64_t n, long long* error_flag) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t rest = i, at = 0;
@@ -82,7 +91,9 @@ __global__ void GatherElementsKernel(const W* __restrict__ data, const void* __r
     }
     int64_t idx = LoadIndex(indices, int64, i);
     if (idx < 0) idx += dim;
-    out[i] = idx >= 0 && idx < dim ? data[at + idx * axis_stride] : W(0);
+    const bool inside = idx >= 0 && idx < dim;
+    if (!inside) FlagBadIndex(error_flag, i);
+    out[i] = inside ? data[at + idx * axis_stride] : W(0);
   }
 }
 
@@ -128,11 +139,6 @@ __global__ void PadKernel(const W* __restrict__ src, PadGeometry g, int mode, co
   }
 }
 
-void CheckLaunch(const char* what) {
-  cudaError_t st = cudaGetLastError();
-  if (st != cudaSuccess) ThrowCudaError(st, what, __FILE__, __LINE__);
-}
-
 void RequireRank(size_t rank, const char* what) {
   if (rank > static_cast<size_t>(kMaxCopyRank))
     throw UnsupportedError(std::string(what) + " on CUDA: " + std::to_string(rank) + " dimensions (at most " +
@@ -174,25 +180,25 @@ void StridedCopy(const void* src, const std::vector<int64_t>& src_strides, int64
     using W = decltype(word);
     StridedCopyKernel<W><<<Blocks(n), kThreads, 0, stream>>>(static_cast<const W*>(src), dims, src_offset,
                                                               static_cast<W*>(dst), n);
+    OT_CUDA_CHECK_LAUNCH("StridedCopyKernel");
   });
-  CheckLaunch("strided copy kernel launch");
 }
 
 void Gather(const void* data, const void* indices, bool indices_int64, int64_t outer, int64_t dim, int64_t count,
-            int64_t inner, size_t element_size, void* out, cudaStream_t stream) {
+            int64_t inner, size_t element_size, void* out, long long* error_flag, cudaStream_t stream) {
   const int64_t n = outer * count * inner;
   if (n == 0) return;
   BySize(element_size, [&](auto word) {
     using W = decltype(word);
     GatherKernel<W><<<Blocks(n), kThreads, 0, stream>>>(static_cast<const W*>(data), indices, indices_int64, dim,
-                                                         count, inner, static_cast<W*>(out), n);
+                                                         count, inner, static_cast<W*>(out), n, error_flag);
+    OT_CUDA_CHECK_LAUNCH("GatherKernel");
   });
-  CheckLaunch("Gather kernel launch");
 }
 
 void GatherElements(const void* data, const void* indices, bool indices_int64, const std::vector<int64_t>& index_shape,
                     const std::vector<int64_t>& data_strides, int64_t axis_stride, int64_t dim, size_t element_size,
-                    void* out, cudaStream_t stream) {
+                    void* out, long long* error_flag, cudaStream_t stream) {
   int64_t n = 1;
   for (int64_t d : index_shape) n *= d;
   if (n == 0) return;
@@ -206,9 +212,10 @@ void GatherElements(const void* data, const void* indices, bool indices_int64, c
   BySize(element_size, [&](auto word) {
     using W = decltype(word);
     GatherElementsKernel<W><<<Blocks(n), kThreads, 0, stream>>>(static_cast<const W*>(data), indices, indices_int64,
-                                                                 dims, axis_stride, dim, static_cast<W*>(out), n);
+                                                                 dims, axis_stride, dim, static_cast<W*>(out), n,
+                                                                 error_flag);
+    OT_CUDA_CHECK_LAUNCH("GatherElementsKernel");
   });
-  CheckLaunch("GatherElements kernel launch");
 }
 
 void Pad(const void* src, const std::vector<int64_t>& in_shape, const std::vector<int64_t>& out_shape,
@@ -233,8 +240,8 @@ void Pad(const void* src, const std::vector<int64_t>& in_shape, const std::vecto
     const W fill = static_cast<W>(fill_bits);
     PadKernel<W><<<Blocks(n), kThreads, 0, stream>>>(static_cast<const W*>(src), g, static_cast<int>(mode),
                                                       static_cast<const W*>(fill_device), fill, static_cast<W*>(dst), n);
+    OT_CUDA_CHECK_LAUNCH("PadKernel");
   });
-  CheckLaunch("Pad kernel launch");
 }
 
 }  // namespace ot::cuda

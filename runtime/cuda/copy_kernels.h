@@ -23,16 +23,17 @@ void StridedCopy(const void* src, const std::vector<int64_t>& src_strides, int64
                  const std::vector<int64_t>& shape, size_t element_size, cudaStream_t stream);
 
 // out[o, k, i] = data[o, indices[k], i] for data seen as [outer, dim, inner]; negative
-// indices count from the end; an index outside [-dim, dim) yields zeros.
+// indices count from the end; an index outside [-dim, dim) yields zeros and, when
+// `error_flag` is not null, sets it (if still 0) to 1 + its position in `indices`.
 void Gather(const void* data, const void* indices, bool indices_int64, int64_t outer, int64_t dim, int64_t count,
-            int64_t inner, size_t element_size, void* out, cudaStream_t stream);
+            int64_t inner, size_t element_size, void* out, long long* error_flag, cudaStream_t stream);
 
 // out[c] = data[sum_{d != axis} c_d * data_strides[d] + indices[c] * axis_stride] for each
 // coordinate c of the dense `index_shape`; data_strides[axis] must be 0. Indices outside
-// [-dim, dim) yield zeros.
+// [-dim, dim) yield zeros and set `error_flag` as Gather does.
 void GatherElements(const void* data, const void* indices, bool indices_int64, const std::vector<int64_t>& index_shape,
                     const std::vector<int64_t>& data_strides, int64_t axis_stride, int64_t dim, size_t element_size,
-                    void* out, cudaStream_t stream);
+                    void* out, long long* error_flag, cudaStream_t stream);
 
 enum class PadMode { kConstant = 0, kReflect = 1, kEdge = 2 };
 

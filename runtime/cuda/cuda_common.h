@@ -49,8 +49,13 @@ DeviceContext& Context(int device);
 void SetDevice(int device);
 
 // Scratch memory for library calls (cuDNN workspaces), grown on demand and kept; valid
-// until the next call on the same device. Stream-ordered on `compute`.
+// until the next call on the same device. Stream-ordered on `compute`. Throws ot::Error
+// (out of memory, with the device's free memory) when it cannot grow.
 void* Workspace(int device, size_t bytes);
+// Workspace, but null instead of an exception when the device cannot give `bytes` even
+// after the caching allocator returned its free blocks (cudaErrorMemoryAllocation): the
+// caller takes a choice that needs less (the next convolution algorithm).
+void* TryWorkspace(int device, size_t bytes);
 
 // TF32 tensor-core math for float32 (--tf32; off by default, so float32 stays float32 as
 // on the CPU). Setting it switches the cuBLAS math mode of every context, existing and

@@ -3,6 +3,8 @@
 // per-device contexts of cuda_common.h.
 #include <dlfcn.h>
 
+#include <algorithm>
+
 #include <atomic>
 #include <map>
 #include <memory>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "runtime/cuda/cuda_common.h"
+#include "runtime/cuda/launch_check.h"
 #include "runtime/device.h"
 
 namespace ot::cuda {
@@ -23,6 +26,10 @@ std::string Where(const char* what, const char* file, int line) {
 void ThrowCudaError(cudaError_t status, const char* what, const char* file, int line) {
   throw Error(StrFormat("CUDA error: %s failed: %s: %s", Where(what, file, line).c_str(), cudaGetErrorName(status),
                         cudaGetErrorString(status)));
+}
+void ThrowLaunchError(cudaError_t status, const char* kernel, const char* file, int line) {
+  throw Error(StrFormat("CUDA error: launching %s failed: %s: %s (%s:%d)", kernel, cudaGetErrorName(status),
+                        cudaGetErrorString(status), file, line));
 }
 void ThrowCublasError(cublasStatus_t status, const char* what, const char* file, int line) {
   throw Error(StrFormat("cuBLAS error: %s failed: %s: %s", Where(what, file, line).c_str(),
@@ -146,21 +153,42 @@ void MemoryInfo(int device, size_t* free_bytes, size_t* total_bytes) {
   OT_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
 }
 
-void* Workspace(int device, size_t bytes) {
+void* TryWorkspace(int device, size_t bytes) {
   DeviceContext& ctx = Context(device);
-  std::lock_guard<std::mutex> lock(g_ctx_mu);
-  WorkspaceBuf& w = g_workspaces[device];
-  if (w.bytes >= bytes) return w.ptr;
-  RefuseWhileCapturing("growing the workspace");
-  if (w.ptr) {
-    OT_CUDA_CHECK(cudaStreamSynchronize(ctx.compute));
-    OT_CUDA_CHECK(cudaFree(w.ptr));
-    w = {};
-    ++g_workspace_generation;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    {
+      std::lock_guard<std::mutex> lock(g_ctx_mu);
+      WorkspaceBuf& w = g_workspaces[device];
+      if (w.bytes >= bytes) return w.ptr;
+      RefuseWhileCapturing("growing the workspace");
+      if (w.ptr) {
+        OT_CUDA_CHECK(cudaStreamSynchronize(ctx.compute));
+        OT_CUDA_CHECK(cudaFree(w.ptr));
+        w = {};
+        ++g_workspace_generation;
+      }
+      const cudaError_t st = cudaMalloc(&w.ptr, bytes);
+      if (st == cudaSuccess) {
+        w.bytes = bytes;
+        return w.ptr;
+      }
+      w = {};
+      cudaGetLastError();  // an allocation failure is not sticky; clear it for the next call
+      if (st != cudaErrorMemoryAllocation) ThrowCudaError(st, "cudaMalloc(workspace)", __FILE__, __LINE__);
+    }
+    // The caching allocator's free blocks may be what is missing: give them back, try once more.
+    if (attempt == 0) BackendFor(DeviceType::kCUDA).ReleaseCached(device);
   }
-  OT_CUDA_CHECK(cudaMalloc(&w.ptr, bytes));
-  w.bytes = bytes;
-  return w.ptr;
+  return nullptr;
+}
+
+void* Workspace(int device, size_t bytes) {
+  if (void* p = TryWorkspace(device, bytes)) return p;
+  size_t free_bytes = 0, total = 0;
+  cudaMemGetInfo(&free_bytes, &total);
+  throw Error(StrFormat("out of memory on cuda:%d: a library call's workspace of %zu bytes does not fit (%zu of %zu "
+                        "bytes free); use a smaller batch",
+                        device, bytes, free_bytes, total));
 }
 
 StreamGraph::~StreamGraph() { Reset(); }
@@ -213,8 +241,11 @@ void StreamGraph::Launch() {
 namespace {
 
 // Caching allocator: freed blocks go to a per-device free list keyed by their rounded
-// size and are handed out again for requests of that size class. Memory returns to the
-// driver only when an allocation fails (then the cache is emptied and the call retried).
+// size and are handed out again for requests of that size class. Reuse is ordered by the
+// compute stream; a block that RecordStream says another stream uses (NCCL's staging
+// buffers on the communication stream) is held back at Free until an event recorded on
+// that stream has passed. Memory returns to the driver when an allocation fails (then the
+// cache is emptied and the call retried) and when a plan makes its arena (ReleaseCached).
 // StreamGraph behind the device-neutral StepGraph interface.
 class CudaStepGraph final : public StepGraph {
  public:
@@ -250,6 +281,7 @@ class CudaBackend final : public DeviceBackend {
     size_t rounded = RoundUp(bytes);
     {
       std::lock_guard<std::mutex> lock(mu_);
+      CollectHeld(device);
       auto& pool = free_[device];
       auto it = pool.find(rounded);
       if (it != pool.end() && !it->second.empty()) {
@@ -284,8 +316,39 @@ class CudaBackend final : public DeviceBackend {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = sizes_.find(p);
     if (it == sizes_.end()) return;
-    free_[device][it->second].push_back(p);
+    const size_t size = it->second;
     sizes_.erase(it);
+    auto used = streams_.find(p);
+    if (used == streams_.end()) {
+      free_[device][size].push_back(p);
+      return;
+    }
+    // Used on other streams too: held back until what they have queued so far is done.
+    HeldBlock held{p, size, {}};
+    for (cudaStream_t s : used->second) {
+      cudaEvent_t event = nullptr;
+      if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess ||
+          cudaEventRecord(event, s) != cudaSuccess) {
+        // Cannot tell when the stream is done with it: never reuse the block (a leak, not a race).
+        cudaGetLastError();
+        if (event) cudaEventDestroy(event);
+        for (cudaEvent_t e : held.events) cudaEventDestroy(e);
+        held.events.clear();
+        held.ptr = nullptr;
+        break;
+      }
+      held.events.push_back(event);
+    }
+    streams_.erase(used);
+    if (held.ptr) held_[device].push_back(std::move(held));
+  }
+  void RecordStream(void* p, int device, void* stream) override {
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (!p || !s || s == Context(device).compute) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!sizes_.count(p)) return;
+    std::vector<cudaStream_t>& used = streams_[p];
+    if (std::find(used.begin(), used.end(), s) == used.end()) used.push_back(s);
   }
   void CopyToHost(void* dst, const void* src, size_t n, int device) override {
     DeviceContext& ctx = Context(device);
@@ -303,6 +366,14 @@ class CudaBackend final : public DeviceBackend {
     OT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, ctx.compute));
   }
   void Synchronize(int device) override { OT_CUDA_CHECK(cudaStreamSynchronize(Context(device).compute)); }
+  void ReleaseCached(int device) override {
+    OT_CUDA_CHECK(cudaStreamSynchronize(Context(device).compute));
+    std::lock_guard<std::mutex> lock(mu_);
+    CollectHeld(device);
+    for (auto& [size, blocks] : free_[device])
+      for (void* p : blocks) cudaFree(p);
+    free_[device].clear();
+  }
 
  private:
   static size_t RoundUp(size_t bytes) {
@@ -310,17 +381,39 @@ class CudaBackend final : public DeviceBackend {
     const size_t g = bytes < (1u << 20) ? 512 : (2u << 20);
     return (std::max<size_t>(bytes, 1) + g - 1) / g * g;
   }
-  void ReleaseCached(int device) {
-    OT_CUDA_CHECK(cudaStreamSynchronize(Context(device).compute));
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [size, blocks] : free_[device])
-      for (void* p : blocks) cudaFree(p);
-    free_[device].clear();
+  // A freed block that other streams may still use, with an event on each of them.
+  struct HeldBlock {
+    void* ptr = nullptr;
+    size_t size = 0;
+    std::vector<cudaEvent_t> events;
+  };
+  // Moves the held blocks whose streams have passed their events to the free lists; mu_ held.
+  void CollectHeld(int device) {
+    auto& held = held_[device];
+    for (auto it = held.begin(); it != held.end();) {
+      bool done = true;
+      for (cudaEvent_t e : it->events) {
+        const cudaError_t st = cudaEventQuery(e);
+        if (st == cudaSuccess) continue;
+        if (st != cudaErrorNotReady) cudaGetLastError();  // a failed stream: keep holding the block
+        done = false;
+        break;
+      }
+      if (!done) {
+        ++it;
+        continue;
+      }
+      for (cudaEvent_t e : it->events) cudaEventDestroy(e);
+      free_[device][it->size].push_back(it->ptr);
+      it = held.erase(it);
+    }
   }
 
   std::mutex mu_;
   std::map<int, std::map<size_t, std::vector<void*>>> free_;
   std::map<void*, size_t> sizes_;
+  std::map<void*, std::vector<cudaStream_t>> streams_;  // RecordStream's, per live block
+  std::map<int, std::vector<HeldBlock>> held_;            // freed, waiting for other streams
 };
 
 struct Registrar {

@@ -1,12 +1,16 @@
 // Conv and ConvGrad (org.onnxtrain) on cuDNN's convolution routines: 1D/2D/3D, groups,
 // strides, dilations, explicit pads and auto_pad, optional bias; the geometry comes from
 // the same WindowGeometry the CPU kernel uses. Algorithms are chosen by cuDNN's
-// heuristics once per problem (shapes and attributes) and cached for the process; fp32
-// math stays on FMA-only algorithms unless AllowTf32(). cuDNN pads both ends of a
+// heuristics once per problem (shapes and attributes), the ranking cached for the
+// process; each plan takes the first ranked algorithm whose workspace is within
+// KernelSettings::cuda_workspace_limit and that the device can allocate, so an
+// out-of-memory there tries the next one instead of failing. fp32 math stays on
+// FMA-only algorithms unless AllowTf32(). cuDNN pads both ends of a
 // dimension equally; where the two ends differ (auto_pad SAME_* with an even window or a
 // stride, uneven pads) the input is padded explicitly into a scratch buffer
 // (cudnn_kernels.cu) and cuDNN runs without padding.
 #include <algorithm>
+#include <cstdint>
 #include <initializer_list>
 #include <map>
 #include <mutex>
@@ -96,15 +100,14 @@ std::string ProblemKey(int device, const Shape& x, const Shape& w, const ConvPro
   return key;
 }
 
-// The first algorithm cuDNN's heuristics rank that runs under the requested math type
-// (fp32 without TF32: no tensor-op variants), remembered per problem `key` for the
-// process (every plan and executor with the same shapes reuses it). `query(count,
-// &returned, perfs)` runs the cuDNN *_v7 call. The caller sets MathFor(perf) on its
-// convolution descriptor.
+// The algorithms cuDNN's heuristics rank for a problem, best first, that run under the
+// requested math type (fp32 without TF32: no tensor-op variants), remembered per problem
+// `key` for the process (every plan and executor with the same shapes reuses the
+// ranking). `query(count, &returned, perfs)` runs the cuDNN *_v7 call.
 template <typename Perf, typename Query>
-Perf ChooseAlgorithm(const Node& node, const char* direction, const std::string& key, Query query) {
+std::vector<Perf> RankedAlgorithms(const std::string& key, Query query) {
   static std::mutex mu;
-  static std::map<std::string, Perf> cache;
+  static std::map<std::string, std::vector<Perf>> cache;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
@@ -115,17 +118,45 @@ Perf ChooseAlgorithm(const Node& node, const char* direction, const std::string&
   int returned = 0;
   query(kMaxAlgos, &returned, perfs);
   const bool tf32 = AllowTf32();
+  std::vector<Perf> ranked;
   for (int i = 0; i < returned; ++i) {
     if (perfs[i].status != CUDNN_STATUS_SUCCESS) continue;
     if (!tf32 && (perfs[i].mathType == CUDNN_TENSOR_OP_MATH || perfs[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
-    std::lock_guard<std::mutex> lock(mu);
-    cache[key] = perfs[i];
-    return perfs[i];
+    ranked.push_back(perfs[i]);
   }
-  throw UnsupportedError(StrFormat("%s: cuDNN has no %s convolution algorithm for node %s with these shapes%s",
-                                   node.op_type.c_str(), direction, node.name.c_str(),
-                                   tf32 ? "" : " in strict fp32 (FMA) math"));
+  std::lock_guard<std::mutex> lock(mu);
+  cache[key] = ranked;
+  return ranked;
+}
+
+// The first ranked algorithm whose workspace (`workspace_of(perf)` bytes) is within
+// `limit` (0: no cap) and that the device can give now (TryWorkspace: an allocation that
+// fails with out-of-memory passes to the next algorithm instead of failing the plan).
+// Returns the algorithm with its workspace size; throws naming the node when none fits.
+template <typename Perf, typename WorkspaceOf>
+Perf PickAlgorithm(const Node& node, const char* direction, const std::vector<Perf>& ranked, int device, size_t limit,
+                   WorkspaceOf workspace_of, size_t* workspace_bytes) {
+  size_t smallest = SIZE_MAX;
+  for (const Perf& perf : ranked) {
+    const size_t bytes = workspace_of(perf);
+    smallest = std::min(smallest, bytes);
+    if (limit != 0 && bytes > limit) continue;
+    if (bytes != 0 && TryWorkspace(device, bytes) == nullptr) continue;
+    *workspace_bytes = bytes;
+    return perf;
+  }
+  if (ranked.empty())
+    throw UnsupportedError(StrFormat("%s: cuDNN has no %s convolution algorithm for node %s with these shapes%s",
+                                     node.op_type.c_str(), direction, node.name.c_str(),
+                                     AllowTf32() ? "" : " in strict fp32 (FMA) math"));
+  size_t free_bytes = 0, total = 0;
+  MemoryInfo(device, &free_bytes, &total);
+  throw Error(StrFormat("%s: out of memory on cuda:%d: none of the %zu %s convolution algorithms cuDNN ranks fits: the "
+                        "smallest workspace is %zu bytes, the limit %s, %zu of %zu bytes free; use a smaller batch%s",
+                        node.Describe().c_str(), device, ranked.size(), direction, smallest,
+                        limit ? (std::to_string(limit) + " bytes").c_str() : "none", free_bytes, total,
+                        limit ? " or raise --cudnn-workspace-mb" : ""));
 }
 
 // The math type to run a chosen algorithm with: its own under TF32, FMA-only otherwise.
@@ -171,15 +202,27 @@ class ConvKernel final : public OpKernel {
            " for this convolution (an onnx-train bug; run on the CPU meanwhile)");
     DeviceContext& dc = Context(device_.index);
     const std::string key = ProblemKey(device_.index, explicit_pad_ ? p.padded_x_shape : x.shape(), w.shape(), p);
-    auto perf = ChooseAlgorithm<cudnnConvolutionFwdAlgoPerf_t>(node_, "forward", key, [&](int n, int* got, auto* perfs) {
+    using Perf = cudnnConvolutionFwdAlgoPerf_t;
+    const auto ranked = RankedAlgorithms<Perf>(key, [&](int n, int* got, Perf* perfs) {
       OT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(dc.cudnn, x_.get(), w_.get(), conv_.get(), y_.get(), n, got,
                                                             perfs));
     });
+    auto workspace_of = [&](const Perf& perf) {
+      size_t bytes = 0;
+      OT_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_.get(), MathFor(perf)));
+      OT_CUDNN_CHECK(
+          cudnnGetConvolutionForwardWorkspaceSize(dc.cudnn, x_.get(), w_.get(), conv_.get(), y_.get(), perf.algo, &bytes));
+      return bytes;
+    };
+    // The workspace is grown here (TryWorkspace), not in Compute.
+    const Perf perf = PickAlgorithm(node_, "forward", ranked, device_.index, ctx.settings().cuda_workspace_limit,
+                                    workspace_of, &ws_bytes_);
     algo_ = perf.algo;
     OT_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_.get(), MathFor(perf)));
-    OT_CUDNN_CHECK(
-        cudnnGetConvolutionForwardWorkspaceSize(dc.cudnn, x_.get(), w_.get(), conv_.get(), y_.get(), algo_, &ws_bytes_));
-    if (ws_bytes_) Workspace(device_.index, ws_bytes_);  // grown here, not in Compute
+  }
+
+  std::string PlanNote() const override {
+    return empty_ ? std::string() : StrFormat("cuDNN forward algorithm %d, workspace %zu bytes", static_cast<int>(algo_), ws_bytes_);
   }
 
   void Compute(KernelContext& ctx) override {
@@ -243,35 +286,58 @@ class ConvGradKernel final : public OpKernel {
     DeviceContext& dc = Context(device_.index);
     const std::string key = ProblemKey(device_.index, explicit_pad_ ? p.padded_x_shape : x.shape(), w.shape(), p);
     ws_bytes_ = 0;
+    const size_t limit = ctx.settings().cuda_workspace_limit;
     if (want_dx_) {
       SetConvDesc(data_conv_, p, RequestedMath());
-      auto perf = ChooseAlgorithm<cudnnConvolutionBwdDataAlgoPerf_t>(node_, "backward-data", key, [&](int n, int* got, auto* perfs) {
+      using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+      const auto ranked = RankedAlgorithms<Perf>(key, [&](int n, int* got, Perf* perfs) {
         OT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(dc.cudnn, w_.get(), dy_.get(), data_conv_.get(),
                                                                    x_.get(), n, got, perfs));
       });
+      auto workspace_of = [&](const Perf& perf) {
+        size_t bytes = 0;
+        OT_CUDNN_CHECK(cudnnSetConvolutionMathType(data_conv_.get(), MathFor(perf)));
+        OT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(dc.cudnn, w_.get(), dy_.get(), data_conv_.get(),
+                                                                    x_.get(), perf.algo, &bytes));
+        return bytes;
+      };
+      size_t bytes = 0;
+      const Perf perf =
+          PickAlgorithm(node_, "backward-data", ranked, device_.index, limit, workspace_of, &bytes);
       data_algo_ = perf.algo;
       OT_CUDNN_CHECK(cudnnSetConvolutionMathType(data_conv_.get(), MathFor(perf)));
-      size_t bytes = 0;
-      OT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(dc.cudnn, w_.get(), dy_.get(), data_conv_.get(),
-                                                                  x_.get(), data_algo_, &bytes));
       ws_bytes_ = std::max(ws_bytes_, bytes);
     }
     if (want_dw_) {
       SetConvDesc(filter_conv_, p, RequestedMath());
-      auto perf =
-          ChooseAlgorithm<cudnnConvolutionBwdFilterAlgoPerf_t>(node_, "backward-filter", key, [&](int n, int* got, auto* perfs) {
-            OT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(dc.cudnn, x_.get(), dy_.get(),
-                                                                         filter_conv_.get(), w_.get(), n, got, perfs));
-          });
+      using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+      const auto ranked = RankedAlgorithms<Perf>(key, [&](int n, int* got, Perf* perfs) {
+        OT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(dc.cudnn, x_.get(), dy_.get(), filter_conv_.get(),
+                                                                     w_.get(), n, got, perfs));
+      });
+      auto workspace_of = [&](const Perf& perf) {
+        size_t bytes = 0;
+        OT_CUDNN_CHECK(cudnnSetConvolutionMathType(filter_conv_.get(), MathFor(perf)));
+        OT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(dc.cudnn, x_.get(), dy_.get(), filter_conv_.get(),
+                                                                      w_.get(), perf.algo, &bytes));
+        return bytes;
+      };
+      size_t bytes = 0;
+      const Perf perf =
+          PickAlgorithm(node_, "backward-filter", ranked, device_.index, limit, workspace_of, &bytes);
       filter_algo_ = perf.algo;
       OT_CUDNN_CHECK(cudnnSetConvolutionMathType(filter_conv_.get(), MathFor(perf)));
-      size_t bytes = 0;
-      OT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(dc.cudnn, x_.get(), dy_.get(), filter_conv_.get(),
-                                                                    w_.get(), filter_algo_, &bytes));
       ws_bytes_ = std::max(ws_bytes_, bytes);
     }
     if (want_db_) SetTensorDesc(db_, p.bias_shape, what);
-    if (ws_bytes_) Workspace(device_.index, ws_bytes_);  // grown here, not in Compute
+    if (ws_bytes_) Workspace(device_.index, ws_bytes_);  // each fitted alone; the larger is kept
+  }
+
+  std::string PlanNote() const override {
+    std::string note;
+    if (want_dx_) note += StrFormat("cuDNN backward-data algorithm %d, ", static_cast<int>(data_algo_));
+    if (want_dw_) note += StrFormat("cuDNN backward-filter algorithm %d, ", static_cast<int>(filter_algo_));
+    return note + StrFormat("workspace %zu bytes", ws_bytes_);
   }
 
   void Compute(KernelContext& ctx) override {

@@ -3,6 +3,8 @@
 #include <cfloat>
 
 #include "runtime/cuda/cudnn_kernels.h"
+#include "runtime/ops/batchnorm_math.h"
+#include "runtime/ops/window_taps.h"
 
 namespace ot::cuda {
 namespace {
@@ -64,13 +66,13 @@ __global__ void CropSpatialKernel(SpatialGeometry g, const float* padded_grad, f
 template <typename Fn>
 __device__ void ForEachTap(const SpatialGeometry& g, const int64_t* o, Fn fn) {
   for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
-    const int64_t p0 = o[0] * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
+    const int64_t p0 = WindowTap(o[0], k0, g.stride[0], g.pad_begin[0], g.dilation[0]);
     if (p0 < 0 || p0 >= g.in[0]) continue;
     for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
-      const int64_t p1 = o[1] * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
+      const int64_t p1 = WindowTap(o[1], k1, g.stride[1], g.pad_begin[1], g.dilation[1]);
       if (p1 < 0 || p1 >= g.in[1]) continue;
       for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
-        const int64_t p2 = o[2] * g.stride[2] - g.pad_begin[2] + k2 * g.dilation[2];
+        const int64_t p2 = WindowTap(o[2], k2, g.stride[2], g.pad_begin[2], g.dilation[2]);
         if (p2 < 0 || p2 >= g.in[2]) continue;
         fn((p0 * g.in[1] + p1) * g.in[2] + p2);
       }
@@ -122,41 +124,51 @@ __global__ void PoolForwardKernel(PoolMode mode, SpatialGeometry g, const float*
   }
 }
 
+// Gather-style: one thread per input element sums what the windows with a tap on it
+// send back, visiting them in increasing order (ForEachWindowCovering), so dX is the same
+// every run (no atomics). Max windows send dY to their first maximum only.
 __global__ void PoolBackwardKernel(PoolMode mode, SpatialGeometry g, const float* x, const float* dy, float* dx) {
   const int64_t out_size = Volume(g.out), in_size = Volume(g.in);
-  const int64_t total = g.planes * out_size;
+  const int64_t total = g.planes * in_size;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t plane_offset = (i / out_size) * in_size;
-    float* plane_dx = dx + plane_offset;
-    int64_t o[kMaxSpatialDims];
-    Unravel(i % out_size, g.out, o);
-    if (mode == PoolMode::kMax) {
-      float value = 0.f;
-      const int64_t at = ArgMax(g, o, x + plane_offset, &value);
-      if (at >= 0) atomicAdd(plane_dx + at, dy[i]);
-      continue;
-    }
-    const float divisor = AverageDivisor(mode, g, o);
-    if (divisor <= 0.f) continue;
-    const float share = dy[i] / divisor;
-    ForEachTap(g, o, [&](int64_t at) { atomicAdd(plane_dx + at, share); });
+    const int64_t plane = i / in_size, here = i % in_size;
+    const float* plane_x = x + plane * in_size;
+    const float* plane_dy = dy + plane * out_size;
+    int64_t p[kMaxSpatialDims];
+    Unravel(here, g.in, p);
+    float sum = 0.f;
+    ForEachWindowCovering(p[0], g.kernel[0], g.stride[0], g.pad_begin[0], g.dilation[0], g.out[0], [&](int64_t o0, int64_t) {
+      ForEachWindowCovering(p[1], g.kernel[1], g.stride[1], g.pad_begin[1], g.dilation[1], g.out[1], [&](int64_t o1, int64_t) {
+        ForEachWindowCovering(p[2], g.kernel[2], g.stride[2], g.pad_begin[2], g.dilation[2], g.out[2], [&](int64_t o2, int64_t) {
+          const int64_t o[kMaxSpatialDims] = {o0, o1, o2};
+          const float grad = plane_dy[(o0 * g.out[1] + o1) * g.out[2] + o2];
+          if (mode == PoolMode::kMax) {
+            float value = 0.f;
+            if (ArgMax(g, o, plane_x, &value) == here) sum += grad;
+          } else {
+            const float divisor = AverageDivisor(mode, g, o);
+            if (divisor > 0.f) sum += grad / divisor;
+          }
+        });
+      });
+    });
+    dx[i] = sum;
   }
 }
 
-__global__ void BatchNormFinishStatsKernel(int64_t channels, float epsilon, float momentum, const float* batch_mean,
-                                           const float* inv_std, const float* running_mean_in,
-                                           const float* running_var_in, float* running_mean_out,
-                                           float* running_var_out, float* saved_var) {
+__global__ void BatchNormFinishStatsKernel(int64_t channels, double count, bool unbiased_running, float momentum,
+                                           const float* batch_mean, const float* unbiased_var,
+                                           const float* running_mean_in, const float* running_var_in,
+                                           float* running_mean_out, float* running_var_out, float* saved_var) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= channels) return;
-  const float inv = inv_std[c];
-  const float var = 1.f / (inv * inv) - epsilon;
-  const float mean = batch_mean[c];
+  const float var = PopulationVariance(unbiased_var[c], count);
+  const float running_batch_var = unbiased_running && count > 1 ? unbiased_var[c] : var;
   const float rm = running_mean_in[c];
   const float rv = running_var_in[c];
-  if (running_mean_out) running_mean_out[c] = rm * momentum + mean * (1.f - momentum);
-  if (running_var_out) running_var_out[c] = rv * momentum + var * (1.f - momentum);
+  if (running_mean_out) running_mean_out[c] = RunningStat(rm, batch_mean[c], momentum);
+  if (running_var_out) running_var_out[c] = RunningStat(rv, running_batch_var, momentum);
   if (saved_var) saved_var[c] = var;
 }
 
@@ -209,22 +221,20 @@ cudaError_t PoolBackward(cudaStream_t stream, PoolMode mode, const SpatialGeomet
                          const float* dy, float* dx) {
   const int64_t in_total = g.planes * g.in[0] * g.in[1] * g.in[2];
   if (in_total == 0) return cudaSuccess;
-  cudaError_t st = cudaMemsetAsync(dx, 0, static_cast<size_t>(in_total) * sizeof(float), stream);
-  if (st != cudaSuccess) return st;
-  const int64_t total = g.planes * g.out[0] * g.out[1] * g.out[2];
-  if (total == 0) return cudaSuccess;
-  PoolBackwardKernel<<<GridBlocks(total), kThreads, 0, stream>>>(mode, g, x, dy, dx);
+  if (g.out[0] * g.out[1] * g.out[2] == 0)
+    return cudaMemsetAsync(dx, 0, static_cast<size_t>(in_total) * sizeof(float), stream);
+  PoolBackwardKernel<<<GridBlocks(in_total), kThreads, 0, stream>>>(mode, g, x, dy, dx);
   return cudaGetLastError();
 }
 
-cudaError_t BatchNormFinishStats(cudaStream_t stream, int64_t channels, float epsilon, float momentum,
-                                 const float* batch_mean, const float* inv_std, const float* running_mean_in,
-                                 const float* running_var_in, float* running_mean_out, float* running_var_out,
-                                 float* saved_var) {
+cudaError_t BatchNormFinishStats(cudaStream_t stream, int64_t channels, double count, bool unbiased_running,
+                                 float momentum, const float* batch_mean, const float* unbiased_var,
+                                 const float* running_mean_in, const float* running_var_in, float* running_mean_out,
+                                 float* running_var_out, float* saved_var) {
   if (channels == 0) return cudaSuccess;
-  BatchNormFinishStatsKernel<<<Blocks(channels), kThreads, 0, stream>>>(channels, epsilon, momentum, batch_mean,
-                                                                         inv_std, running_mean_in, running_var_in,
-                                                                         running_mean_out, running_var_out, saved_var);
+  BatchNormFinishStatsKernel<<<Blocks(channels), kThreads, 0, stream>>>(
+      channels, count, unbiased_running, momentum, batch_mean, unbiased_var, running_mean_in, running_var_in,
+      running_mean_out, running_var_out, saved_var);
   return cudaGetLastError();
 }
 

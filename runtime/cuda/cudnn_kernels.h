@@ -12,18 +12,19 @@
 
 namespace ot::cuda {
 
-// After cuDNN's batch-norm training forward (which gives the batch mean and
-// 1/sqrt(var + epsilon) of the population variance): per channel c
-//   saved_var[c]        = 1 / inv_std[c]^2 - epsilon         (population variance)
-//   running_mean_out[c] = running_mean_in[c] * momentum + batch_mean[c] * (1 - momentum)
-//   running_var_out[c]  = running_var_in[c]  * momentum + saved_var[c]  * (1 - momentum)
-// (ONNX momentum semantics with the biased variance, like the CPU kernel; cuDNN's own
-// running update uses the unbiased variance). Outputs may be null (not wanted) and may
-// alias the inputs of the same role.
-cudaError_t BatchNormFinishStats(cudaStream_t stream, int64_t channels, float epsilon, float momentum,
-                                 const float* batch_mean, const float* inv_std, const float* running_mean_in,
-                                 const float* running_var_in, float* running_mean_out, float* running_var_out,
-                                 float* saved_var);
+// After cuDNN's batch-norm training forward, which gives the batch mean and, as its
+// running variance at factor 1, the unbiased batch variance of `count` values per
+// channel: per channel c (runtime/ops/batchnorm_math.h)
+//   saved_var[c]        = PopulationVariance(unbiased_var[c], count)
+//   running_mean_out[c] = RunningStat(running_mean_in[c], batch_mean[c], momentum)
+//   running_var_out[c]  = RunningStat(running_var_in[c], unbiased_running ? unbiased_var[c] : saved_var[c], momentum)
+// (ONNX momentum semantics, with PyTorch's unbiased running variance when the node asks,
+// as the CPU kernel). Outputs may be null (not wanted) and may alias the inputs of the
+// same role.
+cudaError_t BatchNormFinishStats(cudaStream_t stream, int64_t channels, double count, bool unbiased_running,
+                                 float momentum, const float* batch_mean, const float* unbiased_var,
+                                 const float* running_mean_in, const float* running_var_in, float* running_mean_out,
+                                 float* running_var_out, float* saved_var);
 
 // inv_std[c] = 1 / sqrt(var[c] + epsilon): the saved variance of BatchNormTraining in the
 // form cuDNN's backward reads.
@@ -62,8 +63,8 @@ enum class PoolMode { kMax, kAverageIncludePad, kAverageExcludePad };
 // max over the taps inside the input; averages divide by the window size
 // (kAverageIncludePad) or by the taps inside the input (kAverageExcludePad).
 cudaError_t PoolForward(cudaStream_t stream, PoolMode mode, const SpatialGeometry& g, const float* x, float* y);
-// dX of PoolForward from dY and X (max: to the first maximum of each window). Zeroes dX
-// first.
+// dX of PoolForward from dY and X (max: to the first maximum of each window), written
+// whole: each element sums the windows over it in a fixed order (deterministic, no atomics).
 cudaError_t PoolBackward(cudaStream_t stream, PoolMode mode, const SpatialGeometry& g, const float* x,
                          const float* dy, float* dx);
 

@@ -4,10 +4,13 @@
 //   training mode: Y from the batch's mean and population variance;
 //     running_mean = input_mean * momentum + batch_mean * (1 - momentum)
 //     running_var  = input_var  * momentum + batch_var  * (1 - momentum)
-//     saved_mean = batch_mean, saved_var = batch_var (population variance, before epsilon).
-// cuDNN's own running update uses the unbiased variance, so it is not asked for; the
-// running statistics and saved_var come from cuDNN's saved mean and 1/sqrt(var + eps)
-// through a small kernel (cudnn_kernels.cu).
+//     saved_mean = batch_mean, saved_var = batch_var (population variance, before epsilon);
+//     with unbiased_running_var=1 (PyTorch's models) running_var takes the unbiased one.
+// cuDNN's running update is asked for at factor 1 into scratch buffers, which gives the
+// batch mean and the unbiased batch variance as cuDNN computed them; a small kernel
+// (cudnn_kernels.cu, the formulas of runtime/ops/batchnorm_math.h) makes saved_var and
+// the running statistics from those. (Rebuilding the variance from cuDNN's saved
+// 1/sqrt(var + eps) cancels to noise when var is far below eps.)
 #include <string>
 
 #include "graph/op_domains.h"
@@ -45,6 +48,9 @@ class BatchNormKernel final : public OpKernel {
     if (training_) {
       inv_std_ = Tensor::Empty(DType::kFloat32, {channels}, device_);
       if (!ctx.HasOutput(3)) mean_scratch_ = Tensor::Empty(DType::kFloat32, {channels}, device_);
+      batch_stats_ = Tensor::Empty(DType::kFloat32, {2, channels}, device_);
+      count_ = static_cast<double>(x.numel() / channels);
+      unbiased_running_ = node_.GetInt("unbiased_running_var", 0) != 0;
     }
   }
 
@@ -61,21 +67,27 @@ class BatchNormKernel final : public OpKernel {
       return;
     }
     float* mean = ctx.HasOutput(3) ? ctx.Output(3).data<float>() : mean_scratch_.data<float>();
-    // No running statistics from cuDNN (they would use the unbiased variance).
-    OT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(dc.cudnn, CUDNN_BATCHNORM_SPATIAL, One(), Zero(), x_.get(),
-                                                          x.raw(), x_.get(), ctx.Output(0).raw(), param_.get(), scale,
-                                                          bias, 0.0, nullptr, nullptr, epsilon_, mean, inv_std_.raw()));
+    // cuDNN's running statistics at factor 1 are the batch mean and unbiased variance
+    // (factor 1 still reads the old values, times 0: they are cleared so no NaN leaks in).
+    float* batch_mean = batch_stats_.data<float>();
+    float* unbiased_var = batch_mean + channels_;
+    OT_CUDA_CHECK(cudaMemsetAsync(batch_mean, 0, batch_stats_.nbytes(), dc.compute));
+    OT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+        dc.cudnn, CUDNN_BATCHNORM_SPATIAL, One(), Zero(), x_.get(), x.raw(), x_.get(), ctx.Output(0).raw(), param_.get(),
+        scale, bias, 1.0, batch_mean, unbiased_var, epsilon_, mean, inv_std_.raw()));
     auto out = [&](int i) { return ctx.HasOutput(i) ? ctx.Output(i).data<float>() : nullptr; };
-    OT_CUDA_CHECK(BatchNormFinishStats(dc.compute, channels_, epsilon_, momentum_, mean, inv_std_.data<float>(),
+    OT_CUDA_CHECK(BatchNormFinishStats(dc.compute, channels_, count_, unbiased_running_, momentum_, mean, unbiased_var,
                                        ctx.Input(3).data<float>(), ctx.Input(4).data<float>(), out(1), out(2), out(4)));
   }
 
  private:
-  bool training_ = false, empty_ = false;
+  bool training_ = false, empty_ = false, unbiased_running_ = false;
   float momentum_ = 0.9f, epsilon_ = 1e-5f;
   int64_t channels_ = 0;
+  double count_ = 0;  // values per channel in the batch
   TensorDesc x_, param_;
   Tensor inv_std_, mean_scratch_;  // device scratch, one value per channel
+  Tensor batch_stats_;             // cuDNN's batch mean and unbiased variance (2 x C)
 };
 
 // BatchNormalizationGrad(dY, X, scale, saved_mean, saved_var) -> dX, dScale, dBias;

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "runtime/cuda/math_device.h"
+#include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::math {
 namespace {
@@ -128,6 +129,7 @@ void RunBinary(const void* a, const void* b, void* out, int64_t n, const Broadca
                cudaStream_t stream) {
   BinaryKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const A*>(a), static_cast<const B*>(b),
                                                   static_cast<Out*>(out), n, ix, fn);
+  OT_CUDA_CHECK_LAUNCH("BinaryKernel");
 }
 
 template <typename T>
@@ -309,15 +311,20 @@ bool LaunchBroadcastCopy(DType type, const void* x, void* out, int64_t n, const 
                          cudaStream_t stream) {
   return DispatchComparable(type, [&](auto tag) {
     using T = decltype(tag);
-    if (n > 0)
+    if (n > 0) {
       BroadcastCopyKernel<T><<<Blocks(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(out), n, ix);
+      OT_CUDA_CHECK_LAUNCH("BroadcastCopyKernel");
+    }
   });
 }
 
 bool LaunchDivideBy(DType type, void* data, int64_t n, int64_t divisor, cudaStream_t stream) {
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    if (n > 0) DivideByKernel<T><<<Blocks(n), kThreads, 0, stream>>>(static_cast<T*>(data), n, static_cast<T>(divisor));
+    if (n > 0) {
+      DivideByKernel<T><<<Blocks(n), kThreads, 0, stream>>>(static_cast<T*>(data), n, static_cast<T>(divisor));
+      OT_CUDA_CHECK_LAUNCH("DivideByKernel");
+    }
   };
   if (type == DType::kFloat32) run(float{});
   else if (type == DType::kFloat64) run(double{});
@@ -328,8 +335,10 @@ bool LaunchDivideBy(DType type, void* data, int64_t n, int64_t divisor, cudaStre
 bool LaunchUnary(UnaryOp op, DType type, const void* x, void* y, int64_t n, float alpha, cudaStream_t stream) {
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    if (n > 0)
+    if (n > 0) {
       UnaryKernel<T><<<Blocks(n), kThreads, 0, stream>>>(op, static_cast<const T*>(x), static_cast<T*>(y), n, alpha);
+      OT_CUDA_CHECK_LAUNCH("UnaryKernel");
+    }
   };
   switch (type) {
     case DType::kFloat32: run(float{}); return true;
@@ -347,10 +356,12 @@ bool LaunchClip(DType type, const void* x, void* y, int64_t n, const void* lo_pt
     using T = decltype(tag);
     const T lo = lo_attr ? static_cast<T>(*lo_attr) : std::numeric_limits<T>::lowest();
     const T hi = hi_attr ? static_cast<T>(*hi_attr) : std::numeric_limits<T>::max();
-    if (n > 0)
+    if (n > 0) {
       ClipKernel<T><<<Blocks(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n,
                                                         static_cast<const T*>(lo_ptr), static_cast<const T*>(hi_ptr),
                                                         lo, hi);
+      OT_CUDA_CHECK_LAUNCH("ClipKernel");
+    }
   });
 }
 
@@ -366,9 +377,11 @@ bool LaunchCast(DType from, DType to, const void* x, void* y, int64_t n, cudaStr
         lowest = std::numeric_limits<D>::lowest();
         highest = std::numeric_limits<D>::max();
       }
-      if (n > 0)
+      if (n > 0) {
         CastKernel<S, D><<<Blocks(n), kThreads, 0, stream>>>(static_cast<const typename CastElem<S>::Storage*>(x),
                                                              static_cast<DS*>(y), n, lowest, highest);
+        OT_CUDA_CHECK_LAUNCH("CastKernel");
+      }
     });
   });
   return ok;
@@ -378,9 +391,11 @@ bool LaunchWhere(size_t elem_size, const uint8_t* cond, const void* x, const voi
                  const BroadcastIndexer& ix, cudaStream_t stream) {
   auto run = [&](auto tag) {
     using E = decltype(tag);
-    if (n > 0)
+    if (n > 0) {
       WhereKernel<E><<<Blocks(n), kThreads, 0, stream>>>(cond, static_cast<const E*>(x), static_cast<const E*>(y),
                                                          static_cast<E*>(out), n, ix);
+      OT_CUDA_CHECK_LAUNCH("WhereKernel");
+    }
   };
   switch (elem_size) {
     case 1: run(uint8_t{}); return true;
@@ -392,12 +407,18 @@ bool LaunchWhere(size_t elem_size, const uint8_t* cond, const void* x, const voi
 }
 
 void LaunchLeakyReluGrad(const float* dy, const float* x, float* dx, int64_t n, float alpha, cudaStream_t stream) {
-  if (n > 0) LeakyReluGradKernel<<<Blocks(n), kThreads, 0, stream>>>(dy, x, dx, n, alpha);
+  if (n > 0) {
+    LeakyReluGradKernel<<<Blocks(n), kThreads, 0, stream>>>(dy, x, dx, n, alpha);
+    OT_CUDA_CHECK_LAUNCH("LeakyReluGradKernel");
+  }
 }
 
 void LaunchBroadcastScale(const float* g, float* out, int64_t n, const BroadcastIndexer& ix, float scale,
                           cudaStream_t stream) {
-  if (n > 0) BroadcastScaleKernel<<<Blocks(n), kThreads, 0, stream>>>(g, out, n, ix, scale);
+  if (n > 0) {
+    BroadcastScaleKernel<<<Blocks(n), kThreads, 0, stream>>>(g, out, n, ix, scale);
+    OT_CUDA_CHECK_LAUNCH("BroadcastScaleKernel");
+  }
 }
 
 bool LaunchDropout(DType type, const void* x, void* y, uint8_t* mask, int64_t n, const void* ratio_ptr,
@@ -407,10 +428,12 @@ bool LaunchDropout(DType type, const void* x, void* y, uint8_t* mask, int64_t n,
   const bool ratio_is_double = ratio_type == DType::kFloat64;
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    if (n > 0)
+    if (n > 0) {
       DropoutKernel<T><<<Blocks((n + 3) / 4), kThreads, 0, stream>>>(
           static_cast<const T*>(x), static_cast<T*>(y), mask, n, ratio_ptr, ratio_is_double, ratio, training_ptr,
           static_cast<unsigned long long>(seed), error_flag);
+      OT_CUDA_CHECK_LAUNCH("DropoutKernel");
+    }
   };
   if (type == DType::kFloat32) run(float{});
   else if (type == DType::kFloat64) run(double{});
@@ -420,7 +443,10 @@ bool LaunchDropout(DType type, const void* x, void* y, uint8_t* mask, int64_t n,
 
 void LaunchDropoutGrad(const float* dy, const uint8_t* mask, float* dx, int64_t n, const float* ratio_ptr, float ratio,
                        cudaStream_t stream) {
-  if (n > 0) DropoutGradKernel<<<Blocks(n), kThreads, 0, stream>>>(dy, mask, dx, n, ratio_ptr, ratio);
+  if (n > 0) {
+    DropoutGradKernel<<<Blocks(n), kThreads, 0, stream>>>(dy, mask, dx, n, ratio_ptr, ratio);
+    OT_CUDA_CHECK_LAUNCH("DropoutGradKernel");
+  }
 }
 
 bool LaunchFillOnes(DType type, void* data, int64_t n, cudaStream_t stream) {
@@ -428,12 +454,15 @@ bool LaunchFillOnes(DType type, void* data, int64_t n, cudaStream_t stream) {
   switch (type) {
     case DType::kBool:
       FillKernel<uint8_t><<<Blocks(n), kThreads, 0, stream>>>(static_cast<uint8_t*>(data), n, 1);
+      OT_CUDA_CHECK_LAUNCH("FillKernel");
       return true;
     case DType::kFloat32:
       FillKernel<float><<<Blocks(n), kThreads, 0, stream>>>(static_cast<float*>(data), n, 1.f);
+      OT_CUDA_CHECK_LAUNCH("FillKernel");
       return true;
     case DType::kFloat64:
       FillKernel<double><<<Blocks(n), kThreads, 0, stream>>>(static_cast<double*>(data), n, 1.0);
+      OT_CUDA_CHECK_LAUNCH("FillKernel");
       return true;
     default: return false;
   }

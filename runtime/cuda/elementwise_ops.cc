@@ -64,8 +64,12 @@ class BroadcastBinaryKernel final : public OpKernel {
     if (integer_div) flag_.Init(device_.index);
   }
 
-  void Compute(KernelContext& ctx) override {
+  void CheckDeviceErrors() const override {
     if (flag_.Poll()) Fail("integer division by zero (detected on the GPU in an earlier run)");
+  }
+
+  void Compute(KernelContext& ctx) override {
+    CheckDeviceErrors();
     const int n = ctx.NumInputs();
     const int64_t count = NumElements(out_shape_);
     Tensor& out = ctx.Output(0);
@@ -317,8 +321,12 @@ class DropoutKernel final : public OpKernel {
     }
   }
 
-  void Compute(KernelContext& ctx) override {
+  void CheckDeviceErrors() const override {
     if (flag_.Poll()) Fail("ratio is outside [0, 1) in training mode (detected on the GPU in an earlier run)");
+  }
+
+  void Compute(KernelContext& ctx) override {
+    CheckDeviceErrors();
     const Tensor& x = ctx.Input(0);
     Tensor& y = ctx.Output(0);
     cudaStream_t stream = math::ComputeStream(device_.index);

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "runtime/cuda/math_device.h"
+#include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::math {
 namespace {
@@ -114,12 +115,16 @@ bool LaunchClassificationLoss(const LossParams& p, DType type, const void* score
     using T = decltype(type_tag);
     using Label = decltype(label_tag);
     const int64_t positions = p.n * p.d;
-    if (positions > 0)
+    if (positions > 0) {
       LossPositionKernel<T, Label><<<Blocks(positions), kThreads, 0, stream>>>(
           p, static_cast<const T*>(scores), static_cast<const Label*>(labels), static_cast<const T*>(weight),
           static_cast<T*>(loss), static_cast<T*>(log_prob), scratch, error_flag);
-    if (p.reduce)
+      OT_CUDA_CHECK_LAUNCH("LossPositionKernel");
+    }
+    if (p.reduce) {
       LossReduceKernel<T><<<1, kReduceThreads, 0, stream>>>(scratch, positions, p.mean, static_cast<T*>(loss));
+      OT_CUDA_CHECK_LAUNCH("LossReduceKernel");
+    }
   };
   auto with_labels = [&](auto type_tag) {
     if (int64_labels) run(type_tag, int64_t{});
@@ -138,9 +143,12 @@ void LaunchClassificationLossGrad(const LossParams& p, const float* dy, const fl
     using Label = decltype(label_tag);
     const Label* l = static_cast<const Label*>(labels);
     WeightSumKernel<Label><<<1, kReduceThreads, 0, stream>>>(p, l, weight, scratch, error_flag);
+    OT_CUDA_CHECK_LAUNCH("WeightSumKernel");
     const int64_t total = p.n * p.c * p.d;
-    if (total > 0)
+    if (total > 0) {
       LossGradKernel<Label><<<Blocks(total), kThreads, 0, stream>>>(p, dy, log_prob, l, weight, dx, scratch);
+      OT_CUDA_CHECK_LAUNCH("LossGradKernel");
+    }
   };
   if (int64_labels) run(int64_t{});
   else run(int32_t{});
@@ -148,24 +156,36 @@ void LaunchClassificationLossGrad(const LossParams& p, const float* dy, const fl
 
 void LaunchMomentum(const MomentumParams& p, const float* lr, const int64_t* step, const float* x, const float* g,
                     const float* v, float* x_new, float* v_new, int64_t n, cudaStream_t stream) {
-  if (n > 0) MomentumKernel<<<Blocks(n), kThreads, 0, stream>>>(p, lr, step, x, g, v, x_new, v_new, n);
+  if (n > 0) {
+    MomentumKernel<<<Blocks(n), kThreads, 0, stream>>>(p, lr, step, x, g, v, x_new, v_new, n);
+    OT_CUDA_CHECK_LAUNCH("MomentumKernel");
+  }
 }
 
 void LaunchAdagrad(const AdagradParams& p, const float* lr, const int64_t* step, const float* x, const float* g,
                    const float* h, float* x_new, float* h_new, int64_t n, cudaStream_t stream) {
-  if (n > 0) AdagradKernel<<<Blocks(n), kThreads, 0, stream>>>(p, lr, step, x, g, h, x_new, h_new, n);
+  if (n > 0) {
+    AdagradKernel<<<Blocks(n), kThreads, 0, stream>>>(p, lr, step, x, g, h, x_new, h_new, n);
+    OT_CUDA_CHECK_LAUNCH("AdagradKernel");
+  }
 }
 
 void LaunchAdam(const AdamParams& p, const float* lr, const int64_t* step, const float* x, const float* g,
                 const float* v, const float* h, float* x_new, float* v_new, float* h_new, int64_t n,
                 cudaStream_t stream) {
-  if (n > 0) AdamKernel<<<Blocks(n), kThreads, 0, stream>>>(p, lr, step, x, g, v, h, x_new, v_new, h_new, n);
+  if (n > 0) {
+    AdamKernel<<<Blocks(n), kThreads, 0, stream>>>(p, lr, step, x, g, v, h, x_new, v_new, h_new, n);
+    OT_CUDA_CHECK_LAUNCH("AdamKernel");
+  }
 }
 
 void LaunchAdamW(const ::ot::AdamWParams& p, const float* lr, const int64_t* step, const float* x, const float* g,
                  const float* m, const float* v, float* x_new, float* m_new, float* v_new, int64_t n,
                  cudaStream_t stream) {
-  if (n > 0) AdamWKernel<<<Blocks(n), kThreads, 0, stream>>>(p, lr, step, x, g, m, v, x_new, m_new, v_new, n);
+  if (n > 0) {
+    AdamWKernel<<<Blocks(n), kThreads, 0, stream>>>(p, lr, step, x, g, m, v, x_new, m_new, v_new, n);
+    OT_CUDA_CHECK_LAUNCH("AdamWKernel");
+  }
 }
 
 }  // namespace ot::cuda::math

@@ -64,8 +64,12 @@ class ClassificationLossKernel final : public OpKernel {
     if (softmax_) ctx.SetOutput(1, t, scores.shape());
   }
 
-  void Compute(KernelContext& ctx) override {
+  void CheckDeviceErrors() const override {
     if (long long bad = flag_.Poll()) Fail(BadLabelMessage(bad, params_));
+  }
+
+  void Compute(KernelContext& ctx) override {
+    CheckDeviceErrors();
     const Tensor* weight = ctx.OptionalInput(2);
     cudaStream_t stream = math::ComputeStream(device_.index);
     math::LaunchClassificationLoss(params_, ctx.Input(0).dtype(), ctx.Input(0).raw(), ctx.Input(1).raw(),
@@ -102,8 +106,12 @@ class LossGradKernel final : public OpKernel {
     ctx.SetOutput(0, DType::kFloat32, x.shape());
   }
 
-  void Compute(KernelContext& ctx) override {
+  void CheckDeviceErrors() const override {
     if (long long bad = flag_.Poll()) Fail(BadLabelMessage(bad, params_));
+  }
+
+  void Compute(KernelContext& ctx) override {
+    CheckDeviceErrors();
     const Tensor* w = ctx.OptionalInput(3);
     cudaStream_t stream = math::ComputeStream(device_.index);
     math::LaunchClassificationLossGrad(

@@ -169,7 +169,8 @@ void CheckLaunch(const char* what);
 // what has arrived there. So an error surfaces at the latest one run after it happened
 // (the kernels never read out of bounds meanwhile). Nothing here waits or allocates in
 // Compute, so a plan with these kernels can still be captured into a CUDA graph; graph
-// replays keep copying the flag but report it only when the node's Compute runs again.
+// replays keep copying the flag, and the executor asks each kernel's
+// OpKernel::CheckDeviceErrors (which polls it) around every replay.
 class DeviceErrorFlag {
  public:
   DeviceErrorFlag() = default;

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "runtime/cuda/math_device.h"
+#include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::math {
 namespace {
@@ -104,12 +105,15 @@ bool LaunchReduce(ReduceOp op, DType type, const void* x, void* y, int64_t out_n
     if (out_numel == 0) return;
     const T* in = static_cast<const T*>(x);
     T* out = static_cast<T*>(y);
-    if (reduced_count < kThreadPerOutputBelow)
+    if (reduced_count < kThreadPerOutputBelow) {
       ReduceThreadKernel<T><<<GridBlocks(out_numel, kBlock), kBlock, 0, stream>>>(op, in, out, out_numel, reduced_count,
                                                                               ix, id);
-    else
+      OT_CUDA_CHECK_LAUNCH("ReduceThreadKernel");
+    } else {
       ReduceBlockKernel<T><<<GridBlocks(out_numel, 1), kBlock, 0, stream>>>(op, in, out, out_numel, reduced_count, ix,
                                                                          id);
+      OT_CUDA_CHECK_LAUNCH("ReduceBlockKernel");
+    }
   });
 }
 
@@ -117,10 +121,12 @@ bool LaunchArgExtreme(bool is_max, bool select_last, DType type, const void* x, 
                       int64_t axis, int64_t inner, cudaStream_t stream) {
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    if (outer * inner > 0)
+    if (outer * inner > 0) {
       ArgExtremeKernel<T><<<GridBlocks(outer * inner, kBlock), kBlock, 0, stream>>>(is_max, select_last,
                                                                                  static_cast<const T*>(x), y, outer,
                                                                                  axis, inner);
+      OT_CUDA_CHECK_LAUNCH("ArgExtremeKernel");
+    }
   };
   switch (type) {
     case DType::kFloat32: run(float{}); return true;

@@ -19,6 +19,7 @@
 #include "runtime/ops/kernel_util.h"
 #include "runtime/cuda/copy_kernels.h"
 #include "runtime/cuda/cuda_common.h"
+#include "runtime/cuda/math_kernels.h"
 #include "runtime/ops/op_shapes.h"
 
 namespace ot::cuda {
@@ -291,11 +292,18 @@ class ConcatGradKernel final : public CudaKernel {
 };
 
 // ---------------------------------------------------------------------------------------
-// The device kernels turn indices outside [-dim, dim) into zeros; the run that makes the
-// plan checks them on the host so that a wrong model fails as it does on the CPU.
+// Indices outside [-dim, dim): the run that makes the plan checks them on the host, so a
+// wrong model fails there as it does on the CPU (naming the index); on every later run
+// the device kernels write zeros for them and set a device flag that the next Compute
+// (or the executor, around a CUDA graph replay) turns into the same kind of error.
 void CheckIndicesOnHost(const Tensor& indices, int64_t dim, const Node& node) {
-  if (indices.numel() > (1 << 20)) return;
   for (int64_t raw : indices.ToHost().AsInt64s()) CheckedIndex(raw, dim, node);
+}
+
+std::string BadIndexMessage(long long flag, int64_t dim) {
+  return "an index at flat position " + std::to_string(flag - 1) + " of the indices was out of range for dimension of "
+         "size " + std::to_string(dim) + " (found on the GPU in an earlier run of this node, whose output took zeros "
+         "there); check the data, e.g. token ids against the vocabulary size";
 }
 
 class GatherKernel final : public CudaKernel {
@@ -307,21 +315,30 @@ class GatherKernel final : public CudaKernel {
     const Tensor& indices = ctx.Input(1);
     esize_ = CheckedElementSize(data, node_);
     const Shape out = GatherOutputShape(node_, data, indices, &axis_);
-    CheckIndicesOnHost(indices, data.dim(static_cast<int>(axis_)), node_);
+    dim_ = data.dim(static_cast<int>(axis_));
+    CheckIndicesOnHost(indices, dim_, node_);
+    flag_.Init(device_.index);
     ctx.SetOutput(0, data.dtype(), out);
   }
 
+  void CheckDeviceErrors() const override {
+    if (long long bad = flag_.Poll()) Fail(BadIndexMessage(bad, dim_));
+  }
+
   void Compute(KernelContext& ctx) override {
+    CheckDeviceErrors();
     const Tensor& data = ctx.Input(0);
     const Tensor& indices = ctx.Input(1);
     const AxisSplit ds = SplitAround(data.shape(), axis_, esize_);
-    Gather(data.raw(), indices.raw(), indices.dtype() == DType::kInt64, ds.outer, data.dim(static_cast<int>(axis_)),
-           indices.numel(), ds.inner_bytes / static_cast<int64_t>(esize_), esize_, ctx.Output(0).raw(), stream_);
+    Gather(data.raw(), indices.raw(), indices.dtype() == DType::kInt64, ds.outer, dim_, indices.numel(),
+           ds.inner_bytes / static_cast<int64_t>(esize_), esize_, ctx.Output(0).raw(), flag_.device_ptr(), stream_);
+    flag_.Publish(stream_);
   }
 
  private:
   size_t esize_ = 0;
-  int64_t axis_ = 0;
+  int64_t axis_ = 0, dim_ = 0;
+  math::DeviceErrorFlag flag_;  // an index out of range
 };
 
 class GatherElementsKernel final : public CudaKernel {
@@ -333,23 +350,32 @@ class GatherElementsKernel final : public CudaKernel {
     const Tensor& indices = ctx.Input(1);
     esize_ = CheckedElementSize(data, node_);
     axis_ = GatherElementsAxis(node_, data, indices);
-    CheckIndicesOnHost(indices, data.dim(static_cast<int>(axis_)), node_);
+    dim_ = data.dim(static_cast<int>(axis_));
+    CheckIndicesOnHost(indices, dim_, node_);
+    flag_.Init(device_.index);
     ctx.SetOutput(0, data.dtype(), indices.shape());
   }
 
+  void CheckDeviceErrors() const override {
+    if (long long bad = flag_.Poll()) Fail(BadIndexMessage(bad, dim_));
+  }
+
   void Compute(KernelContext& ctx) override {
+    CheckDeviceErrors();
     const Tensor& data = ctx.Input(0);
     const Tensor& indices = ctx.Input(1);
     std::vector<int64_t> strides = RowMajorStrides(data.shape());
     const int64_t axis_stride = strides[static_cast<size_t>(axis_)];
     strides[static_cast<size_t>(axis_)] = 0;  // the index supplies this coordinate
     GatherElements(data.raw(), indices.raw(), indices.dtype() == DType::kInt64, indices.shape(), strides, axis_stride,
-                   data.dim(static_cast<int>(axis_)), esize_, ctx.Output(0).raw(), stream_);
+                   dim_, esize_, ctx.Output(0).raw(), flag_.device_ptr(), stream_);
+    flag_.Publish(stream_);
   }
 
  private:
   size_t esize_ = 0;
-  int64_t axis_ = 0;
+  int64_t axis_ = 0, dim_ = 0;
+  math::DeviceErrorFlag flag_;  // an index out of range
 };
 
 // ---------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@
 
 #include "graph/op_domains.h"
 
+#include "runtime/ops/batchnorm_math.h"
 #include "runtime/cpu/norm/channel_statistics.h"
 #include "runtime/cpu/layout/dnnl_layout.h"
 #include "runtime/cpu/norm/sync_batchnorm.h"
@@ -167,7 +168,7 @@ class BatchNormKernel final : public OpKernel {
     float* out = ctx.Output(output).data<float>();
     const int64_t n = ctx.Output(output).numel();
     for (int64_t c = 0; c < n; ++c)
-      out[c] = running[c] * momentum_ + static_cast<float>(batch[c] * factor) * (1.f - momentum_);
+      out[c] = RunningStat(running[c], static_cast<float>(batch[c] * factor), momentum_);
   }
 
   bool training_ = false;
