@@ -112,7 +112,9 @@ TEST_F(CudaFindings, ConvolutionWorkspaceStaysUnderTheLimit) {
     EXPECT_EQ(testing::CompareTensors(expected, got, 1e-4, 1e-4), "");
     const std::string notes = gpu.PlanNotes();
     std::cout << notes;
-    if (limit == 1) EXPECT_NE(notes.find("workspace 0 bytes"), std::string::npos) << notes;
+    if (limit == 1) {
+      EXPECT_NE(notes.find("workspace 0 bytes"), std::string::npos) << notes;
+    }
   }
   // ConvGrad(dY, X, W) -> dX, dW, dB under the same cap.
   const std::vector<HostTensor> grad_in = {Random({16, 64, 28, 28}, 3), fwd_in[0], fwd_in[1]};
