@@ -32,7 +32,7 @@ cuda_version=$("$NVCC" --version | sed -n 's/.*release \([0-9][0-9.]*\).*/\1/p' 
 
 if [ -n "${BUILD_DIR:-}" ]; then
   BUILD=$BUILD_DIR
-elif grep -q '^ONNXTRAIN_CUDA:BOOL=ON' "$ROOT/build/CMakeCache.txt" 2>/dev/null; then
+elif grep -q '^ONNXTRAIN_CUDA:[A-Z]*=ON' "$ROOT/build/CMakeCache.txt" 2>/dev/null; then
   BUILD=$ROOT/build
 else
   BUILD=$ROOT/build-gpu
@@ -40,7 +40,7 @@ else
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DONNXTRAIN_CUDA=ON -DONNXTRAIN_BENCHMARKS=OFF \
     ${ONNXTRAIN_ONNX_ROOT:+-DONNXTRAIN_ONNX_ROOT=$ONNXTRAIN_ONNX_ROOT} >/dev/null
 fi
-grep -q '^ONNXTRAIN_CUDA:BOOL=ON' "$BUILD/CMakeCache.txt" || die "$BUILD is not configured with -DONNXTRAIN_CUDA=ON"
+grep -q '^ONNXTRAIN_CUDA:[A-Z]*=ON' "$BUILD/CMakeCache.txt" || die "$BUILD is not configured with -DONNXTRAIN_CUDA=ON"
 echo "gpu-bundle: building ${PROGRAMS[*]} in $BUILD"
 cmake --build "$BUILD" -j"$JOBS" --target "${PROGRAMS[@]}" onnxtrain_cuda onnxtrain_nccl >/dev/null
 

@@ -67,11 +67,15 @@ run() {
   timeout --kill-after=5 "$secs" "$@" >"$LOGS/$name.log" 2>&1
   local rc=$?
   if [ $rc -eq 0 ]; then
-    say "[$name] passed in $(($(date +%s) - t0))s"
+    # A GPU test that skips on a GPU host did not check anything: say so.
+    local skipped note=""
+    skipped=$(grep -c ': Skipped$' "$LOGS/$name.log")
+    [ "$skipped" -gt 0 ] && note=", $skipped test(s) SKIPPED: $(grep -A1 ': Skipped$' "$LOGS/$name.log" | sed -n 2p)"
+    say "[$name] passed in $(($(date +%s) - t0))s$note"
   else
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then say "[$name] TIMED OUT after ${secs}s"; else say "[$name] FAILED (exit $rc)"; fi
-    grep -E '^\[  FAILED  \]|Failure|error' "$LOGS/$name.log" | head -n 8 | sed 's/^/  /' | tee -a "$SUMMARY"
-    tail -n 5 "$LOGS/$name.log" | sed 's/^/  /' | tee -a "$SUMMARY"
+    { grep -E '^\[  FAILED  \]|Failure|error' "$LOGS/$name.log" | head -n 8; tail -n 5 "$LOGS/$name.log"; } |
+      awk '!seen[$0]++' | sed 's/^/  /' | tee -a "$SUMMARY"
     FAILED+=("$name")
   fi
   return $rc
