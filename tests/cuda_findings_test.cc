@@ -193,7 +193,11 @@ TEST_F(CudaFindings, FreedBlockWaitsForTheOtherStream) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
   std::atomic<bool> release{false};
   constexpr size_t kBytes = 3u << 20;
+  // A cached block of the size for the allocation below, so that it needs no cudaMalloc
+  // (which might wait for the device, and the side stream waits for this thread).
+  void* spare = backend.Allocate(kBytes, 0);
   void* used = backend.Allocate(kBytes, 0);
+  backend.Free(spare, 0);
   // The side stream is busy (as NCCL would be, writing the block) until `release`.
   ASSERT_EQ(cudaLaunchHostFunc(
                 side,
