@@ -32,6 +32,7 @@ PEAK_FP32=${PEAK_FP32_TFLOPS:-67.0}   # H100/H200 SXM datasheet, TFLOP/s
 PEAK_TF32=${PEAK_TF32_TFLOPS:-494.7}  # dense
 PY=${PYTHON:-python3}
 FAILED=()
+RAN=0
 START=$(date +%s)
 mkdir -p "$OUT" "$LOGS"
 SUMMARY=$OUT/summary.txt
@@ -45,7 +46,7 @@ finish() {  # finish EXIT_CODE: logs to $OUT, final line
     say "FAILED steps: ${FAILED[*]} (done in $(elapsed)s; logs in $OUT/logs.tar.gz)"
     exit 1
   fi
-  say "done in $(elapsed)s; all steps passed"
+  if [ "$RAN" -eq 0 ]; then say "done in $(elapsed)s; no step ran"; else say "done in $(elapsed)s; all $RAN steps passed"; fi
   exit "$1"
 }
 
@@ -62,6 +63,7 @@ run() {
   fi
   [ "$secs" -gt "$left" ] && secs=$left
   echo "gpu-check: [$name] limit ${secs}s, at $(elapsed)s"
+  RAN=$((RAN + 1))
   local t0
   t0=$(date +%s)
   timeout --kill-after=5 "$secs" "$@" >"$LOGS/$name.log" 2>&1
