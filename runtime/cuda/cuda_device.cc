@@ -161,6 +161,7 @@ void* TryWorkspace(int device, size_t bytes) {
       WorkspaceBuf& w = g_workspaces[device];
       if (w.bytes >= bytes) return w.ptr;
       RefuseWhileCapturing("growing the workspace");
+      const size_t old_bytes = w.bytes;
       if (w.ptr) {
         OT_CUDA_CHECK(cudaStreamSynchronize(ctx.compute));
         OT_CUDA_CHECK(cudaFree(w.ptr));
@@ -175,6 +176,10 @@ void* TryWorkspace(int device, size_t bytes) {
       w = {};
       cudaGetLastError();  // an allocation failure is not sticky; clear it for the next call
       if (st != cudaErrorMemoryAllocation) ThrowCudaError(st, "cudaMalloc(workspace)", __FILE__, __LINE__);
+      // Keep what the kernels prepared so far were promised (the old size was just freed).
+      if (old_bytes && cudaMalloc(&w.ptr, old_bytes) == cudaSuccess) w.bytes = old_bytes;
+      else w = {};
+      cudaGetLastError();
     }
     // The caching allocator's free blocks may be what is missing: give them back, try once more.
     if (attempt == 0) BackendFor(DeviceType::kCUDA).ReleaseCached(device);
