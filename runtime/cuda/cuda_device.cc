@@ -153,6 +153,9 @@ void MemoryInfo(int device, size_t* free_bytes, size_t* total_bytes) {
   OT_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
 }
 
+// The caching allocator's free blocks of `device` back to the driver (defined below).
+void ReleaseCachedBlocks(int device);
+
 void* TryWorkspace(int device, size_t bytes) {
   DeviceContext& ctx = Context(device);
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -182,7 +185,7 @@ void* TryWorkspace(int device, size_t bytes) {
       cudaGetLastError();
     }
     // The caching allocator's free blocks may be what is missing: give them back, try once more.
-    if (attempt == 0) BackendFor(DeviceType::kCUDA).ReleaseCached(device);
+    if (attempt == 0) ReleaseCachedBlocks(device);
   }
   return nullptr;
 }
@@ -250,7 +253,7 @@ namespace {
 // compute stream; a block that RecordStream says another stream uses (NCCL's staging
 // buffers on the communication stream) is held back at Free until an event recorded on
 // that stream has passed. Memory returns to the driver when an allocation fails (then the
-// cache is emptied and the call retried) and when a plan makes its arena (ReleaseCached).
+// cache is emptied and the call retried), also for a workspace (TryWorkspace).
 // StreamGraph behind the device-neutral StepGraph interface.
 class CudaStepGraph final : public StepGraph {
  public:
@@ -301,7 +304,7 @@ class CudaBackend final : public DeviceBackend {
     cudaError_t st = cudaMalloc(&p, rounded);
     if (st == cudaErrorMemoryAllocation) {
       cudaGetLastError();
-      ReleaseCached(device);
+      ReleaseCachedBlocks(device);
       st = cudaMalloc(&p, rounded);
     }
     if (st != cudaSuccess) {
@@ -371,7 +374,9 @@ class CudaBackend final : public DeviceBackend {
     OT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, ctx.compute));
   }
   void Synchronize(int device) override { OT_CUDA_CHECK(cudaStreamSynchronize(Context(device).compute)); }
-  void ReleaseCached(int device) override {
+  // Returns the free blocks to the driver (not an override of DeviceBackend::ReleaseCached:
+  // plans keep the cache as before; an allocation or a workspace that does not fit calls it).
+  void ReleaseCachedBlocks(int device) {
     OT_CUDA_CHECK(cudaStreamSynchronize(Context(device).compute));
     std::lock_guard<std::mutex> lock(mu_);
     CollectHeld(device);
@@ -421,12 +426,19 @@ class CudaBackend final : public DeviceBackend {
   std::map<int, std::vector<HeldBlock>> held_;            // freed, waiting for other streams
 };
 
+CudaBackend& TheBackend() {
+  static CudaBackend backend;
+  return backend;
+}
+
 struct Registrar {
   Registrar() {
-    static CudaBackend backend;
-    RegisterBackend(DeviceType::kCUDA, &backend);
+    RegisterBackend(DeviceType::kCUDA, &TheBackend());
   }
 } registrar;
 
 }  // namespace
+
+void ReleaseCachedBlocks(int device) { TheBackend().ReleaseCachedBlocks(device); }
+
 }  // namespace ot::cuda
