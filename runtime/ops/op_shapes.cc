@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "graph/error.h"
+#include "runtime/ops/index_math.h"
 
 namespace ot {
 namespace {
@@ -200,10 +201,10 @@ void RequireIndexType(const Tensor& indices, const Node& node) {
 }
 
 int64_t CheckedIndex(int64_t raw, int64_t dim, const Node& node) {
-  if (raw < -dim || raw >= dim)
+  if (!IndexInRange(raw, dim))
     throw Error(node.Describe() + ": index " + std::to_string(raw) + " is out of range for dimension of size " +
                 std::to_string(dim));
-  return raw < 0 ? raw + dim : raw;
+  return WrapIndex(raw, dim);
 }
 
 Shape GatherOutputShape(const Node& node, const Tensor& data, const Tensor& indices, int64_t* axis) {
