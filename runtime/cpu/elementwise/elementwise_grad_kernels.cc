@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "graph/op_domains.h"
+#include "runtime/ops/elementwise_math.h"
 #include "runtime/ops/activation_attrs.h"
 #include "runtime/cpu/layout/dnnl_layout.h"
 #include "runtime/cpu/strided_loop.h"
@@ -126,9 +127,8 @@ class PReluGradKernel final : public OpKernel {
                   [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
                     for (int64_t i = 0; i < n; ++i) {
                       const int64_t a = off[0] + i * st[0], b = off[1] + i * st[1];
-                      const bool neg = xs[a] < 0.f;
-                      if (dx) dx[a] = neg ? s[b] * dy[a] : dy[a];
-                      if (ds && neg) ds[b] += dy[a] * xs[a];
+                      if (dx) dx[a] = PReluInputGrad(dy[a], xs[a], s[b]);
+                      if (ds) ds[b] += PReluSlopeGradTerm(dy[a], xs[a]);
                     }
                   });
   }
