@@ -1,0 +1,154 @@
+// The CUDA kernels that complete the zoo's training graphs on the GPU (runtime/cuda/tensor/,
+// norm/, attention/, elementwise/ and RMSprop in loss_optimizer.cu) against the CPU runtime
+// as the oracle: each test runs one node on the CPU and on cuda:0 with the same inputs
+// (tests/cuda_node_case.h) and compares every output. The shared per-element formulas
+// (runtime/ops/*_math.h) are the CPU kernels' too, so the CPU tests check them without a
+// GPU; these tests check the launches, the indexing and the reductions around them. Every
+// test skips, with the reason, on a machine without a usable CUDA device.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "graph/op_domains.h"
+#include "tests/cuda_node_case.h"
+#include "tests/cuda_test_util.h"
+
+namespace ot {
+namespace {
+
+using namespace cuda_case;  // NOLINT: RandomTensor, NodeSpec, ExpectSameOnCuda
+
+HostTensor Int64s(const std::vector<int64_t>& v) { return HostTensor::FromVector(v, {static_cast<int64_t>(v.size())}); }
+HostTensor Scalar(float v) { return HostTensor::FromVector(std::vector<float>{v}, {}); }
+HostTensor ScalarInt64(int64_t v) { return HostTensor::FromVector(std::vector<int64_t>{v}, {}); }
+
+class CudaTrainingOps : public ::testing::Test {
+ protected:
+  void SetUp() override { OT_REQUIRE_GPU(); }
+};
+
+// ---- index gradients (runtime/cuda/tensor/index_grad.cu) ----
+TEST_F(CudaTrainingOps, SliceGradStepsAndNegativeAxes) {
+  // data [4, 6, 5]; slice axis 1 from 1 by 2 (3 positions), axis -1 from 4 down by -2 (3).
+  NodeSpec s{"SliceGrad", 17, [](Node& n) { n.SetInt("forward_opset", 13); }, {true}, kGradDomain};
+  ExpectSameOnCuda(s, {RandomTensor({4, 3, 3}, 1), Int64s({1, 4}), Int64s({6, -7}), Int64s({1, -1}), Int64s({2, -2}),
+                       Int64s({4, 6, 5})});
+}
+
+TEST_F(CudaTrainingOps, GatherGradAddsRepeatedAndNegativeIndices) {
+  // An embedding's gradient: rows 2 and -1 (= 4) appear twice each.
+  HostTensor idx = HostTensor::FromVector(std::vector<int64_t>{2, 0, -1, 2, 4, 1}, {2, 3});
+  NodeSpec s{"GatherGrad", 17, [](Node& n) { n.SetInt("axis", 0); }, {true}, kGradDomain};
+  ExpectSameOnCuda(s, {RandomTensor({2, 3, 7}, 2), Int64s({5, 7}), idx});
+  NodeSpec inner{"GatherGrad", 17, [](Node& n) { n.SetInt("axis", 1); }, {true}, kGradDomain};
+  ExpectSameOnCuda(inner, {RandomTensor({3, 4, 2}, 3), Int64s({3, 6, 2}),
+                           HostTensor::FromVector(std::vector<int32_t>{5, -6, 3, 5}, {4})});
+}
+
+TEST_F(CudaTrainingOps, ScatterNDReplacesSlices) {
+  HostTensor idx = HostTensor::FromVector(std::vector<int64_t>{0, 2, 1, -1, 2, 0}, {3, 2});
+  ExpectSameOnCuda(NodeSpec{"ScatterND", 16}, {RandomTensor({3, 4, 5}, 4), idx, RandomTensor({3, 5}, 5)});
+}
+
+// ---- row normalisations (runtime/cuda/norm/row_norm.cu) ----
+TEST_F(CudaTrainingOps, LayerNormalizationWithStatistics) {
+  NodeSpec s{"LayerNormalization", 17, [](Node& n) { n.SetInt("axis", -1); }, {true, true, true}};
+  ExpectSameOnCuda(s, {RandomTensor({3, 5, 300}, 6), RandomTensor({300}, 7), RandomTensor({300}, 8)});
+  // Two normalised axes, a Scale that broadcasts over the first of them, no B.
+  NodeSpec two{"LayerNormalization", 17, [](Node& n) { n.SetInt("axis", 1); n.SetFloat("epsilon", 1e-3f); }, {true}};
+  ExpectSameOnCuda(two, {RandomTensor({4, 3, 10}, 9), RandomTensor({1, 10}, 10)});
+}
+
+TEST_F(CudaTrainingOps, LayerNormalizationGrad) {
+  NodeSpec s{"LayerNormalizationGrad", 17, [](Node& n) { n.SetInt("axis", -1); }, {true, true, true}, kGradDomain};
+  ExpectSameOnCuda(s, {RandomTensor({6, 7, 48}, 11), RandomTensor({6, 7, 48}, 12), RandomTensor({48}, 13)}, 1e-4, 1e-4);
+  NodeSpec dx_only{"LayerNormalizationGrad", 17, [](Node& n) { n.SetInt("axis", 1); }, {true, false, false},
+                   kGradDomain};
+  ExpectSameOnCuda(dx_only, {RandomTensor({5, 2, 9}, 14), RandomTensor({5, 2, 9}, 15), RandomTensor({9}, 16)}, 1e-4,
+                   1e-4);
+}
+
+TEST_F(CudaTrainingOps, InstanceNormalizationAndGrad) {
+  ExpectSameOnCuda(NodeSpec{"InstanceNormalization", 17},
+                   {RandomTensor({2, 3, 50}, 17), RandomTensor({3}, 18), RandomTensor({3}, 19)});
+  NodeSpec grad{"InstanceNormalizationGrad", 17, [](Node&) {}, {true, true, true}, kGradDomain};
+  ExpectSameOnCuda(grad, {RandomTensor({3, 4, 6, 5}, 20), RandomTensor({3, 4, 6, 5}, 21), RandomTensor({4}, 22)}, 1e-4,
+                   1e-4);
+}
+
+// ---- attention (runtime/cuda/attention/) ----
+TEST_F(CudaTrainingOps, AttentionCausalGroupedQueryWithMask) {
+  // 4D: batch 2, 4 query heads over 2 key/value heads, 5 queries, 5 keys, head sizes 8 and 6.
+  NodeSpec s{"Attention", 23, [](Node& n) { n.SetInt("is_causal", 1); }};
+  ExpectSameOnCuda(s, {RandomTensor({2, 4, 5, 8}, 23), RandomTensor({2, 2, 5, 8}, 24), RandomTensor({2, 2, 5, 6}, 25),
+                       RandomTensor({5, 5}, 26)});
+}
+
+TEST_F(CudaTrainingOps, Attention3dWithSoftcap) {
+  NodeSpec s{"Attention", 23, [](Node& n) {
+               n.SetInt("q_num_heads", 2);
+               n.SetInt("kv_num_heads", 2);
+               n.SetFloat("softcap", 2.f);
+             }};
+  ExpectSameOnCuda(s, {RandomTensor({3, 4, 8}, 27), RandomTensor({3, 6, 8}, 28), RandomTensor({3, 6, 8}, 29)});
+}
+
+TEST_F(CudaTrainingOps, AttentionGradAllOutputs) {
+  NodeSpec s{"AttentionGrad", 23, [](Node& n) { n.SetInt("is_causal", 1); }, {true, true, true, true}, kGradDomain};
+  ExpectSameOnCuda(s, {RandomTensor({2, 4, 5, 6}, 30), RandomTensor({2, 4, 5, 8}, 31), RandomTensor({2, 2, 5, 8}, 32),
+                       RandomTensor({2, 2, 5, 6}, 33), RandomTensor({2, 1, 5, 5}, 34)},
+                   1e-4, 1e-4);
+  NodeSpec capped{"AttentionGrad", 23, [](Node& n) {
+                    n.SetInt("q_num_heads", 2);
+                    n.SetInt("kv_num_heads", 1);
+                    n.SetFloat("softcap", 3.f);
+                  },
+                  {true, true, true}, kGradDomain};
+  ExpectSameOnCuda(capped, {RandomTensor({2, 4, 16}, 35), RandomTensor({2, 4, 16}, 36), RandomTensor({2, 7, 8}, 37),
+                            RandomTensor({2, 7, 8}, 38)},
+                   1e-4, 1e-4);
+}
+
+// ---- elementwise (runtime/cuda/elementwise/shared_math.cu) ----
+TEST_F(CudaTrainingOps, PReluAndGradWithChannelSlope) {
+  ExpectSameOnCuda(NodeSpec{"PRelu", 16}, {RandomTensor({2, 3, 4, 4}, 39), RandomTensor({3, 1, 1}, 40)});
+  NodeSpec grad{"PReluGrad", 16, [](Node&) {}, {true, true}, kGradDomain};
+  ExpectSameOnCuda(grad, {RandomTensor({2, 3, 4, 4}, 41), RandomTensor({2, 3, 4, 4}, 42), RandomTensor({3, 1, 1}, 43)},
+                   1e-4, 1e-5);
+}
+
+TEST_F(CudaTrainingOps, ModNotAndRange) {
+  HostTensor a = HostTensor::FromVector(std::vector<int64_t>{7, -7, 7, -7, 0, 13}, {2, 3});
+  HostTensor b = HostTensor::FromVector(std::vector<int64_t>{3, 3, -3}, {3});
+  ExpectSameOnCuda(NodeSpec{"Mod", 13}, {a, b});
+  ExpectSameOnCuda(NodeSpec{"Mod", 13, [](Node& n) { n.SetInt("fmod", 1); }}, {a, b});
+  ExpectSameOnCuda(NodeSpec{"Mod", 13, [](Node& n) { n.SetInt("fmod", 1); }},
+                   {RandomTensor({4, 5}, 44, -5.f, 5.f), RandomTensor({5}, 45, 0.5f, 2.f)});
+  HostTensor flags = HostTensor::FromVector(std::vector<uint8_t>{1, 0, 0, 1, 1}, {5});
+  flags.dtype = DType::kBool;
+  ExpectSameOnCuda(NodeSpec{"Not", 13}, {flags});
+  ExpectSameOnCuda(NodeSpec{"Range", 13}, {ScalarInt64(-3), ScalarInt64(14), ScalarInt64(4)});
+  ExpectSameOnCuda(NodeSpec{"Range", 13}, {Scalar(1.5f), Scalar(-2.f), Scalar(-0.25f)});
+}
+
+// ---- RMSprop (loss_optimizer.cu on runtime/ops/optimizer_math.h) ----
+TEST_F(CudaTrainingOps, RmspropCenteredWithMomentumAndDecay) {
+  // One tensor: inputs R, T, X, G, S, A, B; outputs X', S', A', B'.
+  NodeSpec s{"RMSprop", 17, [](Node& n) {
+               n.SetFloat("alpha", 0.9f);
+               n.SetFloat("momentum", 0.8f);
+               n.SetFloat("weight_decay", 0.05f);
+               n.SetInt("centered", 1);
+             },
+             {true, true, true, true}, kGradDomain};
+  ExpectSameOnCuda(s, {Scalar(0.01f), ScalarInt64(3), RandomTensor({1000}, 46), RandomTensor({1000}, 47),
+                       RandomTensor({1000}, 48, 0.5f, 1.f), RandomTensor({1000}, 49, -0.1f, 0.1f),
+                       RandomTensor({1000}, 50)});
+  NodeSpec plain{"RMSprop", 17, [](Node&) {}, {true, true}, kGradDomain};
+  ExpectSameOnCuda(plain, {Scalar(0.01f), ScalarInt64(1), RandomTensor({77}, 51), RandomTensor({77}, 52),
+                           RandomTensor({77}, 53, 0.f, 1.f)});
+}
+
+}  // namespace
+}  // namespace ot
