@@ -132,6 +132,49 @@ TEST_F(CudaTrainingOps, ModNotAndRange) {
   ExpectSameOnCuda(NodeSpec{"Range", 13}, {Scalar(1.5f), Scalar(-2.f), Scalar(-0.25f)});
 }
 
+// ---- Resize (runtime/cuda/tensor/resize.cu) and ConvTranspose (runtime/cuda/conv/) ----
+TEST_F(CudaTrainingOps, ResizeLinearAndNearestWithGrad) {
+  const HostTensor scales = HostTensor::FromVector(std::vector<float>{1.f, 1.f, 2.f, 1.5f}, {4});
+  const HostTensor none;
+  for (const char* mode : {"linear", "nearest", "cubic"}) {
+    NodeSpec fwd{"Resize", 13, [mode](Node& n) { n.SetString("mode", mode); }};
+    ExpectSameOnCuda(fwd, {RandomTensor({2, 3, 5, 6}, 54), none, scales});
+    NodeSpec grad{"ResizeGrad", 13, [mode](Node& n) {
+                    n.SetString("mode", mode);
+                    n.SetString("forward_op", "Resize");
+                    n.SetInt("forward_opset", 13);
+                  },
+                  {true}, kGradDomain};
+    ExpectSameOnCuda(grad, {RandomTensor({2, 3, 10, 9}, 55), none, scales, none, Int64s({2, 3, 5, 6})}, 1e-4, 1e-5);
+  }
+}
+
+TEST_F(CudaTrainingOps, ConvTransposeStridedGroupedWithBias) {
+  NodeSpec plain{"ConvTranspose", 17, [](Node& n) { n.SetInts("strides", {2, 2}); }};
+  ExpectSameOnCuda(plain, {RandomTensor({2, 4, 5, 5}, 56), RandomTensor({4, 3, 2, 2}, 57), RandomTensor({3}, 58)});
+  NodeSpec grouped{"ConvTranspose", 17, [](Node& n) {
+                     n.SetInt("group", 2);
+                     n.SetInts("pads", {1, 1, 1, 1});
+                     n.SetInts("dilations", {1, 2});
+                   }};
+  ExpectSameOnCuda(grouped, {RandomTensor({1, 4, 6, 5}, 59), RandomTensor({4, 2, 3, 3}, 60), RandomTensor({4}, 61)});
+  NodeSpec one_d{"ConvTranspose", 17, [](Node& n) { n.SetInts("strides", {3}); }};
+  ExpectSameOnCuda(one_d, {RandomTensor({2, 3, 7}, 62), RandomTensor({3, 2, 4}, 63)});
+}
+
+TEST_F(CudaTrainingOps, ConvTransposeGradAllOutputs) {
+  NodeSpec s{"ConvTransposeGrad", 17, [](Node& n) { n.SetInts("strides", {2, 2}); }, {true, true, true}, kGradDomain};
+  ExpectSameOnCuda(s, {RandomTensor({2, 3, 10, 10}, 64), RandomTensor({2, 4, 5, 5}, 65), RandomTensor({4, 3, 2, 2}, 66)},
+                   1e-4, 1e-4);
+  NodeSpec grouped{"ConvTransposeGrad", 17, [](Node& n) {
+                     n.SetInt("group", 2);
+                     n.SetInts("pads", {1, 1, 1, 1});
+                   },
+                   {true, true, false}, kGradDomain};
+  ExpectSameOnCuda(grouped, {RandomTensor({1, 4, 6, 5}, 67), RandomTensor({1, 4, 6, 5}, 68), RandomTensor({4, 2, 3, 3}, 69)},
+                   1e-4, 1e-4);
+}
+
 // ---- RMSprop (loss_optimizer.cu on runtime/ops/optimizer_math.h) ----
 TEST_F(CudaTrainingOps, RmspropCenteredWithMomentumAndDecay) {
   // One tensor: inputs R, T, X, G, S, A, B; outputs X', S', A', B'.
