@@ -1,5 +1,5 @@
 // The CUDA kernels that complete the zoo's training graphs on the GPU (runtime/cuda/tensor/,
-// norm/, attention/, elementwise/ and RMSprop in loss_optimizer.cu) against the CPU runtime
+// norm/, attention/, elementwise/, conv/ and RMSprop in loss_optimizer.cu) against the CPU runtime
 // as the oracle: each test runs one node on the CPU and on cuda:0 with the same inputs
 // (tests/cuda_node_case.h) and compares every output. The shared per-element formulas
 // (runtime/ops/*_math.h) are the CPU kernels' too, so the CPU tests check them without a
@@ -173,6 +173,25 @@ TEST_F(CudaTrainingOps, ConvTransposeGradAllOutputs) {
                    {true, true, false}, kGradDomain};
   ExpectSameOnCuda(grouped, {RandomTensor({1, 4, 6, 5}, 67), RandomTensor({1, 4, 6, 5}, 68), RandomTensor({4, 2, 3, 3}, 69)},
                    1e-4, 1e-4);
+}
+
+// ---- synchronised batch normalization, one replica (runtime/cuda/norm/sync_batch_norm_ops.cc) ----
+TEST_F(CudaTrainingOps, SyncBatchNormTrainingAllOutputs) {
+  NodeSpec s{"SyncBatchNormTraining", 17, [](Node& n) {
+               n.SetFloat("momentum", 0.8f);
+               n.SetInt("unbiased_running_var", 1);
+             },
+             {true, true, true, true, true}, kGradDomain};
+  ExpectSameOnCuda(s, {RandomTensor({4, 3, 5, 6}, 70, -2.f, 3.f), RandomTensor({3}, 71), RandomTensor({3}, 72),
+                       RandomTensor({3}, 73), RandomTensor({3}, 74, 0.5f, 2.f)},
+                   1e-4, 1e-5);
+}
+
+TEST_F(CudaTrainingOps, SyncBatchNormalizationGrad) {
+  NodeSpec s{"SyncBatchNormalizationGrad", 17, [](Node&) {}, {true, true, true}, kGradDomain};
+  ExpectSameOnCuda(s, {RandomTensor({4, 3, 7}, 75), RandomTensor({4, 3, 7}, 76), RandomTensor({3}, 77),
+                       RandomTensor({3}, 78, -0.2f, 0.2f), RandomTensor({3}, 79, 0.5f, 1.5f)},
+                   1e-4, 1e-5);
 }
 
 // ---- RMSprop (loss_optimizer.cu on runtime/ops/optimizer_math.h) ----
