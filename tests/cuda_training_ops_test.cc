@@ -175,6 +175,19 @@ TEST_F(CudaTrainingOps, ConvTransposeGradAllOutputs) {
                    1e-4, 1e-4);
 }
 
+TEST_F(CudaTrainingOps, LrnGradOddAndEvenWindows) {
+  for (int64_t size : {3, 4}) {
+    NodeSpec s{"LRNGrad", 13, [size](Node& n) {
+                 n.SetInt("size", size);
+                 n.SetFloat("alpha", 0.02f);
+                 n.SetFloat("beta", 0.75f);
+                 n.SetFloat("bias", 2.f);
+               },
+               {true}, kGradDomain};
+    ExpectSameOnCuda(s, {RandomTensor({2, 7, 3, 4}, 80), RandomTensor({2, 7, 3, 4}, 81)}, 1e-4, 1e-6);
+  }
+}
+
 // ---- synchronised batch normalization, one replica (runtime/cuda/norm/sync_batch_norm_ops.cc) ----
 TEST_F(CudaTrainingOps, SyncBatchNormTrainingAllOutputs) {
   NodeSpec s{"SyncBatchNormTraining", 17, [](Node& n) {
