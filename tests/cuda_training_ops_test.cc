@@ -51,6 +51,27 @@ TEST_F(CudaTrainingOps, ScatterNDReplacesSlices) {
   ExpectSameOnCuda(NodeSpec{"ScatterND", 16}, {RandomTensor({3, 4, 5}, 4), idx, RandomTensor({3, 5}, 5)});
 }
 
+TEST_F(CudaTrainingOps, GatherNDWithBatchDims) {
+  HostTensor idx = HostTensor::FromVector(std::vector<int64_t>{1, -1, 0, 2, -2, 3}, {3, 1, 2});
+  NodeSpec batched{"GatherND", 13, [](Node& n) { n.SetInt("batch_dims", 1); }};
+  ExpectSameOnCuda(batched, {RandomTensor({3, 2, 4, 5}, 82), idx});
+  ExpectSameOnCuda(NodeSpec{"GatherND", 13}, {RandomTensor({3, 4, 5}, 83),
+                                              HostTensor::FromVector(std::vector<int32_t>{2, 1, 0, -4}, {2, 2})});
+}
+
+// ---- opset 18 forms the dynamo exporter writes (registrations of existing CUDA kernels) ----
+TEST_F(CudaTrainingOps, Opset18AxesAndNumOutputsInputs) {
+  ExpectSameOnCuda(NodeSpec{"ReduceMean", 18, [](Node& n) { n.SetInt("keepdims", 0); }},
+                   {RandomTensor({2, 3, 4}, 84), Int64s({-1, 0})});
+  ExpectSameOnCuda(NodeSpec{"Split", 18, [](Node& n) {
+                              n.SetInt("axis", 1);
+                              n.SetInt("num_outputs", 3);
+                            },
+                            {true, true, true}},
+                   {RandomTensor({2, 7, 3}, 85)});
+  ExpectSameOnCuda(NodeSpec{"Pad", 18}, {RandomTensor({2, 3, 4}, 86), Int64s({1, 2, 0, 3}), HostTensor(), Int64s({2, -2})});
+}
+
 // ---- row normalisations (runtime/cuda/norm/row_norm.cu) ----
 TEST_F(CudaTrainingOps, LayerNormalizationWithStatistics) {
   NodeSpec s{"LayerNormalization", 17, [](Node& n) { n.SetInt("axis", -1); }, {true, true, true}};
