@@ -139,6 +139,14 @@ TEST_F(CudaTrainingOps, PReluAndGradWithChannelSlope) {
                    1e-4, 1e-5);
 }
 
+TEST_F(CudaTrainingOps, PowGradBroadcastExponents) {
+  NodeSpec s{"PowGrad", 17, [](Node&) {}, {true, true}, kGradDomain};
+  ExpectSameOnCuda(s, {RandomTensor({3, 4}, 87), RandomTensor({3, 4}, 88, 0.1f, 2.f), RandomTensor({4}, 89, -2.f, 3.f)},
+                   1e-4, 1e-5);
+  NodeSpec base_only{"PowGrad", 17, [](Node&) {}, {true, false}, kGradDomain};
+  ExpectSameOnCuda(base_only, {RandomTensor({2, 5}, 90), RandomTensor({2, 5}, 91), ScalarInt64(3)});
+}
+
 TEST_F(CudaTrainingOps, ModNotAndRange) {
   HostTensor a = HostTensor::FromVector(std::vector<int64_t>{7, -7, 7, -7, 0, 13}, {2, 3});
   HostTensor b = HostTensor::FromVector(std::vector<int64_t>{3, 3, -3}, {3});

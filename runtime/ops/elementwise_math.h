@@ -1,5 +1,5 @@
 // Per-element formulas of elementwise ops outside activation_math.h -- Mod (both sign
-// conventions), PRelu and its gradient, Range's values -- one definition for the CPU kernels
+// conventions), PRelu and its gradient, PowGrad, Range's values -- one definition for the CPU kernels
 // and the CUDA ones (__host__ __device__ under nvcc), so the CPU tests check what the GPU runs.
 #pragma once
 
@@ -40,6 +40,15 @@ OT_HOST_DEVICE inline T PReluValue(T x, T slope) {
 // PReluGrad of one element: dX, and the element's term of dSlope (0 where x >= 0).
 OT_HOST_DEVICE inline float PReluInputGrad(float dy, float x, float slope) { return x < 0.f ? slope * dy : dy; }
 OT_HOST_DEVICE inline float PReluSlopeGradTerm(float dy, float x) { return x < 0.f ? dy * x : 0.f; }
+
+// PowGrad of one element: dA = dY * e * x^(e-1) (0 where e == 0), dB = dY * x^e * ln x (0
+// where x == 0 and e >= 0), as PyTorch's pow backward.
+OT_HOST_DEVICE inline float PowBaseGrad(float dy, float x, float e) {
+  return e == 0.f ? 0.f : e == 2.f ? dy * 2.f * x : dy * e * powf(x, e - 1.f);
+}
+OT_HOST_DEVICE inline float PowExponentGrad(float dy, float x, float e) {
+  return x == 0.f && e >= 0.f ? 0.f : dy * powf(x, e) * logf(x);
+}
 
 // Range's element i: start + i * delta in the element type.
 template <typename T>

@@ -434,4 +434,21 @@ void PrepareDropout(const Node& node, int opset, KernelContext& ctx) {
   ctx.SetOutput(1, opset >= 10 ? DType::kBool : x.dtype(), x.shape());
 }
 
+void PreparePowGradOutputs(const Node& node, KernelContext& ctx) {
+  const Tensor& dy = ctx.Input(0);
+  for (int i : {0, 1})
+    if (ctx.Input(i).dtype() != DType::kFloat32)
+      Unsupported(node, std::string(i == 0 ? "gradient" : "base") + " of data type " + DTypeName(ctx.Input(i).dtype()));
+  const DType e = ctx.Input(2).dtype();
+  if (e != DType::kFloat32 && e != DType::kInt32 && e != DType::kInt64)
+    Unsupported(node, "exponent of data type " + DTypeName(e));
+  if (ctx.HasOutput(1) && e != DType::kFloat32) Fail(node, "the gradient of an integer exponent is not defined");
+  for (int i : {1, 2})
+    if (BroadcastShapes(ctx.Input(i).shape(), dy.shape(), node) != dy.shape())
+      Fail(node, "input " + std::to_string(i) + " " + ShapeString(ctx.Input(i).shape()) +
+                     " does not broadcast to the gradient's " + ShapeString(dy.shape()));
+  ctx.SetOutput(0, DType::kFloat32, dy.shape());
+  ctx.SetOutput(1, DType::kFloat32, dy.shape());
+}
+
 }  // namespace ot

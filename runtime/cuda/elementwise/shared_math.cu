@@ -44,6 +44,18 @@ __global__ void PReluGradKernel(const float* dy, const float* x, const float* sl
   }
 }
 
+template <typename E>
+__global__ void PowGradKernel(const float* dy, const float* a, const E* b, float* da, float* db, int64_t n,
+                              math::BroadcastIndexer ix) {
+  OT_GRID_LOOP(i, n) {
+    int64_t off[3];
+    math::BroadcastOffsets<3>(ix, i, off);
+    const float x = a[off[1]], e = static_cast<float>(b[off[2]]);
+    if (da) da[i] = ::ot::PowBaseGrad(dy[off[0]], x, e);
+    if (db) db[i] = ::ot::PowExponentGrad(dy[off[0]], x, e);
+  }
+}
+
 __global__ void NotKernel(const uint8_t* x, uint8_t* y, int64_t n) {
   OT_GRID_LOOP(i, n) y[i] = x[i] ? 0 : 1;
 }
@@ -83,6 +95,21 @@ void LaunchPReluGrad(const float* dy, const float* x, const float* slope, float*
                      int64_t slope_numel, int64_t n, const math::BroadcastIndexer& ix, cudaStream_t stream) {
   if (dslope && slope_numel > 0) cudaMemsetAsync(dslope, 0, static_cast<size_t>(slope_numel) * sizeof(float), stream);
   if (n > 0) PReluGradKernel<<<Blocks(n), kThreads, 0, stream>>>(dy, x, slope, dx, dslope, n, ix);
+}
+
+bool LaunchPowGrad(DType exponent_type, const float* dy, const float* a, const void* b, float* da, float* db,
+                   int64_t n, const math::BroadcastIndexer& ix, cudaStream_t stream) {
+  auto run = [&](auto tag) {
+    using E = decltype(tag);
+    if (n > 0) PowGradKernel<E><<<Blocks(n), kThreads, 0, stream>>>(dy, a, static_cast<const E*>(b), da, db, n, ix);
+    return true;
+  };
+  switch (exponent_type) {
+    case DType::kFloat32: return run(float{});
+    case DType::kInt32: return run(int32_t{});
+    case DType::kInt64: return run(int64_t{});
+    default: return false;
+  }
 }
 
 void LaunchNot(const uint8_t* x, uint8_t* y, int64_t n, cudaStream_t stream) {

@@ -1,5 +1,5 @@
 // Our own CUDA kernels for the elementwise ops of runtime/ops/elementwise_math.h (Mod, PRelu
-// and PReluGrad, Not, Range): the CPU kernels' per-element formulas, launched over a
+// and PReluGrad, PowGrad, Not, Range): the CPU kernels' per-element formulas, launched over a
 // broadcast indexer (runtime/cuda/math_kernels.h). Asynchronous on the given stream.
 #pragma once
 
@@ -26,6 +26,12 @@ void LaunchPRelu(const float* x, const float* slope, float* y, int64_t n, const 
 // dY/X/dX (dense), operand 1 the slope.
 void LaunchPReluGrad(const float* dy, const float* x, const float* slope, float* dx, float* dslope,
                      int64_t slope_numel, int64_t n, const math::BroadcastIndexer& ix, cudaStream_t stream);
+
+// PowGrad: da = PowBaseGrad, db = PowExponentGrad (each where not null) over n elements;
+// operand 0 dY (dense), 1 the base A, 2 the exponent B of type exponent_type (float32, int32,
+// int64). False for another exponent type.
+bool LaunchPowGrad(DType exponent_type, const float* dy, const float* a, const void* b, float* da, float* db,
+                   int64_t n, const math::BroadcastIndexer& ix, cudaStream_t stream);
 
 // y = !x over bool (uint8) elements.
 void LaunchNot(const uint8_t* x, uint8_t* y, int64_t n, cudaStream_t stream);

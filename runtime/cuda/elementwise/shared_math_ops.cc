@@ -1,4 +1,4 @@
-// CUDA kernels of Mod, PRelu, org.onnxtrain PReluGrad, Not and Range, mirroring the CPU
+// CUDA kernels of Mod, PRelu, org.onnxtrain PReluGrad and PowGrad, Not and Range, mirroring the CPU
 // kernels (runtime/cpu/elementwise/logic_ops.cc, activations.cc, elementwise_grad_kernels.cc,
 // runtime/cpu/tensor/generate_ops.cc) with the same shape checks (runtime/ops/) and the same
 // per-element formulas (runtime/ops/elementwise_math.h, launched by shared_math.cu).
@@ -12,6 +12,7 @@
 #include "runtime/ops/activation_attrs.h"
 #include "runtime/ops/index_shapes.h"
 #include "runtime/ops/kernel_util.h"
+#include "runtime/ops/op_shapes.h"
 
 namespace ot::cuda {
 namespace {
@@ -107,6 +108,28 @@ class PReluGradKernel final : public OpKernel {
   math::BroadcastIndexer ix_;
 };
 
+// PowGrad(dY, A, B) -> dA, dB, shaped like dY.
+class PowGradKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    PreparePowGradOutputs(node_, ctx);
+    const Shape& out = ctx.Input(0).shape();
+    if (!math::MakeBroadcastIndexer(out, {out, ctx.Input(1).shape(), ctx.Input(2).shape()}, &ix_))
+      Unsupported("a broadcast of more than " + std::to_string(math::kMaxDims) + " dimensions on CUDA");
+  }
+  void Compute(KernelContext& ctx) override {
+    elementwise::LaunchPowGrad(ctx.Input(2).dtype(), ctx.Input(0).data<float>(), ctx.Input(1).data<float>(),
+                               ctx.Input(2).raw(), ctx.HasOutput(0) ? ctx.Output(0).data<float>() : nullptr,
+                               ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr, ctx.Input(0).numel(), ix_,
+                               math::ComputeStream(device_.index));
+    math::CheckLaunch("PowGrad");
+  }
+
+ private:
+  math::BroadcastIndexer ix_;
+};
+
 // Not(X): bool.
 class NotKernel final : public OpKernel {
  public:
@@ -155,6 +178,7 @@ class RangeKernel final : public OpKernel {
 OT_REGISTER_CUDA_KERNEL("Mod", 10, kLatestOpset, ModKernel);
 OT_REGISTER_CUDA_KERNEL("PRelu", 1, kLatestOpset, PReluKernel);
 OT_REGISTER_KERNEL(kGradDomain, "PReluGrad", 1, kLatestOpset, DeviceType::kCUDA, PReluGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "PowGrad", 1, kLatestOpset, DeviceType::kCUDA, PowGradKernel);
 OT_REGISTER_CUDA_KERNEL("Not", 1, kLatestOpset, NotKernel);
 OT_REGISTER_CUDA_KERNEL("Range", 11, kLatestOpset, RangeKernel);
 
