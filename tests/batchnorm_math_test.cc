@@ -54,9 +54,9 @@ TEST(BatchNormMath, PopulationFromUnbiasedScalesByCount) {
 }
 
 TEST(BatchNormMath, RunningStatIsOnnxMomentum) {
-  EXPECT_FLOAT_EQ(RunningStat(1.f, 3.f, 0.9f), 1.f * 0.9f + 3.f * 0.1f);
-  EXPECT_FLOAT_EQ(RunningStat(5.f, -1.f, 0.f), -1.f);
-  EXPECT_FLOAT_EQ(RunningStat(5.f, -1.f, 1.f), 5.f);
+  EXPECT_FLOAT_EQ(RunningStatistic(1.f, 3.f, 1.0, 0.9f), 1.f * 0.9f + 3.f * 0.1f);
+  EXPECT_FLOAT_EQ(RunningStatistic(5.f, -1.f, 1.0, 0.f), -1.f);
+  EXPECT_FLOAT_EQ(RunningStatistic(5.f, -1.f, 1.0, 1.f), 5.f);
 }
 
 }  // namespace

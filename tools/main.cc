@@ -154,7 +154,8 @@ std::vector<FlagInfo> CheckFlags() {
   return {{"device", FlagType::kText, "  --device cpu|cuda    the ops without a kernel on that device\n"},
           {"training", FlagType::kBool, "  --training           the ops of the training graph\n"},
           {"optimizer", FlagType::kText, "  --optimizer NAME     with --training: its update's ops (sgd)\n"},
-          {"loss", FlagType::kText, "  --loss NAME          with --training: its loss's ops\n"}};
+          {"loss", FlagType::kText, "  --loss NAME          with --training: its loss's ops\n"},
+          {"sync-bn", FlagType::kBool, "  --sync-bn            with --training: batch normalization synchronised over ranks\n"}};
 }
 
 int CmdCheck(const std::vector<std::string>& argv) {
@@ -169,7 +170,8 @@ int CmdCheck(const std::vector<std::string>& argv) {
   for (const auto& [op, count] : ops) std::cout << "op     " << op << " x" << count << "\n";
   const Device device = Device::Parse(args.Get("device", "cpu"));
   const bool training = args.Has("training");
-  OT_CHECK(training || (!args.Has("optimizer") && !args.Has("loss")), "--optimizer and --loss go with --training");
+  OT_CHECK(training || (!args.Has("optimizer") && !args.Has("loss") && !args.Has("sync-bn")),
+           "--optimizer, --loss and --sync-bn go with --training");
   if (device.type != DeviceType::kCPU || training) {  // kernel coverage only: no device needed
     if (device.type == DeviceType::kCUDA && PluginBuilt("cuda")) LoadPlugin("cuda");  // its kernels register
     OT_CHECK(!KernelRegistry::Global().OpTypes(device.type).empty(),
@@ -183,10 +185,11 @@ int CmdCheck(const std::vector<std::string>& argv) {
       config.executor.device = device;
       config.optimizer.kind = ParseOptimizerKind(args.Get("optimizer", "sgd"));
       if (args.Has("loss")) config.autodiff.loss = ParseLossKind(args.Get("loss"));
+      config.sync_batch_norm = args.Has("sync-bn");
       ExportedModelOptions eo;
       eo.class_scores = config.autodiff.loss == LossKind::kAuto || config.autodiff.loss == LossKind::kCrossEntropy;
       target = PlanTrainingGraph(PrepareExportedModel(m, eo).model, config).model;
-      what = "its training graph (" + std::string(args.Get("optimizer", "sgd")) + ")";
+      what = "its training graph (" + std::string(args.Get("optimizer", "sgd")) + (config.sync_batch_norm ? ", sync-bn" : "") + ")";
     }
     const KernelCoverage c = CheckKernelCoverage(target, device.type);
     if (c.missing.empty()) {
@@ -275,7 +278,7 @@ const std::vector<Command>& Commands() {
      "      allreduce table like nccl-tests: bytes, time, algbw, busbw, wrong elements\n",
      CmdBenchComm, BenchCommFlagInfos},
     {"check",
-     "  check MODEL.onnx [--device cpu|cuda] [--training] [--optimizer NAME] [--loss NAME]\n"
+     "  check MODEL.onnx [--device cpu|cuda] [--training] [--optimizer NAME] [--loss NAME] [--sync-bn]\n"
      "      load, check and shape-infer a model; print its inputs, outputs and ops, and notes on what\n"
      "      training changes in an export (a fixed batch, BatchNorm folded or in inference form);\n"
      "      --device: the ops without a kernel there, grouped by op (exit 1 if any; no GPU needed);\n"

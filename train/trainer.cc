@@ -137,8 +137,8 @@ Trainer::Trainer(Model forward, const TrainerOptions& o)
   }
   const bool sync_bn = o.sync_bn && dp_.world() > 1;
   OT_CHECK(!sync_bn || device_.type == DeviceType::kCPU,
-           "--sync-bn runs on CPU ranks only for now (no %s kernel for synchronised batch normalization); train "
-           "with --device cpu or leave out --sync-bn",
+           "--sync-bn runs on CPU ranks only for now (its %s kernels sum the statistics over ranks through host "
+           "memory, which the NCCL communicator does not take); train with --device cpu or leave out --sync-bn",
            device_.ToString().c_str());
   OT_CHECK(o.accumulate >= 1, "--accumulate must be at least 1");
   session_ = std::make_unique<TrainingSession>(forward_, SessionConfig(o, device_, dp_.replica_sum(), sync_bn));

@@ -167,8 +167,8 @@ __global__ void BatchNormFinishStatsKernel(int64_t channels, double count, bool 
   const float running_batch_var = unbiased_running && count > 1 ? unbiased_var[c] : var;
   const float rm = running_mean_in[c];
   const float rv = running_var_in[c];
-  if (running_mean_out) running_mean_out[c] = RunningStat(rm, batch_mean[c], momentum);
-  if (running_var_out) running_var_out[c] = RunningStat(rv, running_batch_var, momentum);
+  if (running_mean_out) running_mean_out[c] = RunningStatistic(rm, batch_mean[c], 1.0, momentum);
+  if (running_var_out) running_var_out[c] = RunningStatistic(rv, running_batch_var, 1.0, momentum);
   if (saved_var) saved_var[c] = var;
 }
 

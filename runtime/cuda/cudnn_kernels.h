@@ -16,8 +16,8 @@ namespace ot::cuda {
 // running variance at factor 1, the unbiased batch variance of `count` values per
 // channel: per channel c (runtime/ops/batchnorm_math.h)
 //   saved_var[c]        = PopulationVariance(unbiased_var[c], count)
-//   running_mean_out[c] = RunningStat(running_mean_in[c], batch_mean[c], momentum)
-//   running_var_out[c]  = RunningStat(running_var_in[c], unbiased_running ? unbiased_var[c] : saved_var[c], momentum)
+//   running_mean_out[c] = RunningStatistic(running_mean_in[c], batch_mean[c], 1, momentum)
+//   running_var_out[c]  = RunningStatistic(running_var_in[c], unbiased_running ? unbiased_var[c] : saved_var[c], 1, momentum)
 // (ONNX momentum semantics, with PyTorch's unbiased running variance when the node asks,
 // as the CPU kernel). Outputs may be null (not wanted) and may alias the inputs of the
 // same role.

@@ -106,6 +106,27 @@ __global__ void AdamWKernel(::ot::AdamWParams p, const float* lr, const int64_t*
                      v_new ? v_new + i : nullptr);
 }
 
+// org.onnxtrain RMSprop: pointers to the old states and the new ones by value (up to 3).
+struct RmspropStates {
+  const float* old[3];
+  float* out[3];
+};
+
+__global__ void RmspropKernel(::ot::RmspropParams p, const float* lr, const float* x, const float* g,
+                              RmspropStates st, float* x_new, int64_t n) {
+  const float r = *lr;
+  const int states = p.States();
+  OT_GRID_LOOP(i, n) {
+    float old[3] = {0.f, 0.f, 0.f};
+    float* out[3] = {nullptr, nullptr, nullptr};
+    for (int k = 0; k < states; ++k) {
+      old[k] = st.old[k][i];  // read all before writing: outputs may overwrite inputs in place
+      out[k] = st.out[k] ? st.out[k] + i : nullptr;
+    }
+    ::ot::RmspropElement(p, r, x[i], g[i], old, out, x_new ? x_new + i : nullptr);
+  }
+}
+
 }  // namespace
 
 bool LaunchClassificationLoss(const LossParams& p, DType type, const void* scores, const void* labels,
@@ -186,6 +207,17 @@ void LaunchAdamW(const ::ot::AdamWParams& p, const float* lr, const int64_t* ste
     AdamWKernel<<<Blocks(n), kThreads, 0, stream>>>(p, lr, step, x, g, m, v, x_new, m_new, v_new, n);
     OT_CUDA_CHECK_LAUNCH("AdamWKernel");
   }
+}
+
+void LaunchRmsprop(const ::ot::RmspropParams& p, const float* lr, const float* x, const float* g,
+                   const float* const* state, float* const* state_new, float* x_new, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  RmspropStates st{};
+  for (int k = 0; k < p.States(); ++k) {
+    st.old[k] = state[k];
+    st.out[k] = state_new[k];
+  }
+  RmspropKernel<<<Blocks(n), kThreads, 0, stream>>>(p, lr, x, g, st, x_new, n);
 }
 
 }  // namespace ot::cuda::math

@@ -225,6 +225,20 @@ class AdamWKernel final : public OptimizerKernel {
   const AdamWParams p_;
 };
 
+// org.onnxtrain RMSprop: the update of runtime/ops/optimizer_math.h, which the CPU kernel runs too.
+class RmspropKernel final : public OptimizerKernel {
+ public:
+  explicit RmspropKernel(const KernelInfo& info)
+      : OptimizerKernel(info, ReadRmspropParams(info.node).States()), p_(ReadRmspropParams(node_)) {}
+
+ private:
+  void Update(const float* r, const int64_t* t, int64_t n, const Slots& s, cudaStream_t stream) override {
+    (void)t;
+    math::LaunchRmsprop(p_, r, s.x, s.g, s.state, s.state_new, s.x_new, n, stream);
+  }
+  const RmspropParams p_;
+};
+
 OT_REGISTER_CUDA_KERNEL("SoftmaxCrossEntropyLoss", 12, kLatestOpset, ClassificationLossKernel);
 OT_REGISTER_CUDA_KERNEL("NegativeLogLikelihoodLoss", 12, kLatestOpset, ClassificationLossKernel);
 // The loss the autodiff pass attaches to models older than opset 12.
@@ -237,6 +251,7 @@ OT_REGISTER_KERNEL(kTrainingOpsDomain, "Adagrad", 1, kLatestOpset, ::ot::DeviceT
 OT_REGISTER_KERNEL(kGradDomain, "SGD", 1, kLatestOpset, ::ot::DeviceType::kCUDA, SgdKernel);
 OT_REGISTER_KERNEL(kTrainingOpsDomain, "Adam", 1, kLatestOpset, ::ot::DeviceType::kCUDA, AdamKernel);
 OT_REGISTER_KERNEL(kGradDomain, "AdamW", 1, kLatestOpset, ::ot::DeviceType::kCUDA, AdamWKernel);
+OT_REGISTER_KERNEL(kGradDomain, "RMSprop", 1, kLatestOpset, ::ot::DeviceType::kCUDA, RmspropKernel);
 
 }  // namespace
 }  // namespace ot::cuda

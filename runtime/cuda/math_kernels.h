@@ -157,6 +157,10 @@ void LaunchAdam(const AdamParams& p, const float* lr, const int64_t* step, const
 void LaunchAdamW(const ::ot::AdamWParams& p, const float* lr, const int64_t* step, const float* x, const float* g,
                  const float* m, const float* v, float* x_new, float* m_new, float* v_new, int64_t n,
                  cudaStream_t stream);
+// org.onnxtrain RMSprop (runtime/ops/optimizer_math.h): state[k] / state_new[k] for the
+// p.States() states in order (S, A if centered, B if momentum > 0); state_new[k] may be null.
+void LaunchRmsprop(const ::ot::RmspropParams& p, const float* lr, const float* x, const float* g,
+                   const float* const* state, float* const* state_new, float* x_new, int64_t n, cudaStream_t stream);
 
 // The compute stream of a device (Context(device).compute).
 cudaStream_t ComputeStream(int device);

@@ -156,7 +156,7 @@ class ReduceGradKernel final : public OpKernel {
 };
 
 // Opset 18 moves axes to an input for every reduction; until then only ReduceSum (13).
-constexpr int64_t kAxesAttributeUntil = 17;
+constexpr int64_t kAxesAttributeUntil = kLatestOpset;  // ReadReduceAxes reads the opset-18 axes input
 OT_REGISTER_CUDA_KERNEL("ReduceSum", 1, kLatestOpset, ReduceKernel);
 OT_REGISTER_CUDA_KERNEL("ReduceMean", 1, kAxesAttributeUntil, ReduceKernel);
 OT_REGISTER_CUDA_KERNEL("ReduceMax", 1, kAxesAttributeUntil, ReduceKernel);

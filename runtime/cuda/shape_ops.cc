@@ -460,13 +460,13 @@ OT_REGISTER_CUDA_KERNEL("Constant", 1, kLatestOpset, HostValueKernel);
 OT_REGISTER_CUDA_KERNEL("ConstantOfShape", 9, kLatestOpset, HostValueKernel);
 OT_REGISTER_CUDA_KERNEL("Transpose", 1, kLatestOpset, TransposeKernel);
 OT_REGISTER_CUDA_KERNEL("Concat", 1, kLatestOpset, ConcatKernel);
-OT_REGISTER_CUDA_KERNEL("Split", 2, 17, SplitKernel);  // 18 adds num_outputs
+OT_REGISTER_CUDA_KERNEL("Split", 2, kLatestOpset, SplitKernel);  // 18 num_outputs: PrepareSplitOutputs
 OT_REGISTER_CUDA_KERNEL("Slice", 1, kLatestOpset, SliceKernel);
 OT_REGISTER_CUDA_KERNEL("Gather", 1, kLatestOpset, GatherKernel);
 OT_REGISTER_CUDA_KERNEL("GatherElements", 11, kLatestOpset, GatherElementsKernel);
 OT_REGISTER_CUDA_KERNEL("Tile", 6, kLatestOpset, TileKernel);
 OT_REGISTER_CUDA_KERNEL("Expand", 8, kLatestOpset, ExpandKernel);
-OT_REGISTER_CUDA_KERNEL("Pad", 2, 17, PadKernel);  // 18 adds axes, 19 wrap mode
+OT_REGISTER_CUDA_KERNEL("Pad", 2, kLatestOpset, PadKernel);  // 18 axes: PreparePad; 19 wrap: Unsupported
 OT_REGISTER_KERNEL(kGradDomain, "TransposeLastTwo", 1, kLatestOpset, DeviceType::kCUDA, TransposeLastTwoKernel);
 OT_REGISTER_KERNEL(kGradDomain, "ConcatGrad", 1, kLatestOpset, DeviceType::kCUDA, ConcatGradKernel);
 OT_REGISTER_KERNEL(kGradDomain, "PadGrad", 1, kLatestOpset, DeviceType::kCUDA, PadGradKernel);

@@ -7,9 +7,10 @@
 
 namespace ot {
 
-// ONNX's running statistic: running * momentum + batch * (1 - momentum).
-OT_HOST_DEVICE inline float RunningStat(float running, float batch, float momentum) {
-  return running * momentum + batch * (1.f - momentum);
+// ONNX's running statistic, running * momentum + batch * factor * (1 - momentum) (factor:
+// M / (M - 1) for PyTorch's unbiased running variance over M values, else 1).
+OT_HOST_DEVICE inline float RunningStatistic(float running, float batch, double factor, float momentum) {
+  return running * momentum + static_cast<float>(batch * factor) * (1.f - momentum);
 }
 
 // The population variance (sum of squares / count) of `count` values from their unbiased

@@ -5,6 +5,7 @@
 
 #include "graph/error.h"
 #include "graph/op_domains.h"
+#include "runtime/ops/kernel_util.h"
 
 namespace ot {
 
@@ -61,6 +62,40 @@ LrnAttrs ReadLrnAttrs(const Node& node, const Tensor& x) {
   a.beta = node.GetFloat("beta", 0.75f);
   a.bias = node.GetFloat("bias", 1.f);
   return a;
+}
+
+LayerNormGeometry PlanLayerNorm(const Node& node, const KernelContext& ctx, int scale_input,
+                                const Tensor* bias) {
+  const Tensor& x = ctx.Input(scale_input - 1);
+  const Tensor& scale = ctx.Input(scale_input);
+  for (const Tensor* t : {&x, &scale, bias})
+    if (t && t->dtype() != DType::kFloat32)
+      throw UnsupportedError(node.op_type + ": data type " + DTypeName(t->dtype()) + " (float32 only)");
+  if (node.GetInt("stash_type", 1) != 1)
+    throw UnsupportedError(node.op_type + ": stash_type " + std::to_string(node.GetInt("stash_type", 1)) +
+                           " (only 1, float)");
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  if (rank == 0) throw Error(node.Describe() + ": " + node.op_type + " needs an input of rank >= 1");
+  const int64_t axis = NormalizeAxis(node.GetInt("axis", -1), rank, node);
+  LayerNormGeometry g;
+  const Shape& s = x.shape();
+  g.tail = Shape(s.begin() + axis, s.end());
+  g.stats = s;
+  for (size_t d = static_cast<size_t>(axis); d < s.size(); ++d) g.stats[d] = 1;
+  g.inner = NumElements(g.tail);
+  g.outer = NumElements(Shape(s.begin(), s.begin() + axis));
+  auto check = [&](const Tensor& t, const char* what) {
+    if (static_cast<size_t>(t.rank()) > g.tail.size() || BroadcastShapes(t.shape(), g.tail, node) != g.tail)
+      throw Error(node.Describe() + ": " + what + " " + t.Describe() + " does not broadcast to the normalised shape " +
+                  ShapeString(g.tail));
+  };
+  check(scale, "Scale");
+  g.scale_strides = BroadcastStrides(scale.shape(), g.tail);
+  if (bias) {
+    check(*bias, "B");
+    g.bias_strides = BroadcastStrides(bias->shape(), g.tail);
+  }
+  return g;
 }
 
 }  // namespace ot

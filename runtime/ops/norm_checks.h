@@ -1,9 +1,11 @@
 // Device-neutral Prepare checks of the normalization ops (BatchNormalization,
-// BatchNormTraining, BatchNormalizationGrad, InstanceNormalization, LRN), shared by the oneDNN
+// BatchNormTraining, BatchNormalizationGrad, InstanceNormalization, LRN, LayerNormalization
+// and RMSNormalization with their gradients), shared by the oneDNN
 // and cuDNN kernels so both accept the same models with the same messages.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "graph/ir.h"
 #include "runtime/kernel.h"
@@ -32,5 +34,17 @@ struct LrnAttrs {
 // LRN (and LRNGrad, whose X is `x`): X is N x C x D1 x ..., size positive. Throws ot::Error
 // naming the node. The data type and the device's own limits stay with the kernels.
 LrnAttrs ReadLrnAttrs(const Node& node, const Tensor& x);
+
+// X as [outer, inner] around the node's axis, and Scale (and B) expanded to [inner].
+struct LayerNormGeometry {
+  int64_t outer = 1, inner = 1;
+  Shape tail;   // X.shape[axis:]
+  Shape stats;  // X.shape with the normalised axes set to 1
+  std::vector<int64_t> scale_strides, bias_strides;  // into Scale / B, over `tail`
+};
+// LayerNormalization / RMSNormalization and their gradients: X is input scale_input - 1,
+// Scale input scale_input, B `bias` (or null); float32, stash_type 1, Scale and B broadcast
+// to the normalised tail. Throws naming the node.
+LayerNormGeometry PlanLayerNorm(const Node& node, const KernelContext& ctx, int scale_input, const Tensor* bias);
 
 }  // namespace ot

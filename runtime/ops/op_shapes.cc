@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "graph/error.h"
+#include "runtime/ops/index_math.h"
 
 namespace ot {
 namespace {
@@ -200,10 +201,10 @@ void RequireIndexType(const Tensor& indices, const Node& node) {
 }
 
 int64_t CheckedIndex(int64_t raw, int64_t dim, const Node& node) {
-  if (raw < -dim || raw >= dim)
+  if (!IndexInRange(raw, dim))
     throw Error(node.Describe() + ": index " + std::to_string(raw) + " is out of range for dimension of size " +
                 std::to_string(dim));
-  return raw < 0 ? raw + dim : raw;
+  return WrapIndex(raw, dim);
 }
 
 Shape GatherOutputShape(const Node& node, const Tensor& data, const Tensor& indices, int64_t* axis) {
@@ -431,6 +432,23 @@ void PrepareDropout(const Node& node, int opset, KernelContext& ctx) {
   }
   ctx.SetOutput(0, x.dtype(), x.shape());
   ctx.SetOutput(1, opset >= 10 ? DType::kBool : x.dtype(), x.shape());
+}
+
+void PreparePowGradOutputs(const Node& node, KernelContext& ctx) {
+  const Tensor& dy = ctx.Input(0);
+  for (int i : {0, 1})
+    if (ctx.Input(i).dtype() != DType::kFloat32)
+      Unsupported(node, std::string(i == 0 ? "gradient" : "base") + " of data type " + DTypeName(ctx.Input(i).dtype()));
+  const DType e = ctx.Input(2).dtype();
+  if (e != DType::kFloat32 && e != DType::kInt32 && e != DType::kInt64)
+    Unsupported(node, "exponent of data type " + DTypeName(e));
+  if (ctx.HasOutput(1) && e != DType::kFloat32) Fail(node, "the gradient of an integer exponent is not defined");
+  for (int i : {1, 2})
+    if (BroadcastShapes(ctx.Input(i).shape(), dy.shape(), node) != dy.shape())
+      Fail(node, "input " + std::to_string(i) + " " + ShapeString(ctx.Input(i).shape()) +
+                     " does not broadcast to the gradient's " + ShapeString(dy.shape()));
+  ctx.SetOutput(0, DType::kFloat32, dy.shape());
+  ctx.SetOutput(1, DType::kFloat32, dy.shape());
 }
 
 }  // namespace ot

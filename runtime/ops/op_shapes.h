@@ -131,4 +131,8 @@ void CheckClipBounds(const Node& node, const KernelContext& ctx);
 // ot::UnsupportedError for the attribute 'saturate'.
 DType CastTargetType(const Node& node, const KernelContext& ctx);
 
+// PowGrad(dY, A, B) -> dA, dB: dY and A float32, B float32/int32/int64 (no dB for an integer
+// exponent), A and B broadcasting to dY. Declares both outputs shaped like dY.
+void PreparePowGradOutputs(const Node& node, KernelContext& ctx);
+
 }  // namespace ot

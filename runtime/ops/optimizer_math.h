@@ -44,4 +44,42 @@ OT_HOST_DEVICE inline void AdamWElement(const AdamWParams& p, const AdamWStep& s
   if (x_new) *x_new = decayed - s.step_size * (mi / (sqrtf(vi) / s.bc2_sqrt + p.epsilon));
 }
 
+// torch.optim.RMSprop's update at rate R:
+//   G <- G + weight_decay X;  S <- alpha S + (1 - alpha) G^2
+//   centered: A <- alpha A + (1 - alpha) G, D = sqrt(S - A^2) + epsilon; else D = sqrt(S) + epsilon
+//   momentum > 0: B <- momentum B + G / D, X <- X - R B; else X <- X - R G / D
+// States, in this order: S, then A if centered, then B if momentum > 0.
+struct RmspropParams {
+  float alpha = 0.99f, epsilon = 1e-8f, momentum = 0.f, weight_decay = 0.f;
+  bool centered = false;
+  OT_HOST_DEVICE int States() const { return 1 + (centered ? 1 : 0) + (momentum > 0.f ? 1 : 0); }
+};
+
+// One element: `state` holds the States() old values in order, `state_new` where to write
+// the new ones (null: not requested); x_new null: not requested.
+OT_HOST_DEVICE inline void RmspropElement(const RmspropParams& p, float rate, float x, float g_in, const float* state,
+                                          float* const* state_new, float* x_new) {
+  const float g = p.weight_decay != 0.f ? g_in + p.weight_decay * x : g_in;
+  const float sq = p.alpha * state[0] + (1.f - p.alpha) * g * g;
+  if (state_new[0]) *state_new[0] = sq;
+  float avg;
+  if (p.centered) {
+    const float a = p.alpha * state[1] + (1.f - p.alpha) * g;
+    if (state_new[1]) *state_new[1] = a;
+    avg = sqrtf(sq - a * a) + p.epsilon;
+  } else {
+    avg = sqrtf(sq) + p.epsilon;
+  }
+  float out;
+  if (p.momentum > 0.f) {
+    const int buf = p.centered ? 2 : 1;
+    const float b = p.momentum * state[buf] + g / avg;
+    if (state_new[buf]) *state_new[buf] = b;
+    out = x - rate * b;
+  } else {
+    out = x - rate * (g / avg);
+  }
+  if (x_new) *x_new = out;
+}
+
 }  // namespace ot

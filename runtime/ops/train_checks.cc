@@ -92,6 +92,16 @@ AdamWParams ReadAdamWParams(const Node& node) {
   return p;
 }
 
+RmspropParams ReadRmspropParams(const Node& node) {
+  RmspropParams p;
+  p.alpha = node.GetFloat("alpha", 0.99f);
+  p.epsilon = node.GetFloat("epsilon", 1e-8f);
+  p.momentum = node.GetFloat("momentum", 0.f);
+  p.weight_decay = node.GetFloat("weight_decay", 0.f);
+  p.centered = node.GetInt("centered", 0) != 0;
+  return p;
+}
+
 OptimizerSlots OptimizerSlotsOf(KernelContext& ctx, int i, int n, int states) {
   OptimizerSlots s;
   s.x = ctx.Input(2 + i).data<float>();

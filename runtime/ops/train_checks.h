@@ -51,5 +51,7 @@ AdagradParams ReadAdagradParams(const Node& node);
 AdamParams ReadAdamParams(const Node& node);
 // org.onnxtrain AdamW's (torch.optim.AdamW's defaults).
 AdamWParams ReadAdamWParams(const Node& node);
+// org.onnxtrain RMSprop's (torch.optim.RMSprop's defaults).
+RmspropParams ReadRmspropParams(const Node& node);
 
 }  // namespace ot

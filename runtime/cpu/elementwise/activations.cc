@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "graph/op_domains.h"
+#include "runtime/ops/elementwise_math.h"
 #include "runtime/ops/activation_attrs.h"
 #include "runtime/cpu/dtype_dispatch.h"
 #include "runtime/cpu/strided_loop.h"
@@ -96,7 +97,7 @@ class PReluKernel final : public OpKernel {
     DispatchType(SignedTypes{}, x.dtype(), node_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       BroadcastMap(x.data<T>(), x.shape(), ctx.Input(1).data<T>(), slope_shape_, ctx.Output(0).data<T>(), x.shape(),
-                   [](T v, T s) { return v < T(0) ? static_cast<T>(s * v) : v; });
+                   [](T v, T s) { return PReluValue(v, s); });
     });
   }
 

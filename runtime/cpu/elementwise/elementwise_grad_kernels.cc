@@ -11,6 +11,8 @@
 #include <tuple>
 
 #include "graph/op_domains.h"
+#include "runtime/ops/elementwise_math.h"
+#include "runtime/ops/op_shapes.h"
 #include "runtime/ops/activation_attrs.h"
 #include "runtime/cpu/layout/dnnl_layout.h"
 #include "runtime/cpu/strided_loop.h"
@@ -126,9 +128,8 @@ class PReluGradKernel final : public OpKernel {
                   [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
                     for (int64_t i = 0; i < n; ++i) {
                       const int64_t a = off[0] + i * st[0], b = off[1] + i * st[1];
-                      const bool neg = xs[a] < 0.f;
-                      if (dx) dx[a] = neg ? s[b] * dy[a] : dy[a];
-                      if (ds && neg) ds[b] += dy[a] * xs[a];
+                      if (dx) dx[a] = PReluInputGrad(dy[a], xs[a], s[b]);
+                      if (ds) ds[b] += PReluSlopeGradTerm(dy[a], xs[a]);
                     }
                   });
   }
@@ -155,21 +156,7 @@ class PowGradKernel final : public OpKernel {
  public:
   explicit PowGradKernel(const KernelInfo& info) : OpKernel(info) {}
 
-  void Prepare(KernelContext& ctx) override {
-    const Tensor& dy = ctx.Input(0);
-    RequireFloat32(node_, dy, "gradient");
-    RequireFloat32(node_, ctx.Input(1), "base");
-    const DType e = ctx.Input(2).dtype();
-    if (e != DType::kFloat32 && e != DType::kInt32 && e != DType::kInt64)
-      throw UnsupportedError(node_.op_type + ": exponent of data type " + DTypeName(e));
-    if (ctx.HasOutput(1) && e != DType::kFloat32) Fail("the gradient of an integer exponent is not defined");
-    for (int i : {1, 2})
-      if (BroadcastShapes(ctx.Input(i).shape(), dy.shape(), node_) != dy.shape())
-        Fail("input " + std::to_string(i) + " " + ShapeString(ctx.Input(i).shape()) +
-             " does not broadcast to the gradient's " + ShapeString(dy.shape()));
-    ctx.SetOutput(0, DType::kFloat32, dy.shape());
-    ctx.SetOutput(1, DType::kFloat32, dy.shape());
-  }
+  void Prepare(KernelContext& ctx) override { PreparePowGradOutputs(node_, ctx); }
 
   void Compute(KernelContext& ctx) override {
     switch (ctx.Input(2).dtype()) {
@@ -208,8 +195,8 @@ class PowGradKernel final : public OpKernel {
                       const int64_t o = off[0] + i * st[0];
                       const float x = a[off[1] + i * st[1]];
                       const float e = static_cast<float>(b[off[2] + i * st[2]]);
-                      if (da) da[o] = e == 0.f ? 0.f : e == 2.f ? dy[o] * 2.f * x : dy[o] * e * std::pow(x, e - 1.f);
-                      if (db) db[o] = x == 0.f && e >= 0.f ? 0.f : dy[o] * std::pow(x, e) * std::log(x);
+                      if (da) da[o] = PowBaseGrad(dy[o], x, e);
+                      if (db) db[o] = PowExponentGrad(dy[o], x, e);
                     }
                   });
   }

@@ -8,6 +8,7 @@
 #include "runtime/ops/kernel_util.h"
 #include "runtime/cpu/strided_loop.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/ops/elementwise_math.h"
 
 namespace ot {
 namespace cpu {
@@ -95,23 +96,8 @@ class ModKernel final : public BroadcastBinaryKernel {
     DispatchType(NumericTypes{}, a.dtype(), node_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       bool div_zero = false;
-      BroadcastMap(a.data<T>(), a.shape(), b.data<T>(), b.shape(), y.data<T>(), y.shape(), [&](T x, T d) -> T {
-        if constexpr (std::is_floating_point_v<T>) {
-          T r = std::fmod(x, d);
-          if (!c_style && r != 0 && ((r < 0) != (d < 0))) r += d;
-          return r;
-        } else {
-          if (d == 0) {
-            div_zero = true;
-            return T(0);
-          }
-          T r = static_cast<T>(x % d);
-          if constexpr (std::is_signed_v<T>) {
-            if (!c_style && r != 0 && ((r < 0) != (d < 0))) r = static_cast<T>(r + d);
-          }
-          return r;
-        }
-      });
+      BroadcastMap(a.data<T>(), a.shape(), b.data<T>(), b.shape(), y.data<T>(), y.shape(),
+                   [&](T x, T d) -> T { return ModValue(x, d, c_style, &div_zero); });
       if (div_zero) Fail("integer division by zero");
     });
   }

@@ -25,6 +25,7 @@
 
 #include "graph/op_domains.h"
 #include "runtime/ops/activation_math.h"
+#include "runtime/ops/attention_math.h"
 #include "runtime/ops/attention_shapes.h"
 #include "runtime/kernel_registry.h"
 
@@ -101,7 +102,7 @@ void Scores(const AttentionGeometry& g, const AttentionOperands& op, int64_t b, 
   if (record && g.qk_output_mode == 1) std::memcpy(record, s, sizeof(float) * static_cast<size_t>(tq * tt));
   if (g.softcap > 0) {
     const float c = g.softcap, inv = 1.f / g.softcap;
-    for (int64_t e = 0; e < tq * tt; ++e) s[e] = c * std::tanh(s[e] * inv);
+    for (int64_t e = 0; e < tq * tt; ++e) s[e] = SoftcapScore(s[e], c, inv);
   }
   if (record && g.qk_output_mode == 2) std::memcpy(record, s, sizeof(float) * static_cast<size_t>(tq * tt));
 }
@@ -250,7 +251,7 @@ void FlashBackward(const AttentionGeometry& g, const AttentionOperands& op, int6
         const float dl = delta[i0 + r];
         const float* pr = s + r * cols;
         float* dr = dp + r * cols;
-        for (int64_t j = 0; j < cols; ++j) dr[j] = pr[j] * (dr[j] - dl);
+        for (int64_t j = 0; j < cols; ++j) dr[j] = SoftmaxInputGrad(pr[j], dr[j], dl);
         if (dscores && j0 < score_cols)
           std::memcpy(dscores + (i0 + r) * score_cols + j0, dr,
                       sizeof(float) * static_cast<size_t>(std::min(cols, score_cols - j0)));
@@ -475,11 +476,11 @@ class AttentionGradKernel final : public OpKernel {
             double dot = 0;
             for (int64_t j = 0; j < g.total_len; ++j) dot += static_cast<double>(pr[j]) * dr[j];
             const float d = static_cast<float>(dot);
-            for (int64_t j = 0; j < g.total_len; ++j) dr[j] = pr[j] * (dr[j] - d);
+            for (int64_t j = 0; j < g.total_len; ++j) dr[j] = SoftmaxInputGrad(pr[j], dr[j], d);
             if (g.softcap > 0) {  // d(c tanh(s / c))/ds = 1 - (capped / c)^2
               const float inv = 1.f / g.softcap;
               const float* cr = capped.data() + i * g.total_len;
-              for (int64_t j = 0; j < g.total_len; ++j) dr[j] *= 1.f - (cr[j] * inv) * (cr[j] * inv);
+              for (int64_t j = 0; j < g.total_len; ++j) dr[j] *= SoftcapDerivative(cr[j], inv);
             }
           }
           if (dscores) {

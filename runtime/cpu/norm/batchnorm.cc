@@ -29,6 +29,7 @@
 #include "runtime/cpu/layout/dnnl_layout.h"
 #include "runtime/cpu/norm/sync_batchnorm.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/ops/sync_bn_math.h"
 #include "runtime/ops/norm_checks.h"
 
 namespace ot {
@@ -168,7 +169,7 @@ class BatchNormKernel final : public OpKernel {
     float* out = ctx.Output(output).data<float>();
     const int64_t n = ctx.Output(output).numel();
     for (int64_t c = 0; c < n; ++c)
-      out[c] = RunningStat(running[c], static_cast<float>(batch[c] * factor), momentum_);
+      out[c] = RunningStatistic(running[c], batch[c], factor, momentum_);
   }
 
   bool training_ = false;

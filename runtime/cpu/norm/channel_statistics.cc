@@ -9,6 +9,7 @@
 #endif
 
 #include "graph/error.h"
+#include "runtime/ops/sync_bn_math.h"
 
 namespace ot {
 namespace cpu {
@@ -232,7 +233,7 @@ void ChannelAffineCombination(const dnnl::memory::desc& md, const float* dy, con
     float* out_g = out + offset;
     VisitGroup(g, [&](int64_t i, int64_t l) {
       const size_t c = static_cast<size_t>(l);
-      out_g[i] = l < live ? static_cast<float>(ga[c] * dy_g[i] + gb[c] * (x_g[i] - gm[c]) + gk[c]) : 0.f;
+      out_g[i] = l < live ? BatchNormGradElement(ga[c], gb[c], gk[c], dy_g[i], x_g[i], gm[c]) : 0.f;
     });
   });
 }

@@ -15,6 +15,7 @@
 #include "graph/op_domains.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/ops/norm_checks.h"
+#include "runtime/ops/norm_math.h"
 
 namespace ot {
 namespace cpu {
@@ -56,7 +57,7 @@ class InstanceNormGradKernel final : public OpKernel {
       double var = 0;
       for (int64_t s = 0; s < spatial; ++s) var += (xr[s] - mean) * (xr[s] - mean);
       var /= static_cast<double>(spatial);
-      const double inv_std = 1.0 / std::sqrt(var + eps);
+      const double inv_std = InvStdDev(var, eps);
       double g = 0, gx = 0;
       for (int64_t s = 0; s < spatial; ++s) {
         g += gr[s];
@@ -71,7 +72,7 @@ class InstanceNormGradKernel final : public OpKernel {
       const float mean_g = static_cast<float>(g / n), mean_gx = static_cast<float>(gx / n);
       const float m = static_cast<float>(mean), is = static_cast<float>(inv_std);
       float* dr = dx + i * spatial;
-      for (int64_t s = 0; s < spatial; ++s) dr[s] = k * (gr[s] - mean_g - (xr[s] - m) * is * mean_gx);
+      for (int64_t s = 0; s < spatial; ++s) dr[s] = NormInputGrad(gr[s], (xr[s] - m) * is, k, mean_g, mean_gx);
     }
     for (int out : {1, 2}) {
       if (!ctx.HasOutput(out)) continue;

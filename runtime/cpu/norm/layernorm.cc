@@ -22,18 +22,12 @@
 #include "runtime/cpu/layout/dnnl_util.h"
 #include "runtime/ops/kernel_util.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/ops/norm_checks.h"
+#include "runtime/ops/norm_math.h"
 
 namespace ot {
 namespace cpu {
 namespace {
-
-// X as [outer, inner] around the node's axis, and Scale (and B) expanded to [inner].
-struct LayerNormGeometry {
-  int64_t outer = 1, inner = 1;
-  Shape tail;   // X.shape[axis:]
-  Shape stats;  // X.shape with the normalised axes set to 1
-  std::vector<int64_t> scale_strides, bias_strides;  // into Scale / B, over `tail`
-};
 
 void IndexTail(const Shape& tail, const std::vector<int64_t>& strides, std::vector<int64_t>* offsets) {
   const int64_t n = NumElements(tail);
@@ -49,40 +43,6 @@ void IndexTail(const Shape& tail, const std::vector<int64_t>& strides, std::vect
       idx[d] = 0;
     }
   }
-}
-
-LayerNormGeometry PlanLayerNorm(const Node& node, const KernelContext& ctx, int scale_input,
-                                const Tensor* bias) {
-  const Tensor& x = ctx.Input(scale_input - 1);
-  const Tensor& scale = ctx.Input(scale_input);
-  for (const Tensor* t : {&x, &scale, bias})
-    if (t && t->dtype() != DType::kFloat32)
-      throw UnsupportedError(node.op_type + ": data type " + DTypeName(t->dtype()) + " (float32 only)");
-  if (node.GetInt("stash_type", 1) != 1)
-    throw UnsupportedError(node.op_type + ": stash_type " + std::to_string(node.GetInt("stash_type", 1)) +
-                           " (only 1, float)");
-  const int64_t rank = static_cast<int64_t>(x.rank());
-  if (rank == 0) throw Error(node.Describe() + ": " + node.op_type + " needs an input of rank >= 1");
-  const int64_t axis = NormalizeAxis(node.GetInt("axis", -1), rank, node);
-  LayerNormGeometry g;
-  const Shape& s = x.shape();
-  g.tail = Shape(s.begin() + axis, s.end());
-  g.stats = s;
-  for (size_t d = static_cast<size_t>(axis); d < s.size(); ++d) g.stats[d] = 1;
-  g.inner = NumElements(g.tail);
-  g.outer = NumElements(Shape(s.begin(), s.begin() + axis));
-  auto check = [&](const Tensor& t, const char* what) {
-    if (static_cast<size_t>(t.rank()) > g.tail.size() || BroadcastShapes(t.shape(), g.tail, node) != g.tail)
-      throw Error(node.Describe() + ": " + what + " " + t.Describe() + " does not broadcast to the normalised shape " +
-                  ShapeString(g.tail));
-  };
-  check(scale, "Scale");
-  g.scale_strides = BroadcastStrides(scale.shape(), g.tail);
-  if (bias) {
-    check(*bias, "B");
-    g.bias_strides = BroadcastStrides(bias->shape(), g.tail);
-  }
-  return g;
 }
 
 // Mean and population variance of one row of `inner` values, in double.
@@ -104,7 +64,7 @@ void RowStats(const float* x, int64_t inner, float eps, float* mean, float* inv_
   double mu = 0, var = 0;
   RowMeanVar(x, inner, &mu, &var);
   *mean = static_cast<float>(mu);
-  *inv_std = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
+  *inv_std = static_cast<float>(InvStdDev(var, static_cast<double>(eps)));
 }
 
 // Whether a Scale or B broadcast over the tail is one value per tail element, in order
@@ -178,7 +138,7 @@ class LayerNormKernel final : public OpKernel {
       float* yr = y + r * inner;
       float mu = 0, inv = 0;
       RowStats(xr, inner, eps, &mu, &inv);
-      for (int64_t j = 0; j < inner; ++j) yr[j] = (xr[j] - mu) * inv * scale[j] + shift[j];
+      for (int64_t j = 0; j < inner; ++j) yr[j] = NormalizedAffine(xr[j], mu, inv, scale[j], shift[j]);
       if (mean_out) mean_out[r] = mu;
       if (inv_out) inv_out[r] = inv;
     }
@@ -274,7 +234,7 @@ class LayerNormGradKernel final : public OpKernel {
       float* dxr = dx + r * inner;
       for (int64_t j = 0; j < inner; ++j) {
         const float xhat = (xr[j] - mean[r]) * inv[r];
-        dxr[j] = inv[r] * (dyr[j] * scale[j] - mg - xhat * mgx);
+        dxr[j] = NormInputGrad(dyr[j] * scale[j], xhat, inv[r], mg, mgx);
       }
     }
     float* dscale = ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr;

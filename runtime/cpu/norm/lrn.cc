@@ -13,6 +13,7 @@
 #include "graph/op_domains.h"
 #include "runtime/cpu/layout/dnnl_util.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/ops/lrn_math.h"
 #include "runtime/ops/norm_checks.h"
 
 namespace ot {
@@ -75,10 +76,7 @@ class LrnGradKernel final : public OpKernel {
     if (x.numel() == 0) return;
     const int64_t n_batch = x.dim(0), channels = x.dim(1), inner = x.numel() / (n_batch * channels);
     const LrnAttrs a = ReadLrnAttrs(node_, x);
-    const int64_t size = a.size;
-    const int64_t lo = (size - 1) / 2, hi = size - 1 - lo;  // the window reaches lo below, hi above
-    const double alpha = a.alpha, beta = a.beta;
-    const double bias = a.bias, a_over_n = alpha / static_cast<double>(size);
+    const LrnGradParams lp = MakeLrnGradParams(channels, a.size, a.alpha, a.beta, a.bias);
     const float* xs = x.data<float>();
     const float* dys = ctx.Input(0).data<float>();
     float* dxs = ctx.Output(0).data<float>();
@@ -86,22 +84,20 @@ class LrnGradKernel final : public OpKernel {
     for (int64_t np = 0; np < n_batch * inner; ++np) {
       const int64_t n = np / inner, p = np % inner;
       auto at = [&](int64_t c) { return (n * channels + c) * inner + p; };
+      auto x_at = [&](int64_t c) { return xs[at(c)]; };
       // Per channel: S^-beta and t = dY X S^-(beta+1) along this pixel's channel column.
       std::vector<double> s_pow(static_cast<size_t>(channels)), t(static_cast<size_t>(channels));
       for (int64_t c = 0; c < channels; ++c) {
-        double sq = 0;
-        for (int64_t i = std::max<int64_t>(0, c - lo); i <= std::min(channels - 1, c + hi); ++i)
-          sq += static_cast<double>(xs[at(i)]) * xs[at(i)];
-        const double s = bias + a_over_n * sq;
-        s_pow[static_cast<size_t>(c)] = std::pow(s, -beta);
+        const double s = LrnScaleAt(lp, c, x_at);
+        s_pow[static_cast<size_t>(c)] = std::pow(s, -lp.beta);
         t[static_cast<size_t>(c)] = static_cast<double>(dys[at(c)]) * xs[at(c)] * s_pow[static_cast<size_t>(c)] / s;
       }
       for (int64_t j = 0; j < channels; ++j) {
-        double acc = 0;  // over the channels c whose window holds j: c in [j - hi, j + lo]
-        for (int64_t c = std::max<int64_t>(0, j - hi); c <= std::min(channels - 1, j + lo); ++c)
-          acc += t[static_cast<size_t>(c)];
-        dxs[at(j)] = static_cast<float>(dys[at(j)] * s_pow[static_cast<size_t>(j)] -
-                                        2 * a_over_n * beta * xs[at(j)] * acc);
+        int64_t first = 0, last = 0;
+        LrnWindowsHolding(lp, j, &first, &last);
+        double acc = 0;
+        for (int64_t c = first; c <= last; ++c) acc += t[static_cast<size_t>(c)];
+        dxs[at(j)] = LrnGradElement(lp, dys[at(j)], xs[at(j)], s_pow[static_cast<size_t>(j)], acc);
       }
     }
   }

@@ -7,6 +7,7 @@
 
 #include "graph/error.h"
 #include "runtime/cpu/norm/channel_statistics.h"
+#include "runtime/ops/sync_bn_math.h"
 
 namespace ot {
 namespace cpu {
@@ -35,11 +36,7 @@ void GlobalChannelStatistics(const dnnl::memory::desc& md, const float* x, Cross
   std::vector<double> second(2 * c, 0.0);
   ChannelSums(md, x, center.data(), second.data(), second.data() + c);
   SumOverReplicas(replicas, second);
-  for (size_t i = 0; i < c; ++i) {
-    const double dev = second[i], sq = second[c + i];
-    mean[i] = static_cast<float>(center[i] + dev / count);
-    var[i] = static_cast<float>(std::max((sq - dev * dev / count) / count, 0.0));
-  }
+  for (size_t i = 0; i < c; ++i) MeanVarFromCenteredSums(center[i], second[i], second[c + i], count, &mean[i], &var[i]);
 }
 
 void GlobalBatchNormGrad(const dnnl::memory::desc& md, const float* dy, const float* x, const float* scale,
@@ -62,9 +59,10 @@ void GlobalBatchNormGrad(const dnnl::memory::desc& md, const float* dy, const fl
   // dx = scale * invstd * (dy - mean(dy) - (x - mean) * invstd^2 * mean(dy (x - mean)))
   std::vector<double> a(c), b(c), k(c);
   for (size_t i = 0; i < c; ++i) {
-    a[i] = static_cast<double>(scale[i]) * invstd[i];
-    b[i] = -a[i] * invstd[i] * invstd[i] * (sums[c + i] / count);
-    k[i] = -a[i] * (sums[i] / count);
+    const BatchNormGradCoefficients co = BatchNormGradCoefficientsFor(scale[i], invstd[i], sums[i], sums[c + i], count);
+    a[i] = co.a;
+    b[i] = co.b;
+    k[i] = co.k;
   }
   ChannelAffineCombination(md, dy, x, m.data(), a.data(), b.data(), k.data(), dx);
 }

@@ -6,6 +6,7 @@
 #include "graph/op_domains.h"
 #include "runtime/cpu/dtype_dispatch.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/ops/elementwise_math.h"
 #include "runtime/ops/index_shapes.h"
 #include "runtime/ops/op_shapes.h"
 
@@ -105,7 +106,7 @@ class RangeKernel final : public OpKernel {
       using T = typename decltype(tag)::type;
       const T start = ctx.Input(0).data<T>()[0], delta = ctx.Input(2).data<T>()[0];
       T* p = y.data<T>();
-      for (int64_t i = 0; i < y.numel(); ++i) p[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+      for (int64_t i = 0; i < y.numel(); ++i) p[i] = RangeValue(start, delta, i);
     });
   }
 

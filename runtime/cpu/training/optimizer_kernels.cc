@@ -152,55 +152,30 @@ class AdamWKernel final : public OptimizerKernel {
   const AdamWParams p_;
 };
 
-// org.onnxtrain RMSprop, torch.optim.RMSprop's update:
-//   G <- G + weight_decay X;  S <- alpha S + (1 - alpha) G^2
-//   centered: A <- alpha A + (1 - alpha) G, D = sqrt(S - A^2) + epsilon; else D = sqrt(S) + epsilon
-//   momentum > 0: B <- momentum B + G / D, X <- X - R B; else X <- X - R G / D
-// States, in this order: S, then A if centered, then B if momentum > 0.
+// org.onnxtrain RMSprop, torch.optim.RMSprop's update (runtime/ops/optimizer_math.h, shared
+// with the CUDA kernel). States: S, then A if centered, then B if momentum > 0.
 class RmspropKernel final : public OptimizerKernel {
  public:
   explicit RmspropKernel(const KernelInfo& info)
-      : OptimizerKernel(info, StatesOf(info.node)),
-        alpha_(node_.GetFloat("alpha", 0.99f)),
-        eps_(node_.GetFloat("epsilon", 1e-8f)),
-        momentum_(node_.GetFloat("momentum", 0.f)),
-        decay_(node_.GetFloat("weight_decay", 0.f)),
-        centered_(node_.GetInt("centered", 0) != 0) {}
-  static int StatesOf(const Node& node) {
-    return 1 + (node.GetInt("centered", 0) != 0 ? 1 : 0) + (node.GetFloat("momentum", 0.f) > 0.f ? 1 : 0);
-  }
+      : OptimizerKernel(info, ReadRmspropParams(info.node).States()), p_(ReadRmspropParams(node_)) {}
 
  private:
   void Update(float r, int64_t t, int64_t n, const Slots& s) override {
-    const float alpha = alpha_, eps = eps_, mom = momentum_, decay = decay_;
-    const bool centered = centered_;
-    const int buf = centered ? 2 : 1;  // the momentum buffer's state index
+    (void)t;
+    const RmspropParams p = p_;
+    const int states = p.States();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
-      const float g = decay != 0.f ? s.g[i] + decay * s.x[i] : s.g[i];
-      const float sq = alpha * s.state[0][i] + (1.f - alpha) * g * g;
-      if (s.state_new[0]) s.state_new[0][i] = sq;
-      float avg;
-      if (centered) {
-        const float a = alpha * s.state[1][i] + (1.f - alpha) * g;
-        if (s.state_new[1]) s.state_new[1][i] = a;
-        avg = std::sqrt(sq - a * a) + eps;
-      } else {
-        avg = std::sqrt(sq) + eps;
+      float old[3] = {};
+      float* out[3] = {};
+      for (int k = 0; k < states; ++k) {
+        old[k] = s.state[k][i];
+        out[k] = s.state_new[k] ? s.state_new[k] + i : nullptr;
       }
-      float x;
-      if (mom > 0.f) {
-        const float b = mom * s.state[buf][i] + g / avg;
-        if (s.state_new[buf]) s.state_new[buf][i] = b;
-        x = s.x[i] - r * b;
-      } else {
-        x = s.x[i] - r * (g / avg);
-      }
-      if (s.x_new) s.x_new[i] = x;
+      RmspropElement(p, r, s.x[i], s.g[i], old, out, s.x_new ? s.x_new + i : nullptr);
     }
   }
-  const float alpha_, eps_, momentum_, decay_;
-  const bool centered_;
+  const RmspropParams p_;
 };
 
 OT_REGISTER_KERNEL(kTrainingOpsDomain, "Momentum", 1, kLatestOpset, DeviceType::kCPU, MomentumKernel);

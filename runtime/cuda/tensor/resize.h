@@ -1,0 +1,29 @@
+// Our own CUDA kernels for Resize/Upsample and ResizeGrad (runtime/cuda/tensor/
+// resize_ops.cc): one axis at a time, as the CPU kernel, with the per-axis input taps and
+// weights that runtime/ops/index_shapes.h's PlanResize computes for both devices (copied to
+// the device once per plan). Float32; asynchronous on the given stream.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ot::cuda::tensor {
+
+// One axis seen as [outer, len, inner]: len_in -> len_out with `taps` (index, weight) pairs
+// per output index, index/weight on the device (len_out * taps each).
+struct ResizeAxisView {
+  int64_t outer = 0, inner = 0, len_in = 0, len_out = 0;
+  int taps = 1;
+  const int64_t* index = nullptr;
+  const float* weight = nullptr;
+};
+
+// dst[o, j, i] = sum_t weight[j, t] * src[o, index[j, t], i] (one tap: a copy).
+void ResizeAlongAxis(const ResizeAxisView& a, const float* src, float* dst, cudaStream_t stream);
+
+// The transpose: dsrc = 0, then dsrc[o, index[j, t], i] += weight[j, t] * ddst[o, j, i]
+// (atomic adds).
+void ResizeAlongAxisGrad(const ResizeAxisView& a, const float* ddst, float* dsrc, cudaStream_t stream);
+
+}  // namespace ot::cuda::tensor
