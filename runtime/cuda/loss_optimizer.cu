@@ -218,6 +218,7 @@ void LaunchRmsprop(const ::ot::RmspropParams& p, const float* lr, const float* x
     st.out[k] = state_new[k];
   }
   RmspropKernel<<<Blocks(n), kThreads, 0, stream>>>(p, lr, x, g, st, x_new, n);
+  OT_CUDA_CHECK_LAUNCH("RmspropKernel");
 }
 
 }  // namespace ot::cuda::math

@@ -7,6 +7,7 @@
 
 #include "runtime/cuda/math_device.h"
 #include "runtime/ops/attention_math.h"
+#include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::attention {
 namespace {
@@ -115,17 +116,20 @@ void AddScoreBias(const ScoreBias& b, float* s, float* capped, cudaStream_t stre
   const int64_t n = b.batch * b.q_heads * b.q_len * b.total_len;
   if (n <= 0) return;
   ScoreBiasKernel<<<math::GridBlocks(n, kThreads), kThreads, 0, stream>>>(b, s, capped, n);
+  OT_CUDA_CHECK_LAUNCH("ScoreBiasKernel");
 }
 
 void SoftmaxRows(float* s, int64_t rows, int64_t cols, float* lse, cudaStream_t stream) {
   if (rows <= 0) return;
   SoftmaxRowsKernel<<<RowBlocks(rows), kRowThreads, 0, stream>>>(s, rows, cols, lse);
+  OT_CUDA_CHECK_LAUNCH("SoftmaxRowsKernel");
 }
 
 void SoftmaxGradRows(const float* p, float* dp, const float* capped, float softcap, int64_t rows, int64_t cols,
                      cudaStream_t stream) {
   if (rows <= 0) return;
   SoftmaxGradRowsKernel<<<RowBlocks(rows), kRowThreads, 0, stream>>>(p, dp, capped, softcap, rows, cols);
+  OT_CUDA_CHECK_LAUNCH("SoftmaxGradRowsKernel");
 }
 
 }  // namespace ot::cuda::attention

@@ -4,6 +4,7 @@
 
 #include "runtime/cuda/math_device.h"
 #include "runtime/ops/elementwise_math.h"
+#include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::elementwise {
 namespace {
@@ -75,6 +76,7 @@ bool LaunchMod(DType type, bool c_style, const void* a, const void* b, void* y, 
     if (n > 0)
       ModKernel<T><<<Blocks(n), kThreads, 0, stream>>>(c_style, static_cast<const T*>(a), static_cast<const T*>(b),
                                                        static_cast<T*>(y), n, ix, error_flag);
+    OT_CUDA_CHECK_LAUNCH("ModKernel");
     return true;
   };
   switch (type) {
@@ -89,12 +91,14 @@ bool LaunchMod(DType type, bool c_style, const void* a, const void* b, void* y, 
 void LaunchPRelu(const float* x, const float* slope, float* y, int64_t n, const math::BroadcastIndexer& ix,
                  cudaStream_t stream) {
   if (n > 0) PReluKernel<<<Blocks(n), kThreads, 0, stream>>>(x, slope, y, n, ix);
+  OT_CUDA_CHECK_LAUNCH("PReluKernel");
 }
 
 void LaunchPReluGrad(const float* dy, const float* x, const float* slope, float* dx, float* dslope,
                      int64_t slope_numel, int64_t n, const math::BroadcastIndexer& ix, cudaStream_t stream) {
   if (dslope && slope_numel > 0) cudaMemsetAsync(dslope, 0, static_cast<size_t>(slope_numel) * sizeof(float), stream);
   if (n > 0) PReluGradKernel<<<Blocks(n), kThreads, 0, stream>>>(dy, x, slope, dx, dslope, n, ix);
+  OT_CUDA_CHECK_LAUNCH("PReluGradKernel");
 }
 
 bool LaunchPowGrad(DType exponent_type, const float* dy, const float* a, const void* b, float* da, float* db,
@@ -102,6 +106,7 @@ bool LaunchPowGrad(DType exponent_type, const float* dy, const float* a, const v
   auto run = [&](auto tag) {
     using E = decltype(tag);
     if (n > 0) PowGradKernel<E><<<Blocks(n), kThreads, 0, stream>>>(dy, a, static_cast<const E*>(b), da, db, n, ix);
+    OT_CUDA_CHECK_LAUNCH("PowGradKernel");
     return true;
   };
   switch (exponent_type) {
@@ -114,6 +119,7 @@ bool LaunchPowGrad(DType exponent_type, const float* dy, const float* a, const v
 
 void LaunchNot(const uint8_t* x, uint8_t* y, int64_t n, cudaStream_t stream) {
   if (n > 0) NotKernel<<<Blocks(n), kThreads, 0, stream>>>(x, y, n);
+  OT_CUDA_CHECK_LAUNCH("NotKernel");
 }
 
 bool LaunchRange(DType type, const void* start, const void* delta, void* y, int64_t n, cudaStream_t stream) {
@@ -122,6 +128,7 @@ bool LaunchRange(DType type, const void* start, const void* delta, void* y, int6
     if (n > 0)
       RangeKernel<T><<<Blocks(n), kThreads, 0, stream>>>(static_cast<const T*>(start), static_cast<const T*>(delta),
                                                          static_cast<T*>(y), n);
+    OT_CUDA_CHECK_LAUNCH("RangeKernel");
     return true;
   };
   switch (type) {

@@ -4,6 +4,7 @@
 #include "runtime/cuda/math_device.h"
 #include "runtime/ops/norm_math.h"
 #include "runtime/ops/sync_bn_math.h"
+#include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::norm {
 namespace {
@@ -98,12 +99,14 @@ unsigned ChannelBlocks(int64_t c) { return static_cast<unsigned>(c < 65535 ? c :
 void ChannelSums(const ChannelShape& sh, const float* x, const double* center, double* sum0, double* sum1,
                  cudaStream_t stream) {
   if (sh.c > 0) ChannelSumsKernel<<<ChannelBlocks(sh.c), kThreads, 0, stream>>>(sh, x, center, sum0, sum1);
+  OT_CUDA_CHECK_LAUNCH("ChannelSumsKernel");
 }
 
 void ChannelGradientSums(const ChannelShape& sh, const float* dy, const float* x, const float* mean, double* sum_dy,
                          double* sum_dy_xmu, cudaStream_t stream) {
   if (sh.c > 0)
     ChannelGradientSumsKernel<<<ChannelBlocks(sh.c), kThreads, 0, stream>>>(sh, dy, x, mean, sum_dy, sum_dy_xmu);
+  OT_CUDA_CHECK_LAUNCH("ChannelGradientSumsKernel");
 }
 
 void NormalizeChannels(const ChannelShape& sh, const float* x, const float* mean, const float* var, float eps,
@@ -112,6 +115,7 @@ void NormalizeChannels(const ChannelShape& sh, const float* x, const float* mean
   if (total > 0)
     NormalizeKernel<<<math::GridBlocks(total, kThreads), kThreads, 0, stream>>>(sh, x, mean, var, eps, scale, shift,
                                                                                 y, total);
+  OT_CUDA_CHECK_LAUNCH("NormalizeKernel");
 }
 
 void UpdateRunningStatistic(int64_t channels, const float* running, const float* batch, double factor, float momentum,
@@ -119,6 +123,7 @@ void UpdateRunningStatistic(int64_t channels, const float* running, const float*
   if (channels > 0)
     RunningKernel<<<math::GridBlocks(channels, kThreads), kThreads, 0, stream>>>(channels, running, batch, factor,
                                                                                  momentum, out);
+  OT_CUDA_CHECK_LAUNCH("RunningKernel");
 }
 
 void ChannelAffineCombination(const ChannelShape& sh, const float* dy, const float* x, const double* coef, float* dx,
@@ -126,6 +131,7 @@ void ChannelAffineCombination(const ChannelShape& sh, const float* dy, const flo
   const int64_t total = sh.n * sh.c * sh.s;
   if (total > 0)
     AffineKernel<<<math::GridBlocks(total, kThreads), kThreads, 0, stream>>>(sh, dy, x, coef, dx, total);
+  OT_CUDA_CHECK_LAUNCH("AffineKernel");
 }
 
 }  // namespace ot::cuda::norm

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "runtime/cuda/math_device.h"
+#include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::norm {
 namespace {
@@ -41,7 +42,9 @@ void LrnGrad(const LrnGradParams& p, int64_t n, int64_t inner, const float* dy, 
   if (total <= 0) return;
   const unsigned blocks = math::GridBlocks(total, kThreads);
   LrnScalePass<<<blocks, kThreads, 0, stream>>>(p, inner, dy, x, scratch, scratch + total, total);
+  OT_CUDA_CHECK_LAUNCH("LrnScalePass");
   LrnGradPass<<<blocks, kThreads, 0, stream>>>(p, inner, dy, x, scratch, scratch + total, dx, total);
+  OT_CUDA_CHECK_LAUNCH("LrnGradPass");
 }
 
 }  // namespace ot::cuda::norm

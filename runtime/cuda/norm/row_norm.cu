@@ -6,6 +6,7 @@
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_device.h"
 #include "runtime/ops/norm_math.h"
+#include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::norm {
 namespace {
@@ -132,6 +133,7 @@ void RowNormForward(const RowNormShape& s, const float* x, const float* scale, c
                     float* mean, float* inv_std, cudaStream_t stream) {
   if (s.rows <= 0) return;
   RowNormForwardKernel<<<RowBlocks(s.rows), kRowThreads, 0, stream>>>(s, x, scale, shift, y, mean, inv_std);
+  OT_CUDA_CHECK_LAUNCH("RowNormForwardKernel");
 }
 
 void RowNormBackward(const RowNormShape& s, const float* dy, const float* x, const float* scale, float* dx,
@@ -140,13 +142,16 @@ void RowNormBackward(const RowNormShape& s, const float* dy, const float* x, con
   if (s.rows > 0)
     RowNormBackwardKernel<<<RowBlocks(s.rows), kRowThreads, 0, stream>>>(s, dy, x, scale, dx, row_mean, row_inv_std,
                                                                          row_sum_g, row_sum_gx);
+  OT_CUDA_CHECK_LAUNCH("RowNormBackwardKernel");
   if (!dscale && !dbias) return;
   if (s.channels > 0)
     ChannelParamGradKernel<<<math::GridBlocks(s.channels, kColThreads), kColThreads, 0, stream>>>(
         s, row_sum_g, row_sum_gx, dscale, dbias);
+  OT_CUDA_CHECK_LAUNCH("ChannelParamGradKernel");
   else if (s.cols > 0)
     ColumnParamGradKernel<<<math::GridBlocks(s.cols, kColThreads), kColThreads, 0, stream>>>(
         s, dy, x, row_mean, row_inv_std, dscale, dbias);
+    OT_CUDA_CHECK_LAUNCH("ColumnParamGradKernel");
 }
 
 }  // namespace ot::cuda::norm

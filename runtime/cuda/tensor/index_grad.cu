@@ -6,6 +6,7 @@
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_device.h"
 #include "runtime/ops/index_math.h"
+#include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::tensor {
 namespace {
@@ -56,6 +57,7 @@ void SliceScatter(const float* dy, const std::vector<int64_t>& shape, const std:
   }
   if (n <= 0) return;
   SliceScatterKernel<<<math::GridBlocks(n, kThreads), kThreads, 0, stream>>>(dy, g, offset, dx, n);
+  OT_CUDA_CHECK_LAUNCH("SliceScatterKernel");
 }
 
 void GatherScatterAdd(const float* dy, const void* indices, bool indices_int64, int64_t outer, int64_t dim,
@@ -68,9 +70,11 @@ void GatherScatterAdd(const float* dy, const void* indices, bool indices_int64, 
   if (indices_int64)
     GatherScatterAddKernel<int64_t><<<blocks, kThreads, 0, stream>>>(dy, static_cast<const int64_t*>(indices), dim,
                                                                      count, inner, dx, error_flag, n);
+  OT_CUDA_CHECK_LAUNCH("GatherScatterAddKernel");
   else
     GatherScatterAddKernel<int32_t><<<blocks, kThreads, 0, stream>>>(dy, static_cast<const int32_t*>(indices), dim,
                                                                      count, inner, dx, error_flag, n);
+    OT_CUDA_CHECK_LAUNCH("GatherScatterAddKernel");
 }
 
 }  // namespace ot::cuda::tensor

@@ -4,6 +4,7 @@
 
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_device.h"
+#include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::tensor {
 namespace {
@@ -47,12 +48,14 @@ __global__ void ResizeAxisGradKernel(ResizeAxisView a, const float* ddst, float*
 void ResizeAlongAxis(const ResizeAxisView& a, const float* src, float* dst, cudaStream_t stream) {
   const int64_t n = a.outer * a.len_out * a.inner;
   if (n > 0) ResizeAxisKernel<<<math::GridBlocks(n, kThreads), kThreads, 0, stream>>>(a, src, dst, n);
+  OT_CUDA_CHECK_LAUNCH("ResizeAxisKernel");
 }
 
 void ResizeAlongAxisGrad(const ResizeAxisView& a, const float* ddst, float* dsrc, cudaStream_t stream) {
   const int64_t in = a.outer * a.len_in * a.inner, n = a.outer * a.len_out * a.inner;
   if (in > 0) OT_CUDA_CHECK(cudaMemsetAsync(dsrc, 0, static_cast<size_t>(in) * sizeof(float), stream));
   if (n > 0) ResizeAxisGradKernel<<<math::GridBlocks(n, kThreads), kThreads, 0, stream>>>(a, ddst, dsrc, n);
+  OT_CUDA_CHECK_LAUNCH("ResizeAxisGradKernel");
 }
 
 }  // namespace ot::cuda::tensor

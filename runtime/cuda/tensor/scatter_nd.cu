@@ -4,6 +4,7 @@
 #include "graph/error.h"
 #include "runtime/cuda/math_device.h"
 #include "runtime/ops/index_math.h"
+#include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::tensor {
 namespace {
@@ -70,18 +71,22 @@ void LaunchGather(const ScatterNDGeometry& g, const void* data, const Index* ind
     case 1:
       GatherNDKernel<<<blocks, kThreads, 0, stream>>>(g, static_cast<const uint8_t*>(data), indices,
                                                       static_cast<uint8_t*>(out), error_flag, n);
+      OT_CUDA_CHECK_LAUNCH("GatherNDKernel");
       break;
     case 2:
       GatherNDKernel<<<blocks, kThreads, 0, stream>>>(g, static_cast<const uint16_t*>(data), indices,
                                                       static_cast<uint16_t*>(out), error_flag, n);
+      OT_CUDA_CHECK_LAUNCH("GatherNDKernel");
       break;
     case 4:
       GatherNDKernel<<<blocks, kThreads, 0, stream>>>(g, static_cast<const uint32_t*>(data), indices,
                                                       static_cast<uint32_t*>(out), error_flag, n);
+      OT_CUDA_CHECK_LAUNCH("GatherNDKernel");
       break;
     case 8:
       GatherNDKernel<<<blocks, kThreads, 0, stream>>>(g, static_cast<const uint64_t*>(data), indices,
                                                       static_cast<uint64_t*>(out), error_flag, n);
+      OT_CUDA_CHECK_LAUNCH("GatherNDKernel");
       break;
     default:
       throw UnsupportedError("GatherND: elements of " + std::to_string(esize) + " bytes on CUDA");
@@ -98,18 +103,22 @@ void Launch(const ScatterNDGeometry& g, const Index* indices, const void* update
     case 1:
       ScatterNDReplaceKernel<<<blocks, kThreads, 0, stream>>>(g, indices, static_cast<const uint8_t*>(updates),
                                                               static_cast<uint8_t*>(out), error_flag, n);
+      OT_CUDA_CHECK_LAUNCH("ScatterNDReplaceKernel");
       break;
     case 2:
       ScatterNDReplaceKernel<<<blocks, kThreads, 0, stream>>>(g, indices, static_cast<const uint16_t*>(updates),
                                                               static_cast<uint16_t*>(out), error_flag, n);
+      OT_CUDA_CHECK_LAUNCH("ScatterNDReplaceKernel");
       break;
     case 4:
       ScatterNDReplaceKernel<<<blocks, kThreads, 0, stream>>>(g, indices, static_cast<const uint32_t*>(updates),
                                                               static_cast<uint32_t*>(out), error_flag, n);
+      OT_CUDA_CHECK_LAUNCH("ScatterNDReplaceKernel");
       break;
     case 8:
       ScatterNDReplaceKernel<<<blocks, kThreads, 0, stream>>>(g, indices, static_cast<const uint64_t*>(updates),
                                                               static_cast<uint64_t*>(out), error_flag, n);
+      OT_CUDA_CHECK_LAUNCH("ScatterNDReplaceKernel");
       break;
     default:
       throw UnsupportedError("ScatterND: elements of " + std::to_string(esize) + " bytes on CUDA");
