@@ -144,14 +144,15 @@ void RowNormBackward(const RowNormShape& s, const float* dy, const float* x, con
                                                                          row_sum_g, row_sum_gx);
   OT_CUDA_CHECK_LAUNCH("RowNormBackwardKernel");
   if (!dscale && !dbias) return;
-  if (s.channels > 0)
+  if (s.channels > 0) {
     ChannelParamGradKernel<<<math::GridBlocks(s.channels, kColThreads), kColThreads, 0, stream>>>(
         s, row_sum_g, row_sum_gx, dscale, dbias);
-  OT_CUDA_CHECK_LAUNCH("ChannelParamGradKernel");
-  else if (s.cols > 0)
+    OT_CUDA_CHECK_LAUNCH("ChannelParamGradKernel");
+  } else if (s.cols > 0) {
     ColumnParamGradKernel<<<math::GridBlocks(s.cols, kColThreads), kColThreads, 0, stream>>>(
         s, dy, x, row_mean, row_inv_std, dscale, dbias);
     OT_CUDA_CHECK_LAUNCH("ColumnParamGradKernel");
+  }
 }
 
 }  // namespace ot::cuda::norm

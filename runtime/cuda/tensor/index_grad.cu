@@ -67,14 +67,15 @@ void GatherScatterAdd(const float* dy, const void* indices, bool indices_int64, 
   const int64_t n = outer * count * inner;
   if (n <= 0) return;
   const unsigned blocks = math::GridBlocks(n, kThreads);
-  if (indices_int64)
+  if (indices_int64) {
     GatherScatterAddKernel<int64_t><<<blocks, kThreads, 0, stream>>>(dy, static_cast<const int64_t*>(indices), dim,
                                                                      count, inner, dx, error_flag, n);
-  OT_CUDA_CHECK_LAUNCH("GatherScatterAddKernel");
-  else
+    OT_CUDA_CHECK_LAUNCH("GatherScatterAddKernel");
+  } else {
     GatherScatterAddKernel<int32_t><<<blocks, kThreads, 0, stream>>>(dy, static_cast<const int32_t*>(indices), dim,
                                                                      count, inner, dx, error_flag, n);
     OT_CUDA_CHECK_LAUNCH("GatherScatterAddKernel");
+  }
 }
 
 }  // namespace ot::cuda::tensor
