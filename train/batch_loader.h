@@ -39,6 +39,11 @@ struct Batch {
 // there: decoded and transformed on the source's worker pool, augmented per sample.
 Batch PrepareBatch(const ImageDataset& dataset, std::vector<int64_t> samples, const AugmentOptions& augment,
                    int64_t epoch, int64_t index);
+// The same batch made in `b`, reusing the buffers it holds from an earlier batch: the images
+// of an unaugmented image data set are gathered and normalised in one pass, with no
+// allocation once the buffer has the batch's size.
+void PrepareBatchInto(const ImageDataset& dataset, std::vector<int64_t> samples, const AugmentOptions& augment,
+                      int64_t epoch, int64_t index, Batch* b);
 
 struct BatchLoaderOptions {
   AugmentOptions augment;
@@ -57,12 +62,14 @@ class BatchLoader {
   BatchLoader& operator=(const BatchLoader&) = delete;
 
   // The next batch in order; false when all are served. An exception thrown while making a
-  // batch is rethrown here, in place of that batch.
+  // batch is rethrown here, in place of that batch. The batch *batch held before the call
+  // goes back to the loader, which makes a later batch in its buffers: views of it (the
+  // step's input tensors) must not outlive the call.
   bool Next(Batch* batch);
 
  private:
   void Run();
-  Batch MakeNext();
+  void MakeNext(Batch* b);
 
   const ImageDataset& dataset_;
   DistributedSampler sampler_;  // used only by the loader thread
@@ -72,6 +79,7 @@ class BatchLoader {
   std::condition_variable ready_;  // a batch, the end or an error is there
   std::condition_variable room_;   // the queue has room, or stop was asked
   std::deque<Batch> queue_;
+  std::vector<Batch> spare_;  // batches the consumer gave back, their buffers to be refilled
   bool finished_ = false;  // the loader thread made its last batch (or failed)
   bool stop_ = false;      // the destructor asks the thread to end
   std::exception_ptr error_;
