@@ -1,11 +1,12 @@
 // The loader refills the batches its consumer hands back (train/batch_loader.h): the refilled
 // buffers hold exactly what a fresh batch would, also where the batch size changes (an epoch's
-// short last batch, then full ones again), and the one-pass gather and normalisation
-// (ImageDataset::ImagesInto) gives the values of x / 255 normalised, bit for bit.
+// short last batch, then full ones again) and for queues of any depth; the one-pass gather and
+// normalisation (ImageDataset::ImagesInto) gives the values of x / 255 normalised, bit for bit.
 #include <gtest/gtest.h>
 
 #include <set>
 
+#include "graph/error.h"
 #include "train/batch_loader.h"
 #include "train/image_dataset.h"
 #include "train/sampler.h"
@@ -50,8 +51,10 @@ TEST(BatchRecyclingTest, RefilledBatchesAreFreshBatches) {
   so.batch_size = 10;  // 11 batches an epoch, the last of 3 samples
   so.shuffle = true;
   so.seed = 5;
-  for (const bool augment : {false, true}) {
+  for (const bool augment : {false, true})
+  for (const int64_t depth : {1, 2, 8}) {  // 8: the loader sleeps until 4 are taken
     BatchLoaderOptions lo;
+    lo.queue_depth = depth;
     lo.end_epoch = 3;
     lo.augment.random_crop = lo.augment.horizontal_flip = augment;
     lo.augment.random_erase = augment ? 0.5f : 0.f;
@@ -62,6 +65,7 @@ TEST(BatchRecyclingTest, RefilledBatchesAreFreshBatches) {
     std::set<const uint8_t*> buffers;
     int64_t served = 0;
     while (loader.Next(&b)) {
+      SCOPED_TRACE(StrFormat("queue depth %lld%s", (long long)depth, augment ? ", augmented" : ""));
       const SamplerState at = direct.State();
       const Batch want = PrepareBatch(ds, direct.NextBatch(), lo.augment, at.epoch, at.position);
       ASSERT_EQ(b.samples, want.samples) << served;

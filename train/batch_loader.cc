@@ -1,6 +1,7 @@
 // BatchLoader: a producer thread and a bounded queue of prepared batches.
 #include "train/batch_loader.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "graph/error.h"
@@ -37,6 +38,11 @@ void PrepareBatchInto(const ImageDataset& dataset, std::vector<int64_t> samples,
   EraseBatch(b->images, augment, epoch, index);
 }
 
+int64_t QueueDepthFor(int64_t batch_bytes) {
+  constexpr int64_t kQueueBytes = int64_t{16} << 20;
+  return std::clamp<int64_t>(kQueueBytes / std::max<int64_t>(batch_bytes, 1), 2, 64);
+}
+
 BatchLoader::BatchLoader(const ImageDataset& dataset, DistributedSampler sampler, const BatchLoaderOptions& options)
     : dataset_(dataset), sampler_(std::move(sampler)), options_(options) {
   OT_CHECK(options.queue_depth >= 1, "the batch queue needs room for at least one batch");
@@ -66,7 +72,8 @@ void BatchLoader::Run() {
       Batch b;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        room_.wait(lock, [this] { return stop_ || queue_.size() < static_cast<size_t>(options_.queue_depth); });
+        if (queue_.size() >= static_cast<size_t>(options_.queue_depth))
+          room_.wait(lock, [this] { return stop_ || queue_.size() <= RefillAt(); });
         if (stop_) return;
         if (!spare_.empty()) {
           b = std::move(spare_.back());
@@ -97,8 +104,9 @@ bool BatchLoader::Next(Batch* batch) {
   if (!queue_.empty()) {
     *batch = std::move(queue_.front());
     queue_.pop_front();
+    const bool wake = queue_.size() <= RefillAt();
     lock.unlock();
-    room_.notify_one();
+    if (wake) room_.notify_one();
     return true;
   }
   if (error_) std::rethrow_exception(error_);

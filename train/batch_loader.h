@@ -48,8 +48,15 @@ void PrepareBatchInto(const ImageDataset& dataset, std::vector<int64_t> samples,
 struct BatchLoaderOptions {
   AugmentOptions augment;
   int64_t end_epoch = 1;    // the loader stops where this epoch would start
-  int64_t queue_depth = 2;  // batches made ahead of the consumer
+  // Batches made ahead of the consumer. A full queue puts the loader to sleep until the
+  // consumer has taken half of it, so that a deep queue wakes it once for several batches.
+  int64_t queue_depth = 2;
 };
+
+// A queue depth for batches of `batch_bytes`: room for about 16 MiB of them, 2 batches at
+// least and 64 at most. Short steps of small batches then take many batches per wake-up of
+// the loader (each wake-up is a system call on the step's thread).
+int64_t QueueDepthFor(int64_t batch_bytes);
 
 class BatchLoader {
  public:
@@ -70,6 +77,8 @@ class BatchLoader {
  private:
   void Run();
   void MakeNext(Batch* b);
+  // The queue length at or below which a sleeping loader is woken.
+  size_t RefillAt() const { return static_cast<size_t>(options_.queue_depth / 2); }
 
   const ImageDataset& dataset_;
   DistributedSampler sampler_;  // used only by the loader thread
