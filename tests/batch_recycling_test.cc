@@ -76,8 +76,10 @@ TEST(BatchRecyclingTest, RefilledBatchesAreFreshBatches) {
       ++served;
     }
     EXPECT_EQ(served, 3 * 11);
-    // Without recycling every batch would have a buffer of its own.
-    EXPECT_LE(buffers.size(), 2u * static_cast<size_t>(lo.queue_depth) + 2) << "batches are not refilled";
+    // Without recycling every batch would have a buffer of its own. With it, at most
+    // queue_depth + 2 buffers, each of which may move once when the epoch's short last
+    // batch was its first.
+    EXPECT_LE(buffers.size(), 2u * (static_cast<size_t>(lo.queue_depth) + 2)) << "batches are not refilled";
   }
 }
 

@@ -96,7 +96,7 @@ void BatchLoader::Run() {
 
 bool BatchLoader::Next(Batch* batch) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!batch->images.bytes.empty() && spare_.size() < static_cast<size_t>(options_.queue_depth)) {
+  if (!batch->images.bytes.empty() && spare_.size() < static_cast<size_t>(options_.queue_depth) + 2) {
     spare_.push_back(std::move(*batch));
     *batch = Batch();
   }

@@ -88,7 +88,9 @@ class BatchLoader {
   std::condition_variable ready_;  // a batch, the end or an error is there
   std::condition_variable room_;   // the queue has room, or stop was asked
   std::deque<Batch> queue_;
-  std::vector<Batch> spare_;  // batches the consumer gave back, their buffers to be refilled
+  // Batches the consumer gave back, their buffers to be refilled; with the queue, the one
+  // being made and the consumer's, never more than queue_depth + 2 batches are about.
+  std::vector<Batch> spare_;
   bool finished_ = false;  // the loader thread made its last batch (or failed)
   bool stop_ = false;      // the destructor asks the thread to end
   std::exception_ptr error_;
