@@ -53,8 +53,7 @@ void ProgressReporter::Step(int64_t step, int64_t global_step, double step_loss,
     WriteJson(StrFormat("{\"type\":\"step\",\"epoch\":%d,\"step\":%lld,\"global_step\":%lld,\"loss\":%.6g,\"lr\":%.6g,"
                         "\"img_per_s\":%.1f,\"time\":%.3f%s}",
                         epoch_, (long long)step, (long long)global_step, step_loss, lr_,
-                        elapsed > 0 ? static_cast<double>(images_ * world_size_) / elapsed : 0.0, Since(run_start_), extra_json.c_str()),
-              false);
+                        elapsed > 0 ? static_cast<double>(images_ * world_size_) / elapsed : 0.0, Since(run_start_), extra_json.c_str()));
   if (quiet_) return;
   const bool last = step + 1 == steps_;
   const double since_print = Since(last_print_);
@@ -136,11 +135,9 @@ void ProgressReporter::Message(const std::string& line) {
   std::fflush(stdout);
 }
 
-void ProgressReporter::WriteJson(const std::string& json, bool flush_now) {
+void ProgressReporter::WriteJson(const std::string& json) {
   *metrics_ << json << '\n';
-  if (!flush_now && Since(last_flush_) < 0.5) return;
   metrics_->flush();
-  last_flush_ = std::chrono::steady_clock::now();
 }
 
 }  // namespace ot

@@ -67,10 +67,7 @@ class ProgressReporter {
 
  private:
   void Bar(int64_t step, double running_loss);
-  // One line of the metrics file. Step lines reach the file at most half a second late
-  // (flush_now false: a write per step would cost a short step a tenth of its time); every
-  // other line, and the destructor, flush.
-  void WriteJson(const std::string& json, bool flush_now = true);
+  void WriteJson(const std::string& json);
 
   std::string tag_;
   bool tty_ = false;
@@ -80,7 +77,7 @@ class ProgressReporter {
   int64_t steps_ = 0;
   double lr_ = 0;
   int64_t images_ = 0;
-  std::chrono::steady_clock::time_point epoch_start_, last_print_, run_start_, last_flush_;
+  std::chrono::steady_clock::time_point epoch_start_, last_print_, run_start_;
   bool bar_shown_ = false;
   int world_size_ = 1;
 };
