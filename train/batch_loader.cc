@@ -39,7 +39,7 @@ void PrepareBatchInto(const ImageDataset& dataset, std::vector<int64_t> samples,
 }
 
 int64_t QueueDepthFor(int64_t batch_bytes) {
-  constexpr int64_t kQueueBytes = int64_t{16} << 20;
+  constexpr int64_t kQueueBytes = int64_t{4} << 20;
   return std::clamp<int64_t>(kQueueBytes / std::max<int64_t>(batch_bytes, 1), 2, 64);
 }
 

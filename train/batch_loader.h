@@ -53,9 +53,10 @@ struct BatchLoaderOptions {
   int64_t queue_depth = 2;
 };
 
-// A queue depth for batches of `batch_bytes`: room for about 16 MiB of them, 2 batches at
+// A queue depth for batches of `batch_bytes`: room for about 4 MiB of them, 2 batches at
 // least and 64 at most. Short steps of small batches then take many batches per wake-up of
-// the loader (each wake-up is a system call on the step's thread).
+// the loader (each wake-up is a system call on the step's thread); large batches stay 2
+// deep, so that the batch a step reads was made recently enough to be in the cache.
 int64_t QueueDepthFor(int64_t batch_bytes);
 
 class BatchLoader {
