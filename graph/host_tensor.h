@@ -27,6 +27,13 @@ struct HostTensor {
       : name(std::move(tensor_name)), dtype(t), dims(std::move(shape)),
         bytes(static_cast<size_t>(ot::NumElements(dims)) * DTypeSize(t)) {}
 
+  // Gives the tensor this type and shape in place, keeping its allocation where it is big
+  // enough (a buffer refilled batch after batch); the values are left as they were.
+  void Resize(DType t, std::vector<int64_t> shape) {
+    dtype = t;
+    dims = std::move(shape);
+    bytes.resize(static_cast<size_t>(ot::NumElements(dims)) * DTypeSize(t));
+  }
   int64_t NumElements() const { return ot::NumElements(dims); }
   size_t NumBytes() const { return bytes.size(); }
   template <typename T> T* Data() { return reinterpret_cast<T*>(bytes.data()); }

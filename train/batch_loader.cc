@@ -1,6 +1,7 @@
 // BatchLoader: a producer thread and a bounded queue of prepared batches.
 #include "train/batch_loader.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "graph/error.h"
@@ -10,24 +11,36 @@ namespace ot {
 Batch PrepareBatch(const ImageDataset& dataset, std::vector<int64_t> samples, const AugmentOptions& augment,
                    int64_t epoch, int64_t index) {
   Batch b;
-  b.epoch = epoch;
-  b.index = index;
-  b.samples = std::move(samples);
-  b.real_count = static_cast<int64_t>(b.samples.size());
-  // Checks the indices; token windows make the labels of this epoch's windows.
-  b.labels = dataset.source && dataset.source->MakesLabels() ? dataset.source->Labels(b.samples, epoch)
-                                                             : dataset.Labels(b.samples);
-  b.extra = dataset.ExtraInputs(b.samples);
-  if (dataset.source) {  // made on demand, augmented per sample
-    b.images = dataset.source->Inputs(b.samples, &augment, epoch, index);
-    EraseBatch(b.images, augment, epoch, index);
-    return b;
-  }
-  HostTensor raw = dataset.RawImages(b.samples);
-  AugmentBatch(raw, augment, epoch, index);
-  b.images = dataset.Normalize(raw);
-  EraseBatch(b.images, augment, epoch, index);
+  PrepareBatchInto(dataset, std::move(samples), augment, epoch, index, &b);
   return b;
+}
+
+void PrepareBatchInto(const ImageDataset& dataset, std::vector<int64_t> samples, const AugmentOptions& augment,
+                      int64_t epoch, int64_t index, Batch* b) {
+  b->epoch = epoch;
+  b->index = index;
+  b->samples = std::move(samples);
+  b->real_count = static_cast<int64_t>(b->samples.size());
+  b->next = SamplerState{};
+  // Checks the indices; token windows make the labels of this epoch's windows.
+  b->labels = dataset.source && dataset.source->MakesLabels() ? dataset.source->Labels(b->samples, epoch)
+                                                              : dataset.Labels(b->samples);
+  b->extra = dataset.ExtraInputs(b->samples);
+  if (dataset.source) {  // made on demand, augmented per sample
+    b->images = dataset.source->Inputs(b->samples, &augment, epoch, index);
+  } else if (augment.Enabled()) {  // crops and flips move the bytes before they are normalised
+    HostTensor raw = dataset.RawImages(b->samples);
+    AugmentBatch(raw, augment, epoch, index);
+    dataset.NormalizeInto(raw, &b->images);
+  } else {
+    dataset.ImagesInto(b->samples, &b->images);
+  }
+  EraseBatch(b->images, augment, epoch, index);
+}
+
+int64_t QueueDepthFor(int64_t batch_bytes) {
+  constexpr int64_t kQueueBytes = int64_t{4} << 20;
+  return std::clamp<int64_t>(kQueueBytes / std::max<int64_t>(batch_bytes, 1), 2, 64);
 }
 
 BatchLoader::BatchLoader(const ImageDataset& dataset, DistributedSampler sampler, const BatchLoaderOptions& options)
@@ -45,24 +58,29 @@ BatchLoader::~BatchLoader() {
   thread_.join();
 }
 
-Batch BatchLoader::MakeNext() {
+void BatchLoader::MakeNext(Batch* b) {
   const SamplerState at = sampler_.State();
   std::vector<int64_t> samples = sampler_.NextBatch();
-  Batch b = PrepareBatch(dataset_, std::move(samples), options_.augment, at.epoch, at.position);
-  b.real_count = sampler_.RealSamplesInBatch(at.position);
-  b.next = sampler_.State();
-  return b;
+  PrepareBatchInto(dataset_, std::move(samples), options_.augment, at.epoch, at.position, b);
+  b->real_count = sampler_.RealSamplesInBatch(at.position);
+  b->next = sampler_.State();
 }
 
 void BatchLoader::Run() {
   try {
     while (sampler_.State().epoch < options_.end_epoch) {
+      Batch b;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        room_.wait(lock, [this] { return stop_ || queue_.size() < static_cast<size_t>(options_.queue_depth); });
+        if (queue_.size() >= static_cast<size_t>(options_.queue_depth))
+          room_.wait(lock, [this] { return stop_ || queue_.size() <= RefillAt(); });
         if (stop_) return;
+        if (!spare_.empty()) {
+          b = std::move(spare_.back());
+          spare_.pop_back();
+        }
       }
-      Batch b = MakeNext();  // outside the lock: the consumer may take batches meanwhile
+      MakeNext(&b);  // outside the lock: the consumer may take batches meanwhile
       std::lock_guard<std::mutex> lock(mu_);
       queue_.push_back(std::move(b));
       ready_.notify_one();
@@ -78,12 +96,17 @@ void BatchLoader::Run() {
 
 bool BatchLoader::Next(Batch* batch) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (!batch->images.bytes.empty() && spare_.size() < static_cast<size_t>(options_.queue_depth) + 2) {
+    spare_.push_back(std::move(*batch));
+    *batch = Batch();
+  }
   ready_.wait(lock, [this] { return !queue_.empty() || finished_; });
   if (!queue_.empty()) {
     *batch = std::move(queue_.front());
     queue_.pop_front();
+    const bool wake = queue_.size() <= RefillAt();
     lock.unlock();
-    room_.notify_one();
+    if (wake) room_.notify_one();
     return true;
   }
   if (error_) std::rethrow_exception(error_);

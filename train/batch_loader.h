@@ -39,12 +39,25 @@ struct Batch {
 // there: decoded and transformed on the source's worker pool, augmented per sample.
 Batch PrepareBatch(const ImageDataset& dataset, std::vector<int64_t> samples, const AugmentOptions& augment,
                    int64_t epoch, int64_t index);
+// The same batch made in `b`, reusing the buffers it holds from an earlier batch: the images
+// of an unaugmented image data set are gathered and normalised in one pass, with no
+// allocation once the buffer has the batch's size.
+void PrepareBatchInto(const ImageDataset& dataset, std::vector<int64_t> samples, const AugmentOptions& augment,
+                      int64_t epoch, int64_t index, Batch* b);
 
 struct BatchLoaderOptions {
   AugmentOptions augment;
   int64_t end_epoch = 1;    // the loader stops where this epoch would start
-  int64_t queue_depth = 2;  // batches made ahead of the consumer
+  // Batches made ahead of the consumer. A full queue puts the loader to sleep until the
+  // consumer has taken half of it, so that a deep queue wakes it once for several batches.
+  int64_t queue_depth = 2;
 };
+
+// A queue depth for batches of `batch_bytes`: room for about 4 MiB of them, 2 batches at
+// least and 64 at most. Short steps of small batches then take many batches per wake-up of
+// the loader (each wake-up is a system call on the step's thread); large batches stay 2
+// deep, so that the batch a step reads was made recently enough to be in the cache.
+int64_t QueueDepthFor(int64_t batch_bytes);
 
 class BatchLoader {
  public:
@@ -57,12 +70,16 @@ class BatchLoader {
   BatchLoader& operator=(const BatchLoader&) = delete;
 
   // The next batch in order; false when all are served. An exception thrown while making a
-  // batch is rethrown here, in place of that batch.
+  // batch is rethrown here, in place of that batch. The batch *batch held before the call
+  // goes back to the loader, which makes a later batch in its buffers: views of it (the
+  // step's input tensors) must not outlive the call.
   bool Next(Batch* batch);
 
  private:
   void Run();
-  Batch MakeNext();
+  void MakeNext(Batch* b);
+  // The queue length at or below which a sleeping loader is woken.
+  size_t RefillAt() const { return static_cast<size_t>(options_.queue_depth / 2); }
 
   const ImageDataset& dataset_;
   DistributedSampler sampler_;  // used only by the loader thread
@@ -72,6 +89,9 @@ class BatchLoader {
   std::condition_variable ready_;  // a batch, the end or an error is there
   std::condition_variable room_;   // the queue has room, or stop was asked
   std::deque<Batch> queue_;
+  // Batches the consumer gave back, their buffers to be refilled; with the queue, the one
+  // being made and the consumer's, never more than queue_depth + 2 batches are about.
+  std::vector<Batch> spare_;
   bool finished_ = false;  // the loader thread made its last batch (or failed)
   bool stop_ = false;      // the destructor asks the thread to end
   std::exception_ptr error_;

@@ -524,33 +524,67 @@ HostTensor ImageDataset::RawImages(const std::vector<int64_t>& indices) const {
   return t;
 }
 
+// One sample's pixels, channel by channel: x * (1 / (255 stddev[c])) - mean[c] / stddev[c].
+void ImageDataset::NormalizeSample(const uint8_t* src, float* out) const {
+  const int64_t plane = height * width;
+  for (int64_t c = 0; c < channels; ++c) {
+    const float scale = 1.f / (255.f * stddev[c]), shift = mean[c] / stddev[c];
+    const uint8_t* s = src + c * plane;
+    float* o = out + c * plane;
+    for (int64_t p = 0; p < plane; ++p) o[p] = s[p] * scale - shift;
+  }
+}
+
 HostTensor ImageDataset::Normalize(const HostTensor& raw) const {
+  HostTensor t;
+  NormalizeInto(raw, &t);
+  t.name = raw.name;
+  return t;
+}
+
+void ImageDataset::NormalizeInto(const HostTensor& raw, HostTensor* out) const {
   OT_CHECK(raw.dtype == DType::kUInt8 && raw.dims.size() == 4 && raw.dims[1] == channels &&
                raw.dims[2] == height && raw.dims[3] == width,
            "Normalize expects a uint8 batch [n, %lld, %lld, %lld], got %s %s", (long long)channels,
            (long long)height, (long long)width, DTypeName(raw.dtype).c_str(), ShapeString(raw.dims).c_str());
-  const int64_t n = raw.dims[0], plane = height * width, item = ImageBytes();
-  HostTensor t(DType::kFloat32, raw.dims, raw.name);
+  const int64_t n = raw.dims[0], item = ImageBytes();
+  out->Resize(DType::kFloat32, raw.dims);
   const uint8_t* src = raw.Data<uint8_t>();
-  float* out = t.Data<float>();
-  for (int64_t c = 0; c < channels; ++c) {
-    const float scale = 1.f / (255.f * stddev[c]), shift = mean[c] / stddev[c];
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t base = i * item + c * plane;
-      for (int64_t p = 0; p < plane; ++p) out[base + p] = src[base + p] * scale - shift;
-    }
-  }
-  return t;
+  float* o = out->Data<float>();
+  for (int64_t i = 0; i < n; ++i) NormalizeSample(src + i * item, o + i * item);
 }
 
 HostTensor ImageDataset::Images(const std::vector<int64_t>& indices) const {
+  HostTensor t;
+  ImagesInto(indices, &t);
+  return t;
+}
+
+void ImageDataset::ImagesInto(const std::vector<int64_t>& indices, HostTensor* out) const {
   if (source) {
     for (int64_t i : indices)
       OT_CHECK(i >= 0 && i < count, "sample index %lld is outside the data set (%lld samples)", (long long)i,
                (long long)count);
-    return source->Inputs(indices, nullptr, 0, 0);
+    *out = source->Inputs(indices, nullptr, 0, 0);
+    return;
   }
-  return Normalize(RawImages(indices));
+  const int64_t n = static_cast<int64_t>(indices.size()), item = ImageBytes();
+  out->Resize(DType::kFloat32, {n, channels, height, width});
+  out->name = "input";
+  for (int64_t i : indices)
+    OT_CHECK(i >= 0 && i < count, "sample index %lld is outside the data set (%lld samples)", (long long)i,
+             (long long)count);
+  // Shuffled samples are far apart in memory: the rows a few samples ahead are fetched while
+  // this one is converted, so that the loop does not wait on each row's first bytes.
+  constexpr int64_t kAhead = 4, kLine = 64;
+  float* o = out->Data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) {
+      const uint8_t* ahead = pixels.data() + indices[i + kAhead] * item;
+      for (int64_t b = 0; b < item; b += kLine) __builtin_prefetch(ahead + b);
+    }
+    NormalizeSample(pixels.data() + indices[i] * item, o + i * item);
+  }
 }
 
 HostTensor SampleSource::Labels(const std::vector<int64_t>&, int64_t) const {

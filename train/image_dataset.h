@@ -68,11 +68,19 @@ struct ImageDataset {
   HostTensor RawImages(const std::vector<int64_t>& indices) const;
   // Float batch of a uint8 batch [n, C, H, W]: x / 255, then (x - mean[c]) / stddev[c].
   HostTensor Normalize(const HostTensor& raw) const;
+  // Images(indices) and Normalize(raw) into `out`, reusing its allocation (the loader's
+  // recycled batches); ImagesInto gathers and normalises in one pass over the samples' bytes.
+  // The values are those of Images and Normalize.
+  void ImagesInto(const std::vector<int64_t>& indices, HostTensor* out) const;
+  void NormalizeInto(const HostTensor& raw, HostTensor* out) const;
   // int64 labels [n, label_dims...] (those of epoch 0 where the source makes them), float32
   // for float targets.
   HostTensor Labels(const std::vector<int64_t>& indices) const;
   // The extra inputs' batches of samples indices[0..n), by input name.
   std::map<std::string, HostTensor> ExtraInputs(const std::vector<int64_t>& indices) const;
+
+ private:
+  void NormalizeSample(const uint8_t* src, float* out) const;  // one sample's C*H*W values
 };
 
 // Synthetic images whose labels can be learnt from the pixels, for benchmarks, smoke

@@ -269,6 +269,8 @@ EpochEnd Trainer::RunEpoch(int64_t epoch) {
   lo.augment.seed = o_.seed;
   lo.augment.random_erase = o_.random_erase;
   lo.end_epoch = epoch + 1;
+  if (data_.train.ImageBytes() > 0)  // float images; other arrays keep the default, their size unknown here
+    lo.queue_depth = QueueDepthFor(o_.batch * data_.train.ImageBytes() * int64_t{4});
   BatchLoader loader(data_.train, *sampler_, lo);
   TaskFigures mine = EmptyFigures(spec_), prior = EmptyFigures(spec_);  // this rank's; the job's before a resume
   if (epoch == sampler_->State().epoch && resumed_tally_.loss_count > 0) prior.Add(resumed_tally_);
