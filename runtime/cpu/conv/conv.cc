@@ -153,10 +153,10 @@ ConvProblem DescribeConv(const Node& node, const Tensor& x, const Tensor& w, con
   p.algorithm = ParseConvAlgorithm(settings.conv_algo);
   p.channel_block = ChannelBlock(settings);
   p.choices = settings.choices;
-  // bfloat16 (--amp bf16) runs on oneDNN's bfloat16 primitives only: our Winograd, taps and
-  // dense products are float32 sgemm, so they step aside.
+  // bfloat16 (--amp bf16) runs on oneDNN's bfloat16 primitives (direct convolutions, and the
+  // dense product's matmul under auto): our Winograd and taps are float32 sgemm and step aside.
   p.compute = x.dtype();
-  if (p.compute == DType::kBFloat16) p.algorithm = ConvAlgorithm::kDirect;
+  if (p.compute == DType::kBFloat16 && p.algorithm != ConvAlgorithm::kAuto) p.algorithm = ConvAlgorithm::kDirect;
   p.out_channels = out_channels;
   p.has_bias = b != nullptr;
   p.src = x.shape();
@@ -193,6 +193,11 @@ bool WinogradShaped(const ConvProblem& p) {
 // ChannelBlocked, -1 any other layout.
 int64_t DenseBlock(const Tensor& t) {
   if (t.is_plain()) return 0;
+  if (t.dtype() == DType::kBFloat16 && t.rank() >= 3 && t.rank() <= 5) {
+    for (int64_t block : {8, 16})
+      if (DescOf(t) == WithDataType(ChannelBlocked(t.shape(), block), DType::kBFloat16)) return block;
+    return -1;
+  }
   const int64_t block = ChannelBlockOf(t);
   return block ? block : -1;
 }
@@ -209,7 +214,8 @@ std::vector<int64_t> OnnxDilations(const ConvProblem& p) {
 std::unique_ptr<DenseConv> MaybeDense(const ConvProblem& p, int64_t in_block, int64_t out_block) {
   if (p.algorithm != ConvAlgorithm::kAuto || p.weights.size() != 4 || in_block < 0 || out_block < 0)
     return nullptr;
-  return DenseConv::Make(p.src, p.weights, p.dst, p.strides, OnnxDilations(p), p.pads_begin, in_block, out_block);
+  return DenseConv::Make(p.src, p.weights, p.dst, p.strides, OnnxDilations(p), p.pads_begin, in_block, out_block,
+                         p.compute);
 }
 
 dnnl::memory::desc BlockedOrPlainDesc(const Shape& s, int64_t block) {
@@ -315,7 +321,7 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& problem, const Tensor*
   // rounding stays within the parity rule.
   const bool forward = std::string(kind) == "fwd";
   if (setting == ConvAlgorithm::kDirect || setting == ConvAlgorithm::kTaps || setting == ConvAlgorithm::kWinograd2 ||
-      setting == ConvAlgorithm::kWinograd4 || !WinogradShaped(p))
+      setting == ConvAlgorithm::kWinograd4 || !WinogradShaped(p) || p.compute != DType::kFloat32)
     return finish(direct, "direct");
   if (setting == ConvAlgorithm::kAuto && forward) return finish(direct, "direct(auto: forward stays direct)");
   // Winograd on blocked activations, with its weights in the direct kernels' OIhw16i16o
@@ -363,7 +369,9 @@ constexpr double kTapsShareLimit = 0.95;
 // does not apply (or auto leaves the window's padding to oneDNN).
 std::unique_ptr<TapConv> MaybeTaps(const ConvProblem& p, const SgemmConv::Layouts& layouts) {
   const ConvAlgorithm setting = p.algorithm;
-  if ((setting != ConvAlgorithm::kAuto && setting != ConvAlgorithm::kTaps) || p.weights.size() != 4) return nullptr;
+  if ((setting != ConvAlgorithm::kAuto && setting != ConvAlgorithm::kTaps) || p.weights.size() != 4 ||
+      p.compute != DType::kFloat32)
+    return nullptr;
   auto taps = TapConv::Make(p.src, p.weights, p.dst, p.strides, OnnxDilations(p), p.pads_begin, layouts);
   if (taps && setting == ConvAlgorithm::kAuto && taps->data_share() >= kTapsShareLimit) return nullptr;
   return taps;
@@ -375,7 +383,7 @@ std::unique_ptr<TapConv> MaybeTaps(const ConvProblem& p, const SgemmConv::Layout
 // layer4 of ResNet34 on 2x2 maps, AVX2: 7 ms against 10 ms a forward), else null (dense).
 // `name` gets the choice for the plan note.
 std::unique_ptr<SgemmConv> WithinWindow(const ConvProblem& p, const SgemmConv::Layouts& layouts, std::string* name) {
-  if (p.weights.size() != 4) return nullptr;
+  if (p.weights.size() != 4 || p.compute != DType::kFloat32) return nullptr;
   auto w = WinogradConv::Make(p.src, p.weights, p.dst, p.strides, OnnxDilations(p), p.pads_begin, layouts, 2);
   if (w && w->two_by_two_map()) {
     *name = "winograd2(maps within the window; 2x2 maps, 9 products)";
@@ -399,7 +407,7 @@ struct Candidate {
 std::vector<Candidate> Candidates(const char* kind, const ConvProblem& p, const SgemmConv::Layouts& layouts) {
   std::vector<Candidate> out;
   const ConvAlgorithm setting = p.algorithm;
-  if (p.weights.size() != 4) return out;
+  if (p.weights.size() != 4 || p.compute != DType::kFloat32) return out;
   if (auto taps = MaybeTaps(p, layouts)) {
     char share[48];
     std::snprintf(share, sizeof share, "%.0f%% of the window on data", 100 * taps->data_share());
@@ -578,7 +586,7 @@ class ConvKernel final : public OpKernel {
     if (ctx.Output(0).numel() == 0) return;
     if (dense_) {
       const Tensor* b = ctx.OptionalInput(2);
-      dense_->Forward(ctx.Input(0).data<float>(), ctx.Input(1).data<float>(), b ? b->data<float>() : nullptr,
+      dense_->Forward(ctx.Input(0).raw(), ctx.Input(1).raw(), b ? b->data<float>() : nullptr,
                       ctx.Output(0).data<float>());
       return;
     }
@@ -742,10 +750,10 @@ class ConvGradKernel final : public OpKernel {
       }
     }
     if (dense_) {
-      const float* dy = ctx.Input(0).data<float>();
-      if (ctx.HasOutput(0)) dense_->BackwardData(dy, ctx.Input(2).data<float>(), ctx.Output(0).data<float>());
+      const void* dy = ctx.Input(0).raw();
+      if (ctx.HasOutput(0)) dense_->BackwardData(dy, ctx.Input(2).raw(), ctx.Output(0).data<float>());
       if (ctx.HasOutput(1) || ctx.HasOutput(2))
-        dense_->BackwardWeights(dy, ctx.Input(1).data<float>(), ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr,
+        dense_->BackwardWeights(dy, ctx.Input(1).raw(), ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr,
                                 ctx.HasOutput(2) ? ctx.Output(2).data<float>() : nullptr);
       return;
     }
