@@ -369,9 +369,7 @@ constexpr double kTapsShareLimit = 0.95;
 // does not apply (or auto leaves the window's padding to oneDNN).
 std::unique_ptr<TapConv> MaybeTaps(const ConvProblem& p, const SgemmConv::Layouts& layouts) {
   const ConvAlgorithm setting = p.algorithm;
-  if ((setting != ConvAlgorithm::kAuto && setting != ConvAlgorithm::kTaps) || p.weights.size() != 4 ||
-      p.compute != DType::kFloat32)
-    return nullptr;
+  if ((setting != ConvAlgorithm::kAuto && setting != ConvAlgorithm::kTaps) || p.weights.size() != 4) return nullptr;
   auto taps = TapConv::Make(p.src, p.weights, p.dst, p.strides, OnnxDilations(p), p.pads_begin, layouts);
   if (taps && setting == ConvAlgorithm::kAuto && taps->data_share() >= kTapsShareLimit) return nullptr;
   return taps;
@@ -407,7 +405,9 @@ struct Candidate {
 std::vector<Candidate> Candidates(const char* kind, const ConvProblem& p, const SgemmConv::Layouts& layouts) {
   std::vector<Candidate> out;
   const ConvAlgorithm setting = p.algorithm;
-  if (p.weights.size() != 4 || p.compute != DType::kFloat32) return out;
+  // Under --amp bf16 ours may run the backward primitives (timed against oneDNN's bfloat16
+  // ones, on float32 copies of the bfloat16 inputs: ConvGradKernel); the forward stays oneDNN's.
+  if (p.weights.size() != 4 || (p.compute != DType::kFloat32 && std::string(kind) == "fwd")) return out;
   if (auto taps = MaybeTaps(p, layouts)) {
     char share[48];
     std::snprintf(share, sizeof share, "%.0f%% of the window on data", 100 * taps->data_share());
@@ -664,8 +664,17 @@ class ConvGradKernel final : public OpKernel {
                                                        Engine());
     };
     const dnnl::memory::desc plain_weights = PlainDesc(p.weights, DType::kFloat32);
-    // The layouts TapConv would read and write: dX as backward-data writes it (else x's).
-    SgemmConv::Layouts layouts{DescOf(x), DescOf(dy), DescOf(dy), DescOf(x)};
+    // The layouts TapConv would read and write: dX as backward-data writes it (else x's);
+    // float32 (bfloat16 inputs are widened for ours: WidenForOwn).
+    const dnnl::memory::desc x32 = WithDataType(DescOf(x), DType::kFloat32),
+                             dy32 = WithDataType(DescOf(dy), DType::kFloat32);
+    SgemmConv::Layouts layouts{x32, dy32, dy32, x32};
+    widen_ = p.compute != DType::kFloat32;
+    if (widen_) {
+      widen_dy_ = Reorder(DescOf(dy), dy32);
+      widen_x_ = Reorder(DescOf(x), x32);
+      widen_w_ = Reorder(PlainDesc(w.shape(), w.dtype()), PlainDesc(w.shape(), DType::kFloat32));
+    }
     std::vector<Candidate> candidates;  // ours, shared by both gradients
     bool have_candidates = false;
     if (ctx.HasOutput(0)) {
@@ -739,6 +748,14 @@ class ConvGradKernel final : public OpKernel {
   void Compute(KernelContext& ctx) override {
     if (data_own_ || weights_own_) {
       const float *dy = ctx.Input(0).data<float>(), *x = ctx.Input(1).data<float>(), *w = ctx.Input(2).data<float>();
+      if (widen_) {  // float32 copies of the bfloat16 inputs ours reads
+        auto widen = [](const Reorder& r, const Tensor& t, int slot) {
+          return static_cast<const float*>(r.Apply(t.raw(), slot).get_data_handle());
+        };
+        dy = widen(widen_dy_, ctx.Input(0), 8);
+        x = weights_own_ ? widen(widen_x_, ctx.Input(1), 9) : nullptr;
+        w = data_own_ ? widen(widen_w_, ctx.Input(2), 10) : nullptr;
+      }
       float* dx = data_own_ ? ctx.Output(0).data<float>() : nullptr;
       float* dw = weights_own_ && ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr;
       float* db = weights_own_ && ctx.HasOutput(2) ? ctx.Output(2).data<float>() : nullptr;
@@ -783,6 +800,8 @@ class ConvGradKernel final : public OpKernel {
   Reorder weights_dy_, weights_x_, dw_;
   std::unique_ptr<DenseConv> dense_;
   std::shared_ptr<SgemmConv> data_own_, weights_own_;  // ours, where they won (may be one object)
+  bool widen_ = false;                         // bfloat16 inputs: ours reads float32 copies
+  Reorder widen_dy_, widen_x_, widen_w_;
 };
 
 OT_REGISTER_CPU_KERNEL("Conv", 1, kLatestOpset, ConvKernel);
