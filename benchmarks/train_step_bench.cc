@@ -7,6 +7,7 @@
 // ONNXTRAIN_BENCH_VOCAB (100) adds train_step/onnx/batch:B on random inputs.
 // ONNXTRAIN_BENCH_CONV_ALGO=auto|direct|winograd|taps|winograd2|winograd4: the convolutions' --conv-algo (auto).
 // ONNXTRAIN_BENCH_FUSE=0: BatchNorm, Add and ReLU as separate kernels (graph/fusion.h).
+// ONNXTRAIN_BENCH_AMP=bf16: the step under --amp bf16 (graph/amp_pass.h).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -44,6 +45,7 @@ void BenchStep(benchmark::State& state, const StepCase& c) {
     config.executor.num_threads = bench::Threads();
     if (const char* algo = std::getenv("ONNXTRAIN_BENCH_CONV_ALGO")) config.executor.conv_algo = algo;
     if (const char* fuse = std::getenv("ONNXTRAIN_BENCH_FUSE")) config.fuse_relu = std::string(fuse) != "0";
+    if (const char* amp = std::getenv("ONNXTRAIN_BENCH_AMP")) config.amp = ParseAmpMode(amp);
     TrainingSession session(model, config);
     session.ReleaseStateBytes(&model);  // as the trainer does: the session holds the weights
     Tensor x = Tensor::FromHost(bench::RandomImages(session.input_name(), c.batch, c.shape));
@@ -102,6 +104,7 @@ void BenchOnnxStep(benchmark::State& state, const std::string& path, int64_t bat
     config.executor.num_threads = bench::Threads();
     if (const char* algo = std::getenv("ONNXTRAIN_BENCH_CONV_ALGO")) config.executor.conv_algo = algo;
     if (const char* fuse = std::getenv("ONNXTRAIN_BENCH_FUSE")) config.fuse_relu = std::string(fuse) != "0";
+    if (const char* amp = std::getenv("ONNXTRAIN_BENCH_AMP")) config.amp = ParseAmpMode(amp);
     TrainingSession session(model, config);
     session.ReleaseStateBytes(&model);  // as the trainer does: the session holds the weights
     const ValueInfo* in = model.graph.FindInput(session.input_name());

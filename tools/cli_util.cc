@@ -2,10 +2,12 @@
 #include "tools/cli_util.h"
 
 #include <cmath>
+#include <iostream>
 
 #include "graph/error.h"
 #include "graph/file_util.h"
 #include "graph/tensor_proto.h"
+#include "runtime/cpu/layout/dnnl_util.h"
 #include "runtime/device.h"
 
 namespace ot {
@@ -46,6 +48,22 @@ std::vector<std::string> SplitList(const std::string& s) {
     start = comma + 1;
   }
   return out;
+}
+
+AmpMode CheckedAmpMode(const std::string& text, Device device) {
+  const AmpMode mode = ParseAmpMode(text);
+  if (mode == AmpMode::kFloat16)
+    throw Error(device.type == DeviceType::kCUDA
+                    ? "--amp fp16 on CUDA (float16 products with dynamic loss scaling) is not implemented yet; "
+                      "train without --amp, or with --amp bf16 on a CPU"
+                    : "--amp fp16 is CUDA's mixed precision; on the CPU use --amp bf16");
+  if (mode == AmpMode::kBFloat16 && device.type != DeviceType::kCPU)
+    throw Error("--amp bf16 runs on the CPU only so far; train on " + device.ToString() + " without --amp");
+  if (mode == AmpMode::kBFloat16 && !cpu::CpuHasBFloat16Products()) {
+    std::cout << "--amp bf16: this CPU has no bfloat16 instructions (avx512_bf16 or AMX), training runs in float32\n";
+    return AmpMode::kOff;
+  }
+  return mode;
 }
 
 void ApplyTf32Flag(bool tf32, Device device) {

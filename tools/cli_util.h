@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "graph/amp_pass.h"
 #include "graph/autodiff.h"
 #include "runtime/tensor.h"
 #include "tools/args.h"
@@ -26,5 +27,9 @@ std::vector<std::string> SplitList(const std::string& s);
 // --tf32: lets float32 matrix products and convolutions use TF32 tensor cores on CUDA.
 // Throws ot::Error when asked for on a CPU device or in a build without CUDA.
 void ApplyTf32Flag(bool tf32, Device device);
+// The --amp mode a run on `device` gets: bf16 on a CPU with bfloat16 products; on one
+// without, one line that says so and float32 (kOff: oneDNN's emulation is slower than
+// float32). Throws ot::Error for fp16 (CUDA, not implemented yet) and for bf16 off the CPU.
+AmpMode CheckedAmpMode(const std::string& text, Device device);
 
 }  // namespace ot

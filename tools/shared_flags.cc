@@ -50,6 +50,13 @@ const FlagInfo kDeviceFlag = {
     "  --device cpu|cuda[:K] with --world-size N on CUDA, local rank i uses cuda:((K + i) mod GPUs)\n"};
 const FlagInfo kTf32Flag = {"tf32", FlagType::kBool,
                             "  --tf32               CUDA: float32 matrix products and convolutions on TF32 tensor cores\n"};
+const FlagInfo kAmpFlag = {
+    "amp", FlagType::kText,
+    "  --amp bf16           mixed precision: convolutions, matrix products and their gradients read\n"
+    "                       bfloat16 casts of their operands (Cast nodes in the training graph) and\n"
+    "                       write float32; losses, normalisation, reductions and the optimizer stay\n"
+    "                       float32 on float32 weights (CPUs with avx512_bf16 or AMX; elsewhere one\n"
+    "                       line says so and it runs float32). fp16 (CUDA) is not implemented yet\n"};
 const FlagInfo kBatchFlag = {"batch", FlagType::kInt, ""};  // on --epochs' line
 const FlagInfo kBackendFlag = {
     "backend", FlagType::kText,

@@ -22,6 +22,7 @@ extern const FlagInfo kThreadsFlag;     // --threads N
 extern const FlagInfo kConvAlgoFlag;    // --conv-algo NAME
 extern const FlagInfo kDeviceFlag;      // --device cpu|cuda[:K]
 extern const FlagInfo kTf32Flag;        // --tf32
+extern const FlagInfo kAmpFlag;         // --amp bf16|fp16
 extern const FlagInfo kBatchFlag;       // --batch B
 extern const FlagInfo kBackendFlag;     // --backend NAME
 extern const FlagInfo kWorldSizeFlag;   // --world-size N

@@ -228,6 +228,7 @@ const FlagTable<S>& TrainFlags() {
       Trainer({kConvAlgoFlag, [](O& o, const FlagValue& v) { o.executor.conv_algo = CheckedConvAlgo(v.Text()); }}),
       Trainer({kDeviceFlag, [](O& o, const FlagValue& v) { o.device = Device::Parse(v.Text()); }}),
       Trainer({kTf32Flag, [](O& o, const FlagValue&) { ApplyTf32Flag(true, o.device); }}),
+      Trainer({kAmpFlag, [](O& o, const FlagValue& v) { o.amp = CheckedAmpMode(v.Text(), o.device); }}),
       Trainer({{"cuda-graphs", FlagType::kBool,
                 "  --cuda-graphs        CUDA: replay each training step as one CUDA graph (same shapes;\n"
                 "                       data-parallel runs and models with Dropout take the normal path)\n"},

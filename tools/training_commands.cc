@@ -31,6 +31,7 @@ struct GraphSettings {
   ExecutorOptions exec = ExecutorOptionsFromEnvironment();  // grad: --device, --threads, --conv-algo, --seed
   OptimizerConfig optimizer;   // export
   bool plan_dump = false, no_fusion = false, no_optimizer = false;
+  AmpMode amp = AmpMode::kOff;  // --amp: the casts of the training graph (graph/amp_pass.h)
 };
 using G = GraphSettings;
 
@@ -47,6 +48,8 @@ FlagTable<G> GraphFlags() {
           [](G& g, const FlagValue& v) { g.model.seed = g.exec.seed = static_cast<uint64_t>(v.Int()); }),
       Set(kFreezeBnStatsFlag, [](G& g, const FlagValue&) { g.model.frozen_bn = true; }),
       Set(kFrozenBnFlag, [](G& g, const FlagValue&) { g.model.frozen_bn = true; }),
+      // export writes the graph whatever this CPU has; grad runs it (checked in CmdGrad).
+      Set(kAmpFlag, [](G& g, const FlagValue& v) { g.amp = ParseAmpMode(v.Text()); }),
   };
   r.insert(r.end(), more.begin(), more.end());
   return r;
@@ -127,6 +130,7 @@ int CmdGrad(const std::vector<std::string>& argv) {
     FuseBatchNormRelu(tg.model);
     FuseAddRelu(tg.model);
   }
+  InsertAmpCasts(tg.model, g.amp == AmpMode::kOff ? g.amp : CheckedAmpMode(AmpModeName(g.amp), opts.device));
   Executor exec(tg.model, opts);
   std::map<std::string, Tensor> feeds = ReadFeeds(args.GetAll("input"), opts.device);
   if (!tg.labels.empty()) {
@@ -157,6 +161,10 @@ int CmdExport(const std::vector<std::string>& argv) {
   Model forward = LoadForTraining(args, &g);
   TrainingGraph tg = BuildTrainingGraph(forward, g.autodiff);
   if (!g.no_optimizer) AppendOptimizer(tg, g.optimizer);
+  const AmpCounts amp = InsertAmpCasts(tg.model, g.amp);
+  if (g.amp != AmpMode::kOff)
+    std::cout << "--amp " << AmpModeName(g.amp) << ": " << amp.casts << " Cast nodes before " << amp.products
+              << " convolutions and matrix products\n";
   CheckModel(tg.model);
   SaveModel(tg.model, args.Get("o"));
   size_t grad_nodes = 0;

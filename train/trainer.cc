@@ -76,6 +76,7 @@ TrainingConfig SessionConfig(const TrainerOptions& o, Device device, CrossReplic
   config.executor.cuda_graphs = o.cuda_graphs;
   config.executor.num_threads = o.threads;
   config.executor.seed = o.seed;
+  config.amp = o.amp;
   return config;
 }
 

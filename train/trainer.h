@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/rendezvous.h"
+#include "graph/amp_pass.h"
 #include "graph/ir.h"
 #include "graph/optimizer_pass.h"
 #include "runtime/device.h"
@@ -62,6 +63,8 @@ struct TrainerOptions {
   // serial threshold and channel block); the trainer sets the device, threads, seed,
   // cuda_graphs and cross_replica on top.
   ExecutorOptions executor;
+  // --amp bf16 (TrainingConfig::amp); the entry point has checked that the CPU has bfloat16.
+  AmpMode amp = AmpMode::kOff;
   int64_t max_steps_per_epoch = -1;  // for tests and quick looks; -1: the whole epoch
   bool quiet = false;                // no per-step output (epoch lines still print)
   // Data parallel (rank and world size come from the launcher's environment).

@@ -24,6 +24,7 @@ TrainingGraph PlanTrainingGraph(const Model& forward, const TrainingConfig& conf
     FuseBatchNormRelu(tg.model);
     FuseAddRelu(tg.model);
   }
+  InsertAmpCasts(tg.model, config.amp);
   return tg;
 }
 

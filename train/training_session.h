@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/amp_pass.h"
 #include "graph/autodiff.h"
 #include "graph/optimizer_pass.h"
 #include "runtime/executor.h"
@@ -26,6 +27,9 @@ struct TrainingConfig {
   // BatchNormalization + ReLU pairs run as one forward and one backward kernel, Add + ReLU
   // as one forward kernel (graph/fusion.h), where the device has them (CPU).
   bool fuse_relu = true;
+  // --amp bf16: convolutions and matrix products read bfloat16 casts of their operands
+  // (graph/amp_pass.h), everything else and the weights stay float32.
+  AmpMode amp = AmpMode::kOff;
 };
 
 // The training graph a session runs for `config` (forward, loss, gradients, accumulation,

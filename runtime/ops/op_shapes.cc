@@ -395,7 +395,10 @@ void CheckBinaryInputs(const Node& node, int opset, BinaryOp op, const KernelCon
 }
 
 GemmShape ReadGemm(const Node& node, int opset, const Tensor& a, const Tensor& b, const Tensor* c) {
-  if (b.dtype() != a.dtype() || (c && c->dtype() != a.dtype()))
+  // --amp's casts make A and B bfloat16 (or float16) while C, the bias, stays float32.
+  const bool reduced = a.dtype() == DType::kBFloat16 || a.dtype() == DType::kFloat16;
+  const DType c_type = reduced && c && c->dtype() == DType::kFloat32 ? DType::kFloat32 : a.dtype();
+  if (b.dtype() != a.dtype() || (c && c->dtype() != c_type))
     Fail(node, "inputs have different data types (" + a.Describe() + ", " + b.Describe() + ")");
   if (a.rank() != 2 || b.rank() != 2)
     Fail(node, "A and B must be matrices, got " + a.Describe() + " and " + b.Describe());

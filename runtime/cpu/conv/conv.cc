@@ -26,6 +26,7 @@
 #include "runtime/cpu/conv/conv_dense.h"
 #include "runtime/cpu/conv/conv_taps.h"
 #include "runtime/cpu/conv/conv_winograd.h"
+#include "runtime/cpu/layout/dnnl_cast.h"
 #include "runtime/cpu/layout/dnnl_layout.h"
 #include "runtime/ops/window_geometry.h"
 #include "runtime/kernel_registry.h"
@@ -48,7 +49,22 @@ struct ConvProblem {
   ConvAlgorithm algorithm = ConvAlgorithm::kAuto;
   int64_t channel_block = 8;
   AlgorithmChoices* choices = nullptr;
+  // Element types of one primitive's src, weights and dst (or their gradients): all float32,
+  // or under --amp bf16 (bfloat16 inputs from the graph's Cast nodes) bfloat16 for what the
+  // primitive reads and float32 for what it writes (ForPrimitive).
+  DType src_type = DType::kFloat32, weights_type = DType::kFloat32, dst_type = DType::kFloat32;
+  DType compute = DType::kFloat32;  // the inputs' type: float32, or bfloat16 under --amp bf16
 };
+
+// The problem with the element types of primitive `kind` ("fwd", "bwd_data", "bwd_weights"):
+// the primitive reads p.compute and writes float32.
+ConvProblem ForPrimitive(ConvProblem p, const std::string& kind) {
+  const DType c = p.compute, f = DType::kFloat32;
+  if (kind == "fwd") p.src_type = c, p.weights_type = c, p.dst_type = f;
+  if (kind == "bwd_data") p.src_type = f, p.weights_type = c, p.dst_type = c;
+  if (kind == "bwd_weights") p.src_type = c, p.weights_type = f, p.dst_type = c;
+  return p;
+}
 
 // Memory descriptors the primitives are created with. Activations (src, dst and their
 // gradients) are channel-blocked (ChannelBlocked: nChw16c on AVX-512, nChw8c on AVX2,
@@ -65,10 +81,10 @@ struct ConvDescs {
   dnnl::memory::desc src, weights, bias, dst;
 };
 
-dnnl::memory::desc ChannelsLast(const Shape& s) {
+dnnl::memory::desc ChannelsLast(const Shape& s, DType dtype) {
   using tag = dnnl::memory::format_tag;
   const tag t = s.size() == 3 ? tag::acb : s.size() == 4 ? tag::acdb : tag::acdeb;
-  return dnnl::memory::desc(ToDims(s), dnnl::memory::data_type::f32, t);
+  return dnnl::memory::desc(ToDims(s), ToDnnl(dtype), t);
 }
 
 enum class ConvLayouts { kBlocked, kChannelsLast, kPlain };
@@ -76,20 +92,20 @@ enum class ConvLayouts { kBlocked, kChannelsLast, kPlain };
 // `src_now` / `dst_now`: the activations as they come (null: not given, e.g. outputs).
 ConvDescs ChooseConvDescs(const ConvProblem& p, ConvLayouts layouts, const Tensor* src_now, const Tensor* dst_now) {
   const bool blocked = layouts != ConvLayouts::kPlain;
-  auto activation = [&](const Shape& s, const Tensor* now) {
-    if (layouts == ConvLayouts::kPlain) return PlainDesc(s, DType::kFloat32);
-    if (layouts == ConvLayouts::kChannelsLast) return ChannelsLast(s);
+  auto activation = [&](const Shape& s, const Tensor* now, DType type) {
+    if (layouts == ConvLayouts::kPlain) return PlainDesc(s, type);
+    if (layouts == ConvLayouts::kChannelsLast) return ChannelsLast(s, type);
     if (now && !now->is_plain()) return DescOf(*now);
     // A plain input of few channels (the images) stays plain: no padding to a block.
-    if (now && s[1] < p.channel_block) return PlainDesc(s, DType::kFloat32);
-    return ChannelBlocked(s, p.channel_block);
+    if (now && s[1] < p.channel_block) return PlainDesc(s, type);
+    return WithDataType(ChannelBlocked(s, p.channel_block), type);
   };
   ConvDescs d;
-  d.src = activation(p.src, src_now);
-  d.weights = blocked ? dnnl::memory::desc(ToDims(p.weights), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any)
-                      : PlainDesc(p.weights, DType::kFloat32);
+  d.src = activation(p.src, src_now, p.src_type);
+  d.weights = blocked ? dnnl::memory::desc(ToDims(p.weights), ToDnnl(p.weights_type), dnnl::memory::format_tag::any)
+                      : PlainDesc(p.weights, p.weights_type);
   if (p.has_bias) d.bias = PlainDesc(Shape{p.out_channels}, DType::kFloat32);
-  d.dst = activation(p.dst, dst_now);
+  d.dst = activation(p.dst, dst_now, p.dst_type);
   return d;
 }
 
@@ -137,6 +153,10 @@ ConvProblem DescribeConv(const Node& node, const Tensor& x, const Tensor& w, con
   p.algorithm = ParseConvAlgorithm(settings.conv_algo);
   p.channel_block = ChannelBlock(settings);
   p.choices = settings.choices;
+  // bfloat16 (--amp bf16) runs on oneDNN's bfloat16 primitives (direct convolutions, and the
+  // dense product's matmul under auto): our Winograd and taps are float32 sgemm and step aside.
+  p.compute = x.dtype();
+  if (p.compute == DType::kBFloat16 && p.algorithm != ConvAlgorithm::kAuto) p.algorithm = ConvAlgorithm::kDirect;
   p.out_channels = out_channels;
   p.has_bias = b != nullptr;
   p.src = x.shape();
@@ -173,6 +193,11 @@ bool WinogradShaped(const ConvProblem& p) {
 // ChannelBlocked, -1 any other layout.
 int64_t DenseBlock(const Tensor& t) {
   if (t.is_plain()) return 0;
+  if (t.dtype() == DType::kBFloat16 && t.rank() >= 3 && t.rank() <= 5) {
+    for (int64_t block : {8, 16})
+      if (DescOf(t) == WithDataType(ChannelBlocked(t.shape(), block), DType::kBFloat16)) return block;
+    return -1;
+  }
   const int64_t block = ChannelBlockOf(t);
   return block ? block : -1;
 }
@@ -189,7 +214,8 @@ std::vector<int64_t> OnnxDilations(const ConvProblem& p) {
 std::unique_ptr<DenseConv> MaybeDense(const ConvProblem& p, int64_t in_block, int64_t out_block) {
   if (p.algorithm != ConvAlgorithm::kAuto || p.weights.size() != 4 || in_block < 0 || out_block < 0)
     return nullptr;
-  return DenseConv::Make(p.src, p.weights, p.dst, p.strides, OnnxDilations(p), p.pads_begin, in_block, out_block);
+  return DenseConv::Make(p.src, p.weights, p.dst, p.strides, OnnxDilations(p), p.pads_begin, in_block, out_block,
+                         p.compute);
 }
 
 dnnl::memory::desc BlockedOrPlainDesc(const Shape& s, int64_t block) {
@@ -263,6 +289,7 @@ std::string ProblemKey(const char* kind, const ConvProblem& p, const dnnl::memor
   for (const auto* v : {&p.strides, &p.dilations, &p.pads_begin, &p.pads_end})
     for (int64_t x : *v) key += "," + std::to_string(x);
   key += p.has_bias ? "b" : "";
+  key += p.compute == DType::kFloat32 ? "" : DTypeName(p.compute);
   key += std::to_string(static_cast<int>(src.data.format_kind));
   return key;
 }
@@ -272,8 +299,9 @@ std::string ProblemKey(const char* kind, const ConvProblem& p, const dnnl::memor
 // the direct one on the best layouts (WithBestLayouts), the Winograd one on blocked
 // activations only (all oneDNN 2.6 has it for). Appends "kind=algorithm" to `note`.
 template <typename Primitive, typename MakePd>
-auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_now, const Tensor* dst_now,
+auto ChooseAlgorithm(const char* kind, const ConvProblem& problem, const Tensor* src_now, const Tensor* dst_now,
                      MakePd make_pd, std::string* note) {
+  const ConvProblem p = ForPrimitive(problem, kind);
   auto direct = WithBestLayouts(p, src_now, dst_now, [&](const ConvDescs& d) {
     return make_pd(d, dnnl::algorithm::convolution_direct);
   });
@@ -293,7 +321,7 @@ auto ChooseAlgorithm(const char* kind, const ConvProblem& p, const Tensor* src_n
   // rounding stays within the parity rule.
   const bool forward = std::string(kind) == "fwd";
   if (setting == ConvAlgorithm::kDirect || setting == ConvAlgorithm::kTaps || setting == ConvAlgorithm::kWinograd2 ||
-      setting == ConvAlgorithm::kWinograd4 || !WinogradShaped(p))
+      setting == ConvAlgorithm::kWinograd4 || !WinogradShaped(p) || p.compute != DType::kFloat32)
     return finish(direct, "direct");
   if (setting == ConvAlgorithm::kAuto && forward) return finish(direct, "direct(auto: forward stays direct)");
   // Winograd on blocked activations, with its weights in the direct kernels' OIhw16i16o
@@ -353,7 +381,7 @@ std::unique_ptr<TapConv> MaybeTaps(const ConvProblem& p, const SgemmConv::Layout
 // layer4 of ResNet34 on 2x2 maps, AVX2: 7 ms against 10 ms a forward), else null (dense).
 // `name` gets the choice for the plan note.
 std::unique_ptr<SgemmConv> WithinWindow(const ConvProblem& p, const SgemmConv::Layouts& layouts, std::string* name) {
-  if (p.weights.size() != 4) return nullptr;
+  if (p.weights.size() != 4 || p.compute != DType::kFloat32) return nullptr;
   auto w = WinogradConv::Make(p.src, p.weights, p.dst, p.strides, OnnxDilations(p), p.pads_begin, layouts, 2);
   if (w && w->two_by_two_map()) {
     *name = "winograd2(maps within the window; 2x2 maps, 9 products)";
@@ -377,7 +405,9 @@ struct Candidate {
 std::vector<Candidate> Candidates(const char* kind, const ConvProblem& p, const SgemmConv::Layouts& layouts) {
   std::vector<Candidate> out;
   const ConvAlgorithm setting = p.algorithm;
-  if (p.weights.size() != 4) return out;
+  // Under --amp bf16 ours may run the backward primitives (timed against oneDNN's bfloat16
+  // ones, on float32 copies of the bfloat16 inputs: ConvGradKernel); the forward stays oneDNN's.
+  if (p.weights.size() != 4 || (p.compute != DType::kFloat32 && std::string(kind) == "fwd")) return out;
   if (auto taps = MaybeTaps(p, layouts)) {
     char share[48];
     std::snprintf(share, sizeof share, "%.0f%% of the window on data", 100 * taps->data_share());
@@ -470,6 +500,18 @@ struct OwnBuffers {
         db(static_cast<size_t>(p.out_channels)) {}
 };
 
+// Conv's and ConvGrad's inputs (bias aside) are all float32, or all bfloat16 (--amp bf16:
+// the graph casts them; the outputs stay float32); a bias is float32.
+void CheckConvTypes(std::initializer_list<const Tensor*> inputs, const Tensor* bias) {
+  const DType t = (*inputs.begin())->dtype();
+  for (const Tensor* in : inputs)
+    if (in->dtype() != t || (t != DType::kFloat32 && t != DType::kBFloat16))
+      throw UnsupportedError("Conv: inputs of types " + DTypeName(t) + " and " + DTypeName(in->dtype()) +
+                             "; the CPU convolutions take float32, or bfloat16 inputs with a float32 result");
+  if (bias && bias->dtype() != DType::kFloat32)
+    throw UnsupportedError("Conv: a bias of type " + DTypeName(bias->dtype()) + "; the CPU convolutions take float32");
+}
+
 class ConvKernel final : public OpKernel {
  public:
   explicit ConvKernel(const KernelInfo& info) : OpKernel(info) {}
@@ -483,8 +525,7 @@ class ConvKernel final : public OpKernel {
     const Tensor& x = ctx.Input(0);
     const Tensor& w = ctx.Input(1);
     const Tensor* b = ctx.OptionalInput(2);
-    for (const Tensor* t : {&x, &w, b})
-      if (t && t->dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(t->dtype()));
+    CheckConvTypes({&x, &w}, b);
     if (!w.is_plain() || (b && !b->is_plain())) Unsupported("weights in a non-plain layout");
     ConvProblem p = DescribeConv(node_, x, w, b, ctx.settings());
     if (NumElements(p.dst) == 0) {
@@ -534,7 +575,7 @@ class ConvKernel final : public OpKernel {
       if (own_) return;
     }
     src_ = Reorder(DescOf(x), pd.src_desc());
-    weights_ = Reorder(PlainDesc(p.weights, DType::kFloat32), pd.weights_desc());
+    weights_ = Reorder(PlainDesc(p.weights, w.dtype()), pd.weights_desc());
     dst_desc_ = pd.dst_desc();
     if (p.has_bias) bias_desc_ = pd.bias_desc();
     has_bias_ = p.has_bias;
@@ -545,7 +586,7 @@ class ConvKernel final : public OpKernel {
     if (ctx.Output(0).numel() == 0) return;
     if (dense_) {
       const Tensor* b = ctx.OptionalInput(2);
-      dense_->Forward(ctx.Input(0).data<float>(), ctx.Input(1).data<float>(), b ? b->data<float>() : nullptr,
+      dense_->Forward(ctx.Input(0).raw(), ctx.Input(1).raw(), b ? b->data<float>() : nullptr,
                       ctx.Output(0).data<float>());
       return;
     }
@@ -589,8 +630,7 @@ class ConvGradKernel final : public OpKernel {
     const Tensor& dy = ctx.Input(0);
     const Tensor& x = ctx.Input(1);
     const Tensor& w = ctx.Input(2);
-    for (const Tensor* t : {&dy, &x, &w})
-      if (t->dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(t->dtype()));
+    CheckConvTypes({&dy, &x, &w}, nullptr);
     if (!w.is_plain()) Unsupported("weights in a non-plain layout");
     Tensor bias_spec;
     if (ctx.HasOutput(2)) bias_spec = Tensor::View(DType::kFloat32, {w.dim(0)}, nullptr);
@@ -616,13 +656,25 @@ class ConvGradKernel final : public OpKernel {
       ctx.SetOutput(2, DType::kFloat32, {w.dim(0)});
       return;
     }
+    // The forward primitive the backward ones pair with reads and writes the inputs' type.
     auto forward_hint = [&](const ConvDescs& d, dnnl::algorithm alg) {
-      return dnnl::convolution_forward::primitive_desc(ConvForwardDesc(p, d, dnnl::prop_kind::forward_training, alg),
+      ConvDescs h = d;
+      for (auto* md : {&h.src, &h.weights, &h.dst}) *md = WithDataType(*md, p.compute);
+      return dnnl::convolution_forward::primitive_desc(ConvForwardDesc(p, h, dnnl::prop_kind::forward_training, alg),
                                                        Engine());
     };
     const dnnl::memory::desc plain_weights = PlainDesc(p.weights, DType::kFloat32);
-    // The layouts TapConv would read and write: dX as backward-data writes it (else x's).
-    SgemmConv::Layouts layouts{DescOf(x), DescOf(dy), DescOf(dy), DescOf(x)};
+    // The layouts TapConv would read and write: dX as backward-data writes it (else x's);
+    // float32 (bfloat16 inputs are widened for ours: WidenForOwn).
+    const dnnl::memory::desc x32 = WithDataType(DescOf(x), DType::kFloat32),
+                             dy32 = WithDataType(DescOf(dy), DType::kFloat32);
+    SgemmConv::Layouts layouts{x32, dy32, dy32, x32};
+    widen_ = p.compute != DType::kFloat32;
+    if (widen_) {
+      widen_dy_ = Reorder(DescOf(dy), dy32);
+      widen_x_ = Reorder(DescOf(x), x32);
+      widen_w_ = Reorder(PlainDesc(w.shape(), w.dtype()), PlainDesc(w.shape(), DType::kFloat32));
+    }
     std::vector<Candidate> candidates;  // ours, shared by both gradients
     bool have_candidates = false;
     if (ctx.HasOutput(0)) {
@@ -650,7 +702,7 @@ class ConvGradKernel final : public OpKernel {
       if (!data_own_) {
         data_ = dnnl::convolution_backward_data(pd);
         data_dy_ = Reorder(DescOf(dy), pd.diff_dst_desc());
-        data_w_ = Reorder(plain_weights, pd.weights_desc());
+        data_w_ = Reorder(PlainDesc(p.weights, w.dtype()), pd.weights_desc());
       }
     }
     ctx.SetOutput(0, DType::kFloat32, x.shape(),
@@ -696,6 +748,14 @@ class ConvGradKernel final : public OpKernel {
   void Compute(KernelContext& ctx) override {
     if (data_own_ || weights_own_) {
       const float *dy = ctx.Input(0).data<float>(), *x = ctx.Input(1).data<float>(), *w = ctx.Input(2).data<float>();
+      if (widen_) {  // float32 copies of the bfloat16 inputs ours reads
+        auto widen = [](const Reorder& r, const Tensor& t, int slot) {
+          return static_cast<const float*>(r.Apply(t.raw(), slot).get_data_handle());
+        };
+        dy = widen(widen_dy_, ctx.Input(0), 8);
+        x = weights_own_ ? widen(widen_x_, ctx.Input(1), 9) : nullptr;
+        w = data_own_ ? widen(widen_w_, ctx.Input(2), 10) : nullptr;
+      }
       float* dx = data_own_ ? ctx.Output(0).data<float>() : nullptr;
       float* dw = weights_own_ && ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr;
       float* db = weights_own_ && ctx.HasOutput(2) ? ctx.Output(2).data<float>() : nullptr;
@@ -707,10 +767,10 @@ class ConvGradKernel final : public OpKernel {
       }
     }
     if (dense_) {
-      const float* dy = ctx.Input(0).data<float>();
-      if (ctx.HasOutput(0)) dense_->BackwardData(dy, ctx.Input(2).data<float>(), ctx.Output(0).data<float>());
+      const void* dy = ctx.Input(0).raw();
+      if (ctx.HasOutput(0)) dense_->BackwardData(dy, ctx.Input(2).raw(), ctx.Output(0).data<float>());
       if (ctx.HasOutput(1) || ctx.HasOutput(2))
-        dense_->BackwardWeights(dy, ctx.Input(1).data<float>(), ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr,
+        dense_->BackwardWeights(dy, ctx.Input(1).raw(), ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr,
                                 ctx.HasOutput(2) ? ctx.Output(2).data<float>() : nullptr);
       return;
     }
@@ -740,6 +800,8 @@ class ConvGradKernel final : public OpKernel {
   Reorder weights_dy_, weights_x_, dw_;
   std::unique_ptr<DenseConv> dense_;
   std::shared_ptr<SgemmConv> data_own_, weights_own_;  // ours, where they won (may be one object)
+  bool widen_ = false;                         // bfloat16 inputs: ours reads float32 copies
+  Reorder widen_dy_, widen_x_, widen_w_;
 };
 
 OT_REGISTER_CPU_KERNEL("Conv", 1, kLatestOpset, ConvKernel);

@@ -12,9 +12,9 @@ namespace {
 constexpr size_t kMaxMatrixBytes = size_t{64} << 20;
 constexpr int kMatrixScratch = 5, kBiasScratch = 6;  // ScratchBuffer slots (conv.cc's reorders use 0-3)
 
-dnnl::memory::desc Matrix(int64_t rows, int64_t cols, bool transposed) {
+dnnl::memory::desc Matrix(int64_t rows, int64_t cols, bool transposed, DType dtype = DType::kFloat32) {
   // transposed: the [rows, cols] view of a row-major [cols, rows] buffer.
-  return dnnl::memory::desc({rows, cols}, dnnl::memory::data_type::f32,
+  return dnnl::memory::desc({rows, cols}, ToDnnl(dtype),
                             transposed ? dnnl::memory::dims{1, rows} : dnnl::memory::dims{cols, 1});
 }
 
@@ -24,7 +24,7 @@ std::unique_ptr<DenseConv> DenseConv::Make(const Shape& x, const Shape& w, const
                                            const std::vector<int64_t>& strides,
                                            const std::vector<int64_t>& dilations,
                                            const std::vector<int64_t>& pads_begin, int64_t in_block,
-                                           int64_t out_block) {
+                                           int64_t out_block, DType compute) {
   if (x.size() != 4 || w.size() != 4 || y.size() != 4 || strides.size() != 2 || dilations.size() != 2 ||
       pads_begin.size() != 2 || x[1] != w[1] || y[1] != w[0] || x[0] != y[0])
     return nullptr;
@@ -56,12 +56,16 @@ std::unique_ptr<DenseConv> DenseConv::Make(const Shape& x, const Shape& w, const
   d->out_block_ = out_block;
   d->rows_ = d->o_ * p_count;
   d->cols_ = d->c_ * q_count;
-  d->x_md_ = Matrix(d->n_, d->cols_, false);
+  d->compute_ = compute;
+  d->x_md_ = Matrix(d->n_, d->cols_, false, compute);
+  d->x_out_md_ = Matrix(d->n_, d->cols_, false);
   d->y_md_ = Matrix(d->n_, d->rows_, false);
-  d->m_md_ = Matrix(d->rows_, d->cols_, false);
-  d->mt_md_ = Matrix(d->cols_, d->rows_, true);
+  d->dy_md_ = Matrix(d->n_, d->rows_, false, compute);
+  d->m_md_ = Matrix(d->rows_, d->cols_, false, compute);
+  d->dm_md_ = Matrix(d->rows_, d->cols_, false);
+  d->mt_md_ = Matrix(d->cols_, d->rows_, true, compute);
   d->bias_md_ = Matrix(1, d->rows_, false);
-  d->dyt_md_ = Matrix(d->rows_, d->n_, true);
+  d->dyt_md_ = Matrix(d->rows_, d->n_, true, compute);
   return d;
 }
 
@@ -75,27 +79,42 @@ int64_t DenseConv::OutOffset(int64_t o, int64_t p) const {
   return (o / out_block_) * p_ * out_block_ + p * out_block_ + o % out_block_;
 }
 
-void DenseConv::BuildMatrix(const float* w, float* m) const {
+template <typename T> void DenseConv::BuildMatrix(const T* w, T* m) const {
 #pragma omp parallel for schedule(static)
   for (int64_t o = 0; o < o_; ++o)
     for (int64_t p = 0; p < p_; ++p) {
-      float* row = m + OutOffset(o, p) * cols_;
+      T* row = m + OutOffset(o, p) * cols_;
       const int32_t* taps = tap_.data() + p * q_;
       for (int64_t c = 0; c < c_; ++c) {
-        const float* wc = w + (o * c_ + c) * taps_;
+        const T* wc = w + (o * c_ + c) * taps_;
         for (int64_t q = 0; q < q_; ++q) row[InOffset(c, q)] = wc[taps[q]];
       }
     }
 }
 
-void DenseConv::Forward(const float* x, const float* w, const float* b, float* y) {
+// The matrix of weights `w` (of the compute type) in scratch buffer kMatrixScratch.
+void* DenseConv::WeightMatrix(const void* w) const {
+  void* m = ScratchBuffer(kMatrixScratch, matrix_bytes());
+  if (compute_ == DType::kFloat32) BuildMatrix(static_cast<const float*>(w), static_cast<float*>(m));
+  else BuildMatrix(static_cast<const uint16_t*>(w), static_cast<uint16_t*>(m));  // bfloat16 bits, copied
+  return m;
+}
+
+float DenseConv::DyAt(const void* dy, int64_t i) const {
+  if (compute_ == DType::kFloat32) return static_cast<const float*>(dy)[i];
+  const uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(dy)[i]) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+void DenseConv::Forward(const void* x, const void* w, const float* b, float* y) {
   if (!forward_) {  // made on first use (whether there is a bias is known then)
     auto desc = b ? dnnl::matmul::desc(x_md_, mt_md_, bias_md_, y_md_) : dnnl::matmul::desc(x_md_, mt_md_, y_md_);
     forward_ = dnnl::matmul(dnnl::matmul::primitive_desc(desc, Engine()));
   }
-  float* m = static_cast<float*>(ScratchBuffer(kMatrixScratch, matrix_bytes()));
-  BuildMatrix(w, m);
-  std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, dnnl::memory(x_md_, Engine(), const_cast<float*>(x))},
+  void* m = WeightMatrix(w);
+  std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, dnnl::memory(x_md_, Engine(), const_cast<void*>(x))},
                                                 {DNNL_ARG_WEIGHTS, dnnl::memory(mt_md_, Engine(), m)},
                                                 {DNNL_ARG_DST, dnnl::memory(y_md_, Engine(), y)}};
   if (b) {
@@ -107,24 +126,26 @@ void DenseConv::Forward(const float* x, const float* w, const float* b, float* y
   forward_.execute(Stream(), args);
 }
 
-void DenseConv::BackwardData(const float* dy, const float* w, float* dx) {
+void DenseConv::BackwardData(const void* dy, const void* w, float* dx) {
   if (!backward_data_)
-    backward_data_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(y_md_, m_md_, x_md_), Engine()));
-  float* m = static_cast<float*>(ScratchBuffer(kMatrixScratch, matrix_bytes()));
-  BuildMatrix(w, m);
-  backward_data_.execute(Stream(), {{DNNL_ARG_SRC, dnnl::memory(y_md_, Engine(), const_cast<float*>(dy))},
+    backward_data_ =
+        dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_md_, m_md_, x_out_md_), Engine()));
+  void* m = WeightMatrix(w);
+  backward_data_.execute(Stream(), {{DNNL_ARG_SRC, dnnl::memory(dy_md_, Engine(), const_cast<void*>(dy))},
                                     {DNNL_ARG_WEIGHTS, dnnl::memory(m_md_, Engine(), m)},
-                                    {DNNL_ARG_DST, dnnl::memory(x_md_, Engine(), dx)}});
+                                    {DNNL_ARG_DST, dnnl::memory(x_out_md_, Engine(), dx)}});
 }
 
-void DenseConv::BackwardWeights(const float* dy, const float* x, float* dw, float* db) {
+void DenseConv::BackwardWeights(const void* dy, const void* x, float* dw, float* db) {
   if (!backward_weights_)
     backward_weights_ =
-        dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(dyt_md_, x_md_, m_md_), Engine()));
-  float* dm = static_cast<float*>(ScratchBuffer(kMatrixScratch, matrix_bytes()));
-  backward_weights_.execute(Stream(), {{DNNL_ARG_SRC, dnnl::memory(dyt_md_, Engine(), const_cast<float*>(dy))},
-                                       {DNNL_ARG_WEIGHTS, dnnl::memory(x_md_, Engine(), const_cast<float*>(x))},
-                                       {DNNL_ARG_DST, dnnl::memory(m_md_, Engine(), dm)}});
+        dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(dyt_md_, x_md_, dm_md_), Engine()));
+  // The float32 gradient matrix, whatever the compute type.
+  float* dm = static_cast<float*>(
+      ScratchBuffer(kMatrixScratch, static_cast<size_t>(rows_ * cols_) * sizeof(float)));
+  backward_weights_.execute(Stream(), {{DNNL_ARG_SRC, dnnl::memory(dyt_md_, Engine(), const_cast<void*>(dy))},
+                                       {DNNL_ARG_WEIGHTS, dnnl::memory(x_md_, Engine(), const_cast<void*>(x))},
+                                       {DNNL_ARG_DST, dnnl::memory(dm_md_, Engine(), dm)}});
   // Fold the matrix back into the taps: each weight is the sum of the entries it filled.
   if (dw) {
 #pragma omp parallel for schedule(static)
@@ -146,7 +167,7 @@ void DenseConv::BackwardWeights(const float* dy, const float* x, float* dw, floa
     for (int64_t o = 0; o < o_; ++o) {
       double sum = 0;
       for (int64_t n = 0; n < n_; ++n)
-        for (int64_t p = 0; p < p_; ++p) sum += dy[n * rows_ + OutOffset(o, p)];
+        for (int64_t p = 0; p < p_; ++p) sum += DyAt(dy, n * rows_ + OutOffset(o, p));
       db[o] = static_cast<float>(sum);
     }
   }

@@ -10,6 +10,10 @@
 // backward-weights are one oneDNN matmul each, with the matrix built from (or folded back
 // into) the plain weights per run.
 //
+// Under --amp bf16 (`compute` bfloat16) the activations and weights it reads are bfloat16
+// and what it writes (outputs, gradients) float32: the matrix is built in bfloat16 and the
+// products run on oneDNN's bfloat16 matmul.
+//
 // Activations are read and written in their own layout, plain NCHW or channel-blocked
 // (nChw16c / nChw8c): an image's values are one contiguous vector in either, and the
 // matrix's rows and columns are laid out in that order, so no activation is reordered.
@@ -33,30 +37,36 @@ class DenseConv {
   // input and output activations (0: plain NCHW); a block must divide the channel count.
   static std::unique_ptr<DenseConv> Make(const Shape& x, const Shape& w, const Shape& y,
                                          const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
-                                         const std::vector<int64_t>& pads_begin, int64_t in_block, int64_t out_block);
+                                         const std::vector<int64_t>& pads_begin, int64_t in_block, int64_t out_block,
+                                         DType compute = DType::kFloat32);
 
-  // y = conv(x, w) + b (b may be null); activations in the layouts given to Make.
-  void Forward(const float* x, const float* w, const float* b, float* y);
+  // y = conv(x, w) + b (b may be null); activations in the layouts given to Make. x, w
+  // (and dy below) are of the compute type, the rest float32.
+  void Forward(const void* x, const void* w, const float* b, float* y);
   // dx = the input gradient of dy.
-  void BackwardData(const float* dy, const float* w, float* dx);
+  void BackwardData(const void* dy, const void* w, float* dx);
   // dw (plain [O, C, KH, KW]) and db ([O], may be null) of dy and x.
-  void BackwardWeights(const float* dy, const float* x, float* dw, float* db);
+  void BackwardWeights(const void* dy, const void* x, float* dw, float* db);
 
   // Bytes of the matrix (built in a per-thread scratch buffer each run).
-  size_t matrix_bytes() const { return static_cast<size_t>(rows_ * cols_) * sizeof(float); }
+  size_t matrix_bytes() const { return static_cast<size_t>(rows_ * cols_) * DTypeSize(compute_); }
 
  private:
   DenseConv() = default;
   int64_t InOffset(int64_t c, int64_t q) const;   // column of input channel c at position q
   int64_t OutOffset(int64_t o, int64_t p) const;  // row of output channel o at position p
-  void BuildMatrix(const float* w, float* m) const;
+  template <typename T> void BuildMatrix(const T* w, T* m) const;
+  void* WeightMatrix(const void* w) const;  // in scratch, of the compute type
+  float DyAt(const void* dy, int64_t i) const;  // element i of dy as float
 
   int64_t n_ = 0, c_ = 0, o_ = 0, p_ = 0, q_ = 0, taps_ = 0;
   int64_t in_block_ = 0, out_block_ = 0;
   int64_t rows_ = 0, cols_ = 0;  // O*P, C*Q
   std::vector<int32_t> tap_;     // [P * Q]: the weight tap joining output p to input q
   dnnl::matmul forward_, backward_data_, backward_weights_;
-  dnnl::memory::desc x_md_, y_md_, m_md_, mt_md_, bias_md_, dyt_md_;
+  DType compute_ = DType::kFloat32;
+  // x_md_, dy_md_, m_md_, mt_md_, dyt_md_ in the compute type; x_out_md_, y_md_, dm_md_ float32.
+  dnnl::memory::desc x_md_, y_md_, m_md_, mt_md_, bias_md_, dyt_md_, dy_md_, x_out_md_, dm_md_;
 };
 
 }  // namespace cpu

@@ -105,8 +105,8 @@ struct ScratchSlot {
 }  // namespace
 
 void* ScratchBuffer(int slot, size_t bytes) {
-  thread_local ScratchSlot slots[8];
-  OT_CHECK(slot >= 0 && slot < 8, "scratch slot %d out of range", slot);
+  thread_local ScratchSlot slots[kScratchSlots];
+  OT_CHECK(slot >= 0 && slot < kScratchSlots, "scratch slot %d out of range", slot);
   ScratchSlot& s = slots[slot];
   if (s.bytes < bytes) {
     std::free(s.data);

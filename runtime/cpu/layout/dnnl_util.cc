@@ -26,6 +26,12 @@ bool DnnlSupports(DType t) {
   }
 }
 
+bool CpuHasBFloat16Products() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (isa & bf16) == bf16;
+}
+
 dnnl::memory::data_type ToDnnl(DType t) {
   using dt = dnnl::memory::data_type;
   switch (t) {

@@ -17,6 +17,9 @@ dnnl::stream& Stream();
 
 dnnl::memory::data_type ToDnnl(DType t);  // throws UnsupportedError for types oneDNN lacks
 bool DnnlSupports(DType t);
+// True where oneDNN runs bfloat16 products in hardware (avx512_bf16 or AMX; its
+// ONEDNN_MAX_CPU_ISA limit applies): what --amp bf16 needs to be faster than float32.
+bool CpuHasBFloat16Products();
 dnnl::memory::dims ToDims(const Shape& s);
 // Dense row-major descriptor (strides from the shape); a rank-0 tensor becomes [1].
 dnnl::memory::desc PlainDesc(const Shape& shape, DType t);

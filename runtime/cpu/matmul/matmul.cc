@@ -17,6 +17,8 @@
 //   - a C of shape [M, 1] makes oneDNN fall back to its reference kernel (hundreds of
 //     times slower), so that one is expanded to [M, N] in the buffer instead.
 // As in BLAS, beta == 0 means C is not read at all.
+// Under --amp bf16 the graph casts A and B to bfloat16 (graph/amp_pass.h): both kernels
+// then run oneDNN's bfloat16 matmul with a float32 result (C stays float32).
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -61,6 +63,19 @@ struct BroadcastMatrix {
   int64_t At(int64_t m, int64_t n) const { return (rows == 1 ? 0 : m) * cols + (cols == 1 ? 0 : n); }
 };
 
+// The result type of a product of `operands`: float32 for bfloat16 (--amp bf16), else theirs.
+DType ResultType(DType operands) { return operands == DType::kBFloat16 ? DType::kFloat32 : operands; }
+
+// bfloat16 operands come in pairs (the graph casts both), with a float32 C.
+void CheckBFloat16Operands(const Tensor& a, const Tensor& b, const Tensor* c) {
+  if (a.dtype() != DType::kBFloat16 && b.dtype() != DType::kBFloat16) return;
+  if (a.dtype() != b.dtype())
+    throw UnsupportedError("matrix product of " + a.Describe() + " and " + b.Describe() +
+                           ": bfloat16 products take two bfloat16 operands");
+  if (c && c->dtype() != DType::kFloat32)
+    throw UnsupportedError("Gemm: C is " + c->Describe() + "; with bfloat16 A and B it must be float32");
+}
+
 class GemmKernel final : public OpKernel {
  public:
   explicit GemmKernel(const KernelInfo& info) : OpKernel(info) {}
@@ -71,7 +86,9 @@ class GemmKernel final : public OpKernel {
     const Tensor& b = ctx.Input(1);
     const Tensor* c = ctx.OptionalInput(2);
     dtype_ = a.dtype();
-    if (dtype_ != DType::kFloat32 && dtype_ != DType::kFloat64) Unsupported("data type " + DTypeName(dtype_));
+    if (dtype_ != DType::kFloat32 && dtype_ != DType::kFloat64 && dtype_ != DType::kBFloat16)
+      Unsupported("data type " + DTypeName(dtype_));
+    CheckBFloat16Operands(a, b, c);
     const GemmShape g = ReadGemm(node_, static_cast<int>(opset_), a, b, c);
     alpha_ = g.alpha;
     beta_ = g.beta;
@@ -82,9 +99,11 @@ class GemmKernel final : public OpKernel {
     b_strides_ = g.trans_b ? MatrixStrides{1, K_} : MatrixStrides{N_, 1};
     use_c_ = c != nullptr && beta_ != 0.f;
     c_shape_ = c ? BroadcastMatrix{g.c_rows, g.c_cols} : BroadcastMatrix{};
-    ctx.SetOutput(0, dtype_, {M_, N_});
+    ctx.SetOutput(0, ResultType(dtype_), {M_, N_});
     primitive_ready_ = false;
-    if (dtype_ == DType::kFloat32 && M_ * N_ * K_ > 0) BuildPrimitive();
+    if (dtype_ != DType::kFloat64 && M_ * N_ * K_ > 0) BuildPrimitive();
+    if (dtype_ == DType::kBFloat16 && !primitive_ready_ && M_ * N_ > 0)
+      Unsupported("bfloat16 operands with an empty inner dimension");
   }
 
   void Compute(KernelContext& ctx) override {
@@ -117,8 +136,8 @@ class GemmKernel final : public OpKernel {
   // Checks that C broadcasts to [M, N] (exactly [M, N] for opsets < 7 with broadcast=0).
   void BuildPrimitive() {
     using dt = dnnl::memory::data_type;
-    a_desc_ = dnnl::memory::desc({M_, K_}, dt::f32, {a_strides_.row, a_strides_.col});
-    b_desc_ = dnnl::memory::desc({K_, N_}, dt::f32, {b_strides_.row, b_strides_.col});
+    a_desc_ = dnnl::memory::desc({M_, K_}, ToDnnl(dtype_), {a_strides_.row, a_strides_.col});
+    b_desc_ = dnnl::memory::desc({K_, N_}, ToDnnl(dtype_), {b_strides_.row, b_strides_.col});
     y_desc_ = PlainDesc({M_, N_}, dt::f32);
     dnnl::primitive_attr attr;
     if (alpha_ != 1.f) attr.set_output_scales(0, {alpha_});
@@ -188,8 +207,9 @@ class MatMulKernel final : public OpKernel {
     const Tensor& b = ctx.Input(1);
     dtype_ = a.dtype();
     if (dtype_ != DType::kFloat32 && dtype_ != DType::kFloat64 && dtype_ != DType::kInt32 &&
-        dtype_ != DType::kInt64)
+        dtype_ != DType::kInt64 && dtype_ != DType::kBFloat16)
       Unsupported("data type " + DTypeName(dtype_));
+    CheckBFloat16Operands(a, b, nullptr);
     if (b.dtype() != dtype_) Fail("inputs have different data types (" + a.Describe() + ", " + b.Describe() + ")");
     if (a.rank() == 0 || b.rank() == 0) Fail("operands must have rank >= 1, got " + a.Describe() + " and " + b.Describe());
     Shape a_shape = a.rank() == 1 ? Shape{1, a.dim(0)} : a.shape();
@@ -204,12 +224,14 @@ class MatMulKernel final : public OpKernel {
     Shape out_shape = out_batch;
     if (a.rank() > 1) out_shape.push_back(M_);
     if (b.rank() > 1) out_shape.push_back(N_);
-    ctx.SetOutput(0, dtype_, out_shape);
+    ctx.SetOutput(0, ResultType(dtype_), out_shape);
 
     primitive_ready_ = false;
     PlanBatchOffsets(a_batch, b_batch, out_batch);
-    if (dtype_ == DType::kFloat32 && NumElements(out_shape) > 0 && K_ > 0)
+    if ((dtype_ == DType::kFloat32 || dtype_ == DType::kBFloat16) && NumElements(out_shape) > 0 && K_ > 0)
       BuildPrimitive(a_batch, b_batch, out_batch);
+    if (dtype_ == DType::kBFloat16 && !primitive_ready_ && NumElements(out_shape) > 0)
+      Unsupported("bfloat16 operands with an empty inner dimension");
   }
 
   void Compute(KernelContext& ctx) override {
@@ -271,8 +293,8 @@ class MatMulKernel final : public OpKernel {
       b_dims.insert(b_dims.end(), {K_, N_});
       y_dims.insert(y_dims.end(), {M_, N_});
     }
-    a_desc_ = PlainDesc(a_dims, DType::kFloat32);
-    b_desc_ = PlainDesc(b_dims, DType::kFloat32);
+    a_desc_ = PlainDesc(a_dims, dtype_);
+    b_desc_ = PlainDesc(b_dims, dtype_);
     y_desc_ = PlainDesc(y_dims, DType::kFloat32);
     auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_desc_, b_desc_, y_desc_), Engine());
     primitive_ = dnnl::matmul(pd);

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "graph/op_domains.h"
+#include "runtime/cpu/layout/dnnl_cast.h"
 #include "runtime/ops/kernel_util.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/ops/op_shapes.h"
@@ -280,8 +281,9 @@ class ConstantOfShapeKernel final : public HostValueKernel {
 };
 
 // ---------------------------------------------------------------------------------------
-// Element conversion for Cast. float16 and bool have their own storage tags.
+// Element conversion for Cast. float16, bfloat16 and bool have their own storage tags.
 struct HalfTag {};
+struct BFloat16Tag {};
 struct BoolTag {};
 
 float HalfToFloat(uint16_t h) {
@@ -345,6 +347,24 @@ template <> struct Elem<HalfTag> {
   template <typename V> static uint16_t Store(V v) { return HalfFromDouble(static_cast<double>(v)); }
 };
 
+// bfloat16: the upper half of a float32, rounded to nearest even (as oneDNN and PyTorch do).
+template <> struct Elem<BFloat16Tag> {
+  using Storage = uint16_t;
+  static float Load(uint16_t v) {
+    const uint32_t bits = static_cast<uint32_t>(v) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+  template <typename V> static uint16_t Store(V v) {
+    const float f = static_cast<float>(v);
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40);
+    return static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+  }
+};
+
 template <typename T> struct CastTag { using type = T; };
 
 // Calls fn(CastTag<T>) for the element tag of a DType; false when the type has none.
@@ -353,6 +373,7 @@ template <typename Fn> bool VisitCastType(DType t, Fn&& fn) {
     case DType::kFloat32: fn(CastTag<float>{}); return true;
     case DType::kFloat64: fn(CastTag<double>{}); return true;
     case DType::kFloat16: fn(CastTag<HalfTag>{}); return true;
+    case DType::kBFloat16: fn(CastTag<BFloat16Tag>{}); return true;
     case DType::kInt8: fn(CastTag<int8_t>{}); return true;
     case DType::kUInt8: fn(CastTag<uint8_t>{}); return true;
     case DType::kInt16: fn(CastTag<int16_t>{}); return true;
@@ -387,20 +408,36 @@ class CastKernel final : public OpKernel {
  public:
   using OpKernel::OpKernel;
 
+  // float32 <-> bfloat16 (--amp bf16's casts) keeps a blocked activation blocked.
+  bool AcceptsLayouts(const KernelContext& ctx) const override {
+    return IsDnnlCast(ctx.Input(0).dtype(), CastTargetType(node_, ctx));
+  }
+
   void Prepare(KernelContext& ctx) override {
     const DType to = CastTargetType(node_, ctx);
     const Tensor& x = ctx.Input(0);
     for (DType t : {x.dtype(), to})
       if (!CanCast(t)) Unsupported("data type " + DTypeName(t));
+    dnnl_ = IsDnnlCast(x.dtype(), to);
+    if (dnnl_) {
+      cast_ = DnnlCast(x, to);
+      ctx.SetOutput(0, to, x.shape(), cast_.output_layout());
+      return;
+    }
     ctx.SetOutput(0, to, x.shape());
   }
 
   void Compute(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
     Tensor& y = ctx.Output(0);
-    if (x.dtype() == y.dtype()) y.CopyFrom(x);
+    if (dnnl_) cast_.Run(x, y);
+    else if (x.dtype() == y.dtype()) y.CopyFrom(x);
     else CastElements(x, y);
   }
+
+ private:
+  bool dnnl_ = false;
+  DnnlCast cast_;
 };
 
 // ---------------------------------------------------------------------------------------
