@@ -1,10 +1,13 @@
 // The loader refills the batches its consumer hands back (train/batch_loader.h): the refilled
 // buffers hold exactly what a fresh batch would, also where the batch size changes (an epoch's
 // short last batch, then full ones again) and for queues of any depth; the one-pass gather and
-// normalisation (ImageDataset::ImagesInto) gives the values of x / 255 normalised, bit for bit.
+// normalisation (ImageDataset::ImagesInto) gives the values of x / 255 normalised, bit for bit,
+// on one thread or several; batches made on the caller's thread (no loader thread) are the same.
 #include <gtest/gtest.h>
 
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "graph/error.h"
 #include "train/batch_loader.h"
@@ -44,6 +47,18 @@ TEST(BatchRecyclingTest, OnePassImagesAreTheNormalisedBytes) {
   EXPECT_EQ(ds.Normalize(ds.RawImages(idx)).bytes, out.bytes);
 }
 
+TEST(BatchRecyclingTest, ThreadsShareTheSamplesWithTheSameValues) {
+  const ImageDataset ds = Synthetic(50);
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < 70; ++i) idx.push_back((i * 17 + 5) % 50);  // 70 samples: 3 threads take 4 shares
+  HostTensor one, three;
+  ds.ImagesInto(idx, &one, 1);
+  ds.ImagesInto(idx, &three, 3);
+  EXPECT_EQ(one.dims, three.dims);
+  EXPECT_EQ(one.bytes, three.bytes);
+  EXPECT_EQ(ds.Normalize(ds.RawImages(idx)).bytes, three.bytes);
+}
+
 TEST(BatchRecyclingTest, RefilledBatchesAreFreshBatches) {
   const ImageDataset ds = Synthetic(103);
   SamplerOptions so;
@@ -52,9 +67,12 @@ TEST(BatchRecyclingTest, RefilledBatchesAreFreshBatches) {
   so.shuffle = true;
   so.seed = 5;
   for (const bool augment : {false, true})
-  for (const int64_t depth : {1, 2, 8}) {  // 8: the loader sleeps until 4 are taken
+  // (queue depth, on-caller threads): 8: the loader sleeps until 4 are taken; on-caller
+  // threads > 0: no loader thread, each batch made in Next.
+  for (const auto& [depth, on_caller] : std::vector<std::pair<int64_t, int>>{{1, 0}, {2, 0}, {8, 0}, {2, 1}, {2, 3}}) {
     BatchLoaderOptions lo;
     lo.queue_depth = depth;
+    lo.on_caller_threads = on_caller;
     lo.end_epoch = 3;
     lo.augment.random_crop = lo.augment.horizontal_flip = augment;
     lo.augment.random_erase = augment ? 0.5f : 0.f;
@@ -65,7 +83,8 @@ TEST(BatchRecyclingTest, RefilledBatchesAreFreshBatches) {
     std::set<const uint8_t*> buffers;
     int64_t served = 0;
     while (loader.Next(&b)) {
-      SCOPED_TRACE(StrFormat("queue depth %lld%s", (long long)depth, augment ? ", augmented" : ""));
+      SCOPED_TRACE(StrFormat("queue depth %lld, on-caller threads %d%s", (long long)depth, on_caller,
+                             augment ? ", augmented" : ""));
       const SamplerState at = direct.State();
       const Batch want = PrepareBatch(ds, direct.NextBatch(), lo.augment, at.epoch, at.position);
       ASSERT_EQ(b.samples, want.samples) << served;

@@ -16,7 +16,7 @@ Batch PrepareBatch(const ImageDataset& dataset, std::vector<int64_t> samples, co
 }
 
 void PrepareBatchInto(const ImageDataset& dataset, std::vector<int64_t> samples, const AugmentOptions& augment,
-                      int64_t epoch, int64_t index, Batch* b) {
+                      int64_t epoch, int64_t index, Batch* b, int threads) {
   b->epoch = epoch;
   b->index = index;
   b->samples = std::move(samples);
@@ -33,7 +33,7 @@ void PrepareBatchInto(const ImageDataset& dataset, std::vector<int64_t> samples,
     AugmentBatch(raw, augment, epoch, index);
     dataset.NormalizeInto(raw, &b->images);
   } else {
-    dataset.ImagesInto(b->samples, &b->images);
+    dataset.ImagesInto(b->samples, &b->images, threads);
   }
   EraseBatch(b->images, augment, epoch, index);
 }
@@ -43,13 +43,18 @@ int64_t QueueDepthFor(int64_t batch_bytes) {
   return std::clamp<int64_t>(kQueueBytes / std::max<int64_t>(batch_bytes, 1), 2, 64);
 }
 
+bool MakeBatchesOnCaller(const ImageDataset& dataset, int threads, int cores) {
+  return !dataset.source && threads >= cores;
+}
+
 BatchLoader::BatchLoader(const ImageDataset& dataset, DistributedSampler sampler, const BatchLoaderOptions& options)
     : dataset_(dataset), sampler_(std::move(sampler)), options_(options) {
   OT_CHECK(options.queue_depth >= 1, "the batch queue needs room for at least one batch");
-  thread_ = std::thread([this] { Run(); });
+  if (options_.on_caller_threads <= 0) thread_ = std::thread([this] { Run(); });
 }
 
 BatchLoader::~BatchLoader() {
+  if (!thread_.joinable()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -61,7 +66,8 @@ BatchLoader::~BatchLoader() {
 void BatchLoader::MakeNext(Batch* b) {
   const SamplerState at = sampler_.State();
   std::vector<int64_t> samples = sampler_.NextBatch();
-  PrepareBatchInto(dataset_, std::move(samples), options_.augment, at.epoch, at.position, b);
+  PrepareBatchInto(dataset_, std::move(samples), options_.augment, at.epoch, at.position, b,
+                   std::max(options_.on_caller_threads, 1));
   b->real_count = sampler_.RealSamplesInBatch(at.position);
   b->next = sampler_.State();
 }
@@ -95,6 +101,11 @@ void BatchLoader::Run() {
 }
 
 bool BatchLoader::Next(Batch* batch) {
+  if (options_.on_caller_threads > 0) {  // made here, in the buffers of the batch given back
+    if (sampler_.State().epoch >= options_.end_epoch) return false;
+    MakeNext(batch);
+    return true;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (!batch->images.bytes.empty() && spare_.size() < static_cast<size_t>(options_.queue_depth) + 2) {
     spare_.push_back(std::move(*batch));

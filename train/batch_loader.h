@@ -40,10 +40,10 @@ struct Batch {
 Batch PrepareBatch(const ImageDataset& dataset, std::vector<int64_t> samples, const AugmentOptions& augment,
                    int64_t epoch, int64_t index);
 // The same batch made in `b`, reusing the buffers it holds from an earlier batch: the images
-// of an unaugmented image data set are gathered and normalised in one pass, with no
-// allocation once the buffer has the batch's size.
+// of an unaugmented image data set are gathered and normalised in one pass (on `threads`
+// OpenMP threads), with no allocation once the buffer has the batch's size.
 void PrepareBatchInto(const ImageDataset& dataset, std::vector<int64_t> samples, const AugmentOptions& augment,
-                      int64_t epoch, int64_t index, Batch* b);
+                      int64_t epoch, int64_t index, Batch* b, int threads = 1);
 
 struct BatchLoaderOptions {
   AugmentOptions augment;
@@ -51,7 +51,17 @@ struct BatchLoaderOptions {
   // Batches made ahead of the consumer. A full queue puts the loader to sleep until the
   // consumer has taken half of it, so that a deep queue wakes it once for several batches.
   int64_t queue_depth = 2;
+  // > 0: no loader thread; Next makes each batch on the caller's thread, the images gathered
+  // by this many OpenMP threads (the step's team). For data held in memory when the step's
+  // threads take every core: a loader thread would then run on a core an OpenMP thread
+  // spins on, and a barrier waits a scheduler slice for the thread it displaced.
+  int on_caller_threads = 0;
 };
+
+// Whether batches of `dataset` are best made on the step's own threads (BatchLoaderOptions::
+// on_caller_threads): its samples are in memory (no decoding SampleSource) and the step's
+// `threads` take all `cores` the process has.
+bool MakeBatchesOnCaller(const ImageDataset& dataset, int threads, int cores);
 
 // A queue depth for batches of `batch_bytes`: room for about 4 MiB of them, 2 batches at
 // least and 64 at most. Short steps of small batches then take many batches per wake-up of

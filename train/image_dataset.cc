@@ -560,7 +560,7 @@ HostTensor ImageDataset::Images(const std::vector<int64_t>& indices) const {
   return t;
 }
 
-void ImageDataset::ImagesInto(const std::vector<int64_t>& indices, HostTensor* out) const {
+void ImageDataset::ImagesInto(const std::vector<int64_t>& indices, HostTensor* out, int threads) const {
   if (source) {
     for (int64_t i : indices)
       OT_CHECK(i >= 0 && i < count, "sample index %lld is outside the data set (%lld samples)", (long long)i,
@@ -576,14 +576,20 @@ void ImageDataset::ImagesInto(const std::vector<int64_t>& indices, HostTensor* o
              (long long)count);
   // Shuffled samples are far apart in memory: the rows a few samples ahead are fetched while
   // this one is converted, so that the loop does not wait on each row's first bytes.
+  // Each thread takes one contiguous share of the samples.
   constexpr int64_t kAhead = 4, kLine = 64;
   float* o = out->Data<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) {
-      const uint8_t* ahead = pixels.data() + indices[i + kAhead] * item;
-      for (int64_t b = 0; b < item; b += kLine) __builtin_prefetch(ahead + b);
+  const int parts = static_cast<int>(std::clamp<int64_t>(threads, 1, std::max<int64_t>(n / 16, 1)));
+#pragma omp parallel for num_threads(parts) schedule(static) if (parts > 1)
+  for (int part = 0; part < parts; ++part) {
+    const int64_t end = n * (part + 1) / parts;
+    for (int64_t i = n * part / parts; i < end; ++i) {
+      if (i + kAhead < end) {
+        const uint8_t* ahead = pixels.data() + indices[i + kAhead] * item;
+        for (int64_t b = 0; b < item; b += kLine) __builtin_prefetch(ahead + b);
+      }
+      NormalizeSample(pixels.data() + indices[i] * item, o + i * item);
     }
-    NormalizeSample(pixels.data() + indices[i] * item, o + i * item);
   }
 }
 

@@ -70,8 +70,9 @@ struct ImageDataset {
   HostTensor Normalize(const HostTensor& raw) const;
   // Images(indices) and Normalize(raw) into `out`, reusing its allocation (the loader's
   // recycled batches); ImagesInto gathers and normalises in one pass over the samples' bytes.
-  // The values are those of Images and Normalize.
-  void ImagesInto(const std::vector<int64_t>& indices, HostTensor* out) const;
+  // The values are those of Images and Normalize. `threads` > 1 shares the samples among
+  // that many OpenMP threads (the calling thread's team: the loader's on-caller mode).
+  void ImagesInto(const std::vector<int64_t>& indices, HostTensor* out, int threads = 1) const;
   void NormalizeInto(const HostTensor& raw, HostTensor* out) const;
   // int64 labels [n, label_dims...] (those of epoch 0 where the source makes them), float32
   // for float targets.

@@ -272,6 +272,13 @@ EpochEnd Trainer::RunEpoch(int64_t epoch) {
   lo.end_epoch = epoch + 1;
   if (data_.train.ImageBytes() > 0)  // float images; other arrays keep the default, their size unknown here
     lo.queue_depth = QueueDepthFor(o_.batch * data_.train.ImageBytes() * int64_t{4});
+  if (o_.device.type == DeviceType::kCPU) {
+    // The cores this rank has: the host's, shared among its local ranks.
+    const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                      std::max(1, o_.launch.local_size));
+    const int threads = o_.threads > 0 ? o_.threads : cores;
+    if (MakeBatchesOnCaller(data_.train, threads, cores)) lo.on_caller_threads = threads;
+  }
   BatchLoader loader(data_.train, *sampler_, lo);
   TaskFigures mine = EmptyFigures(spec_), prior = EmptyFigures(spec_);  // this rank's; the job's before a resume
   if (epoch == sampler_->State().epoch && resumed_tally_.loss_count > 0) prior.Add(resumed_tally_);
