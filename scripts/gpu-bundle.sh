@@ -33,7 +33,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/testdata"
 for t in "${targets[@]}"; do
-  bin=$(find "$BUILD/tools" "$BUILD/tests" -maxdepth 1 -type f -name "$t" -perm -u+x | head -1)
+  bin=$(find "$BUILD/tools" "$BUILD/tests/cuda" -maxdepth 1 -type f -name "$t" -perm -u+x | head -1)
   [ -n "$bin" ] || { echo "gpu-bundle: $t was not built" >&2; exit 1; }
   cp "$bin" "$stage/bin/$t"
   strip --strip-unneeded "$stage/bin/$t"

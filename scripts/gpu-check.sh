@@ -85,7 +85,7 @@ else
   targets=$(make -C "$BUILD" help | grep -oE '(onnx-train|cuda_[a-z]+_test|nccl_test)$' | tr '\n' ' ')
   BUDGET=$((BUDGET + 300)) run build 300 make -C "$BUILD" -j"$(nproc)" $targets || exit 1
   mkdir -p "$WORK/bin"
-  for t in $targets; do ln -sf "$(find "$BUILD/tools" "$BUILD/tests" -maxdepth 1 -name "$t" | head -1)" "$WORK/bin/$t"; done
+  for t in $targets; do ln -sf "$(find "$BUILD/tools" "$BUILD/tests/cuda" -maxdepth 1 -name "$t" | head -1)" "$WORK/bin/$t"; done
   BIN=$WORK/bin
   LIBDIR=
   START=$(date +%s)  # the budget is for the check, not the build

@@ -1,13 +1,15 @@
 """Shared by the command-line tests (cli_usage_test, cli_flag_table_test): the arguments
 CTest gives them, running onnx-train, and a tally of checks that prints one summary line
 and every failure."""
-import subprocess
+import os
+import sys
 
-from ot_cli import test_args as cli_test_args  # noqa: F401  (same folder)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import call, test_args as cli_test_args  # noqa: E402,F401
 
 
 def run(binary, *args, env=None, timeout=60):
-    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout, env=env)
+    return call([binary, *args], timeout=timeout, env=env)
 
 
 class Checks:

@@ -13,11 +13,9 @@ reference (cli_usage_test.py covers their help and option errors, first_hour_tes
 - `bench-comm --backend gloo --world-size 2`: one row per size, every `wrong` entry 0 and
   busbw equal to algbw (2(n-1)/n = 1 for two ranks).
 """
-import argparse
 import gzip
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -26,17 +24,15 @@ import onnx
 import onnx.numpy_helper as nh
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import test_args, test_parser  # noqa: E402
+
 FASHION = "/usr/share/datasets/fashion-mnist"
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    args.onnx_train = os.path.abspath(args.onnx_train)
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
+    p = test_parser(__doc__)
+    args = test_args(p, fresh=True)
     w = args.workdir
     passed = failed = 0
 

@@ -23,7 +23,7 @@
 #include "graph/onnx_io.h"
 #include "graph/tensor_proto.h"
 #include "runtime/kernel_registry.h"
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 #include "runtime/device.h"
 
 namespace ot {
@@ -328,9 +328,9 @@ TEST(TensorReaderTest, SizeFieldsAreCheckedBeforeAllocating) {
   auto* offset = external.add_external_data();
   offset->set_key("offset");
   offset->set_value("9223372036854775807");
-  EXPECT_THROW(TensorFromProto(external, testing::SourceDir() + "/tests", "test"), Error);
+  EXPECT_THROW(TensorFromProto(external, testing::SourceDir() + "/tests/cli", "test"), Error);
   offset->set_value("-5");
-  EXPECT_THROW(TensorFromProto(external, testing::SourceDir() + "/tests", "test"), Error);
+  EXPECT_THROW(TensorFromProto(external, testing::SourceDir() + "/tests/cli", "test"), Error);
 }
 
 TEST_F(CliErrorsTest, TensorFileMissingOrCorrupt) {

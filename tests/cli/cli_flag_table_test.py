@@ -4,7 +4,7 @@ command's --help names every flag of its table, a flag that a command does not t
 an error naming the flag and the command (exit 1), and every command still dispatches.
 
 Run by CTest (target cli_flag_table_test); by hand:
-    python3 tests/cli_flag_table_test.py --onnx-train build/tools/onnx-train --workdir /tmp/cft
+    python3 tests/cli/cli_flag_table_test.py --onnx-train build/tools/onnx-train --workdir /tmp/cft
 """
 import os
 import re

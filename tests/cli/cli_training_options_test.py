@@ -19,9 +19,8 @@
 
 Losses: relative deviation from float64 within max(1e-5, 3x PyTorch float32's own).
 Run by CTest (target cli_training_options_test); by hand:
-    /usr/bin/python3 tests/cli_training_options_test.py --onnx-train build/tools/onnx-train --workdir /tmp/to
+    /usr/bin/python3 tests/cli/cli_training_options_test.py --onnx-train build/tools/onnx-train --workdir /tmp/to
 """
-import argparse
 import copy
 import json
 import os
@@ -29,9 +28,10 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_parity import build, export  # noqa: E402
-from torch_train_parity import MEAN, STD, jittered_fashion  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import test_args, test_parser  # noqa: E402
+from torch_models import build, export  # noqa: E402
+from fashion_data import MEAN, STD, jittered_fashion  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -95,12 +95,8 @@ def torch_sgd_losses(module, batches, epochs, lr, momentum, make_sched, dtype):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    args.onnx_train = os.path.abspath(args.onnx_train)
-    os.makedirs(args.workdir, exist_ok=True)
+    p = test_parser(__doc__)
+    args = test_args(p)
     torch.set_num_threads(2)
     start = time.time()
     passed = failed = 0

@@ -4,7 +4,7 @@
 "did you mean" for near-miss flags and commands.
 
 Run by CTest (target cli_usage_test); by hand:
-    python3 tests/cli_usage_test.py --onnx-train build/tools/onnx-train --workdir /tmp/cu
+    python3 tests/cli/cli_usage_test.py --onnx-train build/tools/onnx-train --workdir /tmp/cu
 """
 import os
 import re

@@ -20,9 +20,8 @@ c2 = Conv+BN+ReLU, global average pool, fc (initializers c1.0.weight, c1.1.runni
 - Bad patterns and group specs: one line naming the pattern (and a few initializer
   names), non-zero exit.
 Run by CTest (target finetune_test); by hand:
-    /usr/bin/python3 tests/finetune_test.py --onnx-train build/tools/onnx-train --workdir /tmp/ft
+    /usr/bin/python3 tests/cli/finetune_test.py --onnx-train build/tools/onnx-train --workdir /tmp/ft
 """
-import argparse
 import os
 import shutil
 import subprocess
@@ -34,6 +33,9 @@ import onnx
 from onnx import numpy_helper as nh
 import torch
 import torch.nn as nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import initializers, read_dir, test_args, test_parser  # noqa: E402
 
 FAILED = []
 
@@ -68,10 +70,6 @@ def export_net(path):
         torch.onnx.export(net, torch.zeros(4, 3, 16, 16), path, input_names=["input"], output_names=["logits"],
                           dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}},
                           training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
-
-
-def initializers(path):
-    return {t.name: nh.to_array(t) for t in onnx.load(path).graph.initializer}
 
 
 class Runner:
@@ -191,14 +189,6 @@ def write_feeds(folder, feeds):
     return args
 
 
-def read_dir(folder):
-    out = {}
-    for f in os.listdir(folder):
-        t = onnx.load_tensor(os.path.join(folder, f))
-        out[t.name] = nh.to_array(t)
-    return out
-
-
 def param_groups(run, model, start):
     w = run.workdir
     rng = np.random.default_rng(5)
@@ -287,11 +277,8 @@ def bad_patterns(run, model):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--onnx-train", required=True)
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
+    ap = test_parser(__doc__)
+    args = test_args(ap)
     model = os.path.join(args.workdir, "net.onnx")
     export_net(model)
     start = initializers(model)

@@ -27,9 +27,8 @@
   distance)); with --frozen-bn they equal eval() mode, and the running statistics stay fixed.
 
 Run by CTest (target first_hour_test); by hand:
-    /usr/bin/python3 tests/first_hour_test.py --onnx-train build/tools/onnx-train --workdir /tmp/fh [--only NAME]
+    /usr/bin/python3 tests/cli/first_hour_test.py --onnx-train build/tools/onnx-train --workdir /tmp/fh [--only NAME]
 """
-import argparse
 import hashlib
 import os
 import re
@@ -39,6 +38,9 @@ import signal
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import test_args, test_parser  # noqa: E402
 
 ENV = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
 
@@ -401,14 +403,9 @@ CASES = {"interrupt": case_interrupt, "second_signal": case_second_signal, "resu
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
+    p = test_parser(__doc__)
     p.add_argument("--only", default="", help="comma-separated case names")
-    args = p.parse_args()
-    args.onnx_train = os.path.abspath(args.onnx_train)
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
+    args = test_args(p, fresh=True)
     check = Checker()
     only = [c for c in args.only.split(",") if c]
     for name, case in CASES.items():

@@ -18,10 +18,9 @@ Models exported by torch 1.13 (legacy exporter, opset 17, dynamic batch):
     and its arrays.
 
 Run by CTest (target tasks_test); by hand:
-    /usr/bin/python3 tests/tasks_test.py --onnx-train build/tools/onnx-train --workdir /tmp/tt
+    /usr/bin/python3 tests/cli/tasks_test.py --onnx-train build/tools/onnx-train --workdir /tmp/tt
 """
 
-import argparse
 import json
 import os
 import re
@@ -31,8 +30,8 @@ import warnings
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ot_cli import epochs, run  # noqa: E402  (same folder)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import epochs, run, test_args, test_parser  # noqa: E402
 
 try:
     import torch
@@ -51,10 +50,8 @@ def export(model, args, names, path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--onnx-train", required=True)
-    ap.add_argument("--workdir", required=True)
-    a = ap.parse_args()
+    ap = test_parser(__doc__)
+    a = test_args(ap)
     tool, wd = a.onnx_train, a.workdir
     os.makedirs(wd, exist_ok=True)
     torch.manual_seed(0)

@@ -1,13 +1,6 @@
-"""What the command-driving test scripts share: a fresh work folder and a tally of named
-checks, printed one line each, that decides the exit status."""
-import os
-import shutil
-
-
-def fresh_workdir(path):
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-    return path
+"""What the command-driving test scripts share: a tally of named checks, printed one line
+each, that decides the exit status (ot_cli.test_args(..., fresh=True) gives the fresh work
+folder)."""
 
 
 class Checks:

@@ -1,5 +1,5 @@
 // Finite-difference gradient check shared by the gradient tests.
-#include "tests/grad_check.h"
+#include "tests/common/grad_check.h"
 
 #include <cmath>
 #include <iostream>

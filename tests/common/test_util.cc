@@ -1,5 +1,5 @@
 // Helpers shared by the tests.
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 
 #include <cctype>
 #include <cmath>

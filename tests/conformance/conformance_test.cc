@@ -6,10 +6,10 @@
 // control flow) are skipped with the reason named, and one summary line per set is printed at
 // the end.
 //
-// tests/conformance_passing.txt pins what passes: a listed case that is skipped or fails,
+// tests/conformance/conformance_passing.txt pins what passes: a listed case that is skipped or fails,
 // a listed case missing from the test data, or fewer passes than the list holds, fails the
 // run. To refresh the list after adding kernels, run with
-// ONNXTRAIN_CONFORMANCE_LIST_OUT=tests/conformance_passing.txt (it writes the cases that
+// ONNXTRAIN_CONFORMANCE_LIST_OUT=tests/conformance/conformance_passing.txt (it writes the cases that
 // passed in this run; review the diff: a case should leave the list only on purpose).
 #include <dirent.h>
 #include <sys/stat.h>
@@ -29,7 +29,7 @@
 #include "graph/tensor_proto.h"
 #include "runtime/executor.h"
 #include "runtime/kernel_registry.h"
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace ot {
 namespace {
@@ -143,7 +143,7 @@ std::string SkipKey(const std::string& what, const Model* model) {
 
 class Conformance : public ::testing::TestWithParam<std::string> {};
 
-std::string PassingListPath() { return testing::SourceDir() + "/tests/conformance_passing.txt"; }
+std::string PassingListPath() { return testing::SourceDir() + "/tests/conformance/conformance_passing.txt"; }
 const std::set<std::string>& PassingList() {
   static const std::set<std::string> list = testing::ReadCaseList(PassingListPath());
   return list;
@@ -152,7 +152,7 @@ const std::set<std::string>& PassingList() {
 #define OT_CONFORMANCE_SKIP(message)                                                              \
   do {                                                                                            \
     if (PassingList().count(GetParam()))                                                          \
-      FAIL() << "skipped, but tests/conformance_passing.txt lists it as passing: " << message;    \
+      FAIL() << "skipped, but tests/conformance/conformance_passing.txt lists it as passing: " << message;    \
     GTEST_SKIP() << message;                                                                      \
   } while (0)
 
@@ -304,9 +304,9 @@ class SummaryPrinter : public ::testing::Environment {
     }
     if (const char* out = std::getenv("ONNXTRAIN_CONFORMANCE_LIST_OUT")) {
       testing::WriteCaseList(out, PassedCases(),
-                             "# ONNX backend cases that pass on the CPU runtime (tests/conformance_test.cc fails\n"
+                             "# ONNX backend cases that pass on the CPU runtime (tests/conformance/conformance_test.cc fails\n"
                              "# when one of them is skipped or fails). Regenerate with\n"
-                             "# ONNXTRAIN_CONFORMANCE_LIST_OUT=tests/conformance_passing.txt build/tests/conformance_test\n");
+                             "# ONNXTRAIN_CONFORMANCE_LIST_OUT=tests/conformance/conformance_passing.txt build/tests/conformance/conformance_test\n");
       std::cout << "conformance: wrote " << PassedCases().size() << " passing cases to " << out << "\n";
     }
     // The pins hold only for a whole run (a --gtest_filter run checks just the cases it ran).
@@ -318,7 +318,7 @@ class SummaryPrinter : public ::testing::Environment {
     for (const auto& c : AllCases()) present.insert(c);
     for (const auto& c : PassingList())
       if (!present.count(c))
-        ADD_FAILURE() << "tests/conformance_passing.txt lists " << c << ", which is not in the test data at "
+        ADD_FAILURE() << "tests/conformance/conformance_passing.txt lists " << c << ", which is not in the test data at "
                       << (IsOnnx119Case(c) ? std::string(ONNXTRAIN_ONNX_NODE_CASES) : testing::OnnxTestDataDir());
     if (passed < static_cast<int>(PassingList().size()))
       ADD_FAILURE() << passed << " cases passed, fewer than the " << PassingList().size() << " listed in "

@@ -23,8 +23,8 @@
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_device.h"
 #include "runtime/executor.h"
-#include "tests/cuda_test_util.h"
-#include "tests/test_util.h"
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/common/test_util.h"
 
 namespace ot {
 namespace {

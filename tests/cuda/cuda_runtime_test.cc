@@ -20,8 +20,8 @@
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/executor.h"
 #include "runtime/kernel_registry.h"
-#include "tests/cuda_test_util.h"
-#include "tests/test_util.h"
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/common/test_util.h"
 #include "train/training_session.h"
 
 namespace ot {
@@ -399,9 +399,9 @@ TEST(CudaExecutor, MissingDeviceIsOneClearError) {
 // ---------------------------------------------------------------------------------------
 // ONNX backend node cases on CUDA: every case whose ops all have CUDA kernels must match
 // the expected outputs (the CPU runtime's conformance_test does the same on the CPU).
-// tests/conformance_passing_cuda.txt, where present, pins what passes as conformance_passing.txt
+// tests/conformance/conformance_passing_cuda.txt, where present, pins what passes as conformance_passing.txt
 // does on the CPU: a listed case that is skipped or fails, or fewer passes than listed, fails.
-// ONNXTRAIN_CUDA_CONFORMANCE_LIST_OUT=tests/conformance_passing_cuda.txt (on a GPU host)
+// ONNXTRAIN_CUDA_CONFORMANCE_LIST_OUT=tests/conformance/conformance_passing_cuda.txt (on a GPU host)
 // writes the cases that passed in this run.
 
 TEST(CudaConformance, OnnxNodeCases) {
@@ -415,7 +415,7 @@ TEST(CudaConformance, OnnxNodeCases) {
   std::sort(cases.begin(), cases.end());
   int passed = 0, skipped = 0;
   std::vector<std::string> failures;
-  const std::string list_path = testing::SourceDir() + "/tests/conformance_passing_cuda.txt";
+  const std::string list_path = testing::SourceDir() + "/tests/conformance/conformance_passing_cuda.txt";
   bool list_exists = false;
   const std::set<std::string> pinned = testing::ReadCaseList(list_path, &list_exists);
   std::set<std::string> passed_cases;
@@ -479,7 +479,7 @@ TEST(CudaConformance, OnnxNodeCases) {
     testing::WriteCaseList(out, passed_cases,
                            "# ONNX backend node cases that pass on the CUDA runtime (cuda_runtime_test's\n"
                            "# CudaConformance fails when one of them is skipped or fails). Regenerate on a GPU host with\n"
-                           "# ONNXTRAIN_CUDA_CONFORMANCE_LIST_OUT=tests/conformance_passing_cuda.txt "
+                           "# ONNXTRAIN_CUDA_CONFORMANCE_LIST_OUT=tests/conformance/conformance_passing_cuda.txt "
                            "build/tests/cuda_runtime_test --gtest_filter=CudaConformance.*\n");
     std::cout << "cuda conformance: wrote " << passed_cases.size() << " passing cases to " << out << "\n";
   }

@@ -33,8 +33,8 @@
 #include "graph/ir.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/tensor.h"
-#include "tests/cuda_test_util.h"
-#include "tests/test_util.h"
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/common/test_util.h"
 #include "train/gradient_reducer.h"
 
 namespace ot {

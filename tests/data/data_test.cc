@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "graph/error.h"
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 #include "train/augment.h"
 #include "train/mix_batch.h"
 #include "train/batch_loader.h"

@@ -9,11 +9,10 @@ names the file, and --skip-bad-images lists and skips bad files.
 Images come from Fashion-MNIST (Debian's dataset-fashion-mnist), encoded by PIL.
 
 Run by CTest (image_data_test_py); by hand:
-    python3 tests/image_data_test.py --onnx-train build/tools/onnx-train \
+    python3 tests/data/image_data_test.py --onnx-train build/tools/onnx-train \
         --tool build/tests/data_pipeline_tool --workdir /tmp/idt
 """
 import argparse
-import gzip
 import os
 import shutil
 import subprocess
@@ -24,14 +23,10 @@ from PIL import Image
 import torch
 import torchvision.transforms as T
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import read_idx  # noqa: E402
+
 FMNIST = "/usr/share/datasets/fashion-mnist"
-
-
-def read_idx(path):
-    b = gzip.open(path).read() if path.endswith(".gz") else open(path, "rb").read()
-    nd = b[3]
-    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
-    return np.frombuffer(b[4 + 4 * nd:], np.uint8).reshape(dims)
 
 
 def fmnist(split, n):

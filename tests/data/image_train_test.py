@@ -15,38 +15,23 @@
   stopped after epoch 1 and resumed, ends bitwise equal to the uninterrupted run.
 
 Run by CTest (image_train_test); by hand:
-    python3 tests/image_train_test.py --onnx-train build/tools/onnx-train \
+    python3 tests/data/image_train_test.py --onnx-train build/tools/onnx-train \
         --tool build/tests/data_pipeline_tool --workdir /tmp/itt
 """
 import argparse
-import gzip
 import os
 import re
 import shutil
-import subprocess
 import sys
-import time
 import warnings
 
 import numpy as np
-import onnx
-import onnx.numpy_helper
 from PIL import Image
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import initializers, read_idx, run_timed, step_losses, write_idx  # noqa: E402
+
 FMNIST = "/usr/share/datasets/fashion-mnist"
-
-
-def read_idx(path):
-    b = gzip.open(path).read()
-    nd = b[3]
-    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
-    return np.frombuffer(b[4 + 4 * nd:], np.uint8).reshape(dims)
-
-
-def write_idx(path, a):
-    code = 0x08
-    header = bytes([0, 0, code, a.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in a.shape)
-    open(path, "wb").write(header + a.astype(np.uint8).tobytes())
 
 
 def subset(split, n):
@@ -82,32 +67,9 @@ class Checker:
             self.failures.append(what)
 
 
-def run(cmd, timeout=400):
-    t = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                       env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
-    if r.returncode != 0:
-        print(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-    return r, time.time() - t
-
-
 def accuracy(out):
     m = re.search(r"test accuracy ([0-9.]+)%", out)
     return float(m.group(1)) if m else -1.0
-
-
-def step_losses(metrics):
-    import json
-    out = []
-    for line in open(metrics):
-        d = json.loads(line)
-        if d.get("type") == "step":
-            out.append(d["loss"])
-    return out
-
-
-def weights(path):
-    return {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
 
 
 def export_resnet18(path):
@@ -156,14 +118,14 @@ def main():
 
     if cases & {"folder", "dp", "resume"}:  # their image folder (and IDX twin) and model
         make_folder_and_idx("fm_folder", "fm_idx", 3000, 1000)
-        run([bin_, "make-model", "simplenn", "-o", "simple.onnx", "--input", "1x28x28"])
+        run_timed([bin_, "make-model", "simplenn", "-o", "simple.onnx", "--input", "1x28x28"])
 
     # --- SimpleNN: image folder vs IDX of the same subset ---
     if "folder" in cases:
         common = ["--epochs", "2", "--batch", "32", "--seed", "3", "--quiet", "--threads", "2"]
-        r_idx, t_idx = run([bin_, "simple.onnx", "--data", "mnist:fm_idx", "--checkpoint-dir", "ck_idx",
+        r_idx, t_idx = run_timed([bin_, "simple.onnx", "--data", "mnist:fm_idx", "--checkpoint-dir", "ck_idx",
                             "--mean", "0.2860", "--std", "0.3530"] + common)
-        r_fold, t_fold = run([bin_, "simple.onnx", "--data", "imagefolder:fm_folder", "--checkpoint-dir", "ck_fold",
+        r_fold, t_fold = run_timed([bin_, "simple.onnx", "--data", "imagefolder:fm_folder", "--checkpoint-dir", "ck_fold",
                               "--mean", "0.2860", "--std", "0.3530", "--data-workers", "2"] + common)
         a_idx, a_fold = accuracy(r_idx.stdout), accuracy(r_fold.stdout)
         check(a_idx > 60 and abs(a_idx - a_fold) <= 0.5,
@@ -176,7 +138,7 @@ def main():
     if "resnet" in cases:
         export_resnet18("resnet18.onnx")
         make_folder_and_idx("fm_small_folder", "fm_small_idx", 640, 200)  # ResNet18's
-        r, t = run([bin_, "resnet18.onnx", "--data", "mnist:fm_small_idx", "--epochs", "2", "--batch", "32", "--lr", "0.02",
+        r, t = run_timed([bin_, "resnet18.onnx", "--data", "mnist:fm_small_idx", "--epochs", "2", "--batch", "32", "--lr", "0.02",
                     "--momentum", "0.9", "--seed", "1", "--no-checkpoints", "--quiet", "--metrics", "resnet.jsonl",
                     "--threads", "2"], timeout=500)
         first_line = r.stdout.splitlines()[0] if r.stdout else ""
@@ -206,7 +168,7 @@ def main():
         xt, yt = tokens(500)
         np.savez("tokens.npz", x=x, y=y, x_test=xt, y_test=yt)
         export_token_classifier("tokens.onnx", vocab, seq, k)
-        r, t = run([bin_, "tokens.onnx", "--data", "npz:tokens.npz", "--epochs", "3", "--batch", "32", "--optimizer",
+        r, t = run_timed([bin_, "tokens.onnx", "--data", "npz:tokens.npz", "--epochs", "3", "--batch", "32", "--optimizer",
                     "adam", "--lr", "0.01", "--no-checkpoints", "--quiet", "--threads", "2"])
         acc = accuracy(r.stdout)
         check(r.returncode == 0 and acc > 90, "token classifier (Embedding+mean+Linear, int64 ids) on npz > 90%",
@@ -216,14 +178,14 @@ def main():
     if "dp" in cases:
         dp = ["--epochs", "1", "--max-steps", "20", "--lr", "0.05", "--momentum", "0.9", "--seed", "9", "--quiet",
               "--mean", "0.2860", "--std", "0.3530", "--data-workers", "1"]
-        r1, _ = run([bin_, "simple.onnx", "--data", "imagefolder:fm_folder", "--batch", "32", "--checkpoint-dir", "dp1",
+        r1, _ = run_timed([bin_, "simple.onnx", "--data", "imagefolder:fm_folder", "--batch", "32", "--checkpoint-dir", "dp1",
                      "--threads", "2"] + dp)
-        r2, _ = run([bin_, "simple.onnx", "--data", "imagefolder:fm_folder", "--batch", "16", "--world-size", "2",
+        r2, _ = run_timed([bin_, "simple.onnx", "--data", "imagefolder:fm_folder", "--batch", "16", "--world-size", "2",
                      "--checkpoint-dir", "dp2", "--threads", "4"] + dp)
         ok = r1.returncode == 0 and r2.returncode == 0
         worst = 0.0
         if ok:
-            w1, w2 = weights("dp1/epoch_0001.onnx"), weights("dp2/epoch_0001.onnx")
+            w1, w2 = initializers("dp1/epoch_0001.onnx"), initializers("dp2/epoch_0001.onnx")
             for name in w1:
                 worst = max(worst, float(np.abs(w1[name] - w2[name]).max() / (np.abs(w1[name]).max() + 1e-12)))
         check(ok and worst < 1e-5, "2 ranks x batch 16 on an image folder end with 1 rank x batch 32's weights",
@@ -233,17 +195,17 @@ def main():
     if "resume" in cases:
         aug = ["--batch", "32", "--seed", "5", "--quiet", "--threads", "2", "--random-resized-crop", "28", "--hflip",
                "--augment", "--max-steps", "15", "--data-workers", "2"]
-        ra, _ = run([bin_, "simple.onnx", "--data", "imagefolder:fm_folder", "--epochs", "2", "--checkpoint-dir",
+        ra, _ = run_timed([bin_, "simple.onnx", "--data", "imagefolder:fm_folder", "--epochs", "2", "--checkpoint-dir",
                      "res_a"] + aug)
-        rb1, _ = run([bin_, "simple.onnx", "--data", "imagefolder:fm_folder", "--epochs", "1", "--checkpoint-dir",
+        rb1, _ = run_timed([bin_, "simple.onnx", "--data", "imagefolder:fm_folder", "--epochs", "1", "--checkpoint-dir",
                       "res_b"] + aug)
-        rb2, _ = run([bin_, "simple.onnx", "--data", "imagefolder:fm_folder", "--epochs", "2", "--checkpoint-dir",
+        rb2, _ = run_timed([bin_, "simple.onnx", "--data", "imagefolder:fm_folder", "--epochs", "2", "--checkpoint-dir",
                       "res_b", "--resume"] + aug)
         same = all(x.returncode == 0 for x in (ra, rb1, rb2)) and \
             open("res_a/epoch_0002.onnx", "rb").read() == open("res_b/epoch_0002.onnx", "rb").read()
         check(same, "image folder with --random-resized-crop/--hflip/--augment resumes bitwise")
         # Resuming with other transforms is refused (the batches would differ).
-        rd, _ = run([bin_, "simple.onnx", "--data", "imagefolder:fm_folder", "--epochs", "3", "--checkpoint-dir",
+        rd, _ = run_timed([bin_, "simple.onnx", "--data", "imagefolder:fm_folder", "--epochs", "3", "--checkpoint-dir",
                      "res_b", "--resume"] + [a for a in aug if a != "--hflip"])
         check(rd.returncode != 0 and "transforms=" in rd.stderr, "resume with other transforms is refused",
               rd.stderr.strip()[-200:])

@@ -20,10 +20,9 @@ reports pixel accuracy and mean IoU; the figures are checked against numpy.
   * bad input: an image without its mask, and an RGB mask, are one error line naming the file.
 
 Run by CTest (target segmentation_test); by hand:
-    /usr/bin/python3 tests/segmentation_test.py --onnx-train build/tools/onnx-train --workdir /tmp/seg
+    /usr/bin/python3 tests/data/segmentation_test.py --onnx-train build/tools/onnx-train --workdir /tmp/seg
 """
 
-import argparse
 import json
 import os
 import re
@@ -36,8 +35,8 @@ import zlib
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ot_cli import epochs, run  # noqa: E402  (same folder)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import epochs, run, test_args, test_parser  # noqa: E402
 
 try:
     import torch
@@ -111,10 +110,8 @@ def numpy_figures(pred, mask, classes=3, ignore=255):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--onnx-train", required=True)
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
+    ap = test_parser(__doc__)
+    args = test_args(ap)
     tool = os.path.abspath(args.onnx_train)
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)

@@ -19,9 +19,8 @@ Models exported by PyTorch here (training mode, opset 17, dynamic batch):
   length that is not fixed.
 
 Run by CTest (target synthetic_inputs_test); by hand:
-    /usr/bin/python3 tests/synthetic_inputs_test.py --onnx-train build/tools/onnx-train --workdir /tmp/si
+    /usr/bin/python3 tests/data/synthetic_inputs_test.py --onnx-train build/tools/onnx-train --workdir /tmp/si
 """
-import argparse
 import json
 import os
 import subprocess
@@ -37,8 +36,9 @@ try:
 except ImportError as e:
     sys.exit(f"synthetic_inputs_test: {e}; install python3-torch and python3-onnx (scripts/install-deps.sh)")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_tally import Checks  # noqa: E402  (same folder)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from check_tally import Checks  # noqa: E402
+from ot_cli import initializers, test_args, test_parser  # noqa: E402
 
 SEQ, VOCAB, CLASSES = 12, 40, 10
 
@@ -98,16 +98,9 @@ def export(module, example, path, dynamic=None):
                           opset_version=17)
 
 
-def initializers(path):
-    return {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
-
-
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
+    p = test_parser(__doc__)
+    args = test_args(p)
     torch.manual_seed(0)
     check = Checks(width=70)
 

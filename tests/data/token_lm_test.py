@@ -23,13 +23,11 @@ Embedding(16, 32) -> GRU(32, 32) -> Linear(32, 16), scores [N, T, V].
     batch 32 (SGD, 20 steps), and one rank at batch 16 does not (the check can fail).
 
 Run by CTest (target token_lm_test); by hand:
-    /usr/bin/python3 tests/token_lm_test.py --onnx-train build/tools/onnx-train --workdir /tmp/tok
+    /usr/bin/python3 tests/data/token_lm_test.py --onnx-train build/tools/onnx-train --workdir /tmp/tok
 """
-import argparse
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -38,6 +36,9 @@ import numpy as np
 import onnx
 import onnx.numpy_helper
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import initializers, test_args, test_parser  # noqa: E402
 
 V, T, H = 16, 32, 32
 
@@ -92,23 +93,14 @@ def run(args, cmd, env=None, timeout=600):
                           env=dict(os.environ, **(env or {})))
 
 
-def weights(path):
-    return {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
-
-
 def max_rel(a, b):
     return max(float(np.linalg.norm(a[n].astype(np.float64) - b[n]) / max(np.linalg.norm(b[n].astype(np.float64)),
                                                                           1e-30)) for n in b)
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    args.onnx_train = os.path.abspath(args.onnx_train)
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
+    p = test_parser(__doc__)
+    args = test_args(p, fresh=True)
     wd = args.workdir
     start = time.time()
     passed = failed = skipped = 0
@@ -185,7 +177,7 @@ def main():
         epochs = sorted(n for n in os.listdir(ck) if n.startswith("epoch_") and n.endswith(".onnx"))
         if not epochs:
             raise RuntimeError(f"no checkpoint in {ck}")
-        return weights(os.path.join(ck, epochs[-1])), rows, r.stdout, time.time() - t0
+        return initializers(os.path.join(ck, epochs[-1])), rows, r.stdout, time.time() - t0
 
     try:
         whole, rows, out, secs = train("adam", adam + ["--snapshot-every", "50", "--max-restarts", "1"])
@@ -243,7 +235,7 @@ def main():
             r = run(args, [lm] + data + sgd + options + ["--checkpoint-dir", ck])
             if r.returncode != 0:
                 raise RuntimeError((r.stderr.strip() or f"exit {r.returncode}").splitlines()[-1][:400])
-            return weights(os.path.join(ck, "epoch_0001.onnx"))
+            return initializers(os.path.join(ck, "epoch_0001.onnx"))
         one = final("b32", ["--batch", "32"])
         two = final("b16w2", ["--batch", "16", "--world-size", "2"])
         half = final("b16", ["--batch", "16"])

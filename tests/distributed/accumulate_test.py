@@ -13,9 +13,8 @@
   step's loss and learning rate).
 
 Run by CTest (target accumulate_test); by hand:
-    /usr/bin/python3 tests/accumulate_test.py --onnx-train build/tools/onnx-train --workdir /tmp/acc
+    /usr/bin/python3 tests/distributed/accumulate_test.py --onnx-train build/tools/onnx-train --workdir /tmp/acc
 """
-import argparse
 import json
 import os
 import shutil
@@ -23,9 +22,10 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_parity import build, export  # noqa: E402
-from torch_train_parity import jittered_fashion, write_idx  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from torch_models import build, export  # noqa: E402
+from fashion_data import jittered_fashion  # noqa: E402
+from ot_cli import test_args, test_parser, write_idx  # noqa: E402
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -61,12 +61,8 @@ def max_rel(a, b):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    args.onnx_train = os.path.abspath(args.onnx_train)
-    os.makedirs(args.workdir, exist_ok=True)
+    p = test_parser(__doc__)
+    args = test_args(p)
     start = time.time()
     raw, raw_labels = jittered_fashion(args.workdir, 320)
     data = os.path.join(args.workdir, "data")

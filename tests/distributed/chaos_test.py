@@ -8,18 +8,19 @@ the workers are an MPI job that the launcher starts through mpirun, and each res
 a new one; that run does the kills and restarts case only (no heartbeats over mpirun).
 
 Run by CTest (target chaos_test); by hand:
-    python3 tests/chaos_test.py --onnx-train build/tools/onnx-train --workdir /tmp/chaos
+    python3 tests/distributed/chaos_test.py --onnx-train build/tools/onnx-train --workdir /tmp/chaos
 """
-import argparse
 import hashlib
 import os
 import random
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import test_args, test_parser  # noqa: E402
 
 COMMON = ["--world-size", "3", "--epochs", "2", "--max-steps", "120", "--batch", "16", "--lr", "0.02",
           "--momentum", "0.9", "--seed", "5", "--snapshot-every", "50", "--quiet", "--threads", "3", "--timeout", "20",
@@ -52,13 +53,9 @@ def train(args, workdir, extra, env_extra=None, world=None):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
+    p = test_parser(__doc__)
     p.add_argument("--backend", default="gloo", help="gloo, or mpi: the kills-and-restarts case over mpirun")
-    args = p.parse_args()
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
+    args = test_args(p, fresh=True)
     args.model = os.path.join(args.workdir, "simplenn.onnx")
     subprocess.run([args.onnx_train, "make-model", "simplenn", "-o", args.model, "--seed", "3"], check=True,
                    capture_output=True)

@@ -8,9 +8,8 @@
   one that did fail within --timeout naming the missing rank.
 
 Run by CTest (target data_parallel_test); by hand:
-    /usr/bin/python3 tests/data_parallel_test.py --onnx-train build/tools/onnx-train --workdir /tmp/dp
+    /usr/bin/python3 tests/distributed/data_parallel_test.py --onnx-train build/tools/onnx-train --workdir /tmp/dp
 """
-import argparse
 import os
 import shutil
 import subprocess
@@ -22,8 +21,9 @@ import onnx
 import onnx.numpy_helper
 from onnx import TensorProto, helper
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_tally import Checks, fresh_workdir  # noqa: E402  (same folder)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from check_tally import Checks  # noqa: E402
+from ot_cli import checkpoint_weights, test_args, test_parser  # noqa: E402
 
 
 def conv_net(path):
@@ -56,11 +56,6 @@ def conv_net(path):
 STEPS = 40
 
 
-def weights(ckpt):
-    m = onnx.load(os.path.join(ckpt, "epoch_0001.onnx"))
-    return {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
-
-
 def train(args, model, tag, world, batch, extra=(), env=None, timeout=300):
     ckpt = os.path.join(args.workdir, tag)
     shutil.rmtree(ckpt, ignore_errors=True)
@@ -73,11 +68,8 @@ def train(args, model, tag, world, batch, extra=(), env=None, timeout=300):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    fresh_workdir(args.workdir)
+    p = test_parser(__doc__)
+    args = test_args(p, fresh=True)
     check = Checks()
 
     simplenn = os.path.join(args.workdir, "simplenn.onnx")
@@ -90,13 +82,13 @@ def main():
         if r.returncode != 0:
             check(f"{name}: 1 rank, batch 32", False, r.stderr[-300:])
             continue
-        ref = weights(ck)
+        ref = checkpoint_weights(ck)
         for world in (2, 4):
             r, ck, _ = train(args, model, f"{name}-{world}x{32 // world}", world, 32 // world)
             if r.returncode != 0:
                 check(f"{name}: {world} ranks", False, (r.stdout + r.stderr)[-300:])
                 continue
-            got = weights(ck)
+            got = checkpoint_weights(ck)
             worst = max(float(np.max(np.abs(got[k] - v)) / max(float(np.max(np.abs(v))), 1e-12)) for k, v in ref.items())
             check(f"{name}: {world} ranks x batch {32 // world} == 1 rank x batch 32 ({STEPS} steps)", worst <= 1e-5,
                   f"(max rel diff {worst:.1e})")

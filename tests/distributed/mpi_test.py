@@ -10,28 +10,21 @@
 - `onnx-train bench-comm --backend mpi` computes right sums (its `wrong` column is 0).
 
 Run by CTest (target mpi_test, which sets OMPI_ALLOW_RUN_AS_ROOT for root); by hand:
-    /usr/bin/python3 tests/mpi_test.py --onnx-train build/tools/onnx-train --workdir /tmp/mpi
+    /usr/bin/python3 tests/distributed/mpi_test.py --onnx-train build/tools/onnx-train --workdir /tmp/mpi
 """
-import argparse
 import os
 import subprocess
 import sys
 import time
 
 import numpy as np
-import onnx
-import onnx.numpy_helper
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_tally import Checks, fresh_workdir  # noqa: E402  (same folder)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from check_tally import Checks  # noqa: E402
+from ot_cli import checkpoint_weights, test_args, test_parser  # noqa: E402
 
 STEPS = 20
 MPIRUN = ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader"]
-
-
-def weights(ckpt):
-    m = onnx.load(os.path.join(ckpt, "epoch_0001.onnx"))
-    return {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
 
 
 def max_rel_diff(a, b):
@@ -39,11 +32,8 @@ def max_rel_diff(a, b):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    fresh_workdir(args.workdir)
+    p = test_parser(__doc__)
+    args = test_args(p, fresh=True)
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     check = Checks(width=70)
 
@@ -73,7 +63,7 @@ def main():
             check(f"SimpleNN {world} ranks: mpi == gloo", False, (r_gloo.stderr + r_mpi.stderr)[-400:])
             continue
         ok_backend = f"{world} ranks over mpi" in r_mpi.stdout
-        worst = max_rel_diff(weights(ck_gloo), weights(ck_mpi))
+        worst = max_rel_diff(checkpoint_weights(ck_gloo), checkpoint_weights(ck_mpi))
         check(f"SimpleNN --world-size {world} --backend mpi == --backend gloo ({STEPS} steps)",
               worst <= 1e-6 and ok_backend, f"(max rel diff {worst:.1e}, {secs:.1f} s)")
         if world == 2:
@@ -82,7 +72,7 @@ def main():
             if r.returncode != 0:
                 check("mpirun -np 2 onnx-train MODEL --backend mpi", False, (r.stdout + r.stderr)[-400:])
             else:
-                worst = max_rel_diff(weights(ck_gloo), weights(ck))
+                worst = max_rel_diff(checkpoint_weights(ck_gloo), checkpoint_weights(ck))
                 check("mpirun -np 2 onnx-train MODEL --backend mpi == --backend gloo", worst <= 1e-6,
                       f"(max rel diff {worst:.1e}, {secs:.1f} s)")
 

@@ -24,9 +24,8 @@ Fails when redis-server is not installed (scripts/install-deps.sh installs it): 
 must not turn the multi-host test green.
 
 Run by CTest (target multi_host_test); by hand (as root for the namespaces):
-    /usr/bin/python3 tests/multi_host_test.py --onnx-train build/tools/onnx-train --workdir /tmp/mh
+    /usr/bin/python3 tests/distributed/multi_host_test.py --onnx-train build/tools/onnx-train --workdir /tmp/mh
 """
-import argparse
 import json
 import os
 import shutil
@@ -39,6 +38,9 @@ import numpy as np
 import onnx
 import onnx.numpy_helper
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import checkpoint_weights, test_args, test_parser  # noqa: E402
+
 REDIS = "/usr/bin/redis-server"
 STEPS = "40"
 COMMON = ["--epochs", "1", "--max-steps", STEPS, "--lr", "0.05", "--momentum", "0.9", "--seed", "9", "--quiet",
@@ -49,11 +51,6 @@ def free_port(host="127.0.0.1"):
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-def weights(ckpt):
-    m = onnx.load(os.path.join(ckpt, "epoch_0001.onnx"))
-    return {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
 
 
 def max_rel_diff(ref, got):
@@ -143,12 +140,10 @@ def published_addrs(redis_cmd, world):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
+    p = test_parser(__doc__)
     p.add_argument("--hosts", choices=["auto", "loopback"], default="auto",
                    help="auto: network namespaces where possible, else loopback addresses")
-    args = p.parse_args()
+    args = test_args(p)
     if not os.path.exists(REDIS):
         print(f"FAIL: {REDIS} is not installed (Debian package redis-server, which scripts/install-deps.sh "
               "installs); the multi-host test needs a real Redis rendezvous store")
@@ -204,7 +199,7 @@ def main():
             if r.returncode != 0:
                 check(f"one host, {world} rank(s) x batch {batch}", False, (r.stdout + r.stderr)[-400:])
                 return 1
-            refs[tag] = weights(ckpt)
+            refs[tag] = checkpoint_weights(ckpt)
             print(f"  (one host, {world} rank(s) x batch {batch}: {time.time() - t0:.1f} s)", flush=True)
 
         # 2 + 2 ranks on two hosts, each started by hand with torchrun's environment.
@@ -242,7 +237,7 @@ def main():
         check("2 + 2 ranks on two hosts over Redis finish", ok,
               f"({secs:.1f} s; exit codes {codes})" + ("" if ok else " " + " | ".join(o[-300:] for o in outputs)))
         if ok:
-            got = weights(os.path.join(args.workdir, "hostA"))
+            got = checkpoint_weights(os.path.join(args.workdir, "hostA"))
             init = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(model).graph.initializer}
             moved = max_rel_diff(init, got)
             check("training moved the weights", 1e-3 < moved < float("inf"), f"(max rel change {moved:.1e})")

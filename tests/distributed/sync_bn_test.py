@@ -15,9 +15,8 @@
   BatchNormalization it warns; both still train.
 
 Run by CTest (target sync_bn_test); by hand:
-    /usr/bin/python3 tests/sync_bn_test.py --onnx-train build/tools/onnx-train --workdir /tmp/sync_bn
+    /usr/bin/python3 tests/distributed/sync_bn_test.py --onnx-train build/tools/onnx-train --workdir /tmp/sync_bn
 """
-import argparse
 import os
 import shutil
 import subprocess
@@ -28,8 +27,9 @@ import onnx
 import onnx.numpy_helper
 from onnx import TensorProto, helper
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_tally import Checks, fresh_workdir  # noqa: E402  (same folder)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import test_args, test_parser  # noqa: E402
+from check_tally import Checks  # noqa: E402
 
 STEPS = 40
 
@@ -107,11 +107,8 @@ def max_rel_diff(got, ref):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    fresh_workdir(args.workdir)
+    p = test_parser(__doc__)
+    args = test_args(p, fresh=True)
     check = Checks(detail_on_failure=True)
 
     model = os.path.join(args.workdir, "bn_resnet.onnx")

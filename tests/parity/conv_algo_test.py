@@ -14,22 +14,22 @@ run, and a damaged choices file is refused with its name.
 The dump must name the algorithm asked for in each primitive (forward, backward-data,
 backward-weights; auto shows its timings, and may pick taps or winograd2, and winograd4 for a backward primitive, where they were timed faster),
 and each algorithm's loss and gradients must lie within max(1e-4, 3x PyTorch float32's
-own distance) of PyTorch float64 (tests/grad_compare.py). On a CPU without oneDNN's
+own distance) of PyTorch float64 (tests/common/grad_compare.py). On a CPU without oneDNN's
 Winograd primitive (it needs AVX-512), winograd and auto must show direct in every
 primitive with the reason, and the Winograd-specific checks are skipped with a message. An unknown --conv-algo fails
 with one line naming the flag.
 
 Run by CTest (target conv_algo_test); by hand:
-    /usr/bin/python3 tests/conv_algo_test.py --onnx-train build/tools/onnx-train --workdir /tmp/ca
+    /usr/bin/python3 tests/parity/conv_algo_test.py --onnx-train build/tools/onnx-train --workdir /tmp/ca
 """
-import argparse
 import copy
 import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_parity import export, write_tensor  # noqa: E402  (same folder; exits if torch is missing)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from torch_models import export  # noqa: E402  (exits if torch is missing)
+from ot_cli import read_dir, test_args, test_parser, write_tensor  # noqa: E402
 from grad_compare import compare_gradients  # noqa: E402
 
 import re  # noqa: E402
@@ -227,22 +227,9 @@ def torch_grads(module, x, y, dtype):
     return float(loss), {n: p.grad.double().numpy() for n, p in m.named_parameters()}
 
 
-def read_dir(out):
-    tensors = {}
-    for f in os.listdir(out):
-        t = onnx.TensorProto()
-        with open(os.path.join(out, f), "rb") as fh:
-            t.ParseFromString(fh.read())
-        tensors[t.name or os.path.splitext(f)[0]] = onnx.numpy_helper.to_array(t)
-    return tensors
-
-
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
+    p = test_parser(__doc__)
+    args = test_args(p)
     model_path, xp, yp, ref_loss, ref, ref32 = prepare_case(args, TwoConvs, "two_convs", (16, 12, 12), 16)
 
     failures = []

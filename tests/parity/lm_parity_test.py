@@ -15,7 +15,7 @@ significant digits), where a curve's distance is the largest relative difference
 land outside the same bound.
 
 Run by CTest (target lm_parity_test, with the PyTorch 2.x venv); by hand:
-    /var/cache/onnx-train/torch2/bin/python tests/lm_parity_test.py --onnx-train build/tools/onnx-train \\
+    /var/cache/onnx-train/torch2/bin/python tests/parity/lm_parity_test.py --onnx-train build/tools/onnx-train \\
         --workdir /tmp/lmpt
 """
 import argparse
@@ -23,7 +23,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
 import lm_parity  # noqa: E402
 import torch  # noqa: E402
 

@@ -6,7 +6,7 @@ Embedding+Linear token model ([N, T, V] scores, classes last), a 1x1-conv segmen
 ([N, C, H, W], classes on axis 1), a Linear regressor and a log-softmax classifier. For each
 loss `onnx-train grad` computes the loss and every parameter gradient; PyTorch autograd
 computes the same with torch.nn.functional's loss in float64 (the oracle) and float32. The
-rule of tests/torch_grad_parity.py: our loss within 1e-4 (relative) of float64, and each of
+rule of tests/parity/torch_grad_parity.py: our loss within 1e-4 (relative) of float64, and each of
 our float32 gradients within max(1e-4, 3x PyTorch float32's distance) of float64, relative
 by norm per tensor. Cases: per-token cross-entropy with ignored positions (-100), with
 label smoothing too, per-pixel cross-entropy with --ignore-index 255, nll, mse, l1,
@@ -15,19 +15,17 @@ must fail with one line naming the labels, the loss and both shapes, and `export
 mse` must write a training graph that onnx.checker accepts.
 
 Run by CTest (target loss_parity_test); by hand:
-    /usr/bin/python3 tests/loss_parity_test.py --onnx-train build/tools/onnx-train --workdir /tmp/lp
+    /usr/bin/python3 tests/parity/loss_parity_test.py --onnx-train build/tools/onnx-train --workdir /tmp/lp
 """
 
-import argparse
 import copy
 import os
 import subprocess
 import sys
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_grad_parity import read_dir, run_tool  # noqa: E402  (same folder; exits if torch is missing)
-from torch_parity import write_tensor  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import read_dir, run_or_raise, test_args, test_parser, write_tensor  # noqa: E402
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -92,7 +90,7 @@ def our_grads(args, tag, module, x, y, flags):
     write_tensor(x, "input", xp)
     write_tensor(y, "labels", yp)
     out = os.path.join(args.workdir, tag + "_grads")
-    run_tool(args.onnx_train, ["grad", path, "--input", "input=" + xp, "--input", "labels=" + yp, "-o", out] + flags)
+    run_or_raise(args.onnx_train, ["grad", path, "--input", "input=" + xp, "--input", "labels=" + yp, "-o", out] + flags)
     return path, read_dir(out)
 
 
@@ -162,11 +160,8 @@ def expect_error(args, tag, path, x, y, flags, words):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
+    p = test_parser(__doc__)
+    args = test_args(p)
     torch.set_num_threads(2)
     torch.manual_seed(7)
     rng = np.random.default_rng(7)
@@ -223,7 +218,7 @@ def main():
 
     # export --loss mse: a training graph onnx.checker accepts, the loss nodes in it.
     out = os.path.join(args.workdir, "mse_training.onnx")
-    run_tool(args.onnx_train, ["export", reg_path, "--loss", "mse", "-o", out])
+    run_or_raise(args.onnx_train, ["export", reg_path, "--loss", "mse", "-o", out])
     m = onnx.load(out)
     onnx.checker.check_model(m, full_check=False)
     ops = {n.op_type for n in m.graph.node}

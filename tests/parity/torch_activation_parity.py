@@ -17,17 +17,16 @@ zero-gradient ops. (torch 1.13 exports neither sinh/cosh nor asinh/acosh/atanh; 
 rules are checked by finite differences in grad_elementwise_test.)
 
 Run by CTest (target torch_activation_parity); by hand:
-    /usr/bin/python3 tests/torch_activation_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/ap
+    /usr/bin/python3 tests/parity/torch_activation_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/ap
 """
-import argparse
 import os
 import re
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_parity import export  # noqa: E402  (same folder; exits if torch is missing)
-from torch_grad_parity import run_grad, torch_grads  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from torch_models import export, torch_grads  # noqa: E402  (exits if torch is missing)
+from ot_cli import run_grad, test_args, test_parser  # noqa: E402
 from grad_compare import compare_gradients  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -149,12 +148,9 @@ def check(args, name, factory, opset, seed):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
+    p = test_parser(__doc__)
     p.add_argument("--only", default="", help="run the cases whose name contains this")
-    args = p.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
+    args = test_args(p)
     torch.set_num_threads(2)
     start = time.time()
     passed = failed = waiting = 0

@@ -19,7 +19,7 @@ within max(1e-4, 3x PyTorch float32's own distance) of float64, relative by norm
 (grad_compare.py, as torch_nn_parity.py).
 
 Run by CTest (torch_attention_parity, torch2_attention_parity); by hand:
-    /usr/bin/python3 tests/torch_attention_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/ap
+    /usr/bin/python3 tests/parity/torch_attention_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/ap
 """
 import contextlib
 import io
@@ -30,9 +30,9 @@ import subprocess
 import sys
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_parity import export as legacy_export  # noqa: E402  (exits if torch is missing)
-from torch_grad_parity import run_grad, torch_grads  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from torch_models import export as legacy_export, torch_grads  # noqa: E402  (exits if torch is missing)
+from ot_cli import run_grad  # noqa: E402
 from grad_compare import compare_gradients, parity_args, report_case, run_cases  # noqa: E402
 
 import numpy as np  # noqa: E402

@@ -22,69 +22,25 @@ of the spread, e.g. imprecise BatchNorm statistics, issue 13 item 4) is not excu
 shows as a failure. The figures print how many decisions were taken from ours.
 
 Run by CTest (target torch_grad_parity); by hand:
-    /usr/bin/python3 tests/torch_grad_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/gp
+    /usr/bin/python3 tests/parity/torch_grad_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/gp
 """
-import argparse
-import copy
 import os
-import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_parity import build, export  # noqa: E402  (same folder; exits if torch is missing)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from torch_models import build, export, torch_grads  # noqa: E402  (exits if torch is missing)
 import ot_cli  # noqa: E402
-from ot_cli import read_dir, read_tensor, write_tensor  # noqa: E402,F401
+from ot_cli import read_dir, test_args, test_parser, write_tensor  # noqa: E402,F401
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import onnx.numpy_helper  # noqa: E402
 import torch  # noqa: E402
 import torchvision  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 
 KINK_BAND = 3.0  # x PyTorch float32's largest distance from float64 at that ReLU input
-
-
-class DecidedReLU(torch.nn.Module):
-    """ReLU that records each call's input and, where `log["decide"]` says so, takes the
-    given decision instead of its own: decide[k] = (where, positive) for the k-th call."""
-
-    def __init__(self, log):
-        super().__init__()
-        self.log = log
-
-    def forward(self, x):
-        k = len(self.log["inputs"])
-        self.log["inputs"].append(x.detach().double().numpy().copy())
-        mask = x > 0
-        decide = self.log.get("decide")
-        if decide is not None:
-            where, positive = decide[k]
-            mask = torch.where(torch.from_numpy(where), torch.from_numpy(positive), mask)
-        return x * mask.to(x.dtype)
-
-
-def torch_grads(module, x, y, dtype, decide=None):
-    """Loss, parameter gradients and every ReLU input (in call order) of one train-mode step."""
-    m = copy.deepcopy(module).to(dtype)
-    log = {"inputs": [], "decide": decide}
-    for mod in list(m.modules()):
-        for name, child in mod.named_children():
-            if isinstance(child, torch.nn.ReLU):
-                setattr(mod, name, DecidedReLU(log))
-    m.train()
-    m.zero_grad()
-    loss = F.cross_entropy(m(torch.from_numpy(x).to(dtype)), torch.from_numpy(y))
-    loss.backward()
-    return float(loss), {n: p.grad.double().numpy() for n, p in m.named_parameters()}, log["inputs"]
-
-
-def run_tool(binary, args):
-    proc = subprocess.run([binary] + args, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError((proc.stderr.strip() or "exit %d" % proc.returncode).splitlines()[-1][:400])
 
 
 def run_grad(binary, model_path, xp, yp, workdir, tag):
@@ -105,7 +61,7 @@ def our_relu_inputs(binary, model_path, xp, shapes, workdir, tag):
     path = os.path.join(workdir, tag + "_relu.onnx")
     onnx.save(model, path)
     out = os.path.join(workdir, tag + "_relu_out")
-    run_tool(binary, ["infer", path, "--input", "input=" + xp, "-o", out, "--conv-algo", CONV_ALGO[0]])
+    ot_cli.run_or_raise(binary, ["infer", path, "--input", "input=" + xp, "-o", out, "--conv-algo", CONV_ALGO[0]])
     tensors = read_dir(out)
     return [tensors[n].astype(np.float64) for n in names]
 
@@ -237,13 +193,11 @@ CONV_ALGO = ["auto"]  # --conv-algo of every `onnx-train grad`
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
+    p = test_parser(__doc__)
     p.add_argument("--seeds", type=int, default=1, help="batches (and weights) per case, seeds 100+i+1000*k")
     p.add_argument("--only", default="", help="run the cases whose tag contains this (e.g. resnet18_1x28x28)")
     p.add_argument("--conv-algo", default="auto", help="onnx-train grad's --conv-algo (auto, direct, winograd, taps, winograd2, winograd4)")
-    args = p.parse_args()
+    args = test_args(p)
     CONV_ALGO[0] = args.conv_algo
     os.makedirs(args.workdir, exist_ok=True)
     torch.set_num_threads(2)

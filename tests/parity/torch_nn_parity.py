@@ -16,16 +16,15 @@ export` of each model must give a training graph that the ONNX checker accepts (
 with shape inference).
 
 Run by CTest (target torch_nn_parity); by hand:
-    /usr/bin/python3 tests/torch_nn_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/nnp
+    /usr/bin/python3 tests/parity/torch_nn_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/nnp
 """
-import argparse
 import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_parity import export, write_tensor  # noqa: E402  (exits if torch is missing)
-from torch_grad_parity import run_grad, torch_grads  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from torch_models import export, torch_grads  # noqa: E402  (exits if torch is missing)
+from ot_cli import run_grad, test_args, test_parser, write_tensor  # noqa: E402
 from grad_compare import compare_gradients, export_failures  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -179,11 +178,8 @@ def check(args, name, make, shape, opset, seed, classes=5, batch=3):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
+    p = test_parser(__doc__)
+    args = test_args(p)
     torch.set_num_threads(2)
     start = time.time()
     passed = failed = 0

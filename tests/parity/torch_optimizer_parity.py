@@ -13,9 +13,8 @@ correction, torch to sqrt(v / (1 - beta2^t)); torch's eps is set to 1e-8 / sqrt(
 each step so that both take the same step. Adagrad: torch's eps 1e-10 is onnx-train's.
 
 Run by CTest (target torch_optimizer_parity); by hand:
-    /usr/bin/python3 tests/torch_optimizer_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/op
+    /usr/bin/python3 tests/parity/torch_optimizer_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/op
 """
-import argparse
 import copy
 import json
 import os
@@ -23,9 +22,10 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_parity import build, export  # noqa: E402
-from torch_train_parity import MEAN, STD, jittered_fashion  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import test_args, test_parser  # noqa: E402
+from torch_models import build, export  # noqa: E402
+from fashion_data import MEAN, STD, jittered_fashion  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -82,12 +82,8 @@ def our_losses(args, model_path, tag, options, lr):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    args.onnx_train = os.path.abspath(args.onnx_train)
-    os.makedirs(args.workdir, exist_ok=True)
+    p = test_parser(__doc__)
+    args = test_args(p)
     torch.set_num_threads(2)
     start = time.time()
     raw, raw_labels = jittered_fashion(args.workdir, BATCH * STEPS)

@@ -11,19 +11,18 @@ initializers are exactly the module's state_dict, and that infer on it matches P
 those weights loaded.
 
 Run by CTest (target torch_parity); by hand:
-    python3 tests/torch_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/parity
+    python3 tests/parity/torch_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/parity
 Needs Debian's python3-torch, python3-torchvision and python3-onnx (scripts/install-deps.sh).
 """
-import argparse
-import copy
 import os
 import re
 import subprocess
 import sys
 import time
-import warnings
 
-from ot_cli import write_tensor  # noqa: F401  (same folder; other tests import it from here)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import call, read_tensor, test_args, test_parser, write_tensor  # noqa: E402
+from torch_models import build, export, torch_forward  # noqa: E402
 
 try:
     import numpy as np
@@ -31,97 +30,21 @@ try:
     import onnx.numpy_helper
     import torch
     import torchvision
-    from torch import nn
 except ImportError as e:  # a dependency is missing: fail with what to do
     sys.exit(f"torch_parity: {e}; install python3-torch, python3-torchvision and python3-onnx "
              f"(scripts/install-deps.sh) and run this with that Python ({sys.executable} lacks them)")
 
 RTOL = 1e-4
-EXPORT_BATCH = 2  # the dummy batch at export time; the runs use other sizes (dynamic axis)
-
-
-def resnet34_recipe(in_channels, classes):
-    m = torchvision.models.resnet34(num_classes=classes)
-    m.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=2, padding=1, bias=False)
-    nn.init.kaiming_normal_(m.conv1.weight, mode="fan_out", nonlinearity="relu")
-    m.maxpool = nn.Identity()
-    return m
-
-
-class SimpleNN(nn.Module):
-    def __init__(self, in_features, classes):
-        super().__init__()
-        self.flatten = nn.Flatten()
-        self.fc = nn.Linear(in_features, classes)
-
-    def forward(self, x):
-        return self.fc(self.flatten(x))
-
-
-class LeNet(nn.Module):
-    """A PyTorch-style classic: MaxPool, AvgPool (exported as Pad + AveragePool), BatchNorm,
-    Dropout (p=0 so that runs compare exactly), Sigmoid, Tanh and a LogSoftmax output."""
-
-    def __init__(self, in_channels, h, w, classes):
-        super().__init__()
-        self.f = nn.Sequential(nn.Conv2d(in_channels, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                               nn.Conv2d(6, 16, 5), nn.BatchNorm2d(16), nn.ReLU(), nn.AvgPool2d(2))
-        self.c = nn.Sequential(nn.Flatten(), nn.Linear(16 * ((h // 2 - 4) // 2) * ((w // 2 - 4) // 2), 120), nn.Dropout(0.0), nn.Sigmoid(), nn.Linear(120, 84),
-                               nn.Tanh(), nn.Linear(84, classes))
-
-    def forward(self, x):
-        return torch.log_softmax(self.c(self.f(x)), dim=1)
-
-
-def build(model, c, h, w, classes):
-    if model == "resnet34":
-        m = resnet34_recipe(c, classes)
-    elif model == "lenet":
-        m = LeNet(c, h, w, classes)
-    else:
-        m = SimpleNN(c * h * w, classes)
-    # Batch-norm affine parameters and running statistics away from 1/0/0/1, so that eval
-    # mode (running statistics, folded into Conv by the exporter) is not an identity.
-    with torch.no_grad():
-        for mod in m.modules():
-            if isinstance(mod, nn.BatchNorm2d):
-                mod.weight.uniform_(0.5, 1.5)
-                mod.bias.normal_(0.0, 0.1)
-                mod.running_mean.normal_(0.0, 0.1)
-                mod.running_var.uniform_(0.5, 1.5)
-    return m
-
-
-def torch_forward(module, x, training):
-    m = copy.deepcopy(module)  # train() forward updates running statistics; keep the original
-    m.train(training)
-    with torch.no_grad():
-        return m(torch.from_numpy(x)).numpy()
-
-
-def export(module, shape, path, training, opset=None):
-    mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
-    dummy = torch.zeros((EXPORT_BATCH,) + shape)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(copy.deepcopy(module), dummy, path, input_names=["input"], output_names=["logits"],
-                          dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, training=mode,
-                          do_constant_folding=not training,  # torch advises no folding for training export
-                          **({"opset_version": opset} if opset else {}))
 
 
 def run_infer(binary, model_path, x, workdir, tag):
     in_path = os.path.join(workdir, tag + "_input.pb")
     out_dir = os.path.join(workdir, tag + "_out")
     write_tensor(x, "input", in_path)
-    proc = subprocess.run([binary, "infer", model_path, "--input", "input=" + in_path, "-o", out_dir],
-                          capture_output=True, text=True)
+    proc = call([binary, "infer", model_path, "--input", "input=" + in_path, "-o", out_dir])
     if proc.returncode != 0:
         raise RuntimeError(summarize_error(proc.stderr.strip() or "exit %d" % proc.returncode))
-    t = onnx.TensorProto()
-    with open(os.path.join(out_dir, "logits.pb"), "rb") as f:
-        t.ParseFromString(f.read())
-    return onnx.numpy_helper.to_array(t)
+    return read_tensor(os.path.join(out_dir, "logits.pb"))[1]
 
 
 def summarize_error(stderr):
@@ -217,11 +140,8 @@ def check_make_model(args, report, model, shape, classes, batch, rng):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True, help="the onnx-train binary")
-    p.add_argument("--workdir", required=True, help="folder for models, inputs and outputs")
-    args = p.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
+    p = test_parser(__doc__)
+    args = test_args(p)
     torch.manual_seed(0)
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     rng = np.random.default_rng(0)

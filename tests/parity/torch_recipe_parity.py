@@ -20,9 +20,8 @@ plain-decay run. `onnx-train export` with AdamW, RMSprop, clipping and groups mu
 training graph the ONNX checker accepts (full check, shape inference).
 
 Run by CTest (target torch_recipe_parity); by hand:
-    /usr/bin/python3 tests/torch_recipe_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/rp
+    /usr/bin/python3 tests/parity/torch_recipe_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/rp
 """
-import argparse
 import copy
 import json
 import os
@@ -32,10 +31,11 @@ import sys
 import time
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
 from grad_compare import export_failures  # noqa: E402
-from torch_parity import build, export  # noqa: E402
-from torch_train_parity import MEAN, STD, jittered_fashion, write_idx  # noqa: E402
+from torch_models import build, export  # noqa: E402
+from fashion_data import MEAN, STD, jittered_fashion  # noqa: E402
+from ot_cli import test_args, test_parser, write_idx  # noqa: E402
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -166,13 +166,9 @@ def rel(a, b):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
+    p = test_parser(__doc__)
     p.add_argument("--only", default="", help="run only cases whose name contains this")
-    args = p.parse_args()
-    args.onnx_train = os.path.abspath(args.onnx_train)
-    os.makedirs(args.workdir, exist_ok=True)
+    args = test_args(p)
     torch.set_num_threads(2)
     warnings.filterwarnings("ignore", message="The epoch parameter")  # SequentialLR's own call
     start = time.time()

@@ -13,17 +13,16 @@ in float32; each of our float32 gradients must lie within max(1e-4, 3x PyTorch f
 own distance from float64), relative by norm per tensor. Prints the worst figures.
 
 Run by CTest (target torch_rnn_parity); by hand:
-    /usr/bin/python3 tests/torch_rnn_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/rp
+    /usr/bin/python3 tests/parity/torch_rnn_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/rp
 """
-import argparse
 import copy
 import os
 import sys
 import time
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_grad_parity import run_grad  # noqa: E402  (same folder; exits if torch is missing)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import run_grad, test_args, test_parser  # noqa: E402
 from grad_compare import compare_gradients  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -124,11 +123,8 @@ CASES = [
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
+    p = test_parser(__doc__)
+    args = test_args(p)
     torch.set_num_threads(2)
     start = time.time()
     passed = failed = 0

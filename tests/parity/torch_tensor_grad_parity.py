@@ -16,12 +16,10 @@ the denominator, and the loss within 1e-4. `onnx-train export` of each must pass
 checker with full shape inference.
 
 Run by CTest (target torch_tensor_grad_parity); by hand:
-    /usr/bin/python3 tests/torch_tensor_grad_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/tgp
+    /usr/bin/python3 tests/parity/torch_tensor_grad_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/tgp
 """
-import argparse
 import copy
 import os
-import subprocess
 import sys
 import time
 import warnings
@@ -36,8 +34,9 @@ try:
 except ImportError as e:  # a dependency is missing: fail with what to do
     sys.exit(f"torch_tensor_grad_parity: {e}; install python3-torch and python3-onnx (scripts/install-deps.sh)")
 
-from grad_compare import compare_gradients, export_failures  # noqa: E402  (same folder)
-from ot_cli import run_grad, write_tensor  # noqa: E402,F401
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from grad_compare import compare_gradients, export_failures  # noqa: E402
+from ot_cli import run_grad, test_args, test_parser  # noqa: E402
 
 BATCH, CLASSES = 4, 5
 
@@ -287,12 +286,9 @@ def check(args, cls, opset, seed):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
+    p = test_parser(__doc__)
     p.add_argument("--only", default="", help="run the cases whose module name contains this")
-    args = p.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
+    args = test_args(p)
     torch.set_num_threads(2)
     start = time.time()
     passed = failed = 0

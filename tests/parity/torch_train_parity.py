@@ -18,78 +18,22 @@ close to the float64 run as PyTorch float32's is: the largest relative deviation
 float64 curve over the steps within 2x PyTorch float32's largest (or 1e-4).
 
 Run by CTest (target torch_train_parity); by hand:
-    /usr/bin/python3 tests/torch_train_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/tp
+    /usr/bin/python3 tests/parity/torch_train_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/tp
 """
-import argparse
 import copy
-import gzip
 import json
 import os
 import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_parity import build, export  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import test_args, test_parser  # noqa: E402
+from torch_models import build, export, torch_losses  # noqa: E402
+from fashion_data import MEAN, STD, jittered_fashion  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-FASHION = "/usr/share/datasets/fashion-mnist"
-MEAN, STD = 0.2860, 0.3530
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    rank = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(rank)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
-
-
-def write_idx(path, array):
-    header = bytes([0, 0, 8, array.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in array.shape)
-    with gzip.open(path, "wb") as f:
-        f.write(header + np.ascontiguousarray(array, dtype=np.uint8).tobytes())
-
-
-def jittered_fashion(workdir, count):
-    """The first `count` Fashion-MNIST training images with 0-3 levels of seeded noise added,
-    written as an IDX directory for onnx-train (the test split linked unchanged). Plain
-    Fashion-MNIST has large constant backgrounds: whole regions of ReLU inputs share one
-    value, and float32 rounding in any framework decides on which side of zero they fall,
-    so PyTorch float32 itself drifts by percents from float64 within a few momentum steps.
-    The noise breaks those ties and makes the float64 comparison tight."""
-    images = read_idx(os.path.join(FASHION, "train-images-idx3-ubyte.gz"))[:count]
-    labels = read_idx(os.path.join(FASHION, "train-labels-idx1-ubyte.gz"))[:count]
-    noise = np.random.default_rng(7).integers(0, 4, size=images.shape)
-    images = np.minimum(images.astype(np.int64) + noise, 255).astype(np.uint8)
-    data_dir = os.path.join(workdir, "fashion-jitter")
-    os.makedirs(data_dir, exist_ok=True)
-    write_idx(os.path.join(data_dir, "train-images-idx3-ubyte.gz"), images)
-    write_idx(os.path.join(data_dir, "train-labels-idx1-ubyte.gz"), labels)
-    for name in ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"):
-        link = os.path.join(data_dir, name)
-        if not os.path.exists(link):
-            os.symlink(os.path.join(FASHION, name), link)
-    return images, labels
-
-
-def torch_losses(module, images, labels, batch, steps, lr, momentum, dtype=torch.float32):
-    opt = torch.optim.SGD(module.parameters(), lr=lr, momentum=momentum)
-    module.train()
-    losses = []
-    for s in range(steps):
-        x = torch.from_numpy(images[s * batch:(s + 1) * batch]).to(dtype)
-        y = torch.from_numpy(labels[s * batch:(s + 1) * batch])
-        opt.zero_grad()
-        loss = F.cross_entropy(module(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(float(loss))
-    return losses
-
 
 def our_losses(args, model_path, tag, batch, steps, lr, momentum):
     metrics = os.path.join(args.workdir, tag + ".jsonl")
@@ -108,9 +52,7 @@ def our_losses(args, model_path, tag, batch, steps, lr, momentum):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
+    p = test_parser(__doc__)
     # direct, not onnx-train's default auto: auto times the direct and Winograd primitives at
     # plan time, so which one runs depends on the machine's load, and these five momentum steps
     # amplify the difference. Measured: direct 1.74e-2 from float64 (limit 2.26e-2); auto in
@@ -118,8 +60,7 @@ def main():
     # to torch float64 per gradient by conv_algo_test and torch_grad_parity --conv-algo.
     p.add_argument("--conv-algo", default="direct", help="passed to onnx-train ('' for its default, auto)")
     p.add_argument("--models", default="simplenn,resnet34")
-    args = p.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
+    args = test_args(p)
     torch.set_num_threads(2)
     start = time.time()
     raw, raw_labels = jittered_fashion(args.workdir, 2048)

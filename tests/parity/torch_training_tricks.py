@@ -36,9 +36,8 @@
    --mixup-alpha -1, --cutmix-alpha -0.5: one error line, exit non-zero.
 
 Run by CTest (target torch_training_tricks); by hand:
-    /usr/bin/python3 tests/torch_training_tricks.py --onnx-train build/tools/onnx-train --workdir /tmp/tt
+    /usr/bin/python3 tests/parity/torch_training_tricks.py --onnx-train build/tools/onnx-train --workdir /tmp/tt
 """
-import argparse
 import copy
 import glob
 import json
@@ -47,9 +46,10 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_parity import build, export, write_tensor  # noqa: E402
-from torch_train_parity import MEAN, STD, jittered_fashion  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from torch_models import build, export  # noqa: E402
+from ot_cli import step_losses, test_args, test_parser, write_tensor  # noqa: E402
+from fashion_data import MEAN, STD, jittered_fashion  # noqa: E402
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -92,10 +92,6 @@ def train_cmd(args, model_path, tag, options):
 def step_rows(metrics):
     with open(metrics) as f:
         return [r for r in (json.loads(line) for line in f) if r["type"] == "step"]
-
-
-def step_losses(metrics):
-    return [r["loss"] for r in step_rows(metrics)]
 
 
 def rel(a, b):
@@ -424,12 +420,8 @@ def check_resume_mismatch(args, report):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    args.onnx_train = os.path.abspath(args.onnx_train)
-    os.makedirs(args.workdir, exist_ok=True)
+    p = test_parser(__doc__)
+    args = test_args(p)
     torch.set_num_threads(2)
     start = time.time()
     raw, raw_labels = jittered_fashion(args.workdir, BATCH * STEPS)

@@ -22,9 +22,8 @@
    with no classifier to replace fails with one error line naming its output.
 
 Run by CTest (target classic_heads_test); by hand:
-    /usr/bin/python3 tests/classic_heads_test.py --onnx-train build/tools/onnx-train --workdir /tmp/heads
+    /usr/bin/python3 tests/zoo/classic_heads_test.py --onnx-train build/tools/onnx-train --workdir /tmp/heads
 """
-import argparse
 import copy
 import os
 import re
@@ -33,11 +32,10 @@ import sys
 import time
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_parity import write_tensor  # noqa: E402  (same folder; exits if torch is missing)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import test_args, test_parser, write_tensor  # noqa: E402
 from grad_compare import compare_gradients  # noqa: E402
-from image_train_test import run  # noqa: E402  (runs a command, prints it when it fails)
-from torch_grad_parity import read_tensor, run_grad  # noqa: E402
+from ot_cli import read_tensor, run_grad, run_timed  # noqa: E402
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -179,7 +177,7 @@ def check_num_classes(args):
     # lr 0.002: at 0.01 with momentum 0.9 this randomly initialised net spikes (train loss 0.007 to
     # 0.8 within an epoch) and ends anywhere from 60% to 100% with the seed; at 0.002 seeds 1-3
     # all reach 100% in 4 epochs.
-    r, secs = run([bin_, path, "--data", "imagefolder:" + folder, "--num-classes", "auto", "--epochs", "4",
+    r, secs = run_timed([bin_, path, "--data", "imagefolder:" + folder, "--num-classes", "auto", "--epochs", "4",
                    "--batch", "16", "--lr", "0.002", "--momentum", "0.9", "--checkpoint-dir", ck, "--seed", "3"])
     replaced = re.search(r"replaced the classifier '([^']*)' \(Gemm 512x1000.*5-way", r.stdout)
     print(f"  train --num-classes auto: exit {r.returncode}, {secs:.1f} s; "
@@ -193,14 +191,14 @@ def check_num_classes(args):
         shape_ok = len(dims) == 2 and dims[1] == 5 and not isinstance(dims[0], int)
         print(f"  checkpoint output {dims}: {'ok' if shape_ok else 'FAILED (want [N, 5])'}")
         ok &= shape_ok
-        r, _ = run([bin_, "eval", ckpt, "--data", "imagefolder:" + folder])
+        r, _ = run_timed([bin_, "eval", ckpt, "--data", "imagefolder:" + folder])
         m = re.search(r"accuracy: ([0-9.]+)%", r.stdout)
         acc = float(m.group(1)) if m else -1.0
         print(f"  eval of the checkpoint: {acc:.2f}% (must be > 90)")
         ok &= r.returncode == 0 and acc > 90.0
         x = np.random.default_rng(2).standard_normal((4, 3, 32, 32)).astype(np.float32)
         write_tensor(x, "input", os.path.join(wd, "four.pb"))
-        r, _ = run([bin_, "infer", ckpt, "--input", "input=" + os.path.join(wd, "four.pb"), "-o",
+        r, _ = run_timed([bin_, "infer", ckpt, "--input", "input=" + os.path.join(wd, "four.pb"), "-o",
                     os.path.join(wd, "four_out")])
         shape = read_tensor(os.path.join(wd, "four_out", "logits.pb"))[1].shape if r.returncode == 0 else None
         print(f"  infer of 4 images: {shape}")
@@ -227,13 +225,10 @@ def check_num_classes(args):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
+    p = test_parser(__doc__)
     p.add_argument("--skip-train", action="store_true", help="only the gradient checks")
     p.add_argument("--skip-grad", action="store_true", help="only the --num-classes checks")
-    args = p.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
+    args = test_args(p)
     torch.set_num_threads(2)
     start = time.time()
     passed = failed = 0

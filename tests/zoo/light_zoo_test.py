@@ -24,10 +24,9 @@ one that passes is flagged XPASS so its entry can be removed. Any other model th
 step fails the test.
 
 Run by CTest (target light_zoo_test); by hand:
-    /usr/bin/python3 tests/light_zoo_test.py --onnx-train build/tools/onnx-train --workdir /tmp/light \
+    /usr/bin/python3 tests/zoo/light_zoo_test.py --onnx-train build/tools/onnx-train --workdir /tmp/light \
         [--models squeezenet,resnet50] [--keep]
 """
-import argparse
 import os
 import subprocess
 import sys
@@ -35,6 +34,9 @@ import sys
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import read_tensor, test_args, test_parser, write_tensor  # noqa: E402
 
 LIGHT_DIR = "/var/cache/onnx-train/onnx-1.19.1/share/onnx-backend-test-data/light"
 MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet",
@@ -136,18 +138,6 @@ def data_input(model_path):
     return v.name, [d.dim_value for d in v.type.tensor_type.shape.dim], [o.name for o in model.graph.output], out_dims
 
 
-def write_tensor(array, path):
-    with open(path, "wb") as f:
-        f.write(numpy_helper.from_array(array).SerializeToString())
-
-
-def read_tensor(path):
-    t = TensorProto()
-    with open(path, "rb") as f:
-        t.ParseFromString(f.read())
-    return numpy_helper.to_array(t)
-
-
 def first_error(proc):
     text = (proc.stderr or "") + (proc.stdout or "")
     lines = [l.strip() for l in text.splitlines() if l.strip()]
@@ -182,7 +172,7 @@ def run_model(name, args, seed):
         inp, dims, outputs, out_dims = data_input(model_path)
         rng = np.random.default_rng(seed + 1)
         x1 = rng.standard_normal([1] + dims[1:]).astype(np.float32)
-        write_tensor(x1, os.path.join(work, "x1.pb"))
+        write_tensor(x1, "", os.path.join(work, "x1.pb"))
         out_dir = os.path.join(work, "infer")
         proc = run([args.onnx_train, "infer", model_path, "--input", "%s=%s" % (inp, os.path.join(work, "x1.pb")),
                     "-o", out_dir], 600)
@@ -194,22 +184,22 @@ def run_model(name, args, seed):
                 path = os.path.join(out_dir, o + ".pb")
             if not os.path.exists(path):
                 return steps, "infer: no file for output %s in %s" % (o, sorted(os.listdir(out_dir)))
-            y = read_tensor(path)
+            y = read_tensor(path)[1]
             if y.shape[0] != 1 or not np.all(np.isfinite(y)):
                 return steps, "infer: output %s of shape %s is not a finite batch of 1" % (o, y.shape)
         steps.append("infer")
 
         x2 = rng.standard_normal([2] + dims[1:]).astype(np.float32)
-        write_tensor(x2, os.path.join(work, "x2.pb"))
+        write_tensor(x2, "", os.path.join(work, "x2.pb"))
         # One class label per sample (SqueezeNet's and DenseNet's [N, 1000, 1, 1] scores too).
         label_shape = [2]
-        write_tensor(rng.integers(0, out_dims[1], size=label_shape).astype(np.int64), os.path.join(work, "labels.pb"))
+        write_tensor(rng.integers(0, out_dims[1], size=label_shape).astype(np.int64), "", os.path.join(work, "labels.pb"))
         grad_dir = os.path.join(work, "grad")
         proc = run([args.onnx_train, "grad", model_path, "--input", "%s=%s" % (inp, os.path.join(work, "x2.pb")),
                     "--input", "labels=" + os.path.join(work, "labels.pb"), "-o", grad_dir], 900)
         if proc.returncode != 0:
             return steps, "grad: " + first_error(proc)
-        loss = read_tensor(os.path.join(grad_dir, "loss.pb"))
+        loss = read_tensor(os.path.join(grad_dir, "loss.pb"))[1]
         if not np.all(np.isfinite(loss)):
             return steps, "grad: loss %s is not finite" % loss
         names = set()
@@ -270,13 +260,10 @@ def make_image_folder(root):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--onnx-train", required=True)
-    ap.add_argument("--workdir", required=True)
+    ap = test_parser(__doc__)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--keep", action="store_true", help="keep the trainable models and inputs")
-    args = ap.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
+    args = test_args(ap)
     args.images = make_image_folder(os.path.join(args.workdir, "images"))
     failures, xpass = [], []
     print("%-14s %-27s %s" % ("model", "steps passed", "first error"))

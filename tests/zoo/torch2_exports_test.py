@@ -12,10 +12,9 @@ PyTorch 2.x venv of scripts/install-torch2.sh), through the CLI:
 - The exporter's folded scalar constants (a ReLU6's bounds) stay constants: unchanged in the
   checkpoint, bitwise.
 
-    /var/cache/onnx-train/torch2/bin/python tests/torch2_exports_test.py --onnx-train build/tools/onnx-train \
+    /var/cache/onnx-train/torch2/bin/python tests/zoo/torch2_exports_test.py --onnx-train build/tools/onnx-train \
         --workdir /tmp/t2x
 """
-import argparse
 import contextlib
 import io
 import os
@@ -25,8 +24,9 @@ import sys
 import time
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_tally import Checks, fresh_workdir  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import test_args, test_parser  # noqa: E402
+from check_tally import Checks  # noqa: E402
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -85,12 +85,8 @@ class ClipNet(nn.Module):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
-    args = p.parse_args()
-    args.onnx_train = os.path.abspath(args.onnx_train)
-    fresh_workdir(args.workdir)
+    p = test_parser(__doc__)
+    args = test_args(p, fresh=True)
     start = time.time()
     check = Checks(width=100)
 

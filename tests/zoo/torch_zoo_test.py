@@ -51,10 +51,9 @@ A model listed in KNOWN_FAILURES (with the op or bug it waits for) is run and re
 not counted; one that passes is flagged so the entry can be removed.
 
 Run by CTest (target torch_zoo_test); by hand:
-    /usr/bin/python3 tests/torch_zoo_test.py --onnx-train build/tools/onnx-train --workdir /tmp/zoo \
+    /usr/bin/python3 tests/zoo/torch_zoo_test.py --onnx-train build/tools/onnx-train --workdir /tmp/zoo \
         [--models vit,lstm] [--opsets 13,17] [--failures FILE]
 """
-import argparse
 import copy
 import math
 import os
@@ -63,7 +62,8 @@ import sys
 import time
 import warnings
 
-from ot_cli import last_error_line, read_tensor, write_tensor  # noqa: E402,F401  (same folder)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from ot_cli import last_error_line, read_tensor, test_args, test_parser, write_tensor  # noqa: E402,F401
 
 try:
     import numpy as np
@@ -701,9 +701,7 @@ def check_model(args, name, opsets, seed):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--onnx-train", required=True)
-    p.add_argument("--workdir", required=True)
+    p = test_parser(__doc__)
     p.add_argument("--models", default=",".join(ZOO))
     p.add_argument("--opsets", default="13,17")
     p.add_argument("--batch", type=int, default=0, help="batch size for every model (default: 4)")
@@ -713,7 +711,7 @@ def main():
     p.add_argument("--exporter", default="legacy", choices=["legacy", "dynamo", "dynamo-noopt"],
                    help="torch.onnx.export's exporter: legacy (TorchScript), dynamo (PyTorch 2.x default), "
                         "dynamo-noopt (dynamo with optimize=False)")
-    args = p.parse_args()
+    args = test_args(p)
     CONV_ALGO[0] = args.conv_algo
     EXPORTER[0] = args.exporter
     os.makedirs(args.workdir, exist_ok=True)

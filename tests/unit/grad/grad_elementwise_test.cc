@@ -12,7 +12,7 @@
 #include "graph/autodiff.h"
 #include "runtime/ops/activation_math.h"
 #include "runtime/executor.h"
-#include "tests/grad_check.h"
+#include "tests/common/grad_check.h"
 
 namespace ot {
 namespace {

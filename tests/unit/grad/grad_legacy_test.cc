@@ -13,7 +13,7 @@
 #include "graph/autodiff.h"
 #include "graph/legacy_rewrite.h"
 #include "runtime/executor.h"
-#include "tests/grad_check.h"
+#include "tests/common/grad_check.h"
 
 namespace ot {
 namespace {

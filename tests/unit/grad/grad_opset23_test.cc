@@ -17,7 +17,7 @@
 #include "graph/onnx_io.h"
 #include "graph/sequence_rewrite.h"
 #include "runtime/executor.h"
-#include "tests/grad_check.h"
+#include "tests/common/grad_check.h"
 
 namespace ot {
 namespace {

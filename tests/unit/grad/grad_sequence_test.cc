@@ -13,7 +13,7 @@
 #include "graph/gradient_registry.h"
 #include "runtime/cpu/recurrent/rnn_math.h"
 #include "runtime/executor.h"
-#include "tests/grad_check.h"
+#include "tests/common/grad_check.h"
 
 namespace ot {
 namespace {

@@ -9,7 +9,7 @@
 #include "graph/error.h"
 #include "graph/onnx_io.h"
 #include "runtime/executor.h"
-#include "tests/grad_check.h"
+#include "tests/common/grad_check.h"
 
 namespace ot {
 namespace {

@@ -16,7 +16,7 @@
 #include "graph/class_head.h"
 #include "graph/error.h"
 #include "runtime/executor.h"
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace ot {
 namespace {

@@ -16,7 +16,7 @@
 #include "graph/gradient_registry.h"
 #include "graph/rank_inference.h"
 #include "runtime/executor.h"
-#include "tests/grad_check.h"
+#include "tests/common/grad_check.h"
 
 namespace ot {
 namespace {

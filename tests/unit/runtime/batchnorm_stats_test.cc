@@ -14,7 +14,7 @@
 
 #include "runtime/cpu/norm/channel_statistics.h"
 #include "runtime/executor.h"
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace ot {
 namespace {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/autodiff.h"
-#include "tests/grad_check.h"
+#include "tests/common/grad_check.h"
 
 namespace ot {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "graph/error.h"
 #include "runtime/executor.h"
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace ot {
 namespace {

@@ -18,7 +18,7 @@
 #include "graph/sync_batch_norm.h"
 #include "runtime/cpu/norm/sync_batchnorm.h"
 #include "runtime/executor.h"
-#include "tests/grad_check.h"
+#include "tests/common/grad_check.h"
 
 namespace ot {
 namespace {

@@ -14,7 +14,7 @@
 #include "graph/error.h"
 #include "graph/onnx_io.h"
 #include "models/reference_models.h"
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace ot {
 namespace {
