@@ -31,7 +31,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
 from ot_cli import test_args, test_parser  # noqa: E402
 from torch_models import build, export  # noqa: E402
-from fashion_data import MEAN, STD, jittered_fashion  # noqa: E402
+from fashion_data import normalized, jittered_fashion  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -156,7 +156,7 @@ def main():
 
     # --- --lr-schedule step|cosine ---
     raw, raw_labels = jittered_fashion(args.workdir, 96)
-    fx = ((raw.astype(np.float32) / 255.0 - MEAN) / STD).astype(np.float32)[:, None, :, :]
+    fx = normalized(raw)
     fy = raw_labels.astype(np.int64)
     torch.manual_seed(4)
     fnet = build("simplenn", 1, 28, 28, 10)

@@ -21,10 +21,7 @@ Run by CTest (target tasks_test); by hand:
     /usr/bin/python3 tests/cli/tasks_test.py --onnx-train build/tools/onnx-train --workdir /tmp/tt
 """
 
-import json
 import os
-import re
-import subprocess
 import sys
 import warnings
 

@@ -4,7 +4,7 @@ import os
 
 import numpy as np
 
-from ot_cli import read_idx, write_idx
+from ot_cli import read_idx, run_or_raise, step_losses, write_idx
 
 FASHION = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530
@@ -30,3 +30,30 @@ def jittered_fashion(workdir, count):
         if not os.path.exists(link):
             os.symlink(os.path.join(FASHION, name), link)
     return images, labels
+
+
+def fashion_subset(split, count):
+    """The first `count` images (uint8 [N, 28, 28]) and labels of a split ("train" or "test")."""
+    prefix = "train" if split == "train" else "t10k"
+    images = read_idx(os.path.join(FASHION, prefix + "-images-idx3-ubyte.gz"))[:count]
+    labels = read_idx(os.path.join(FASHION, prefix + "-labels-idx1-ubyte.gz"))[:count]
+    return images, labels
+
+
+def normalized(images):
+    """uint8 images [N, 28, 28] as the model input onnx-train makes of them: float32
+    [N, 1, 28, 28], x / 255 then (x - MEAN) / STD."""
+    return ((images.astype(np.float32) / 255.0 - MEAN) / STD).astype(np.float32)[:, None, :, :]
+
+
+def trained_step_losses(onnx_train, model_path, workdir, tag, steps, batch, lr, options=(), timeout=None):
+    """onnx-train's loss at every step of `steps` steps on jittered_fashion's folder in order
+    (no shuffling, no checkpoints, 2 threads), read from its --metrics file."""
+    metrics = os.path.join(workdir, tag + ".jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    run_or_raise(onnx_train, [model_path, "--data", "fashion-mnist:" + os.path.join(workdir, "fashion-jitter"),
+                              "--no-shuffle", "--epochs", "1", "--max-steps", str(steps), "--batch", str(batch),
+                              "--lr", str(lr), "--metrics", metrics, "--no-checkpoints", "--quiet", "--threads", "2",
+                              *options], timeout=timeout)
+    return step_losses(metrics)

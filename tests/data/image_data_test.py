@@ -24,16 +24,7 @@ import torch
 import torchvision.transforms as T
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
-from ot_cli import read_idx  # noqa: E402
-
-FMNIST = "/usr/share/datasets/fashion-mnist"
-
-
-def fmnist(split, n):
-    pre = "train" if split == "train" else "t10k"
-    x = read_idx(f"{FMNIST}/{pre}-images-idx3-ubyte.gz")[:n]
-    y = read_idx(f"{FMNIST}/{pre}-labels-idx1-ubyte.gz")[:n]
-    return x, y
+from fashion_data import fashion_subset  # noqa: E402
 
 
 def colour(g):
@@ -87,7 +78,7 @@ def main():
             raise RuntimeError(r.stderr)
         return np.load(out), np.load(out + ".labels.npy")
 
-    x, y = fmnist("test", 24)
+    x, y = fashion_subset("test", 24)
     grey = [Image.fromarray(a) for a in x]
     rgb = [Image.fromarray(colour(a)) for a in x]
     rgba = [Image.fromarray(np.concatenate([colour(a), a[..., None]], axis=-1), "RGBA") for a in x]

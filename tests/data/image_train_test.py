@@ -29,15 +29,12 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
-from ot_cli import initializers, read_idx, run_timed, step_losses, write_idx  # noqa: E402
-
-FMNIST = "/usr/share/datasets/fashion-mnist"
+from ot_cli import initializers, run_timed, step_losses, write_idx  # noqa: E402
+from fashion_data import fashion_subset  # noqa: E402
 
 
 def subset(split, n):
-    pre = "train" if split == "train" else "t10k"
-    x = read_idx(f"{FMNIST}/{pre}-images-idx3-ubyte.gz")[:n]
-    y = read_idx(f"{FMNIST}/{pre}-labels-idx1-ubyte.gz")[:n]
+    x, y = fashion_subset(split, n)
     # ImageFolder order: by class, then by file name (our names keep the original order).
     order = np.argsort(y, kind="stable")
     return x[order], y[order]

@@ -23,12 +23,10 @@ Run by CTest (target segmentation_test); by hand:
     /usr/bin/python3 tests/data/segmentation_test.py --onnx-train build/tools/onnx-train --workdir /tmp/seg
 """
 
-import json
 import os
 import re
 import shutil
 import struct
-import subprocess
 import sys
 import warnings
 import zlib

@@ -16,16 +16,14 @@ Run by CTest (target torch_optimizer_parity); by hand:
     /usr/bin/python3 tests/parity/torch_optimizer_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/op
 """
 import copy
-import json
 import os
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
 from ot_cli import test_args, test_parser  # noqa: E402
 from torch_models import build, export  # noqa: E402
-from fashion_data import MEAN, STD, jittered_fashion  # noqa: E402
+from fashion_data import normalized, jittered_fashion, trained_step_losses  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -66,28 +64,13 @@ def torch_losses(module, make_opt, lr, images, labels, adam, dtype=torch.float32
     return losses
 
 
-def our_losses(args, model_path, tag, options, lr):
-    metrics = os.path.join(args.workdir, tag + ".jsonl")
-    if os.path.exists(metrics):
-        os.remove(metrics)
-    cmd = [args.onnx_train, model_path, "--data", "fashion-mnist:" + os.path.join(args.workdir, "fashion-jitter"),
-           "--no-shuffle", "--epochs", "1", "--max-steps", str(STEPS), "--batch", str(BATCH), "--lr", str(lr),
-           "--metrics", metrics, "--no-checkpoints", "--quiet", "--threads", "2"] + options
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
-        raise RuntimeError((proc.stderr.strip() or "exit %d" % proc.returncode).splitlines()[-1][:400])
-    with open(metrics) as f:
-        rows = [json.loads(line) for line in f]
-    return [r["loss"] for r in rows if r["type"] == "step"]
-
-
 def main():
     p = test_parser(__doc__)
     args = test_args(p)
     torch.set_num_threads(2)
     start = time.time()
     raw, raw_labels = jittered_fashion(args.workdir, BATCH * STEPS)
-    images = ((raw.astype(np.float32) / 255.0 - MEAN) / STD).astype(np.float32)[:, None, :, :]
+    images = normalized(raw)
     labels = raw_labels.astype(np.int64)
     passed = failed = 0
     for model, tol, names in [("simplenn", 1e-5, None), ("lenet", 1e-4, {"adam", "adagrad", "nesterov wd"})]:
@@ -102,7 +85,8 @@ def main():
             ref = torch_losses(copy.deepcopy(module), make_opt, lr, images, labels, adam)
             f64 = torch_losses(copy.deepcopy(module), make_opt, lr, images, labels, adam, torch.float64)
             try:
-                ours = our_losses(args, path, model + "-" + name.replace(" ", "-"), options, lr)
+                ours = trained_step_losses(args.onnx_train, path, args.workdir, model + "-" + name.replace(" ", "-"),
+                                            STEPS, BATCH, lr, options, timeout=300)
             except RuntimeError as e:
                 print(f"  {model} {name}: onnx-train failed: {e}  FAILED")
                 failed += 1

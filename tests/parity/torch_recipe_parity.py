@@ -34,7 +34,7 @@ import warnings
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
 from grad_compare import export_failures  # noqa: E402
 from torch_models import build, export  # noqa: E402
-from fashion_data import MEAN, STD, jittered_fashion  # noqa: E402
+from fashion_data import normalized, jittered_fashion  # noqa: E402
 from ot_cli import test_args, test_parser, write_idx  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -179,7 +179,7 @@ def main():
     for split in ("train", "t10k"):
         write_idx(os.path.join(data_dir, split + "-images-idx3-ubyte.gz"), raw)
         write_idx(os.path.join(data_dir, split + "-labels-idx1-ubyte.gz"), raw_labels)
-    images = ((raw.astype(np.float32) / 255.0 - MEAN) / STD).astype(np.float32)[:, None, :, :]
+    images = normalized(raw)
     labels = raw_labels.astype(np.int64)
     passed = failed = 0
 

@@ -21,35 +21,17 @@ Run by CTest (target torch_train_parity); by hand:
     /usr/bin/python3 tests/parity/torch_train_parity.py --onnx-train build/tools/onnx-train --workdir /tmp/tp
 """
 import copy
-import json
 import os
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
 from ot_cli import test_args, test_parser  # noqa: E402
 from torch_models import build, export, torch_losses  # noqa: E402
-from fashion_data import MEAN, STD, jittered_fashion  # noqa: E402
+from fashion_data import normalized, jittered_fashion, trained_step_losses  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-def our_losses(args, model_path, tag, batch, steps, lr, momentum):
-    metrics = os.path.join(args.workdir, tag + ".jsonl")
-    if os.path.exists(metrics):
-        os.remove(metrics)
-    cmd = [args.onnx_train, model_path, "--data", "fashion-mnist:" + os.path.join(args.workdir, "fashion-jitter"), "--no-shuffle", "--epochs", "1",
-           "--max-steps", str(steps), "--batch", str(batch), "--lr", str(lr), "--momentum", str(momentum),
-           "--metrics", metrics, "--no-checkpoints", "--quiet", "--threads", "2"] + (
-               ["--conv-algo", args.conv_algo] if args.conv_algo else [])
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError((proc.stderr.strip() or "exit %d" % proc.returncode).splitlines()[-1][:400])
-    with open(metrics) as f:
-        rows = [json.loads(line) for line in f]
-    return [r["loss"] for r in rows if r["type"] == "step"]
-
 
 def main():
     p = test_parser(__doc__)
@@ -64,7 +46,7 @@ def main():
     torch.set_num_threads(2)
     start = time.time()
     raw, raw_labels = jittered_fashion(args.workdir, 2048)
-    images = ((raw.astype(np.float32) / 255.0 - MEAN) / STD).astype(np.float32)[:, None, :, :]
+    images = normalized(raw)
     labels = raw_labels.astype(np.int64)
     cases = [("simplenn", 32, 50, 0.01, 0.0), ("resnet34", 128, 5, 0.01, 0.9)]
     passed = failed = 0
@@ -78,7 +60,8 @@ def main():
         exact = copy.deepcopy(module).double()
         ref = torch_losses(module, images, labels, batch, steps, lr, momentum)
         try:
-            ours = our_losses(args, path, model, batch, steps, lr, momentum)
+            ours = trained_step_losses(args.onnx_train, path, args.workdir, model, steps, batch, lr,
+                                           ["--momentum", str(momentum)] + (["--conv-algo", args.conv_algo] if args.conv_algo else []))
         except RuntimeError as e:
             print(f"  {model}: onnx-train failed: {e}")
             failed += 1

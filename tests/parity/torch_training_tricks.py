@@ -49,7 +49,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
 from torch_models import build, export  # noqa: E402
 from ot_cli import step_losses, test_args, test_parser, write_tensor  # noqa: E402
-from fashion_data import MEAN, STD, jittered_fashion  # noqa: E402
+from fashion_data import normalized, jittered_fashion  # noqa: E402
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -425,7 +425,7 @@ def main():
     torch.set_num_threads(2)
     start = time.time()
     raw, raw_labels = jittered_fashion(args.workdir, BATCH * STEPS)
-    images = ((raw.astype(np.float32) / 255.0 - MEAN) / STD).astype(np.float32)[:, None, :, :]
+    images = normalized(raw)
     labels = raw_labels.astype(np.int64)
     report = Report()
     check_training(args, report, images, labels)
