@@ -25,6 +25,7 @@ import onnx.numpy_helper as nh
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from check_tally import Checks  # noqa: E402
 from ot_cli import test_args, test_parser  # noqa: E402
 
 FASHION = "/usr/share/datasets/fashion-mnist"
@@ -34,14 +35,7 @@ def main():
     p = test_parser(__doc__)
     args = test_args(p, fresh=True)
     w = args.workdir
-    passed = failed = 0
-
-    def check(name, ok, detail=""):
-        nonlocal passed, failed
-        print(f"  {name:<70} {'ok' if ok else 'FAILED'} {detail}", flush=True)
-        passed += bool(ok)
-        failed += not ok
-        return ok
+    check = Checks(width=70)
 
     def run(*cmd):
         return subprocess.run([args.onnx_train, *cmd], capture_output=True, text=True, cwd=w, timeout=300)
@@ -202,8 +196,8 @@ def main():
     check("bench-comm gloo: every 'wrong' is 0", rows and all(row[5] == "0" for row in rows), str(rows))
     check("bench-comm gloo: busbw = algbw for 2 ranks", all(row[3] == row[4] for row in rows), str(rows))
 
-    print(f"cli_commands_test: {passed} passed, {failed} failed")
-    return 0 if failed == 0 and passed > 0 else 1
+    print(f"cli_commands_test: {check.passed} passed, {check.failed} failed")
+    return 0 if check.failed == 0 and check.passed > 0 else 1
 
 
 if __name__ == "__main__":

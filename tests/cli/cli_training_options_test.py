@@ -29,6 +29,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from check_tally import Checks  # noqa: E402
 from ot_cli import test_args, test_parser  # noqa: E402
 from torch_models import build, export  # noqa: E402
 from fashion_data import normalized, jittered_fashion  # noqa: E402
@@ -99,14 +100,7 @@ def main():
     args = test_args(p)
     torch.set_num_threads(2)
     start = time.time()
-    passed = failed = 0
-
-    def check(name, ok, detail=""):
-        nonlocal passed, failed
-        print(f"  {name:<72} {'ok' if ok else 'FAILED'} {detail}", flush=True)
-        passed += bool(ok)
-        failed += not ok
-        return ok
+    check = Checks(width=72)
 
     def parity(name, ours, module, batches, epochs, lr, momentum, make_sched):
         ref32, lrs = torch_sgd_losses(module, batches, epochs, lr, momentum, make_sched, torch.float32)
@@ -210,8 +204,8 @@ def main():
         check("--augment: the crops and flips change the first step's loss", a1[0] != plain[0], f"{a1} vs {plain}")
         check("--augment: another seed, other crops", a1[0] != a3[0], f"{a1} vs {a3}")
 
-    print(f"cli_training_options_test: {passed} passed, {failed} failed in {time.time() - start:.1f} s")
-    return 0 if failed == 0 and passed > 0 else 1
+    print(f"cli_training_options_test: {check.passed} passed, {check.failed} failed in {time.time() - start:.1f} s")
+    return 0 if check.failed == 0 and check.passed > 0 else 1
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ folder)."""
 
 
 class Checks:
-    """checks(name, ok, detail) prints "  name  ok|FAILED detail" and counts it. With
+    """checks(name, ok, detail) prints "  name  ok|FAILED detail", counts it and returns ok. With
     detail_on_failure, a passing check's detail shows only when it starts with "(" (a figure)."""
 
     def __init__(self, width=66, detail_on_failure=False):
@@ -16,6 +16,11 @@ class Checks:
         print(f"  {name:<{self.width}} {'ok' if ok else 'FAILED'} {shown}", flush=True)
         self.passed += bool(ok)
         self.failed += not ok
+        return ok
+
+    def that(self, ok, name, detail=""):
+        """The same with the condition first: checks.that(x == y, "x equals y")."""
+        return self(name, ok, detail)
 
     def finish(self, title):
         print(f"{title}: {self.passed} passed, {self.failed} failed")

@@ -12,7 +12,6 @@ Run by CTest (image_data_test_py); by hand:
     python3 tests/data/image_data_test.py --onnx-train build/tools/onnx-train \
         --tool build/tests/data_pipeline_tool --workdir /tmp/idt
 """
-import argparse
 import os
 import shutil
 import subprocess
@@ -24,7 +23,9 @@ import torch
 import torchvision.transforms as T
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from check_tally import Checks  # noqa: E402
 from fashion_data import fashion_subset  # noqa: E402
+from ot_cli import test_args, test_parser  # noqa: E402
 
 
 def colour(g):
@@ -48,27 +49,13 @@ def write_folder(root, images, labels, ext, **save):
     return sorted(paths, key=lambda p: (p.split("/")[-2], p))
 
 
-class Checker:
-    def __init__(self):
-        self.failures, self.count = [], 0
-
-    def __call__(self, cond, what, detail=""):
-        self.count += 1
-        print(("ok   " if cond else "FAIL ") + what + (f" {detail}" if detail else ""))
-        if not cond:
-            self.failures.append(what)
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--onnx-train", required=True)
+    ap = test_parser(__doc__)
     ap.add_argument("--tool", required=True)
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
+    args = test_args(ap, fresh=True)
     os.chdir(args.workdir)
-    check = Checker()
+    checks = Checks(width=72)
+    check = checks.that
 
     def dump(data, inp, *flags, split="train"):
         out = f"dump_{abs(hash((data, inp, flags, split)))}.npy"
@@ -278,11 +265,7 @@ def main():
           "eval on an RGB image folder with a grey model: converts and scores the val split",
           "" if e.returncode == 0 else (e.stdout + e.stderr)[-300:])
 
-    print(f"{check.count - len(check.failures)} of {check.count} checks passed")
-    if check.failures:
-        print("FAILED: " + "; ".join(check.failures))
-        return 1
-    return 0
+    return checks.finish("image_data_test")
 
 
 if __name__ == "__main__":

@@ -18,10 +18,8 @@ Run by CTest (image_train_test); by hand:
     python3 tests/data/image_train_test.py --onnx-train build/tools/onnx-train \
         --tool build/tests/data_pipeline_tool --workdir /tmp/itt
 """
-import argparse
 import os
 import re
-import shutil
 import sys
 import warnings
 
@@ -29,7 +27,8 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
-from ot_cli import initializers, run_timed, step_losses, write_idx  # noqa: E402
+from check_tally import Checks  # noqa: E402
+from ot_cli import initializers, run_timed, step_losses, test_args, test_parser, write_idx  # noqa: E402
 from fashion_data import fashion_subset  # noqa: E402
 
 
@@ -53,15 +52,6 @@ def make_folder_and_idx(root, idx_dir, n_train, n_test):
         write_idx(os.path.join(idx_dir, f"{pre}-labels-idx1-ubyte"), y)
 
 
-class Checker:
-    def __init__(self):
-        self.failures, self.count = [], 0
-
-    def __call__(self, cond, what, detail=""):
-        self.count += 1
-        print(("ok   " if cond else "FAIL ") + what + (f" {detail}" if detail else ""), flush=True)
-        if not cond:
-            self.failures.append(what)
 
 
 def accuracy(out):
@@ -99,18 +89,15 @@ def export_token_classifier(path, vocab, seq, classes):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--onnx-train", required=True)
+    ap = test_parser(__doc__)
     ap.add_argument("--tool", required=True)
-    ap.add_argument("--workdir", required=True)
     ap.add_argument("--cases", default="folder,resnet,tokens,dp,resume",
                     help="comma-separated subset of folder,resnet,tokens,dp,resume")
-    args = ap.parse_args()
+    args = test_args(ap, fresh=True)
     cases = set(args.cases.split(","))
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
     os.chdir(args.workdir)
-    check = Checker()
+    checks = Checks(width=72)
+    check = checks.that
     bin_ = args.onnx_train
 
     if cases & {"folder", "dp", "resume"}:  # their image folder (and IDX twin) and model
@@ -206,11 +193,7 @@ def main():
                      "res_b", "--resume"] + [a for a in aug if a != "--hflip"])
         check(rd.returncode != 0 and "transforms=" in rd.stderr, "resume with other transforms is refused",
               rd.stderr.strip()[-200:])
-    print(f"{check.count - len(check.failures)} of {check.count} checks passed")
-    if check.failures:
-        print("FAILED: " + "; ".join(check.failures))
-        return 1
-    return 0
+    return checks.finish("image_train_test")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ import onnx.numpy_helper
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from check_tally import Checks  # noqa: E402
 from ot_cli import initializers, test_args, test_parser  # noqa: E402
 
 V, T, H = 16, 32, 32
@@ -103,13 +104,8 @@ def main():
     args = test_args(p, fresh=True)
     wd = args.workdir
     start = time.time()
-    passed = failed = skipped = 0
-
-    def check(label, ok, detail=""):
-        nonlocal passed, failed
-        print(f"  {label}: {detail}  {'ok' if ok else 'FAILED'}", flush=True)
-        passed += ok
-        failed += not ok
+    skipped = 0
+    check = Checks()
 
     chain, pi, floor = markov_chain(7)
     train_bin, val_bin = os.path.join(wd, "train.bin"), os.path.join(wd, "val.bin")
@@ -158,8 +154,8 @@ def main():
         for part in ("convergence to the entropy floor", "kill and restart bitwise", "--world-size 2 equals batch 2B"):
             print(f"  {part}: SKIPPED (needs the per-token cross-entropy of [N, T, V] scores: {reason})")
             skipped += 1
-        print(f"token_lm_test: {passed} passed, {failed} failed, {skipped} skipped in {time.time() - start:.1f} s")
-        return 0 if failed == 0 and passed > 0 else 1
+        print(f"token_lm_test: {check.passed} passed, {check.failed} failed, {skipped} skipped in {time.time() - start:.1f} s")
+        return 0 if check.failed == 0 and check.passed > 0 else 1
 
     data = ["--data", f"tokens:{train_bin},{val_bin}", "--seq-len", str(T), "--threads", "2", "--quiet",
             "--timeout", "120"]
@@ -245,8 +241,8 @@ def main():
         d, far = max_rel(two, one), max_rel(half, one)
         check("--world-size 2 at batch 16 equals one rank at batch 32", d <= 1e-5, f"max rel difference {d:.1e}")
         check("... and one rank at batch 16 does not", far > 1e-3, f"{far:.1e} away")
-    print(f"token_lm_test: {passed} passed, {failed} failed, {skipped} skipped in {time.time() - start:.1f} s")
-    return 0 if failed == 0 and passed > 0 else 1
+    print(f"token_lm_test: {check.passed} passed, {check.failed} failed, {skipped} skipped in {time.time() - start:.1f} s")
+    return 0 if check.failed == 0 and check.passed > 0 else 1
 
 
 if __name__ == "__main__":

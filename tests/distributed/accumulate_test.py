@@ -23,6 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from check_tally import Checks  # noqa: E402
 from torch_models import build, export  # noqa: E402
 from fashion_data import jittered_fashion  # noqa: E402
 from ot_cli import test_args, test_parser, write_idx  # noqa: E402
@@ -73,13 +74,7 @@ def main():
     torch.manual_seed(3)
     model = os.path.join(args.workdir, "simplenn.onnx")
     export(build("simplenn", 1, 28, 28, 10), (1, 28, 28), model, training=True)
-    passed = failed = 0
-
-    def check(label, ok, detail=""):
-        nonlocal passed, failed
-        print(f"  {label}: {detail}  {'ok' if ok else 'FAILED'}", flush=True)
-        passed += ok
-        failed += not ok
+    check = Checks()
 
     sgd = ["--lr", "0.05", "--momentum", "0.9"]
     for world in (1, 2):
@@ -125,8 +120,8 @@ def main():
         want = {s: (loss, lr) for s, loss, lr in whole_steps}
         check("resume: every step's loss and learning rate equal", after == want and len(want) == 20,
               f"{sum(after.get(s) == v for s, v in want.items())} of {len(want)} steps equal")
-    print(f"accumulate_test: {passed} passed, {failed} failed in {time.time() - start:.1f} s")
-    return 0 if failed == 0 and passed > 0 else 1
+    print(f"accumulate_test: {check.passed} passed, {check.failed} failed in {time.time() - start:.1f} s")
+    return 0 if check.failed == 0 and check.passed > 0 else 1
 
 
 if __name__ == "__main__":

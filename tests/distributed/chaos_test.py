@@ -20,6 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from check_tally import Checks  # noqa: E402
 from ot_cli import test_args, test_parser  # noqa: E402
 
 COMMON = ["--world-size", "3", "--epochs", "2", "--max-steps", "120", "--batch", "16", "--lr", "0.02",
@@ -59,13 +60,7 @@ def main():
     args.model = os.path.join(args.workdir, "simplenn.onnx")
     subprocess.run([args.onnx_train, "make-model", "simplenn", "-o", args.model, "--seed", "3"], check=True,
                    capture_output=True)
-    passed = failed = 0
-
-    def check(name, ok, detail=""):
-        nonlocal passed, failed
-        print(f"  {name:<60} {'ok' if ok else 'FAILED'} {detail}", flush=True)
-        passed += ok
-        failed += not ok
+    check = Checks(width=60)
 
     ref, ref_ckpt = train(args, os.path.join(args.workdir, "clean"), [])
     check("uninterrupted run", ref.returncode == 0, ref.stderr[-300:])
@@ -95,8 +90,8 @@ def main():
           r.returncode == 0 and final_state_digest(ck, 2) == want)
 
     if args.backend != "gloo":
-        print(f"chaos_test ({args.backend}): {passed} passed, {failed} failed")
-        return 0 if failed == 0 else 1
+        print(f"chaos_test ({args.backend}): {check.passed} passed, {check.failed} failed")
+        return 0 if check.failed == 0 else 1
 
     r, ck = train(args, os.path.join(args.workdir, "giveup"), ["--max-restarts", "1"],
                   {"ONNXTRAIN_FAULT_KILL_AT_STEPS": "20,30", "ONNXTRAIN_FAULT_RANK": "2"})
@@ -127,8 +122,8 @@ def main():
           len(got_resume) == 1 and got_resume[0] > 0, f"(resumed from {got_resume})")
     check("launcher killed, rerun with --resume: same final weights",
           r.returncode == 0 and final_state_digest(ckpt, 2) == want, r.stderr[-300:])
-    print(f"chaos_test: {passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    print(f"chaos_test: {check.passed} passed, {check.failed} failed")
+    return 0 if check.failed == 0 else 1
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ import onnx
 import onnx.numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from check_tally import Checks  # noqa: E402
 from ot_cli import checkpoint_weights, test_args, test_parser  # noqa: E402
 
 REDIS = "/usr/bin/redis-server"
@@ -151,13 +152,7 @@ def main():
     args.onnx_train = os.path.abspath(args.onnx_train)
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
-    passed = failed = 0
-
-    def check(name, ok, detail=""):
-        nonlocal passed, failed
-        print(f"  {name:<70} {'ok' if ok else 'FAILED'} {detail}", flush=True)
-        passed += ok
-        failed += not ok
+    check = Checks(width=70)
 
     model = os.path.join(args.workdir, "simplenn.onnx")
     run([args.onnx_train, "make-model", "simplenn", "-o", model, "--seed", "2"], check=True)
@@ -298,8 +293,8 @@ def main():
                 redis.kill()
                 redis.wait()
         hosts.close()
-    print(f"multi_host_test: {passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    print(f"multi_host_test: {check.passed} passed, {check.failed} failed")
+    return 0 if check.failed == 0 else 1
 
 
 if __name__ == "__main__":

@@ -20,12 +20,11 @@ Run by CTest (target torch_nn_parity); by hand:
 """
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
 from torch_models import export, torch_grads  # noqa: E402  (exits if torch is missing)
 from ot_cli import run_grad, test_args, test_parser, write_tensor  # noqa: E402
-from grad_compare import compare_gradients, export_failures  # noqa: E402
+from grad_compare import compare_gradients, export_failures, run_cases  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -181,19 +180,11 @@ def main():
     p = test_parser(__doc__)
     args = test_args(p)
     torch.set_num_threads(2)
-    start = time.time()
-    passed = failed = 0
-    for i, (name, make, shape) in enumerate(cases()):
-        for opset in (13, 17):
-            try:
-                ok = check(args, name, make, shape, opset, seed=200 + i)
-            except RuntimeError as e:
-                print(f"  {name} opset {opset}: onnx-train failed: {e}")
-                ok = False
-            passed += ok
-            failed += not ok
-    print(f"torch_nn_parity: {passed} passed, {failed} failed in {time.time() - start:.1f} s")
-    return 0 if failed == 0 else 1
+    return run_cases("torch_nn_parity",
+                     [(f"{name} opset {opset}",
+                       lambda name=name, make=make, shape=shape, opset=opset, i=i: check(args, name, make, shape, opset,
+                                                                                      seed=200 + i))
+                      for i, (name, make, shape) in enumerate(cases()) for opset in (13, 17)])
 
 
 if __name__ == "__main__":

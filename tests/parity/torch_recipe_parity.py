@@ -32,6 +32,7 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
+from check_tally import Checks  # noqa: E402
 from grad_compare import export_failures  # noqa: E402
 from torch_models import build, export  # noqa: E402
 from fashion_data import normalized, jittered_fashion  # noqa: E402
@@ -181,13 +182,7 @@ def main():
         write_idx(os.path.join(data_dir, split + "-labels-idx1-ubyte.gz"), raw_labels)
     images = normalized(raw)
     labels = raw_labels.astype(np.int64)
-    passed = failed = 0
-
-    def check(label, ok, detail=""):
-        nonlocal passed, failed
-        print(f"  {label}: {detail}  {'ok' if ok else 'FAILED'}", flush=True)
-        passed += ok
-        failed += not ok
+    check = Checks()
 
     for model, tol in [("simplenn", 1e-5), ("lenet", 1e-4)]:
         torch.manual_seed(5)
@@ -240,8 +235,8 @@ def main():
                 changed = sum(rel(plain_w[n], f64_w[n]) > 0 for n in f64_w)
                 check(f"{model:<8} {name}: differs from one decay for all", not far and changed > 0,
                       f"{changed} tensors changed by the groups; nearer the plain run: {far}")
-    print(f"torch_recipe_parity: {passed} passed, {failed} failed in {time.time() - start:.1f} s")
-    return 0 if failed == 0 and passed > 0 else 1
+    print(f"torch_recipe_parity: {check.passed} passed, {check.failed} failed in {time.time() - start:.1f} s")
+    return 0 if check.failed == 0 and check.passed > 0 else 1
 
 
 if __name__ == "__main__":

@@ -18,12 +18,11 @@ Run by CTest (target torch_rnn_parity); by hand:
 import copy
 import os
 import sys
-import time
 import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
 from ot_cli import run_grad, test_args, test_parser  # noqa: E402
-from grad_compare import compare_gradients  # noqa: E402
+from grad_compare import compare_gradients, run_cases  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -126,18 +125,8 @@ def main():
     p = test_parser(__doc__)
     args = test_args(p)
     torch.set_num_threads(2)
-    start = time.time()
-    passed = failed = 0
-    for i, case in enumerate(CASES):
-        try:
-            ok = check(args, case, seed=200 + i)
-        except RuntimeError as e:
-            print(f"  {case}: onnx-train failed: {e}")
-            ok = False
-        passed += ok
-        failed += not ok
-    print(f"torch_rnn_parity: {passed} passed, {failed} failed in {time.time() - start:.1f} s")
-    return 0 if failed == 0 else 1
+    return run_cases("torch_rnn_parity", [(f"{case}", lambda case=case, i=i: check(args, case, seed=200 + i))
+                                          for i, case in enumerate(CASES)])
 
 
 if __name__ == "__main__":

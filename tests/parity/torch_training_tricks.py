@@ -42,13 +42,12 @@ import copy
 import glob
 import json
 import os
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
 from torch_models import build, export  # noqa: E402
-from ot_cli import step_losses, test_args, test_parser, write_tensor  # noqa: E402
+from ot_cli import call, step_losses, test_args, test_parser, write_tensor  # noqa: E402
 from fashion_data import normalized, jittered_fashion  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -74,10 +73,6 @@ def torch_run(module, images, labels, dtype):
         opt.step()
         losses.append(float(loss))
     return losses, {k: v.detach().double().numpy() for k, v in module.state_dict().items() if v.is_floating_point()}
-
-
-def run(cmd, timeout=300, env=None):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def train_cmd(args, model_path, tag, options):
@@ -127,7 +122,7 @@ def check_training(args, report, images, labels):
         if model == "lenet":
             cmd[cmd.index("--checkpoint-dir")] = "--no-checkpoints"
             del cmd[-1]
-        proc = run(cmd)
+        proc = call(cmd)
         if proc.returncode != 0:
             report.check(False, f"{model}: onnx-train failed: {proc.stderr.strip()[-400:]}")
             continue
@@ -179,7 +174,7 @@ def check_grad(args, report):
         os.makedirs(d, exist_ok=True)
         write_tensor(x.astype(np.float32), "input", os.path.join(d, "x.pb"))
         write_tensor(y, "labels", os.path.join(d, "y.pb"))
-        proc = run([args.onnx_train, "grad", path, "--label-smoothing", str(eps), "--input",
+        proc = call([args.onnx_train, "grad", path, "--label-smoothing", str(eps), "--input",
                     "input=" + os.path.join(d, "x.pb"), "--input", "labels=" + os.path.join(d, "y.pb"), "-o",
                     os.path.join(d, "out"), "--threads", "2"])
         if proc.returncode != 0:
@@ -249,7 +244,7 @@ def check_ema(args, report, images, labels):
     ckpt = os.path.join(args.workdir, "ema-ckpt")
     cmd, _ = train_cmd(args, path, "ema", ["--model-ema", "--model-ema-steps", str(EMA_STEPS), "--model-ema-decay",
                                            str(EMA_DECAY), "--checkpoint-dir", ckpt])
-    proc = run(cmd)
+    proc = call(cmd)
     ema_path = os.path.join(ckpt, "epoch_0001_ema.onnx")
     if proc.returncode != 0 or not os.path.exists(ema_path):
         return report.check(False, f"--model-ema run: exit {proc.returncode}, {ema_path} "
@@ -308,7 +303,7 @@ def check_mix(args, report, images, labels):
     ckpt = os.path.join(args.workdir, "mix-ckpt")
     cmd, metrics = train_cmd(args, path, "mix", ["--mixup-alpha", "0.2", "--cutmix-alpha", "1.0", "--label-smoothing",
                                                  str(EPS), "--checkpoint-dir", ckpt])
-    proc = run(cmd)
+    proc = call(cmd)
     if proc.returncode != 0:
         return report.check(False, f"--mixup-alpha/--cutmix-alpha run failed: {proc.stderr.strip()[-400:]}")
     rows = step_rows(metrics)
@@ -335,7 +330,7 @@ def check_mix(args, report, images, labels):
 def check_export(args, report):
     path = os.path.join(args.workdir, "simplenn.onnx")
     out = os.path.join(args.workdir, "simplenn-ls-training.onnx")
-    proc = run([args.onnx_train, "export", path, "--label-smoothing", str(EPS), "-o", out])
+    proc = call([args.onnx_train, "export", path, "--label-smoothing", str(EPS), "-o", out])
     ok = proc.returncode == 0
     if ok:
         m = onnx.load(out)
@@ -351,12 +346,12 @@ def check_erase_resume(args, report):
             "--model-ema-decay", "0.9999"] + mix
     full_dir = os.path.join(args.workdir, "erase-full")
     cmd, metrics = train_cmd(args, path, "erase-full", opts + ["--checkpoint-dir", full_dir])
-    proc = run(cmd)
+    proc = call(cmd)
     if proc.returncode != 0:
         return report.check(False, f"random erase run failed: {proc.stderr.strip()[-400:]}")
     full = step_losses(metrics)
     cmd, plain_metrics = train_cmd(args, path, "erase-none", ["--label-smoothing", str(EPS), "--no-checkpoints"] + mix)
-    run(cmd)
+    call(cmd)
     plain = step_losses(plain_metrics)
     resume_dir = os.path.join(args.workdir, "erase-resume")
     for f in glob.glob(os.path.join(resume_dir, "*")):
@@ -364,9 +359,9 @@ def check_erase_resume(args, report):
     env = dict(os.environ, ONNXTRAIN_FAULT_KILL_AT_STEPS="7", ONNXTRAIN_RESTART_COUNT="0")
     cmd, first_metrics = train_cmd(args, path, "erase-first", opts + ["--checkpoint-dir", resume_dir,
                                                                        "--snapshot-every", "5"])
-    killed = run(cmd, env=env)
+    killed = call(cmd, env=env)
     cmd, second_metrics = train_cmd(args, path, "erase-second", opts + ["--checkpoint-dir", resume_dir, "--resume"])
-    proc = run(cmd)
+    proc = call(cmd)
     if proc.returncode != 0 or killed.returncode == 0:
         return report.check(False, f"resume run: first exit {killed.returncode}, second exit {proc.returncode}: "
                                    f"{proc.stderr.strip()[-300:]}")
@@ -396,7 +391,7 @@ def check_bad_input(args, report):
                         (["--model-ema", "--model-ema-decay", "0"], "--model-ema-decay"),
                         (["--mixup-alpha", "-1"], "--mixup-alpha"),
                         (["--cutmix-alpha", "-0.5"], "--cutmix-alpha")]:
-        proc = run([args.onnx_train, path, "--data", "synthetic:64", "--no-checkpoints", "--quiet"] + flags)
+        proc = call([args.onnx_train, path, "--data", "synthetic:64", "--no-checkpoints", "--quiet"] + flags)
         lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
         ok = proc.returncode not in (0,) and proc.returncode > 0 and len(lines) == 1 and word in lines[0]
         report.check(ok, f"{' '.join(flags)}: exit {proc.returncode}, {lines[-1] if lines else '(no message)'}")
@@ -410,9 +405,9 @@ def check_resume_mismatch(args, report):
         os.remove(f)
     base = [args.onnx_train, path, "--data", "synthetic:128", "--batch", "16", "--max-steps", "2", "--quiet",
             "--threads", "2", "--checkpoint-dir", ckpt]
-    run(base + ["--epochs", "1", "--label-smoothing", "0.1"])
+    call(base + ["--epochs", "1", "--label-smoothing", "0.1"])
     for flags, word in [([], "label_smoothing"), (["--label-smoothing", "0.1", "--model-ema"], "model_ema")]:
-        proc = run(base + ["--epochs", "2", "--resume"] + flags)
+        proc = call(base + ["--epochs", "2", "--resume"] + flags)
         lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
         ok = proc.returncode == 1 and len(lines) == 1 and word in lines[0] and "resume with the" in lines[0]
         report.check(ok, f"resume with {' '.join(flags) or 'no flags'} after --label-smoothing 0.1: exit "
