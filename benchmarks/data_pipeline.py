@@ -8,14 +8,14 @@ images, turned RGB and upscaled (bilinear) to 64x64 and to 224x224, saved as JPE
 in ImageFolder layout. Pipelines (both sides):
   train: RandomResizedCrop(S) + RandomHorizontalFlip + ToTensor + Normalize
   eval:  Resize(S * 8 / 7) + CenterCrop(S) + ToTensor + Normalize
-Ours runs `data_pipeline_tool bench` (tests/data_pipeline_tool.cc) with --data-workers 2
+Ours runs `data_pipeline_tool bench` (tests/data/data_pipeline_tool.cc) with --data-workers 2
 (decode and transform of a batch's samples on 2 threads); torchvision iterates a
 DataLoader(batch_size=64, num_workers=2). Each side makes one untimed pass first (page cache,
 worker start), then the timed passes. Besides img/s (wall clock) the table gives CPU
 milliseconds per image (user + system, all threads and worker processes), which a busy
 machine distorts less than wall-clock rates.
 
-    /usr/bin/python3 benchmarks/data_pipeline.py --tool build/tests/data_pipeline_tool [--count 2000]
+    /usr/bin/python3 benchmarks/data_pipeline.py --tool build/tests/data/data_pipeline_tool [--count 2000]
 """
 import argparse
 import gzip
@@ -92,7 +92,7 @@ def our_rate(tool, root, size, train, passes, workers, batch):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tool", default="build/tests/data_pipeline_tool")
+    ap.add_argument("--tool", default="build/tests/data/data_pipeline_tool")
     ap.add_argument("--workdir", default="/tmp/onnx-train-data-bench")
     ap.add_argument("--count", type=int, default=2000)
     ap.add_argument("--passes", type=int, default=2)

@@ -1,5 +1,5 @@
 """A nanoGPT-style causal language model (Karpathy's nanoGPT model.py, trimmed), shared by
-benchmarks/lm_step.py, benchmarks/lm_parity.py and tests/lm_parity_test.py.
+benchmarks/lm_step.py, benchmarks/lm_parity.py and tests/parity/lm_parity_test.py.
 
 Token + learned position embedding, pre-LN blocks (LayerNorm -> causal self-attention ->
 residual, LayerNorm -> Linear 4C -> GELU (erf) -> Linear -> residual), final LayerNorm and a

@@ -23,13 +23,12 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "common"))  # torch_models, ot_cli
 sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch_fmnist_epoch import load, recipe_resnet34, test_accuracy  # noqa: E402
-from torch_parity import export  # noqa: E402
-from torch_train_parity import torch_losses  # noqa: E402
+from torch_models import export, torch_losses  # noqa: E402
 
 BATCH, LR, MOMENTUM = 128, 0.1, 0.9
 

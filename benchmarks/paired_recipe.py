@@ -32,7 +32,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "common"))  # torch_models, ot_cli
 sys.path.insert(0, HERE)
 from blas_threads import hold_blas_threads  # noqa: E402
 
@@ -43,7 +43,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import torchvision  # noqa: E402
 from torch_fmnist_epoch import load, test_accuracy  # noqa: E402
-from torch_parity import export  # noqa: E402
+from torch_models import export  # noqa: E402
 
 BATCH, EPOCHS, LR, WD = 128, 3, 1e-3, 0.05
 WARMUP_EPOCHS, WARMUP_DECAY = 1, 0.01

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`onnx-train MODEL --data synthetic` on the models of the zoo (tests/torch_zoo_test.py): each
+"""`onnx-train MODEL --data synthetic` on the models of the zoo (tests/zoo/torch_zoo_test.py): each
 is exported by torch.onnx.export in training mode (opset 17 by default, dynamic batch; --exporter
 dynamo and --opset 18-23 with PyTorch 2.x), trained for one
 epoch (Adam, lr 3e-4, batch 32) on synthetic data shaped as its input (images with class
@@ -27,7 +27,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "zoo"))
 import torch_zoo_test as zoo  # noqa: E402  (the zoo's builders; exits if torch is missing)
 
 import numpy as np  # noqa: E402

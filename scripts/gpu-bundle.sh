@@ -21,7 +21,7 @@ DEST=$ROOT/build-gpu-bundle
 JOBS=${JOBS:-2}
 LIMIT_MIB=${LIMIT_MIB:-60}
 TESTDATA=${ONNXTRAIN_TESTDATA:-/usr/share/libonnx-testdata/data}
-PROGRAMS=(onnx-train cuda_findings_test cuda_runtime_test cuda_dnn_test cuda_math_test nccl_test)
+PROGRAMS=(onnx-train cuda_findings_test cuda_training_ops_test cuda_runtime_test cuda_dnn_test cuda_math_test nccl_test)
 
 die() { echo "gpu-bundle: $*" >&2; exit 1; }
 
@@ -48,7 +48,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/testdata"
 for t in "${PROGRAMS[@]}"; do
-  bin=$(find "$BUILD/tools" "$BUILD/tests" -maxdepth 1 -type f -name "$t" -perm -u+x | head -1)
+  bin=$(find "$BUILD/tools" "$BUILD/tests" -maxdepth 2 -type f -name "$t" -perm -u+x | head -1)
   [ -n "$bin" ] || die "$t was not built in $BUILD"
   cp "$bin" "$stage/bin/$t"
   strip --strip-unneeded "$stage/bin/$t"

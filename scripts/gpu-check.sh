@@ -8,7 +8,7 @@
 #      library error is read from stderr and named);
 #   1. the CUDA tests, each under its own limit: cuda_findings_test (issue 37),
 #      cuda_runtime_test (with the conformance sweep, whose passing cases are written to
-#      $OUT/conformance_passing_cuda.txt: commit it as tests/conformance_passing_cuda.txt),
+#      $OUT/conformance_passing_cuda.txt: commit it as tests/conformance/conformance_passing_cuda.txt),
 #      cuda_dnn_test, cuda_math_test, nccl_test;
 #   2. ResNet34 batch-128 training steps in fp32, TF32 and TF32 with CUDA graphs beside
 #      PyTorch's (benchmarks/torch_cuda_step.py), and NCCL's allreduce table, as time allows.
@@ -161,6 +161,7 @@ fi
 
 # --- 1. CUDA tests ------------------------------------------------------------------------
 run cuda_findings_test 60 "$BIN/cuda_findings_test" --gtest_brief=1
+run cuda_training_ops_test 60 "$BIN/cuda_training_ops_test" --gtest_brief=1
 export ONNXTRAIN_CUDA_CONFORMANCE_LIST_OUT=$OUT/conformance_passing_cuda.txt
 run cuda_runtime_test 150 "$BIN/cuda_runtime_test" --gtest_brief=1
 unset ONNXTRAIN_CUDA_CONFORMANCE_LIST_OUT

@@ -340,7 +340,7 @@ int Main(int argc, char** argv) {
       return args.empty() ? 2 : 0;
     }
   }
-  if (args[0] == "--list-flags") {  // for tests/cli_flag_table_test.py: every command's flag table
+  if (args[0] == "--list-flags") {  // for tests/cli/cli_flag_table_test.py: every command's flag table
     for (const Command& c : Commands())
       for (const FlagInfo& f : c.flags())
         if (f.name) std::cout << c.name << " --" << f.name << (f.type == FlagType::kBool ? "" : " VALUE") << "\n";

@@ -1,7 +1,7 @@
 // The per-element logic of our own CUDA math kernels as __host__ __device__ functions:
 // broadcast and reduction indexing, unary math, Pow and Cast, one reduction output, one loss position and one loss
 // gradient element, one optimizer update. The kernels in elementwise.cu, reduce.cu and
-// loss_optimizer.cu call these; tests/cuda_math_test.cc calls the same functions on the
+// loss_optimizer.cu call these; tests/cuda/cuda_math_test.cc calls the same functions on the
 // host and compares them with the CPU runtime, so the logic is checked on machines
 // without a GPU too.
 #pragma once
