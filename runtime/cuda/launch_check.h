@@ -2,7 +2,7 @@
 // driver refuses (a grid or block size out of range, no kernel image for this GPU, too
 // much shared memory) leaves its error in cudaGetLastError and nothing else; without
 // this check the kernel's output would stay unwritten and the next CUDA call would
-// report someone else's name. tests/cuda_launch_checks.sh keeps every launch checked.
+// report someone else's name. tests/unit/runtime/cuda_launch_checks.sh keeps every launch checked.
 #pragma once
 
 #include <cuda_runtime.h>
