@@ -579,7 +579,8 @@ void ImageDataset::ImagesInto(const std::vector<int64_t>& indices, HostTensor* o
   // Each thread takes one contiguous share of the samples.
   constexpr int64_t kAhead = 4, kLine = 64;
   float* o = out->Data<float>();
-  const int parts = static_cast<int>(std::clamp<int64_t>(threads, 1, std::max<int64_t>(n / 16, 1)));
+  // A share is at least 128 samples: below that, waking the team costs more than it saves.
+  const int parts = static_cast<int>(std::clamp<int64_t>(threads, 1, std::max<int64_t>(n / 128, 1)));
 #pragma omp parallel for num_threads(parts) schedule(static) if (parts > 1)
   for (int part = 0; part < parts; ++part) {
     const int64_t end = n * (part + 1) / parts;

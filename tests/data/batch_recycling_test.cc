@@ -50,7 +50,7 @@ TEST(BatchRecyclingTest, OnePassImagesAreTheNormalisedBytes) {
 TEST(BatchRecyclingTest, ThreadsShareTheSamplesWithTheSameValues) {
   const ImageDataset ds = Synthetic(50);
   std::vector<int64_t> idx;
-  for (int64_t i = 0; i < 70; ++i) idx.push_back((i * 17 + 5) % 50);  // 70 samples: 3 threads take 4 shares
+  for (int64_t i = 0; i < 400; ++i) idx.push_back((i * 17 + 5) % 50);  // 400 samples: 3 shares of 128 or more
   HostTensor one, three;
   ds.ImagesInto(idx, &one, 1);
   ds.ImagesInto(idx, &three, 3);
