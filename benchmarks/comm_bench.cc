@@ -23,8 +23,8 @@
 #include "comm/communicator.h"
 #include "comm/rendezvous.h"
 #include "comm/tensor_buffer.h"
-#include "runtime/tensor.h"
-#include "runtime/plugin.h"
+#include "runtime/core/tensor.h"
+#include "runtime/core/plugin.h"
 
 namespace {
 

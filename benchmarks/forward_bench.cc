@@ -16,7 +16,7 @@
 #include "graph/error.h"
 #include "models/reference_models.h"
 #include "runtime/cpu/cpu_threads.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "tools/executor_environment.h"
 
 namespace ot {

@@ -5,7 +5,7 @@
 #include <mutex>
 
 #include "comm/gloo_communicator.h"
-#include "runtime/plugin.h"
+#include "runtime/core/plugin.h"
 
 namespace ot {
 namespace {

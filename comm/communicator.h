@@ -20,7 +20,7 @@
 
 #include "graph/dtype.h"
 #include "graph/error.h"
-#include "runtime/device.h"
+#include "runtime/core/device.h"
 
 namespace ot {
 

@@ -1,6 +1,6 @@
 // MpiCommunicator: the Communicator on Open MPI (libmpi), registered as backend "mpi".
 // Built only when CMake finds MPI (ONNXTRAIN_MPI, like ONNXTRAIN_CUDA), as the plugin
-// libonnxtrain_mpi.so that runtime/plugin.h loads when "mpi" is first asked for: a run on
+// libonnxtrain_mpi.so that runtime/core/plugin.h loads when "mpi" is first asked for: a run on
 // another backend never maps libmpi.
 //
 // Ranks come from MPI itself (MPI_COMM_WORLD), so they must be started by `mpirun -np N`

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "comm/communicator.h"
-#include "runtime/tensor.h"
+#include "runtime/core/tensor.h"
 
 namespace ot {
 

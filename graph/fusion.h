@@ -3,7 +3,7 @@
 // LayerNorm as nine ops before opset 17; differentiated op by op they make some thirty
 // passes over the activations per layer, each saved for the backward. Fused, each is one
 // forward and one backward kernel (org.onnxtrain Gelu and LayerNormalization, whose
-// gradient rules and kernels are those of runtime/ops/activation_math.h's GELU and of ONNX's
+// gradient rules and kernels are those of runtime/ops/math/activation_math.h's GELU and of ONNX's
 // LayerNormalization). The fused graph computes the same function; only the order of
 // float32 rounding changes.
 //

@@ -1,6 +1,6 @@
 // Gradient rules, Elementwise math and activations: Erf, Pow, trigonometry, Abs, Clip, Min/Max, the Hard*/Selu/Celu/Elu/Mish/Softplus/PRelu family, Cast.
 // Unary functions share one gradient op, ActivationGrad(dY, X) with the forward op's
-// name in `op` and its attributes (runtime/ops/activation_math.h has every derivative);
+// name in `op` and its attributes (runtime/ops/math/activation_math.h has every derivative);
 // PRelu, Pow and Min/Max have their own (runtime/cpu/elementwise/elementwise_grad_kernels.cc).
 #include "graph/gradient_rules_common.h"
 
@@ -11,7 +11,7 @@ namespace {
 
 using B = GradientBuilder;
 
-// dX = ActivationGrad(dY, X) for the unary functions of runtime/ops/activation_math.h.
+// dX = ActivationGrad(dY, X) for the unary functions of runtime/ops/math/activation_math.h.
 void ActivationGrad(B& b) {
   std::map<std::string, Attribute> attrs = b.node().attrs;
   attrs["op"] = B::AttrString(b.node().op_type);

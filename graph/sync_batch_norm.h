@@ -5,7 +5,7 @@
 // kGradDomain's SyncBatchNormTraining, and its
 // BatchNormalizationGrad SyncBatchNormalizationGrad: same inputs, outputs and attributes,
 // but the kernels compute the statistics and the gradient sums over the global batch
-// (runtime/cross_replica.h, runtime/cpu/norm/sync_batchnorm.h), like PyTorch's SyncBatchNorm.
+// (runtime/core/cross_replica.h, runtime/cpu/norm/sync_batchnorm.h), like PyTorch's SyncBatchNorm.
 // Only the training graph changes: the evaluation and exported inference models keep
 // plain BatchNormalization.
 #pragma once

@@ -33,10 +33,10 @@
 #include "comm/rendezvous.h"
 #include "comm/tensor_buffer.h"
 #include "graph/error.h"
-#include "runtime/tensor.h"
+#include "runtime/core/tensor.h"
 #include "tools/args.h"
 #include "tools/shared_flags.h"
-#include "runtime/plugin.h"
+#include "runtime/core/plugin.h"
 #include "tools/launcher.h"
 
 namespace ot {

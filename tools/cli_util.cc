@@ -8,7 +8,7 @@
 #include "graph/file_util.h"
 #include "graph/tensor_proto.h"
 #include "runtime/cpu/layout/dnnl_util.h"
-#include "runtime/device.h"
+#include "runtime/core/device.h"
 
 namespace ot {
 

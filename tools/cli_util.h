@@ -9,7 +9,7 @@
 
 #include "graph/amp_pass.h"
 #include "graph/autodiff.h"
-#include "runtime/tensor.h"
+#include "runtime/core/tensor.h"
 #include "tools/args.h"
 
 namespace ot {

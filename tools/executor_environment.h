@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 
 namespace ot {
 

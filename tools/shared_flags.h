@@ -5,7 +5,7 @@
 
 #include "graph/autodiff.h"
 #include "graph/optimizer_pass.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "tools/flag_table.h"
 #include "train/image_dataset.h"
 

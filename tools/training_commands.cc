@@ -13,7 +13,7 @@
 #include "graph/param_patterns.h"
 #include "graph/tensor_proto.h"
 #include "graph/fusion.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "tools/args.h"
 #include "tools/cli_util.h"
 #include "tools/shared_flags.h"

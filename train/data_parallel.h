@@ -11,7 +11,7 @@
 
 #include "comm/communicator.h"
 #include "comm/rendezvous.h"
-#include "runtime/device.h"
+#include "runtime/core/device.h"
 #include "train/gradient_reducer.h"
 #include "train/replica_sum.h"
 #include "train/training_session.h"

@@ -8,7 +8,7 @@
 #include "graph/batch_norm_form.h"
 #include "graph/class_head.h"
 #include "graph/error.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "train/image_folder.h"
 
 namespace ot {

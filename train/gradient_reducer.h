@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 
 namespace ot {
 

@@ -1,4 +1,4 @@
-// CommunicatorReplicaSum: runtime/cross_replica.h's sums over replicas on a data-parallel
+// CommunicatorReplicaSum: runtime/core/cross_replica.h's sums over replicas on a data-parallel
 // run's Communicator, for synchronised batch normalization (--sync-bn). Each sum is a
 // blocking allreduce on the communicator's queue, behind any gradient bucket allreduce
 // already started: every rank issues both from its one step thread in the graph's order,
@@ -9,7 +9,7 @@
 #include <chrono>
 
 #include "comm/communicator.h"
-#include "runtime/cross_replica.h"
+#include "runtime/core/cross_replica.h"
 
 namespace ot {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/device.h"
+#include "runtime/core/device.h"
 #include "train/batch_loader.h"
 #include "train/data_parallel.h"
 #include "train/mix_batch.h"

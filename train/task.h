@@ -14,7 +14,7 @@
 #include "graph/autodiff.h"
 #include "graph/host_tensor.h"
 #include "graph/ir.h"
-#include "runtime/tensor.h"
+#include "runtime/core/tensor.h"
 #include "train/image_dataset.h"
 #include "train/progress.h"
 

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "graph/error.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "train/batch_loader.h"
 #include "train/checkpoint.h"
 #include "train/checkpointer.h"

@@ -10,7 +10,7 @@
 #include "graph/amp_pass.h"
 #include "graph/autodiff.h"
 #include "graph/optimizer_pass.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 
 namespace ot {
 

@@ -28,7 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/device.h"
+#include "runtime/core/device.h"
 #include "runtime/cpu/cpu_threads.h"
 
 namespace ot {

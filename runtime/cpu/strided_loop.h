@@ -10,7 +10,7 @@
 
 #include "graph/error.h"
 
-#include "runtime/ops/kernel_util.h"
+#include "runtime/ops/checks/kernel_util.h"
 
 namespace ot {
 namespace cpu {

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "graph/error.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ot::cuda {
 

@@ -13,7 +13,7 @@
 
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/launch_check.h"
-#include "runtime/device.h"
+#include "runtime/core/device.h"
 
 namespace ot::cuda {
 

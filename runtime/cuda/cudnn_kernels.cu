@@ -3,8 +3,8 @@
 #include <cfloat>
 
 #include "runtime/cuda/cudnn_kernels.h"
-#include "runtime/ops/batchnorm_math.h"
-#include "runtime/ops/window_taps.h"
+#include "runtime/ops/math/batchnorm_math.h"
+#include "runtime/ops/shapes/window_taps.h"
 
 namespace ot::cuda {
 namespace {

@@ -14,7 +14,7 @@ namespace ot::cuda {
 
 // After cuDNN's batch-norm training forward, which gives the batch mean and, as its
 // running variance at factor 1, the unbiased batch variance of `count` values per
-// channel: per channel c (runtime/ops/batchnorm_math.h)
+// channel: per channel c (runtime/ops/math/batchnorm_math.h)
 //   saved_var[c]        = PopulationVariance(unbiased_var[c], count)
 //   running_mean_out[c] = RunningStatistic(running_mean_in[c], batch_mean[c], 1, momentum)
 //   running_var_out[c]  = RunningStatistic(running_var_in[c], unbiased_running ? unbiased_var[c] : saved_var[c], 1, momentum)

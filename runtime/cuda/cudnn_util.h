@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "runtime/cuda/cuda_common.h"
-#include "runtime/tensor.h"
+#include "runtime/core/tensor.h"
 
 namespace ot::cuda {
 

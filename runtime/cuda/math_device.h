@@ -14,7 +14,7 @@
 #include <type_traits>
 
 #include "runtime/cuda/math_kernels.h"
-#include "runtime/ops/integer_pow.h"
+#include "runtime/ops/math/integer_pow.h"
 
 namespace ot::cuda::math {
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "graph/dtype.h"
-#include "runtime/ops/op_kinds.h"
-#include "runtime/ops/optimizer_math.h"
+#include "runtime/ops/checks/op_kinds.h"
+#include "runtime/ops/math/optimizer_math.h"
 
 namespace ot::cuda::math {
 
@@ -153,11 +153,11 @@ using AdamParams = ::ot::AdamParams;
 void LaunchAdam(const AdamParams& p, const float* lr, const int64_t* step, const float* x, const float* g,
                 const float* v, const float* h, float* x_new, float* v_new, float* h_new, int64_t n,
                 cudaStream_t stream);
-// org.onnxtrain AdamW (runtime/ops/optimizer_math.h): m, v the moments.
+// org.onnxtrain AdamW (runtime/ops/math/optimizer_math.h): m, v the moments.
 void LaunchAdamW(const ::ot::AdamWParams& p, const float* lr, const int64_t* step, const float* x, const float* g,
                  const float* m, const float* v, float* x_new, float* m_new, float* v_new, int64_t n,
                  cudaStream_t stream);
-// org.onnxtrain RMSprop (runtime/ops/optimizer_math.h): state[k] / state_new[k] for the
+// org.onnxtrain RMSprop (runtime/ops/math/optimizer_math.h): state[k] / state_new[k] for the
 // p.States() states in order (S, A if centered, B if momentum > 0); state_new[k] may be null.
 void LaunchRmsprop(const ::ot::RmspropParams& p, const float* lr, const float* x, const float* g,
                    const float* const* state, float* const* state_new, float* x_new, int64_t n, cudaStream_t stream);

@@ -3,7 +3,7 @@
 // device error flag that reports kernel-detected errors without a stream sync.
 #include <cstring>
 
-#include "runtime/ops/kernel_util.h"
+#include "runtime/ops/checks/kernel_util.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
 

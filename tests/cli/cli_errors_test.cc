@@ -22,9 +22,9 @@
 #include "graph/file_util.h"
 #include "graph/onnx_io.h"
 #include "graph/tensor_proto.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/core/kernel_registry.h"
 #include "tests/common/test_util.h"
-#include "runtime/device.h"
+#include "runtime/core/device.h"
 
 namespace ot {
 namespace {

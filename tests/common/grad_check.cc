@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 
 namespace ot {
 namespace testing {

@@ -9,7 +9,7 @@
 
 #include "graph/autodiff.h"
 #include "graph/ir.h"
-#include "runtime/tensor.h"
+#include "runtime/core/tensor.h"
 
 namespace ot {
 namespace testing {

@@ -27,8 +27,8 @@
 #include "graph/error.h"
 #include "graph/onnx_io.h"
 #include "graph/tensor_proto.h"
-#include "runtime/executor.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/executor/executor.h"
+#include "runtime/core/kernel_registry.h"
 #include "tests/common/test_util.h"
 
 namespace ot {

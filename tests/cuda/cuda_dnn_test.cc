@@ -17,7 +17,7 @@
 #include "graph/error.h"
 #include "graph/gradient_registry.h"
 #include "runtime/cuda/cuda_common.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "tests/cuda/cuda_node_case.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/common/test_util.h"

@@ -22,8 +22,8 @@
 #include "graph/error.h"
 #include "graph/op_domains.h"
 #include "runtime/cuda/cuda_common.h"
-#include "runtime/device.h"
-#include "runtime/executor.h"
+#include "runtime/core/device.h"
+#include "runtime/executor/executor.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/common/test_util.h"
 

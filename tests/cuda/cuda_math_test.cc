@@ -1,4 +1,4 @@
-// Parity tests of our own CUDA math kernels (runtime/cuda/elementwise.cu, reduce.cu,
+// Parity tests of our own CUDA math kernels (runtime/cuda/elementwise/elementwise.cu, reduce.cu,
 // loss_optimizer.cu and their *_ops.cc kernel classes) against the CPU runtime as the
 // oracle: each test builds a one-node model, runs it on the CPU and on cuda:0 with the
 // same random inputs, and compares every output. Dropout's masks come from another
@@ -19,10 +19,10 @@
 #include "graph/error.h"
 #include "graph/gradient_registry.h"
 #include "graph/optimizer_pass.h"
-#include "runtime/ops/kernel_util.h"
+#include "runtime/ops/checks/kernel_util.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_device.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/common/test_util.h"
 

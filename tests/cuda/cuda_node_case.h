@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "graph/error.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "tests/common/test_util.h"
 
 namespace ot {

@@ -236,7 +236,7 @@ TEST_F(CudaTrainingOps, SyncBatchNormalizationGrad) {
                    1e-4, 1e-5);
 }
 
-// ---- RMSprop (loss_optimizer.cu on runtime/ops/optimizer_math.h) ----
+// ---- RMSprop (loss_optimizer.cu on runtime/ops/math/optimizer_math.h) ----
 TEST_F(CudaTrainingOps, RmspropCenteredWithMomentumAndDecay) {
   // One tensor: inputs R, T, X, G, S, A, B; outputs X', S', A', B'.
   NodeSpec s{"RMSprop", 17, [](Node& n) {

@@ -28,11 +28,11 @@
 
 #include "comm/communicator.h"
 #include "comm/nccl_communicator.h"
-#include "runtime/plugin.h"
+#include "runtime/core/plugin.h"
 #include "comm/tensor_buffer.h"
 #include "graph/ir.h"
 #include "runtime/cuda/cuda_common.h"
-#include "runtime/tensor.h"
+#include "runtime/core/tensor.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/common/test_util.h"
 #include "train/gradient_reducer.h"

@@ -52,7 +52,7 @@ def conv_net(path):
 # gradient (a sum over 16x28x28 positions) rounds differently enough that its weights drift
 # ~2e-5 apart (norm-relative) within 20 steps, which is rounding, not a different update.
 # So small runs keep their threads too (ONNXTRAIN_SERIAL_BELOW_BYTES=0; by default a run
-# this small plans on one thread, runtime/executor.h).
+# this small plans on one thread, runtime/executor/executor.h).
 STEPS = 40
 
 

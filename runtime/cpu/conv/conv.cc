@@ -28,9 +28,9 @@
 #include "runtime/cpu/conv/conv_winograd.h"
 #include "runtime/cpu/layout/dnnl_cast.h"
 #include "runtime/cpu/layout/dnnl_layout.h"
-#include "runtime/ops/window_geometry.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/algorithm_choices.h"
+#include "runtime/ops/shapes/window_geometry.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/core/algorithm_choices.h"
 
 namespace ot {
 namespace cpu {

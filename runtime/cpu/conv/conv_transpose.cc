@@ -11,8 +11,8 @@
 #include "graph/op_domains.h"
 
 #include "runtime/cpu/layout/dnnl_layout.h"
-#include "runtime/ops/window_geometry.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/ops/shapes/window_geometry.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ot {
 namespace cpu {

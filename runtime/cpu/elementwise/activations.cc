@@ -1,17 +1,17 @@
 // Forward kernels of the unary activations and functions oneDNN has no eltwise algorithm
 // for (Erf, GELU, trigonometry and the hyperbolic functions, Sign, Softsign, Selu,
-// Celu, ThresholdedRelu, Shrink), as loops over runtime/ops/activation_math.h, and PRelu
+// Celu, ThresholdedRelu, Shrink), as loops over runtime/ops/math/activation_math.h, and PRelu
 // (slope broadcast to X). A function that keeps 0 at 0 runs on any layout (blocked
 // padding stays zero), the others on plain data.
 #include <cstring>
 
 #include "graph/op_domains.h"
-#include "runtime/ops/elementwise_math.h"
-#include "runtime/ops/activation_attrs.h"
+#include "runtime/ops/math/elementwise_math.h"
+#include "runtime/ops/checks/activation_attrs.h"
 #include "runtime/cpu/dtype_dispatch.h"
 #include "runtime/cpu/strided_loop.h"
 #include "runtime/cpu/elementwise/vector_loops.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ot {
 namespace cpu {

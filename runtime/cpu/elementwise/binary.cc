@@ -19,11 +19,11 @@
 #include "graph/op_domains.h"
 #include "runtime/cpu/layout/dnnl_layout.h"
 #include "runtime/cpu/dtype_dispatch.h"
-#include "runtime/ops/kernel_util.h"
+#include "runtime/ops/checks/kernel_util.h"
 #include "runtime/cpu/strided_loop.h"
-#include "runtime/ops/integer_pow.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/op_shapes.h"
+#include "runtime/ops/math/integer_pow.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/shapes/op_shapes.h"
 
 namespace ot {
 namespace cpu {

@@ -1,7 +1,7 @@
 // CPU kernels of the elementwise gradient ops (domain org.onnxtrain) that
 // graph/gradient_rules_elementwise.cc emits:
 //   ActivationGrad(dY, X[, min, max]) -> dX = dY * f'(X), f the forward op named by the
-//     attribute `op` (runtime/ops/activation_math.h), with the forward node's attributes;
+//     attribute `op` (runtime/ops/math/activation_math.h), with the forward node's attributes;
 //   PReluGrad(dY, X, slope) -> dX, dSlope (summed to the slope's shape);
 //   PowGrad(dY, A, B) -> dA, dB, shaped like dY (the rule sums them to A's and B's shapes);
 //   MinMaxGrad(dY, Y, X0, X1, ...) -> dX0, dX1, ... shaped like dY: dY goes to the inputs
@@ -11,13 +11,13 @@
 #include <tuple>
 
 #include "graph/op_domains.h"
-#include "runtime/ops/elementwise_math.h"
-#include "runtime/ops/op_shapes.h"
-#include "runtime/ops/activation_attrs.h"
+#include "runtime/ops/math/elementwise_math.h"
+#include "runtime/ops/shapes/op_shapes.h"
+#include "runtime/ops/checks/activation_attrs.h"
 #include "runtime/cpu/layout/dnnl_layout.h"
 #include "runtime/cpu/strided_loop.h"
 #include "runtime/cpu/elementwise/vector_loops.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ot {
 namespace cpu {

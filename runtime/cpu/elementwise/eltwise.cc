@@ -3,7 +3,7 @@
 // HardSwish, Mish, and HardSigmoid as linear then clip). Element-wise, so any input layout
 // works (oneDNN keeps blocked padding zero); the output takes the input's.
 #include "runtime/cpu/layout/dnnl_layout.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ot {
 namespace cpu {

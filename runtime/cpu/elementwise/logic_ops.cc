@@ -5,10 +5,10 @@
 #include <type_traits>
 
 #include "runtime/cpu/dtype_dispatch.h"
-#include "runtime/ops/kernel_util.h"
+#include "runtime/ops/checks/kernel_util.h"
 #include "runtime/cpu/strided_loop.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/elementwise_math.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/math/elementwise_math.h"
 
 namespace ot {
 namespace cpu {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <random>
 
-#include "runtime/kernel_registry.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ot {
 namespace cpu {

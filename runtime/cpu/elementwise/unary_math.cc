@@ -9,8 +9,8 @@
 
 #include "runtime/cpu/layout/dnnl_layout.h"
 #include "runtime/cpu/dtype_dispatch.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/op_shapes.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/shapes/op_shapes.h"
 
 namespace ot {
 namespace cpu {

@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "runtime/cpu/layout/dnnl_util.h"
-#include "runtime/kernel.h"
-#include "runtime/tensor_layout.h"
+#include "runtime/core/kernel.h"
+#include "runtime/core/tensor_layout.h"
 
 namespace ot {
 namespace cpu {

@@ -6,7 +6,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "runtime/tensor.h"
+#include "runtime/core/tensor.h"
 
 namespace ot {
 namespace cpu {

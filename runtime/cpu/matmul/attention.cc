@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "graph/op_domains.h"
-#include "runtime/ops/activation_math.h"
-#include "runtime/ops/attention_math.h"
-#include "runtime/ops/attention_shapes.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/ops/math/activation_math.h"
+#include "runtime/ops/math/attention_math.h"
+#include "runtime/ops/shapes/attention_shapes.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ot {
 namespace cpu {

@@ -17,7 +17,7 @@
 
 #include "graph/einsum_equation.h"
 #include "runtime/cpu/layout/dnnl_util.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ot {
 namespace cpu {

@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "runtime/cpu/layout/dnnl_util.h"
-#include "runtime/ops/kernel_util.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/op_shapes.h"
+#include "runtime/ops/checks/kernel_util.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/shapes/op_shapes.h"
 
 namespace ot {
 namespace cpu {

@@ -24,13 +24,13 @@
 
 #include "graph/op_domains.h"
 
-#include "runtime/ops/batchnorm_math.h"
+#include "runtime/ops/math/batchnorm_math.h"
 #include "runtime/cpu/norm/channel_statistics.h"
 #include "runtime/cpu/layout/dnnl_layout.h"
 #include "runtime/cpu/norm/sync_batchnorm.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/sync_bn_math.h"
-#include "runtime/ops/norm_checks.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/math/sync_bn_math.h"
+#include "runtime/ops/checks/norm_checks.h"
 
 namespace ot {
 namespace cpu {

@@ -9,7 +9,7 @@
 #endif
 
 #include "graph/error.h"
-#include "runtime/ops/sync_bn_math.h"
+#include "runtime/ops/math/sync_bn_math.h"
 
 namespace ot {
 namespace cpu {

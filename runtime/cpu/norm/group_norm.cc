@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "graph/op_domains.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/norm_checks.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/checks/norm_checks.h"
 
 namespace ot {
 namespace cpu {

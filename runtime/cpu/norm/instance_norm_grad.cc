@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "graph/op_domains.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/norm_checks.h"
-#include "runtime/ops/norm_math.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/checks/norm_checks.h"
+#include "runtime/ops/math/norm_math.h"
 
 namespace ot {
 namespace cpu {

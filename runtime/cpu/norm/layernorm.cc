@@ -20,10 +20,10 @@
 
 #include "graph/op_domains.h"
 #include "runtime/cpu/layout/dnnl_util.h"
-#include "runtime/ops/kernel_util.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/norm_checks.h"
-#include "runtime/ops/norm_math.h"
+#include "runtime/ops/checks/kernel_util.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/checks/norm_checks.h"
+#include "runtime/ops/math/norm_math.h"
 
 namespace ot {
 namespace cpu {

@@ -12,9 +12,9 @@
 
 #include "graph/op_domains.h"
 #include "runtime/cpu/layout/dnnl_util.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/lrn_math.h"
-#include "runtime/ops/norm_checks.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/math/lrn_math.h"
+#include "runtime/ops/checks/norm_checks.h"
 
 namespace ot {
 namespace cpu {

@@ -7,7 +7,7 @@
 
 #include "graph/error.h"
 #include "runtime/cpu/norm/channel_statistics.h"
-#include "runtime/ops/sync_bn_math.h"
+#include "runtime/ops/math/sync_bn_math.h"
 
 namespace ot {
 namespace cpu {

@@ -14,7 +14,7 @@
 #pragma once
 
 #include "runtime/cpu/layout/dnnl_util.h"
-#include "runtime/cross_replica.h"
+#include "runtime/core/cross_replica.h"
 
 namespace ot {
 namespace cpu {

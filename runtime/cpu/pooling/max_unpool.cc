@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "graph/op_domains.h"
-#include "runtime/ops/kernel_util.h"
-#include "runtime/ops/window_geometry.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/ops/checks/kernel_util.h"
+#include "runtime/ops/shapes/window_geometry.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ot {
 namespace cpu {

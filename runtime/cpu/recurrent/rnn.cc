@@ -28,8 +28,8 @@
 
 #include "graph/op_domains.h"
 #include "runtime/cpu/recurrent/rnn_activations.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/rnn_shapes.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/shapes/rnn_shapes.h"
 
 namespace ot {
 namespace cpu {

@@ -1,12 +1,12 @@
 // The activation functions of the recurrent cells over rows of values (see
 // rnn_activations.h): sigmoid and tanh from rnn_math.h, the activations the unary ops
-// share from runtime/ops/activation_math.h, the rest here.
+// share from runtime/ops/math/activation_math.h, the rest here.
 #include "runtime/cpu/recurrent/rnn_activations.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/ops/activation_math.h"
+#include "runtime/ops/math/activation_math.h"
 #include "runtime/cpu/recurrent/rnn_math.h"
 
 namespace ot {
@@ -25,7 +25,7 @@ void MapClipped(const float* x, float* y, int64_t n, float bound, F f) {
 float GateBound(float clip) { return std::min(clip, kRnnGateBound); }
 
 // The activations the unary ops share (HardSigmoid, Elu, Softsign, Softplus,
-// ThresholdedRelu) come from runtime/ops/activation_math.h.
+// ThresholdedRelu) come from runtime/ops/math/activation_math.h.
 UnaryParams Params(const RnnActivation& a) {
   UnaryParams p;
   p.alpha = a.alpha;

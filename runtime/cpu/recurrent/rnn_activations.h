@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "runtime/ops/rnn_shapes.h"
+#include "runtime/ops/shapes/rnn_shapes.h"
 
 namespace ot {
 namespace cpu {

@@ -11,10 +11,10 @@
 
 #include "runtime/cpu/layout/dnnl_util.h"
 #include "runtime/cpu/dtype_dispatch.h"
-#include "runtime/ops/kernel_util.h"
+#include "runtime/ops/checks/kernel_util.h"
 #include "runtime/cpu/strided_loop.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/reduce_shapes.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/shapes/reduce_shapes.h"
 
 namespace ot {
 namespace cpu {

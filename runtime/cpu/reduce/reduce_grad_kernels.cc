@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "graph/op_domains.h"
-#include "runtime/ops/kernel_util.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/reduce_shapes.h"
+#include "runtime/ops/checks/kernel_util.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/shapes/reduce_shapes.h"
 
 namespace ot {
 namespace cpu {

@@ -10,8 +10,8 @@
 
 #include "runtime/cpu/layout/dnnl_util.h"
 #include "runtime/cpu/dtype_dispatch.h"
-#include "runtime/ops/kernel_util.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/ops/checks/kernel_util.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ot {
 namespace cpu {

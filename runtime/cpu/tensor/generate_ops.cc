@@ -5,10 +5,10 @@
 
 #include "graph/op_domains.h"
 #include "runtime/cpu/dtype_dispatch.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/elementwise_math.h"
-#include "runtime/ops/index_shapes.h"
-#include "runtime/ops/op_shapes.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/math/elementwise_math.h"
+#include "runtime/ops/shapes/index_shapes.h"
+#include "runtime/ops/shapes/op_shapes.h"
 
 namespace ot {
 namespace cpu {

@@ -5,9 +5,9 @@
 #include <cstdint>
 
 #include "graph/ir.h"
-#include "runtime/ops/index_shapes.h"
-#include "runtime/ops/op_shapes.h"
-#include "runtime/tensor.h"
+#include "runtime/ops/shapes/index_shapes.h"
+#include "runtime/ops/shapes/op_shapes.h"
+#include "runtime/core/tensor.h"
 
 namespace ot {
 namespace cpu {

@@ -10,9 +10,9 @@
 
 #include "graph/op_domains.h"
 #include "runtime/cpu/layout/dnnl_util.h"
-#include "runtime/ops/kernel_util.h"
-#include "runtime/ops/index_shapes.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/ops/checks/kernel_util.h"
+#include "runtime/ops/shapes/index_shapes.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ot {
 namespace cpu {

@@ -10,10 +10,10 @@
 #include <cmath>
 
 #include "graph/op_domains.h"
-#include "runtime/ops/kernel_util.h"
-#include "runtime/ops/index_shapes.h"
-#include "runtime/ops/op_shapes.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/ops/checks/kernel_util.h"
+#include "runtime/ops/shapes/index_shapes.h"
+#include "runtime/ops/shapes/op_shapes.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ot {
 namespace cpu {

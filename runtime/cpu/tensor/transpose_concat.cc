@@ -10,10 +10,10 @@
 
 #include "runtime/cpu/layout/dnnl_util.h"
 #include "runtime/cpu/tensor/index_util.h"
-#include "runtime/ops/kernel_util.h"
+#include "runtime/ops/checks/kernel_util.h"
 #include "runtime/cpu/strided_loop.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/op_shapes.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/shapes/op_shapes.h"
 
 namespace ot {
 namespace cpu {

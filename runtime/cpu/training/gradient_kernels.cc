@@ -10,10 +10,10 @@
 
 #include "graph/op_domains.h"
 #include "runtime/cpu/layout/dnnl_layout.h"
-#include "runtime/ops/kernel_util.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/op_shapes.h"
-#include "runtime/ops/reduce_shapes.h"
+#include "runtime/ops/checks/kernel_util.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/shapes/op_shapes.h"
+#include "runtime/ops/shapes/reduce_shapes.h"
 
 namespace ot {
 namespace cpu {

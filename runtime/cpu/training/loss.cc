@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/ops/kernel_util.h"
+#include "runtime/ops/checks/kernel_util.h"
 #include "graph/op_domains.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/train_checks.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/checks/train_checks.h"
 
 namespace ot {
 namespace cpu {

@@ -10,9 +10,9 @@
 #include <cmath>
 
 #include "graph/op_domains.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/ops/optimizer_math.h"
-#include "runtime/ops/train_checks.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/ops/math/optimizer_math.h"
+#include "runtime/ops/checks/train_checks.h"
 
 namespace ot {
 namespace cpu {
@@ -134,7 +134,7 @@ class AdamKernel final : public OptimizerKernel {
   const AdamParams p_;
 };
 
-// org.onnxtrain AdamW, torch.optim.AdamW's update (runtime/ops/optimizer_math.h, shared with
+// org.onnxtrain AdamW, torch.optim.AdamW's update (runtime/ops/math/optimizer_math.h, shared with
 // the CUDA kernel). States: M, V.
 class AdamWKernel final : public OptimizerKernel {
  public:
@@ -152,7 +152,7 @@ class AdamWKernel final : public OptimizerKernel {
   const AdamWParams p_;
 };
 
-// org.onnxtrain RMSprop, torch.optim.RMSprop's update (runtime/ops/optimizer_math.h, shared
+// org.onnxtrain RMSprop, torch.optim.RMSprop's update (runtime/ops/math/optimizer_math.h, shared
 // with the CUDA kernel). States: S, then A if centered, then B if momentum > 0.
 class RmspropKernel final : public OptimizerKernel {
  public:

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "runtime/cuda/math_device.h"
-#include "runtime/ops/attention_math.h"
+#include "runtime/ops/math/attention_math.h"
 #include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::attention {

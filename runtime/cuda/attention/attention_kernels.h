@@ -1,7 +1,7 @@
 // Our own CUDA kernels for the parts of Attention and AttentionGrad between the cuBLAS
 // products (runtime/cuda/attention/attention_ops.cc): the mask, causal, padding and softcap
 // terms on the scores, the row softmax (with the row logsumexp), and the softmax's input
-// gradient. The formulas are runtime/ops/attention_math.h's, as on the CPU. Scores are
+// gradient. The formulas are runtime/ops/math/attention_math.h's, as on the CPU. Scores are
 // dense [batch, q_heads, q_len, total_len] float32; launches are asynchronous.
 #pragma once
 

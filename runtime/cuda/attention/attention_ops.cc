@@ -1,7 +1,7 @@
 // CUDA kernels of ONNX Attention (opset 23, 24), org.onnxtrain Attention (graph/fusion.h's
 // fused form, with the row logsumexp as output 4) and org.onnxtrain AttentionGrad, mirroring
 // the CPU kernels of runtime/cpu/matmul/attention.cc: the same geometry and checks
-// (runtime/ops/attention_shapes.h), the products on cuBLAS (strided-batched over the batch,
+// (runtime/ops/shapes/attention_shapes.h), the products on cuBLAS (strided-batched over the batch,
 // one call per query head), the bias, softmax and softmax gradient in attention_kernels.cu.
 // The probabilities are materialised ([batch, q_heads, q_len, total_len], made once per plan);
 // AttentionGrad recomputes them from Q and K and ignores the forward's Y and logsumexp.
@@ -10,11 +10,11 @@
 
 #include "graph/op_domains.h"
 #include "runtime/cuda/attention/attention_kernels.h"
-#include "runtime/cuda/copy_kernels.h"
+#include "runtime/cuda/tensor/copy_kernels.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
-#include "runtime/ops/attention_shapes.h"
-#include "runtime/ops/kernel_util.h"
+#include "runtime/ops/shapes/attention_shapes.h"
+#include "runtime/ops/checks/kernel_util.h"
 
 namespace ot::cuda {
 namespace {

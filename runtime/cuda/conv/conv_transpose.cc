@@ -1,5 +1,5 @@
 // ConvTranspose and org.onnxtrain ConvTransposeGrad on cuDNN, mirroring
-// runtime/cpu/conv/conv_transpose.cc with the same geometry (runtime/ops/window_geometry.h's
+// runtime/cpu/conv/conv_transpose.cc with the same geometry (runtime/ops/shapes/window_geometry.h's
 // DescribeConvTransposeWindow). A transposed convolution X -> Y is the data gradient of the
 // convolution Y -> X with the same weight, so with cuDNN's convolution taking Y-shaped
 // tensors to X-shaped ones (filter [C, M/group, k...], ONNX's own weight layout):
@@ -14,8 +14,8 @@
 #include "graph/op_domains.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/cudnn_util.h"
-#include "runtime/ops/kernel_util.h"
-#include "runtime/ops/window_geometry.h"
+#include "runtime/ops/checks/kernel_util.h"
+#include "runtime/ops/shapes/window_geometry.h"
 
 namespace ot::cuda {
 namespace {

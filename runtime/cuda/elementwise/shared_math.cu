@@ -1,9 +1,9 @@
 // The device kernels of runtime/cuda/elementwise/shared_math.h, one grid-stride loop per op
-// over the formulas of runtime/ops/elementwise_math.h.
+// over the formulas of runtime/ops/math/elementwise_math.h.
 #include "runtime/cuda/elementwise/shared_math.h"
 
 #include "runtime/cuda/math_device.h"
-#include "runtime/ops/elementwise_math.h"
+#include "runtime/ops/math/elementwise_math.h"
 #include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::elementwise {

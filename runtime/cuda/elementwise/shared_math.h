@@ -1,4 +1,4 @@
-// Our own CUDA kernels for the elementwise ops of runtime/ops/elementwise_math.h (Mod, PRelu
+// Our own CUDA kernels for the elementwise ops of runtime/ops/math/elementwise_math.h (Mod, PRelu
 // and PReluGrad, PowGrad, Not, Range): the CPU kernels' per-element formulas, launched over a
 // broadcast indexer (runtime/cuda/math_kernels.h). Asynchronous on the given stream.
 #pragma once

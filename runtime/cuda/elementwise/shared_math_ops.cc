@@ -1,7 +1,7 @@
 // CUDA kernels of Mod, PRelu, org.onnxtrain PReluGrad and PowGrad, Not and Range, mirroring the CPU
 // kernels (runtime/cpu/elementwise/logic_ops.cc, activations.cc, elementwise_grad_kernels.cc,
 // runtime/cpu/tensor/generate_ops.cc) with the same shape checks (runtime/ops/) and the same
-// per-element formulas (runtime/ops/elementwise_math.h, launched by shared_math.cu).
+// per-element formulas (runtime/ops/math/elementwise_math.h, launched by shared_math.cu).
 #include <array>
 #include <string>
 
@@ -9,10 +9,10 @@
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/elementwise/shared_math.h"
 #include "runtime/cuda/math_kernels.h"
-#include "runtime/ops/activation_attrs.h"
-#include "runtime/ops/index_shapes.h"
-#include "runtime/ops/kernel_util.h"
-#include "runtime/ops/op_shapes.h"
+#include "runtime/ops/checks/activation_attrs.h"
+#include "runtime/ops/shapes/index_shapes.h"
+#include "runtime/ops/checks/kernel_util.h"
+#include "runtime/ops/shapes/op_shapes.h"
 
 namespace ot::cuda {
 namespace {

@@ -2,8 +2,8 @@
 #include "runtime/cuda/norm/channel_sums.h"
 
 #include "runtime/cuda/math_device.h"
-#include "runtime/ops/norm_math.h"
-#include "runtime/ops/sync_bn_math.h"
+#include "runtime/ops/math/norm_math.h"
+#include "runtime/ops/math/sync_bn_math.h"
 #include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::norm {

@@ -1,7 +1,7 @@
 // Our own CUDA kernels for synchronised batch normalization (runtime/cuda/norm/
 // sync_batch_norm_ops.cc): per-channel sums in double over X seen as [N, C, S] (one block
 // per channel), the normalisation with given statistics, the running-statistic update and
-// the per-element dX, on runtime/ops/norm_math.h and sync_bn_math.h. Float32; asynchronous.
+// the per-element dX, on runtime/ops/math/norm_math.h and sync_bn_math.h. Float32; asynchronous.
 #pragma once
 
 #include <cuda_runtime.h>

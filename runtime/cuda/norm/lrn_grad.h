@@ -1,5 +1,5 @@
 // Our own CUDA kernel for org.onnxtrain LRNGrad (runtime/cuda/norm/lrn_grad_ops.cc) on the
-// formulas of runtime/ops/lrn_math.h, as the CPU: a pass for S^-beta and dY X S^-(beta+1)
+// formulas of runtime/ops/math/lrn_math.h, as the CPU: a pass for S^-beta and dY X S^-(beta+1)
 // per element (into `scratch`, 2 * numel doubles), a pass for dX. Asynchronous.
 #pragma once
 
@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "runtime/ops/lrn_math.h"
+#include "runtime/ops/math/lrn_math.h"
 
 namespace ot::cuda::norm {
 

@@ -1,11 +1,11 @@
 // CUDA kernel of org.onnxtrain LRNGrad(dY, X) -> dX, mirroring runtime/cpu/norm/lrn.cc with
-// the same checks (runtime/ops/norm_checks.h's ReadLrnAttrs) and formulas
-// (runtime/ops/lrn_math.h, launched by lrn_grad.cu). Any window size, even ones included.
+// the same checks (runtime/ops/checks/norm_checks.h's ReadLrnAttrs) and formulas
+// (runtime/ops/math/lrn_math.h, launched by lrn_grad.cu). Any window size, even ones included.
 #include "graph/op_domains.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
 #include "runtime/cuda/norm/lrn_grad.h"
-#include "runtime/ops/norm_checks.h"
+#include "runtime/ops/checks/norm_checks.h"
 
 namespace ot::cuda {
 namespace {

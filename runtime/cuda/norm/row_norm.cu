@@ -1,11 +1,11 @@
 // The device kernels of runtime/cuda/norm/row_norm.h: one block per row for the statistics
 // and dX (a shared-memory tree sum in double), one thread per column or channel for the
-// parameter gradients. The per-element formulas are runtime/ops/norm_math.h's.
+// parameter gradients. The per-element formulas are runtime/ops/math/norm_math.h's.
 #include "runtime/cuda/norm/row_norm.h"
 
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_device.h"
-#include "runtime/ops/norm_math.h"
+#include "runtime/ops/math/norm_math.h"
 #include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::norm {

@@ -2,7 +2,7 @@
 // LayerNormalization (one scale/shift per column of the [rows, cols] view) and
 // InstanceNormalization (one scale/shift per channel, row r being instance (n, c), c = r % C),
 // forward and backward. Row statistics are accumulated in double, one block per row; the
-// per-element formulas are runtime/ops/norm_math.h's, as on the CPU. Float32; asynchronous
+// per-element formulas are runtime/ops/math/norm_math.h's, as on the CPU. Float32; asynchronous
 // on the given stream.
 #pragma once
 

@@ -1,17 +1,17 @@
 // CUDA kernels of LayerNormalization (opset 17), InstanceNormalization and their
 // org.onnxtrain gradients, mirroring runtime/cpu/norm/layernorm.cc and instance_norm_grad.cc:
-// the same Prepare checks (runtime/ops/norm_checks.h), the same per-element formulas
-// (runtime/ops/norm_math.h, run by row_norm.cu). A Scale or B that broadcasts to the
+// the same Prepare checks (runtime/ops/checks/norm_checks.h), the same per-element formulas
+// (runtime/ops/math/norm_math.h, run by row_norm.cu). A Scale or B that broadcasts to the
 // normalised tail without covering it is expanded once per run into a dense row.
 #include <vector>
 
 #include "graph/op_domains.h"
-#include "runtime/cuda/copy_kernels.h"
+#include "runtime/cuda/tensor/copy_kernels.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
 #include "runtime/cuda/norm/row_norm.h"
-#include "runtime/ops/kernel_util.h"
-#include "runtime/ops/norm_checks.h"
+#include "runtime/ops/checks/kernel_util.h"
+#include "runtime/ops/checks/norm_checks.h"
 
 namespace ot::cuda {
 namespace {

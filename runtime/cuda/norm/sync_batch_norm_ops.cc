@@ -2,7 +2,7 @@
 // (--sync-bn), mirroring the CPU's (runtime/cpu/norm/batchnorm.cc, sync_batchnorm.h): the
 // per-channel sums in double on the GPU (channel_sums.cu), brought to the host and summed
 // over the replicas through KernelContext::cross_replica(), then the statistics, running
-// statistics and dX coefficients by runtime/ops/sync_bn_math.h, the formulas the CPU uses.
+// statistics and dX coefficients by runtime/ops/math/sync_bn_math.h, the formulas the CPU uses.
 // Each Compute waits for its sums (the replicas' sum is a host call), so a plan with these
 // nodes is not captured into a CUDA graph.
 #include <cmath>
@@ -12,8 +12,8 @@
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
 #include "runtime/cuda/norm/channel_sums.h"
-#include "runtime/ops/norm_checks.h"
-#include "runtime/ops/sync_bn_math.h"
+#include "runtime/ops/checks/norm_checks.h"
+#include "runtime/ops/math/sync_bn_math.h"
 
 namespace ot::cuda {
 namespace {

@@ -1,11 +1,11 @@
 // The device kernels of runtime/cuda/tensor/index_grad.h, on the index arithmetic of
-// runtime/ops/index_math.h (the CPU kernels' own).
+// runtime/ops/math/index_math.h (the CPU kernels' own).
 #include "runtime/cuda/tensor/index_grad.h"
 
 #include "graph/error.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_device.h"
-#include "runtime/ops/index_math.h"
+#include "runtime/ops/math/index_math.h"
 #include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::tensor {

@@ -1,6 +1,6 @@
 // Our own CUDA kernels for the gradients of the indexing ops (runtime/cuda/tensor/
 // index_grad_ops.cc): SliceGrad writes dY into zeros at the sliced positions, GatherGrad
-// scatter-adds dY rows into zeros. The index arithmetic is runtime/ops/index_math.h's, as on
+// scatter-adds dY rows into zeros. The index arithmetic is runtime/ops/math/index_math.h's, as on
 // the CPU. Float32; asynchronous on the given stream; shapes and strides in elements.
 #pragma once
 

@@ -1,15 +1,15 @@
 // CUDA kernels of org.onnxtrain SliceGrad and GatherGrad, mirroring
-// runtime/cpu/tensor/index_grad_kernels.cc: the same Prepare checks (runtime/ops/op_shapes.h,
-// index_shapes.h) and index arithmetic (runtime/ops/index_math.h); the launches are in
+// runtime/cpu/tensor/index_grad_kernels.cc: the same Prepare checks (runtime/ops/shapes/op_shapes.h,
+// index_shapes.h) and index arithmetic (runtime/ops/math/index_math.h); the launches are in
 // index_grad.cu. Shape-like inputs (Slice's starts/ends/axes/steps, the data shape) are read
 // on the host in Prepare; Compute only enqueues work.
 #include "graph/op_domains.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
 #include "runtime/cuda/tensor/index_grad.h"
-#include "runtime/ops/index_shapes.h"
-#include "runtime/ops/kernel_util.h"
-#include "runtime/ops/op_shapes.h"
+#include "runtime/ops/shapes/index_shapes.h"
+#include "runtime/ops/checks/kernel_util.h"
+#include "runtime/ops/shapes/op_shapes.h"
 
 namespace ot::cuda {
 namespace {

@@ -1,6 +1,6 @@
 // Our own CUDA kernels for Resize/Upsample and ResizeGrad (runtime/cuda/tensor/
 // resize_ops.cc): one axis at a time, as the CPU kernel, with the per-axis input taps and
-// weights that runtime/ops/index_shapes.h's PlanResize computes for both devices (copied to
+// weights that runtime/ops/shapes/index_shapes.h's PlanResize computes for both devices (copied to
 // the device once per plan). Float32; asynchronous on the given stream.
 #pragma once
 

@@ -1,5 +1,5 @@
 // CUDA kernels of Resize (opset 10+), Upsample (7-9) and org.onnxtrain ResizeGrad, mirroring
-// runtime/cpu/tensor/resize.cc: the same plan (runtime/ops/index_shapes.h's ReadResizeInputs
+// runtime/cpu/tensor/resize.cc: the same plan (runtime/ops/shapes/index_shapes.h's ReadResizeInputs
 // and PlanResize), its per-axis taps and weights copied to the device in Prepare, the axes
 // applied one after another (the gradient in reverse order) by resize.cu. roi/scales/sizes
 // are read on the host when the plan is made. Not on CUDA: tf_crop_and_resize's outside
@@ -12,8 +12,8 @@
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
 #include "runtime/cuda/tensor/resize.h"
-#include "runtime/ops/index_shapes.h"
-#include "runtime/ops/kernel_util.h"
+#include "runtime/ops/shapes/index_shapes.h"
+#include "runtime/ops/checks/kernel_util.h"
 
 namespace ot::cuda {
 namespace {

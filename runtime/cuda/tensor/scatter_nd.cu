@@ -3,7 +3,7 @@
 
 #include "graph/error.h"
 #include "runtime/cuda/math_device.h"
-#include "runtime/ops/index_math.h"
+#include "runtime/ops/math/index_math.h"
 #include "runtime/cuda/launch_check.h"
 
 namespace ot::cuda::tensor {

@@ -1,7 +1,7 @@
 // Our own CUDA kernels for the ops that index data by tuples of indices
 // (runtime/cuda/tensor/scatter_nd_ops.cc): ScatterND with reduction 'none' (a copy of data
 // with the indexed slices replaced by the updates) and GatherND (the indexed slices, with
-// batch_dims). Index arithmetic as runtime/ops/index_math.h's. Elements of 1, 2, 4 or 8 bytes.
+// batch_dims). Index arithmetic as runtime/ops/math/index_math.h's. Elements of 1, 2, 4 or 8 bytes.
 #pragma once
 
 #include <cuda_runtime.h>

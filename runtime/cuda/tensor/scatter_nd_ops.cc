@@ -1,5 +1,5 @@
 // CUDA kernels of ScatterND (reduction 'none') and GatherND, mirroring
-// runtime/cpu/tensor/index_ops.cc's with the same plan and checks (runtime/ops/index_shapes.h's
+// runtime/cpu/tensor/index_ops.cc's with the same plan and checks (runtime/ops/shapes/index_shapes.h's
 // PlanGatherND): ScatterND copies data to the output, then writes the update slices;
 // GatherND copies the indexed slices (scatter_nd.cu).
 #include <string>
@@ -7,9 +7,9 @@
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_kernels.h"
 #include "runtime/cuda/tensor/scatter_nd.h"
-#include "runtime/ops/index_shapes.h"
-#include "runtime/ops/kernel_util.h"
-#include "runtime/ops/op_shapes.h"
+#include "runtime/ops/shapes/index_shapes.h"
+#include "runtime/ops/checks/kernel_util.h"
+#include "runtime/ops/shapes/op_shapes.h"
 
 namespace ot::cuda {
 namespace {

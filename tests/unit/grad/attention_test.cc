@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "graph/autodiff.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"
 
 namespace ot {

@@ -10,8 +10,8 @@
 #include <iostream>
 
 #include "graph/autodiff.h"
-#include "runtime/ops/activation_math.h"
-#include "runtime/executor.h"
+#include "runtime/ops/math/activation_math.h"
+#include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"
 
 namespace ot {

@@ -12,7 +12,7 @@
 
 #include "graph/autodiff.h"
 #include "graph/legacy_rewrite.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"
 
 namespace ot {

@@ -7,7 +7,7 @@
 #include <map>
 
 #include "graph/autodiff.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"
 
 namespace ot {

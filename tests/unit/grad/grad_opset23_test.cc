@@ -16,7 +16,7 @@
 #include "graph/gradient_registry.h"
 #include "graph/onnx_io.h"
 #include "graph/sequence_rewrite.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"
 
 namespace ot {

@@ -12,7 +12,7 @@
 #include "graph/autodiff.h"
 #include "graph/gradient_registry.h"
 #include "runtime/cpu/recurrent/rnn_math.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"
 
 namespace ot {

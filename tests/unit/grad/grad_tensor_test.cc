@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/autodiff.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"
 
 namespace ot {

@@ -8,7 +8,7 @@
 #include "graph/autodiff.h"
 #include "graph/error.h"
 #include "graph/onnx_io.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"
 
 namespace ot {

@@ -15,7 +15,7 @@
 #include "graph/fusion.h"
 #include "graph/gradient_registry.h"
 #include "graph/rank_inference.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"
 
 namespace ot {

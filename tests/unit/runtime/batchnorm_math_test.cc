@@ -1,4 +1,4 @@
-// runtime/ops/batchnorm_math.h, the statistics bookkeeping the CPU and CUDA BatchNorm
+// runtime/ops/math/batchnorm_math.h, the statistics bookkeeping the CPU and CUDA BatchNorm
 // kernels share: the batch variance taken from an unbiased one keeps its digits when it
 // is far below epsilon (the CUDA kernel used to rebuild it as 1/inv_std^2 - eps in float,
 // which gives noise there), a single value has variance 0, and the running update is
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "runtime/ops/batchnorm_math.h"
+#include "runtime/ops/math/batchnorm_math.h"
 
 namespace ot {
 namespace {

@@ -11,7 +11,7 @@
 #include <random>
 
 #include "graph/error.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "tests/common/test_util.h"
 
 namespace ot {

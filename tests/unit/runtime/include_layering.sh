@@ -1,8 +1,8 @@
 #!/bin/sh
 # Include layering of the runtime (and of graph/ under it), checked on the sources:
 #   graph/                      includes nothing of runtime/
-#   runtime/ and runtime/ops/   (the device-neutral core) include nothing of runtime/cpu/ or
-#                               runtime/cuda/, and no oneDNN or OpenMP header
+#   runtime/{core,executor,ops}/  (the device-neutral part) include nothing of runtime/cpu/
+#                               or runtime/cuda/, and no oneDNN or OpenMP header
 #   runtime/cuda/               includes nothing of runtime/cpu/
 # Prints each offending line and fails when there is one. Usage: include_layering.sh SOURCE_DIR
 set -u
@@ -19,8 +19,8 @@ check() {  # check WHAT PATTERN FILES...: fail on any include line of FILES matc
     status=1
   fi
 }
-core=$(ls runtime/*.h runtime/*.cc runtime/ops/*.h runtime/ops/*.cc 2>/dev/null)
-cuda=$(ls runtime/cuda/*.h runtime/cuda/*.cc runtime/cuda/*.cu 2>/dev/null)
+core=$(find runtime -path runtime/cpu -prune -o -path runtime/cuda -prune -o -type f \( -name '*.h' -o -name '*.cc' \) -print 2>/dev/null | sort)
+cuda=$(find runtime/cuda -type f \( -name '*.h' -o -name '*.cc' -o -name '*.cu' \) 2>/dev/null | sort)
 graph=$(ls graph/*.h graph/*.cc 2>/dev/null)
 [ -n "$core" ] || { echo "include_layering: no runtime sources under $root"; exit 2; }
 check "the device-neutral runtime includes a device's kernels (move the shared part to runtime/ops/)" \

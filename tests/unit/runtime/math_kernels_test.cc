@@ -13,7 +13,7 @@
 
 #include "graph/error.h"
 #include "graph/gradient_registry.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 
 namespace ot {
 namespace {

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/error.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 
 namespace ot {
 namespace {

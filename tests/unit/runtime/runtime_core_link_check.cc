@@ -4,7 +4,7 @@
 // reads the includes) could miss. Running it checks that the core has no kernels of its own.
 #include <cstdio>
 
-#include "runtime/kernel_registry.h"
+#include "runtime/core/kernel_registry.h"
 
 int main() {
   if (ot::KernelRegistry::Global().Find("", "Relu", 14, ot::DeviceType::kCPU) != nullptr) {

@@ -11,8 +11,8 @@
 
 #include "graph/error.h"
 #include "runtime/cpu/cpu_threads.h"
-#include "runtime/executor.h"
-#include "runtime/memory_plan.h"
+#include "runtime/executor/executor.h"
+#include "runtime/executor/memory_plan.h"
 
 namespace ot {
 namespace {

@@ -17,7 +17,7 @@
 #include "graph/gradient_registry.h"
 #include "graph/sync_batch_norm.h"
 #include "runtime/cpu/norm/sync_batchnorm.h"
-#include "runtime/executor.h"
+#include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"
 
 namespace ot {

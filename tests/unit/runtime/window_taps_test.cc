@@ -1,4 +1,4 @@
-// runtime/ops/window_taps.h, the tap arithmetic the CUDA pooling gradient runs on the
+// runtime/ops/shapes/window_taps.h, the tap arithmetic the CUDA pooling gradient runs on the
 // device: ForEachWindowCovering must visit exactly the (window, tap) pairs that land on
 // an input position, each once, in increasing window order (the fixed summation order
 // that makes the gather-style gradient deterministic), for every stride, dilation, pad
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/ops/window_taps.h"
+#include "runtime/ops/shapes/window_taps.h"
 
 namespace ot {
 namespace {
