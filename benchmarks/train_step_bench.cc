@@ -6,8 +6,8 @@
 // ONNXTRAIN_BENCH_BATCH (32), ONNXTRAIN_BENCH_CLASSES (10) and, for an int64 token input,
 // ONNXTRAIN_BENCH_VOCAB (100) adds train_step/onnx/batch:B on random inputs.
 // ONNXTRAIN_BENCH_CONV_ALGO=auto|direct|winograd|taps|winograd2|winograd4: the convolutions' --conv-algo (auto).
-// ONNXTRAIN_BENCH_FUSE=0: BatchNorm, Add and ReLU as separate kernels (graph/fusion.h).
-// ONNXTRAIN_BENCH_AMP=bf16: the step under --amp bf16 (graph/amp_pass.h).
+// ONNXTRAIN_BENCH_FUSE=0: BatchNorm, Add and ReLU as separate kernels (graph/passes/fusion.h).
+// ONNXTRAIN_BENCH_AMP=bf16: the step under --amp bf16 (graph/passes/amp_pass.h).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>

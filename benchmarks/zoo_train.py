@@ -4,7 +4,7 @@ is exported by torch.onnx.export in training mode (opset 17 by default, dynamic 
 dynamo and --opset 18-23 with PyTorch 2.x), trained for one
 epoch (Adam, lr 3e-4, batch 32) on synthetic data shaped as its input (images with class
 patterns learnable from the pixels; token ids, sequences and signals with class patterns of
-their own: train/image_dataset.h), and the inference ONNX it writes is run by `onnx-train eval`.
+their own: train/data/image_dataset.h), and the inference ONNX it writes is run by `onnx-train eval`.
 
 A model passes when training exits 0, the mean loss of the last quarter of the steps is
 below that of the first quarter, and eval of the written checkpoint exits 0 with an

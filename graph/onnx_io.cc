@@ -13,8 +13,8 @@
 
 #include "graph/error.h"
 #include "graph/file_util.h"
-#include "graph/legacy_rewrite.h"
-#include "graph/sequence_rewrite.h"
+#include "graph/passes/legacy_rewrite.h"
+#include "graph/passes/sequence_rewrite.h"
 #include "graph/tensor_proto.h"
 #include "graph/op_domains.h"
 

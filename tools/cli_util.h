@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "graph/amp_pass.h"
-#include "graph/autodiff.h"
+#include "graph/passes/amp_pass.h"
+#include "graph/autodiff/autodiff.h"
 #include "runtime/core/tensor.h"
 #include "tools/args.h"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "graph/error.h"
-#include "graph/fusion.h"
+#include "graph/passes/fusion.h"
 #include "graph/onnx_io.h"
 #include "graph/tensor_proto.h"
 #include "models/reference_models.h"
@@ -26,9 +26,9 @@
 #include "tools/bench_comm.h"
 #include "tools/train_command.h"
 #include "tools/training_commands.h"
-#include "train/exported_model.h"
+#include "train/recipe/exported_model.h"
 #include "train/training_session.h"
-#include "train/image_dataset.h"
+#include "train/data/image_dataset.h"
 #include "tools/executor_environment.h"
 
 namespace ot {

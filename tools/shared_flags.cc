@@ -5,10 +5,10 @@
 #include <map>
 
 #include "graph/error.h"
-#include "graph/param_patterns.h"
+#include "graph/passes/param_patterns.h"
 #include "tools/cli_util.h"
-#include "train/token_dataset.h"
-#include "train/transforms.h"
+#include "train/data/token_dataset.h"
+#include "train/loader/transforms.h"
 
 namespace ot {
 

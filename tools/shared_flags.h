@@ -3,11 +3,11 @@
 // setters. A command's table lifts them into its own options with In().
 #pragma once
 
-#include "graph/autodiff.h"
-#include "graph/optimizer_pass.h"
+#include "graph/autodiff/autodiff.h"
+#include "graph/passes/optimizer_pass.h"
 #include "runtime/executor/executor.h"
 #include "tools/flag_table.h"
-#include "train/image_dataset.h"
+#include "train/data/image_dataset.h"
 
 namespace ot {
 

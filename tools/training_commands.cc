@@ -5,19 +5,19 @@
 #include <cmath>
 #include <iostream>
 
-#include "graph/autodiff.h"
+#include "graph/autodiff/autodiff.h"
 #include "graph/error.h"
-#include "graph/gradient_registry.h"
+#include "graph/autodiff/gradient_registry.h"
 #include "graph/onnx_io.h"
-#include "graph/optimizer_pass.h"
-#include "graph/param_patterns.h"
+#include "graph/passes/optimizer_pass.h"
+#include "graph/passes/param_patterns.h"
 #include "graph/tensor_proto.h"
-#include "graph/fusion.h"
+#include "graph/passes/fusion.h"
 #include "runtime/executor/executor.h"
 #include "tools/args.h"
 #include "tools/cli_util.h"
 #include "tools/shared_flags.h"
-#include "train/exported_model.h"
+#include "train/recipe/exported_model.h"
 #include "tools/executor_environment.h"
 
 namespace ot {
@@ -31,7 +31,7 @@ struct GraphSettings {
   ExecutorOptions exec = ExecutorOptionsFromEnvironment();  // grad: --device, --threads, --conv-algo, --seed
   OptimizerConfig optimizer;   // export
   bool plan_dump = false, no_fusion = false, no_optimizer = false;
-  AmpMode amp = AmpMode::kOff;  // --amp: the casts of the training graph (graph/amp_pass.h)
+  AmpMode amp = AmpMode::kOff;  // --amp: the casts of the training graph (graph/passes/amp_pass.h)
 };
 using G = GraphSettings;
 

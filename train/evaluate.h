@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "runtime/core/tensor.h"
-#include "train/image_dataset.h"
+#include "train/data/image_dataset.h"
 
 namespace ot {
 

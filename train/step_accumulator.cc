@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "graph/autodiff.h"
+#include "graph/autodiff/autodiff.h"
 #include "graph/error.h"
 
 namespace ot {

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "runtime/core/device.h"
-#include "train/batch_loader.h"
-#include "train/data_parallel.h"
-#include "train/mix_batch.h"
+#include "train/loader/batch_loader.h"
+#include "train/parallel/data_parallel.h"
+#include "train/recipe/mix_batch.h"
 #include "train/task.h"
 #include "train/training_session.h"
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "graph/class_head.h"
+#include "graph/exports/class_head.h"
 #include "graph/error.h"
 
 namespace ot {

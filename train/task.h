@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "graph/autodiff.h"
+#include "graph/autodiff/autodiff.h"
 #include "graph/host_tensor.h"
 #include "graph/ir.h"
 #include "runtime/core/tensor.h"
-#include "train/image_dataset.h"
+#include "train/data/image_dataset.h"
 #include "train/progress.h"
 
 namespace ot {

@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "comm/rendezvous.h"
-#include "graph/amp_pass.h"
+#include "graph/passes/amp_pass.h"
 #include "graph/ir.h"
-#include "graph/optimizer_pass.h"
+#include "graph/passes/optimizer_pass.h"
 #include "runtime/core/device.h"
 #include "runtime/executor/executor.h"
-#include "train/image_dataset.h"
-#include "train/lr_schedule.h"
+#include "train/data/image_dataset.h"
+#include "train/recipe/lr_schedule.h"
 #include "train/step_observer.h"
 
 namespace ot {
@@ -29,19 +29,19 @@ struct TrainerOptions {
   LrSchedule schedule;
   OptimizerConfig optimizer;
   // Initializer names or glob patterns that stay fixed (--freeze); when train_only is not
-  // empty, only initializers matching it train (--train-only). See graph/param_patterns.h.
+  // empty, only initializers matching it train (--train-only). See graph/passes/param_patterns.h.
   std::vector<std::string> freeze;
   std::vector<std::string> train_only;
   bool shuffle = true;
   bool augment = false;
   float label_smoothing = 0.f;  // --label-smoothing: PyTorch's CrossEntropyLoss(label_smoothing=)
-  LossKind loss = LossKind::kAuto;  // --loss (graph/autodiff.h)
+  LossKind loss = LossKind::kAuto;  // --loss (graph/autodiff/autodiff.h)
   int64_t ignore_index = -100;      // --ignore-index: cross-entropy and nll
   float smooth_l1_beta = 1.f;       // --smooth-l1-beta
   float random_erase = 0.f;     // --random-erase: probability of torchvision's RandomErasing per image
-  // --model-ema: an EMA of the weights and BatchNorm statistics (train/model_ema.h), evaluated,
+  // --model-ema: an EMA of the weights and BatchNorm statistics (train/recipe/model_ema.h), evaluated,
   // checkpointed and exported beside the model. The decay is adjusted as torchvision's.
-  double mixup_alpha = 0;   // --mixup-alpha: torchvision's RandomMixup (train/mix_batch.h)
+  double mixup_alpha = 0;   // --mixup-alpha: torchvision's RandomMixup (train/recipe/mix_batch.h)
   double cutmix_alpha = 0;  // --cutmix-alpha: torchvision's RandomCutmix
   bool model_ema = false;
   int64_t model_ema_steps = 32;
@@ -123,7 +123,7 @@ struct TrainResult {
 
 // Trains `forward` as the options say. A SIGINT or SIGTERM during the run ends it after
 // the current step with a recovery snapshot (all ranks stop at the same step) and
-// `interrupted` set; a second one ends the process at once (see train/interrupt.h).
+// `interrupted` set; a second one ends the process at once (see train/checkpoint/interrupt.h).
 // Throws ot::Error for bad input (data that does not fit the model, an unwritable
 // checkpoint folder, a checkpoint of another model, ...).
 // `forward` is taken by value: pass it with std::move where the caller needs it no more,

@@ -2,8 +2,8 @@
 #include "train/training_session.h"
 
 #include "graph/error.h"
-#include "graph/sync_batch_norm.h"
-#include "graph/fusion.h"
+#include "graph/exports/sync_batch_norm.h"
+#include "graph/passes/fusion.h"
 
 namespace ot {
 

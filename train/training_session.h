@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "graph/amp_pass.h"
-#include "graph/autodiff.h"
-#include "graph/optimizer_pass.h"
+#include "graph/passes/amp_pass.h"
+#include "graph/autodiff/autodiff.h"
+#include "graph/passes/optimizer_pass.h"
 #include "runtime/executor/executor.h"
 
 namespace ot {
@@ -19,16 +19,16 @@ struct TrainingConfig {
   OptimizerConfig optimizer;
   ExecutorOptions executor;
   // Data parallel with --sync-bn: batch normalizations in training mode use statistics and
-  // gradient sums over all replicas (graph/sync_batch_norm.h; executor.cross_replica).
+  // gradient sums over all replicas (graph/exports/sync_batch_norm.h; executor.cross_replica).
   bool sync_batch_norm = false;
   // > 1: each optimizer step takes this many micro-batches (AppendGradientAccumulation):
   // MicroStep for the first accumulate - 1 of them, then Step.
   int64_t accumulate = 1;
   // BatchNormalization + ReLU pairs run as one forward and one backward kernel, Add + ReLU
-  // as one forward kernel (graph/fusion.h), where the device has them (CPU).
+  // as one forward kernel (graph/passes/fusion.h), where the device has them (CPU).
   bool fuse_relu = true;
   // --amp bf16: convolutions and matrix products read bfloat16 casts of their operands
-  // (graph/amp_pass.h), everything else and the weights stay float32.
+  // (graph/passes/amp_pass.h), everything else and the weights stay float32.
   AmpMode amp = AmpMode::kOff;
 };
 

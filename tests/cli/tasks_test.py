@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Beyond one-image classification, end to end through the CLI (train/npy_dataset.cc,
+"""Beyond one-image classification, end to end through the CLI (train/data/npy_dataset.cc,
 train/trainer.cc, train/evaluate.cc): float targets from an npz for --loss mse and
 bce-with-logits, several model inputs bound to npz arrays by name, their metrics, and the
 error for an input without an array.

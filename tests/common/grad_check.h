@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/autodiff.h"
+#include "graph/autodiff/autodiff.h"
 #include "graph/ir.h"
 #include "runtime/core/tensor.h"
 

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "graph/autodiff.h"
+#include "graph/autodiff/autodiff.h"
 #include "graph/error.h"
-#include "graph/gradient_registry.h"
+#include "graph/autodiff/gradient_registry.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/executor/executor.h"
 #include "tests/cuda/cuda_node_case.h"

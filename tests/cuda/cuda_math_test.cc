@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "graph/error.h"
-#include "graph/gradient_registry.h"
-#include "graph/optimizer_pass.h"
+#include "graph/autodiff/gradient_registry.h"
+#include "graph/passes/optimizer_pass.h"
 #include "runtime/ops/checks/kernel_util.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/math_device.h"

@@ -14,7 +14,7 @@
 #include <set>
 
 #include "graph/error.h"
-#include "graph/gradient_registry.h"
+#include "graph/autodiff/gradient_registry.h"
 #include "graph/onnx_io.h"
 #include "graph/tensor_proto.h"
 #include "runtime/cuda/cuda_common.h"

@@ -35,7 +35,7 @@
 #include "runtime/core/tensor.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/common/test_util.h"
-#include "train/gradient_reducer.h"
+#include "train/parallel/gradient_reducer.h"
 
 namespace ot {
 namespace {

@@ -1,4 +1,4 @@
-// The loader refills the batches its consumer hands back (train/batch_loader.h): the refilled
+// The loader refills the batches its consumer hands back (train/loader/batch_loader.h): the refilled
 // buffers hold exactly what a fresh batch would, also where the batch size changes (an epoch's
 // short last batch, then full ones again) and for queues of any depth; the one-pass gather and
 // normalisation (ImageDataset::ImagesInto) gives the values of x / 255 normalised, bit for bit,
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "graph/error.h"
-#include "train/batch_loader.h"
-#include "train/image_dataset.h"
-#include "train/sampler.h"
+#include "train/loader/batch_loader.h"
+#include "train/data/image_dataset.h"
+#include "train/loader/sampler.h"
 
 namespace ot {
 namespace {

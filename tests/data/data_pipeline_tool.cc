@@ -20,8 +20,8 @@
 #include "graph/file_util.h"
 #include "tools/args.h"
 #include "tools/cli_util.h"
-#include "train/image_dataset.h"
-#include "train/npy_reader.h"
+#include "train/data/image_dataset.h"
+#include "train/readers/npy_reader.h"
 
 namespace ot {
 namespace {

@@ -21,15 +21,15 @@
 
 #include "graph/error.h"
 #include "tests/common/test_util.h"
-#include "train/augment.h"
-#include "train/mix_batch.h"
-#include "train/batch_loader.h"
-#include "train/cifar10_reader.h"
-#include "train/data_random.h"
-#include "train/idx_reader.h"
-#include "train/image_dataset.h"
-#include "train/model_input_check.h"
-#include "train/sampler.h"
+#include "train/loader/augment.h"
+#include "train/recipe/mix_batch.h"
+#include "train/loader/batch_loader.h"
+#include "train/readers/cifar10_reader.h"
+#include "train/readers/data_random.h"
+#include "train/readers/idx_reader.h"
+#include "train/data/image_dataset.h"
+#include "train/loader/model_input_check.h"
+#include "train/loader/sampler.h"
 
 namespace ot {
 namespace {

@@ -16,13 +16,13 @@
 #include <vector>
 
 #include "graph/error.h"
-#include "train/batch_loader.h"
-#include "train/image_decode.h"
-#include "train/image_folder.h"
-#include "train/image_source.h"
-#include "train/npy_reader.h"
-#include "train/transforms.h"
-#include "train/worker_pool.h"
+#include "train/loader/batch_loader.h"
+#include "train/readers/image_decode.h"
+#include "train/data/image_folder.h"
+#include "train/data/image_source.h"
+#include "train/readers/npy_reader.h"
+#include "train/loader/transforms.h"
+#include "train/loader/worker_pool.h"
 
 namespace ot {
 namespace {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Segmentation end to end through the CLI (train/segmentation_folder.cc, train/task.cc): a
+"""Segmentation end to end through the CLI (train/data/segmentation_folder.cc, train/task.cc): a
 small fully convolutional net trains on image/mask folder pairs with --ignore-index 255 and
 reports pixel accuracy and mean IoU; the figures are checked against numpy.
 

@@ -1,4 +1,4 @@
-// Language-model token data (train/token_dataset.h): windows and their one-token shift,
+// Language-model token data (train/data/token_dataset.h): windows and their one-token shift,
 // uint16/uint32/int32 files and llm.c's header, the errors for bad files, seeded offsets that
 // a restored sampler continues, consecutive validation windows, npz x/y [N, T].
 #include <gtest/gtest.h>
@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "graph/error.h"
-#include "train/batch_loader.h"
-#include "train/data_for_model.h"
-#include "train/image_dataset.h"
-#include "train/model_input_check.h"
-#include "train/sampler.h"
-#include "train/token_dataset.h"
+#include "train/loader/batch_loader.h"
+#include "train/data/data_for_model.h"
+#include "train/data/image_dataset.h"
+#include "train/loader/model_input_check.h"
+#include "train/loader/sampler.h"
+#include "train/data/token_dataset.h"
 
 namespace ot {
 namespace {

@@ -12,11 +12,11 @@
 
 #include "graph/error.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 
 namespace {
 
-// The trailer that train/checkpoint.cc writes: "OTCK", CRC-32 of the payload, its length.
+// The trailer that train/checkpoint/checkpoint.cc writes: "OTCK", CRC-32 of the payload, its length.
 std::string WithValidTrailer(std::string payload) {
   const uint32_t crc = static_cast<uint32_t>(
       crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(payload.data()), static_cast<uInt>(payload.size())));

@@ -9,7 +9,7 @@
 
 #include "graph/error.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "train/cifar10_reader.h"
+#include "train/readers/cifar10_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "graph/error.h"
-#include "train/idx_reader.h"
+#include "train/readers/idx_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);

@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #include "graph/error.h"
-#include "train/image_decode.h"
+#include "train/readers/image_decode.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -2,7 +2,7 @@
 """Writes the seed corpus of one fuzz target of tests/fuzz into a folder (scripts/fuzz.sh
 calls it): small valid IDX files (plain and gzip), CIFAR-10 record files and checkpoint
 states (tests/fuzz/seeds/checkpoint_*.textproto encoded with protoc, plus the trailer that
-train/checkpoint.cc writes), .npy arrays, and small PNG (grey, RGB, RGBA, grey+alpha)
+train/checkpoint/checkpoint.cc writes), .npy arrays, and small PNG (grey, RGB, RGBA, grey+alpha)
 and JPEG images.
 
     make_seeds.py idx_reader|cifar10_reader|checkpoint_reader|npy_reader|image_decoder OUT_DIR

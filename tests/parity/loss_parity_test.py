@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch parity of the losses `onnx-train grad --loss ...` attaches (graph/autodiff.cc).
+"""PyTorch parity of the losses `onnx-train grad --loss ...` attaches (graph/autodiff/autodiff.cc).
 
 Small models exported by torch (legacy exporter, training mode, opset 17) at batch 3: an
 Embedding+Linear token model ([N, T, V] scores, classes last), a 1x1-conv segmentation net

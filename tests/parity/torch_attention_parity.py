@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch float64 parity of fused attention (graph/fusion.h, runtime/cpu/matmul/attention.cc's flash
+"""PyTorch float64 parity of fused attention (graph/passes/fusion.h, runtime/cpu/matmul/attention.cc's flash
 path) on torch-exported models, and a count that the fusion fired.
 
 Small classifiers around attention: nn.TransformerEncoderLayer (nn.MultiheadAttention, 2

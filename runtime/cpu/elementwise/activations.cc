@@ -124,7 +124,7 @@ OT_REGISTER_CPU_KERNEL("ThresholdedRelu", 10, kLatestOpset, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("Shrink", 9, kLatestOpset, UnaryLoopKernel);
 OT_REGISTER_CPU_KERNEL("PRelu", 1, kLatestOpset, PReluKernel);
 // GELU: ONNX's from opset 20 (approximate "none", the erf form, or "tanh"); and the erf
-// form fused from PyTorch's exported Div/Erf/Add/Mul/Mul (graph/fusion.h).
+// form fused from PyTorch's exported Div/Erf/Add/Mul/Mul (graph/passes/fusion.h).
 OT_REGISTER_CPU_KERNEL("Gelu", 20, kLatestOpset, UnaryLoopKernel);
 OT_REGISTER_KERNEL(kGradDomain, "Gelu", 1, kLatestOpset, DeviceType::kCPU, UnaryLoopKernel);
 

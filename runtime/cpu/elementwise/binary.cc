@@ -8,7 +8,7 @@
 // two inputs where one is a channel-blocked activation (ChannelBlocked) and the other a per-sample,
 // per-channel scale [N or 1, C, 1, ...] (squeeze-and-excitation's x * s): the scale is
 // reordered to the same blocking (small) and oneDNN broadcasts it.
-// org.onnxtrain AddRelu (graph/fusion.h) is Add then ReLU in one pass: the same
+// org.onnxtrain AddRelu (graph/passes/fusion.h) is Add then ReLU in one pass: the same
 // kernel with oneDNN's eltwise_relu post-op on its last step (or ReLU applied after the loop),
 // with today's broadcasting rules.
 #include <cmath>

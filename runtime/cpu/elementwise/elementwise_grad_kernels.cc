@@ -1,5 +1,5 @@
 // CPU kernels of the elementwise gradient ops (domain org.onnxtrain) that
-// graph/gradient_rules_elementwise.cc emits:
+// graph/autodiff/gradient_rules_elementwise.cc emits:
 //   ActivationGrad(dY, X[, min, max]) -> dX = dY * f'(X), f the forward op named by the
 //     attribute `op` (runtime/ops/math/activation_math.h), with the forward node's attributes;
 //   PReluGrad(dY, X, slope) -> dX, dSlope (summed to the slope's shape);

@@ -1,6 +1,6 @@
 // Element-type conversion between float32 and bfloat16 on oneDNN's reorder, in whatever
 // layout the tensor has (a channel-blocked activation stays blocked): the Cast nodes that
-// --amp bf16 puts before convolutions and matrix products (graph/amp_pass.h) run on it, so
+// --amp bf16 puts before convolutions and matrix products (graph/passes/amp_pass.h) run on it, so
 // a cast is one multithreaded pass and never a reorder to plain and back.
 #pragma once
 

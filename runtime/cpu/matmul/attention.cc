@@ -14,7 +14,7 @@
 //     Query heads that share a key/value head (grouped-query) run in one task, so their
 //     dK and dV sums have one writer. Past caches are not differentiated (the rule refuses).
 //     Given the forward's Y and row logsumexp (org.onnxtrain Attention's output 4, fused
-//     by graph/fusion.h), it takes the flash path below instead: tiles, no row max or sum.
+//     by graph/passes/fusion.h), it takes the flash path below instead: tiles, no row max or sum.
 #include <dnnl.h>
 
 #include <algorithm>
@@ -502,7 +502,7 @@ class AttentionGradKernel final : public OpKernel {
   AttentionGeometry g_;
 };
 OT_REGISTER_CPU_KERNEL("Attention", 23, kLatestOpset, AttentionKernel);
-OT_REGISTER_KERNEL(kGradDomain, "Attention", 1, kLatestOpset, DeviceType::kCPU, AttentionKernel);  // graph/fusion.h
+OT_REGISTER_KERNEL(kGradDomain, "Attention", 1, kLatestOpset, DeviceType::kCPU, AttentionKernel);  // graph/passes/fusion.h
 OT_REGISTER_KERNEL(kGradDomain, "AttentionGrad", 1, kLatestOpset, DeviceType::kCPU, AttentionGradKernel);
 
 }  // namespace

@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "graph/einsum_equation.h"
+#include "graph/autodiff/einsum_equation.h"
 #include "runtime/cpu/layout/dnnl_util.h"
 #include "runtime/core/kernel_registry.h"
 

@@ -17,7 +17,7 @@
 //   - a C of shape [M, 1] makes oneDNN fall back to its reference kernel (hundreds of
 //     times slower), so that one is expanded to [M, N] in the buffer instead.
 // As in BLAS, beta == 0 means C is not read at all.
-// Under --amp bf16 the graph casts A and B to bfloat16 (graph/amp_pass.h): both kernels
+// Under --amp bf16 the graph casts A and B to bfloat16 (graph/passes/amp_pass.h): both kernels
 // then run oneDNN's bfloat16 matmul with a float32 result (C stays float32).
 #include <string>
 #include <unordered_map>

@@ -14,7 +14,7 @@
 //   still request them (the gradient of BatchNormalization reads them).
 // Batch normalization and its gradient take data in any layout (a convolution's blocked
 // one) and give Y and dX in the layout of X.
-// relu=1 (graph/fusion.h): BatchNormTraining's Y is ReLU(Y) and its output 5, when
+// relu=1 (graph/passes/fusion.h): BatchNormTraining's Y is ReLU(Y) and its output 5, when
 // requested, the mask oneDNN's fuse_norm_relu records (its workspace, uint8, opaque); the
 // gradient with relu=1 takes dReLU(Y) and that mask as input 5.
 // SyncBatchNormTraining and SyncBatchNormalizationGrad (--sync-bn) are BatchNormTraining and

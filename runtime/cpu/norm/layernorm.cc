@@ -389,7 +389,7 @@ class RmsNormGradKernel final : public OpKernel {
 };
 
 OT_REGISTER_CPU_KERNEL("LayerNormalization", 17, kLatestOpset, LayerNormKernel);
-// The same op fused from an older opset's decomposition (graph/fusion.h).
+// The same op fused from an older opset's decomposition (graph/passes/fusion.h).
 OT_REGISTER_KERNEL(kGradDomain, "LayerNormalization", 1, kLatestOpset, DeviceType::kCPU, LayerNormKernel);
 OT_REGISTER_KERNEL(kGradDomain, "LayerNormalizationGrad", 1, kLatestOpset, DeviceType::kCPU, LayerNormGradKernel);
 OT_REGISTER_CPU_KERNEL("RMSNormalization", 23, kLatestOpset, RmsNormKernel);

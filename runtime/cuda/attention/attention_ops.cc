@@ -1,4 +1,4 @@
-// CUDA kernels of ONNX Attention (opset 23, 24), org.onnxtrain Attention (graph/fusion.h's
+// CUDA kernels of ONNX Attention (opset 23, 24), org.onnxtrain Attention (graph/passes/fusion.h's
 // fused form, with the row logsumexp as output 4) and org.onnxtrain AttentionGrad, mirroring
 // the CPU kernels of runtime/cpu/matmul/attention.cc: the same geometry and checks
 // (runtime/ops/shapes/attention_shapes.h), the products on cuBLAS (strided-batched over the batch,

@@ -28,7 +28,7 @@ class BatchNormKernel final : public OpKernel {
   void Prepare(KernelContext& ctx) override {
     const Tensor& x = ctx.Input(0);
     const int64_t channels = CheckBatchNormInputs(node_, ctx);
-    // graph/fusion.h's fused ReLU is a CPU fusion (the training session applies it
+    // graph/passes/fusion.h's fused ReLU is a CPU fusion (the training session applies it
     // for the CPU device only); never ignore it.
     if (node_.GetInt("relu", 0) != 0) Fail("relu=1 (BatchNorm+ReLU fusion) has no CUDA kernel");
     training_ = BatchNormTrainingMode(node_, opset_, ctx);

@@ -113,7 +113,7 @@ AttentionGeometry PlanAttention(const Node& node, const Tensor& q, const Tensor&
       throw UnsupportedError("Attention: attn_mask of type " + DTypeName(mask->dtype()) + " (bool or float32 only)");
     if (mask->rank() < 1 || mask->rank() > 4) Bad(node, "attn_mask " + mask->Describe() + " must have rank 1 to 4");
     g.mask_len = mask->dim(-1);
-    // broadcast_mask=1 (org.onnxtrain's fused Attention, graph/fusion.h): the mask is the
+    // broadcast_mask=1 (org.onnxtrain's fused Attention, graph/passes/fusion.h): the mask is the
     // addend of the scores it replaces and broadcasts as numpy does, a last axis of 1 too.
     const bool numpy_mask = node.GetInt("broadcast_mask", 0) != 0;
     if (numpy_mask && g.mask_len == 1) g.mask_len = g.total_len;

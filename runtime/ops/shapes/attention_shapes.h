@@ -41,7 +41,7 @@ struct AttentionGeometry {
   int64_t GroupSize() const { return q_heads / kv_heads; }
 };
 
-// sequence_first=1 (org.onnxtrain's fused Attention, graph/fusion.h): 3D Q, K, V and Y are
+// sequence_first=1 (org.onnxtrain's fused Attention, graph/passes/fusion.h): 3D Q, K, V and Y are
 // [sequence, batch, hidden], as torch 1.13's nn.MultiheadAttention holds them.
 //
 // Q, K, V shapes and the optional inputs of an Attention node (mask: input 3,

@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "graph/autodiff.h"
+#include "graph/autodiff/autodiff.h"
 #include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"
 

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <iostream>
 
-#include "graph/autodiff.h"
+#include "graph/autodiff/autodiff.h"
 #include "runtime/ops/math/activation_math.h"
 #include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/autodiff.h"
-#include "graph/legacy_rewrite.h"
+#include "graph/autodiff/autodiff.h"
+#include "graph/passes/legacy_rewrite.h"
 #include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"
 

@@ -6,7 +6,7 @@
 #include <functional>
 #include <map>
 
-#include "graph/autodiff.h"
+#include "graph/autodiff/autodiff.h"
 #include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"
 

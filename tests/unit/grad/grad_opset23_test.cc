@@ -1,6 +1,6 @@
 // Ops that PyTorch 2.x's exporter writes at opsets 18-23: ai.onnx Gelu (both
 // approximations), GroupNormalization (opset 18 per group, 21 per channel), RMSNormalization
-// and the SplitToSequence/SequenceAt pattern of torch.split (graph/sequence_rewrite.h).
+// and the SplitToSequence/SequenceAt pattern of torch.split (graph/passes/sequence_rewrite.h).
 // Forward values against float64 loops written here, gradients against finite differences.
 #include <gtest/gtest.h>
 
@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "graph/autodiff.h"
+#include "graph/autodiff/autodiff.h"
 #include "graph/error.h"
-#include "graph/gradient_registry.h"
+#include "graph/autodiff/gradient_registry.h"
 #include "graph/onnx_io.h"
-#include "graph/sequence_rewrite.h"
+#include "graph/passes/sequence_rewrite.h"
 #include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"
 

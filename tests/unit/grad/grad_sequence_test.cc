@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/autodiff.h"
-#include "graph/gradient_registry.h"
+#include "graph/autodiff/autodiff.h"
+#include "graph/autodiff/gradient_registry.h"
 #include "runtime/cpu/recurrent/rnn_math.h"
 #include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"

@@ -4,7 +4,7 @@
 // ReverseSequence and the opset-13 shape ops.
 #include <gtest/gtest.h>
 
-#include "graph/autodiff.h"
+#include "graph/autodiff/autodiff.h"
 #include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"
 

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "graph/autodiff.h"
+#include "graph/autodiff/autodiff.h"
 #include "graph/error.h"
 #include "graph/onnx_io.h"
 #include "runtime/executor/executor.h"

@@ -10,10 +10,10 @@
 #include <cmath>
 #include <random>
 
-#include "graph/batch_dim.h"
-#include "graph/autodiff.h"
-#include "graph/batch_norm_form.h"
-#include "graph/class_head.h"
+#include "graph/exports/batch_dim.h"
+#include "graph/autodiff/autodiff.h"
+#include "graph/exports/batch_norm_form.h"
+#include "graph/exports/class_head.h"
 #include "graph/error.h"
 #include "runtime/executor/executor.h"
 #include "tests/common/test_util.h"

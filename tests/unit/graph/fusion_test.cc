@@ -1,6 +1,6 @@
 // Fusion of PyTorch's decomposed GELU and LayerNorm before differentiation
-// (graph/fusion.h), BatchNorm+ReLU in the training graph (graph/fusion.h), and
-// rank inference through run-time shapes (graph/rank_inference.h): which graphs are
+// (graph/passes/fusion.h), BatchNorm+ReLU in the training graph (graph/passes/fusion.h), and
+// rank inference through run-time shapes (graph/passes/rank_inference.h): which graphs are
 // rewritten and which are left alone, finite differences through the fused kernels, and
 // the fused training graph against the unfused one.
 #include <gtest/gtest.h>
@@ -11,10 +11,10 @@
 #include <map>
 #include <string>
 
-#include "graph/autodiff.h"
-#include "graph/fusion.h"
-#include "graph/gradient_registry.h"
-#include "graph/rank_inference.h"
+#include "graph/autodiff/autodiff.h"
+#include "graph/passes/fusion.h"
+#include "graph/autodiff/gradient_registry.h"
+#include "graph/passes/rank_inference.h"
 #include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"
 
@@ -189,7 +189,7 @@ TEST(Fusion, PatternsWithOtherReadersOrOtherConstantsAreLeftAlone) {
   }
 }
 
-// Attention written out as ops (graph/fusion.h). Masks: none, an additive parameter (a
+// Attention written out as ops (graph/passes/fusion.h). Masks: none, an additive parameter (a
 // learned bias: its gradient flows through the fused node), a causal constant (becomes
 // is_causal) and a bool one through Where(cond, scores, -inf).
 enum class AttnMask { kNone, kLearnedBias, kCausalConstant, kBoolWhere };

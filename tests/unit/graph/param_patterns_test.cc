@@ -1,6 +1,6 @@
-// Glob patterns over initializer names (graph/param_patterns.h): matching, list splitting,
+// Glob patterns over initializer names (graph/passes/param_patterns.h): matching, list splitting,
 // the error for a pattern that matches nothing, and --param-group specs.
-#include "graph/param_patterns.h"
+#include "graph/passes/param_patterns.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 // is exact up to float32 rounding; the loss is a weighted sum of a small output).
 #include <gtest/gtest.h>
 
-#include "graph/autodiff.h"
+#include "graph/autodiff/autodiff.h"
 #include "tests/common/grad_check.h"
 
 namespace ot {

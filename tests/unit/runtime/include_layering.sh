@@ -21,7 +21,7 @@ check() {  # check WHAT PATTERN FILES...: fail on any include line of FILES matc
 }
 core=$(find runtime -path runtime/cpu -prune -o -path runtime/cuda -prune -o -type f \( -name '*.h' -o -name '*.cc' \) -print 2>/dev/null | sort)
 cuda=$(find runtime/cuda -type f \( -name '*.h' -o -name '*.cc' -o -name '*.cu' \) 2>/dev/null | sort)
-graph=$(ls graph/*.h graph/*.cc 2>/dev/null)
+graph=$(find graph -type f \( -name '*.h' -o -name '*.cc' \) 2>/dev/null | sort)
 [ -n "$core" ] || { echo "include_layering: no runtime sources under $root"; exit 2; }
 check "the device-neutral runtime includes a device's kernels (move the shared part to runtime/ops/)" \
   'runtime/cpu/|runtime/cuda/|dnnl|oneapi/|omp\.h' $core

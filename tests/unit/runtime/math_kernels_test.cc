@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "graph/error.h"
-#include "graph/gradient_registry.h"
+#include "graph/autodiff/gradient_registry.h"
 #include "runtime/executor/executor.h"
 
 namespace ot {

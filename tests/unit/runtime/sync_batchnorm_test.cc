@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "graph/autodiff.h"
-#include "graph/gradient_registry.h"
-#include "graph/sync_batch_norm.h"
+#include "graph/autodiff/autodiff.h"
+#include "graph/autodiff/gradient_registry.h"
+#include "graph/exports/sync_batch_norm.h"
 #include "runtime/cpu/norm/sync_batchnorm.h"
 #include "runtime/executor/executor.h"
 #include "tests/common/grad_check.h"

@@ -16,9 +16,9 @@
 #include "graph/file_util.h"
 #include "graph/onnx_io.h"
 #include "models/reference_models.h"
-#include "train/checkpoint.h"
-#include "train/lr_schedule.h"
-#include "train/model_ema.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/recipe/lr_schedule.h"
+#include "train/recipe/model_ema.h"
 #include "train/trainer.h"
 #include "train/training_session.h"
 

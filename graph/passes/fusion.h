@@ -1,0 +1,81 @@
+// Fusion of decomposed ops before differentiation, as ONNX Runtime's GeluFusion and
+// LayerNormFusion do. PyTorch exports GELU as Div, Erf, Add, Mul, Mul before opset 20 and
+// LayerNorm as nine ops before opset 17; differentiated op by op they make some thirty
+// passes over the activations per layer, each saved for the backward. Fused, each is one
+// forward and one backward kernel (org.onnxtrain Gelu and LayerNormalization, whose
+// gradient rules and kernels are those of runtime/ops/math/activation_math.h's GELU and of ONNX's
+// LayerNormalization). The fused graph computes the same function; only the order of
+// float32 rounding changes.
+//
+// Attention written out as ops (scores, scale, mask, Softmax, weighted sum) fuses into one
+// org.onnxtrain Attention node with ONNX Attention-23's inputs, attributes and semantics
+// (3D inputs as [batch, sequence, hidden] with one head, 4D as [batch, heads, sequence,
+// size]); its gradient is one AttentionGrad node (graph/autodiff/gradient_rules_attention.cc). The
+// forms PyTorch writes:
+//   torch 1.13's nn.MultiheadAttention (3D [batch*heads, T, d]):
+//     MatMul(Div(Q, sqrt d), Transpose(K, [1, 2, 0])) [Mul(., 1) Add(., mask)] -> Softmax -> MatMul(., V)
+//   hand-written attention: MatMul(Q, Transpose(K)) -> Div(., sqrt d) or Mul(., 1/sqrt d)
+//     [Add(., mask) or Where(bool mask, ., -inf)] -> Softmax -> MatMul(., V)
+//   torch 2.x's dynamo exporter of scaled_dot_product_attention below opset 23:
+//     MatMul(Mul(Q, sqrt s), Mul(K^T, sqrt s)) [Add(., causal constant)] -> Softmax -> MatMul(., V)
+// K^T from a Transpose of K becomes K by changing that Transpose's permutation; otherwise
+// a Transpose is inserted. Where Q, K and V are Transposes of sequence-first [T, n, d]
+// tensors and Y's one reader transposes it back (nn.MultiheadAttention in torch 1.13), the
+// fused node reads and writes those directly (sequence_first=1) and the four Transposes go. A constant mask that is exactly causal (0 on and below the
+// diagonal, -inf above; true/false for a bool mask) becomes is_causal=1, which lets the
+// kernel skip the masked blocks. Only chains whose intermediate values have no other
+// reader, whose scalings are before the mask, whose Softmax is over the last axis and whose
+// ranks are known to agree (3 or 4) fuse.
+#pragma once
+
+#include "graph/ir.h"
+
+namespace ot {
+
+struct FusionCounts {
+  int gelu = 0;
+  int layer_norm = 0;
+  int attention = 0;
+};
+
+// Rewrites the patterns in place (their intermediate values must have no other readers and
+// not be graph outputs) and declares the org.onnxtrain opset where it fused anything.
+FusionCounts FuseDecomposedOps(Model& m);
+
+// Fusions of the training graph (after autodiff) that a runtime has kernels for: the
+// training session applies them for the CPU device (`onnx-train grad` too, unless
+// --no-fusion); the exported training graph keeps the plain ops.
+//
+// BatchNormalization followed by ReLU, the pair of nearly every convolutional network, is
+// three passes over the activations in the forward (statistics, normalise, ReLU) and two in
+// the backward (ReluGrad's mask, then the normalisation's gradient). FuseBatchNormRelu
+// makes them one forward node and one backward node, as oneDNN's fuse_norm_relu does:
+//
+//   BatchNormTraining(X, ...) -> Y; Relu(Y) -> Z
+//     becomes BatchNormTraining(X, ...) -> Z, ..., [mask]  with relu=1
+//   ReluGrad(dZ, Z) -> dY; BatchNormalizationGrad(dY, X, scale, mean, var) -> dX, ...
+//     becomes BatchNormalizationGrad(dZ, X, scale, mean, var, mask) -> dX, ...  with relu=1
+//
+// The mask (output 5 of the forward, input 5 of the gradient) is the runtime's own record
+// of where the ReLU passed (oneDNN's workspace: one bit per value in blocked layouts), so
+// the backward reads it instead of Z. Only pairs whose Y and dY have no other reader and
+// are no graph output fuse; the forward fuses alone where its gradient has another form.
+// The function is the same; float32 rounding is the same too (the ReLU is exact).
+// Synchronised batch normalisation (--sync-bn) is left as it is. Kernels: CPU only (the
+// CUDA kernels refuse relu=1), so the training session fuses for the CPU device.
+
+struct BatchNormReluFusion {
+  int forward = 0;   // BatchNormTraining + Relu pairs fused
+  int backward = 0;  // of them, also ReluGrad + BatchNormalizationGrad
+};
+
+BatchNormReluFusion FuseBatchNormRelu(Model& training_model);
+
+// Add(A, B) -> Y; Relu(Y) -> Z  becomes  org.onnxtrain AddRelu(A, B) -> Z (ResNet's residual
+// sum): one pass instead of two in the forward; ReluGrad(dZ, Z) and Add's gradient stay as
+// they are. Only where Y has no other reader and is no graph output, and at opsets of 7 and
+// later (numpy broadcasting, which AddRelu follows). Returns how many pairs it fused. CPU
+// kernel only, as above.
+int FuseAddRelu(Model& training_model);
+
+}  // namespace ot
