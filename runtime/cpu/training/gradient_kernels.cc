@@ -10,6 +10,7 @@
 
 #include "graph/op_domains.h"
 #include "runtime/cpu/layout/dnnl_layout.h"
+#include "runtime/cpu/training/softmax_rows.h"
 #include "runtime/ops/checks/kernel_util.h"
 #include "runtime/core/kernel_registry.h"
 #include "runtime/ops/shapes/op_shapes.h"
@@ -320,6 +321,21 @@ class SoftmaxCrossEntropyLossGradKernel final : public OpKernel {
     const float* logp = lp.data<float>();
     float* dx = ctx.Output(0).data<float>();
     // Rows are independent (a language model's [N*T, V]: hundreds of MB of exp): split them.
+    if (inner == 1) {  // classes contiguous: the vectorised row loop, then the label's class
+#pragma omp parallel for schedule(static)
+      for (int64_t b = 0; b < n; ++b) {
+        const float scale = s.scale[static_cast<size_t>(b)];
+        float* row = dx + b * c;
+        if (scale == 0.f) {
+          std::fill(row, row + c, 0.f);
+          continue;
+        }
+        RowExpScaled(logp + b * c, c, scale, row);
+        const int64_t label = s.label[static_cast<size_t>(b)];  // in range: ComputeLossScale checked it
+        row[label] = (std::exp(logp[b * c + label]) - 1.f) * scale;
+      }
+      return;
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < n; ++b)
       for (int64_t k = 0; k < c; ++k)

@@ -3,7 +3,8 @@
 // they are plain loops over scores laid out as [N, C, D] (D = product of d1...dk):
 //   NLL: loss[n, d] = -weight[c] * input[n, c, d], with c = labels[n, d]
 //   SCE: the same on log_prob = log_softmax(scores, axis 1), computed stably as
-//        x - (max + log(sum(exp(x - max)))) with the sum in double.
+//        x - (max + log(sum(exp(x - max)))) with the sum in double (float32 rows with the
+//        classes contiguous: float sums of 512 classes, vectorised; softmax_rows.h).
 // Positions whose label equals ignore_index contribute 0 and have weight 0. Reductions sum
 // in double; "mean" divides by the sum of the weights of the positions not ignored (the
 // count of them without a weight input). When every label is ignored that is 0 / 0 = NaN,
@@ -13,11 +14,13 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/ops/checks/kernel_util.h"
 #include "graph/op_domains.h"
 #include "runtime/core/kernel_registry.h"
+#include "runtime/cpu/training/softmax_rows.h"
 #include "runtime/ops/checks/train_checks.h"
 
 namespace ot {
@@ -82,10 +85,17 @@ class ClassificationLossKernel final : public OpKernel {
       const bool ignored = has_ignore_index_ && label == ignore_index_;
       double log_sum_exp = 0;
       if (softmax_ && (!ignored || log_prob)) {
-        log_sum_exp = LogSumExp(x_nd);
-        if (log_prob) {
-          T* out = log_prob + n * C_ * D_ + d;
-          for (int64_t c = 0; c < C_; ++c) out[c * D_] = static_cast<T>(x_nd[c * D_] - log_sum_exp);
+        T* out = log_prob ? log_prob + n * C_ * D_ + d : nullptr;
+        if constexpr (std::is_same_v<T, float>) {
+          if (D_ == 1) {  // contiguous rows (classes last): the vectorised row loops
+            log_sum_exp = RowLogSumExp(x_nd, C_);
+            if (out) RowShifted(x_nd, C_, log_sum_exp, out);
+          }
+        }
+        if (!std::is_same_v<T, float> || D_ != 1) {
+          log_sum_exp = LogSumExp(x_nd);
+          if (out)
+            for (int64_t c = 0; c < C_; ++c) out[c * D_] = static_cast<T>(x_nd[c * D_] - log_sum_exp);
         }
       }
       if (ignored) continue;

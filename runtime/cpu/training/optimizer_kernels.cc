@@ -11,6 +11,7 @@
 
 #include "graph/op_domains.h"
 #include "runtime/core/kernel_registry.h"
+#include "runtime/cpu/elementwise/vector_loops.h"
 #include "runtime/ops/math/optimizer_math.h"
 #include "runtime/ops/checks/train_checks.h"
 
@@ -134,6 +135,15 @@ class AdamKernel final : public OptimizerKernel {
   const AdamParams p_;
 };
 
+// AdamWElement over a range, vectorised (the file is built with -fno-math-errno, so sqrtf
+// is an instruction). Outputs may be their inputs (an in-place update): element i is read
+// before it is written, which `omp simd` keeps.
+OT_VECTOR_CLONES void AdamWRange(AdamWParams p, AdamWStep st, const float* x, const float* g, const float* m,
+                                 const float* v, float* x_new, float* m_new, float* v_new, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) AdamWElement(p, st, x[i], g[i], m[i], v[i], x_new + i, m_new + i, v_new + i);
+}
+
 // org.onnxtrain AdamW, torch.optim.AdamW's update (runtime/ops/math/optimizer_math.h, shared with
 // the CUDA kernel). States: M, V.
 class AdamWKernel final : public OptimizerKernel {
@@ -144,6 +154,13 @@ class AdamWKernel final : public OptimizerKernel {
   void Update(float r, int64_t t, int64_t n, const Slots& s) override {
     const AdamWStep step = AdamWStepFor(p_, r, t);
     const AdamWParams p = p_;
+    if (s.x_new && s.state_new[0] && s.state_new[1]) {  // the training step's case: every output
+      ForEachChunk(n, kParallelUpdate, [&](int64_t b, int64_t e) {
+        AdamWRange(p, step, s.x + b, s.g + b, s.state[0] + b, s.state[1] + b, s.x_new + b, s.state_new[0] + b,
+                   s.state_new[1] + b, e - b);
+      });
+      return;
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i)
       AdamWElement(p, step, s.x[i], s.g[i], s.state[0][i], s.state[1][i], s.x_new ? s.x_new + i : nullptr,
