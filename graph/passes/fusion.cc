@@ -601,7 +601,123 @@ class Fuser {
 
 }  // namespace
 
-FusionCounts FuseDecomposedOps(Model& m) { return Fuser(m).Run(); }
+namespace {
+
+// MatMul(A, Transpose(W, [1, 0])) with W two-dimensional: see fusion.h.
+int FoldTransposedWeights(Model& m) {
+  const int64_t opset = m.OpsetFor("");
+  if (opset < 13) return 0;
+  Graph& g = m.graph;
+  const std::map<std::string, int> ranks = InferRanks(g, opset);
+  auto rank = [&](const std::string& v) {
+    if (const HostTensor* t = g.FindInitializer(v)) return static_cast<int>(t->dims.size());
+    auto it = ranks.find(v);
+    return it == ranks.end() ? -1 : it->second;
+  };
+  std::set<std::string> graph_outputs;
+  for (const auto& o : g.outputs) graph_outputs.insert(o.name);
+  std::map<std::string, std::vector<size_t>> readers;
+  std::set<std::string> names;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (const auto& in : g.nodes[i].inputs)
+      if (!in.empty()) readers[in].push_back(i);
+    for (const auto& o : g.nodes[i].outputs) names.insert(o);
+  }
+  auto fresh = [&](const std::string& base) {
+    std::string v = base;
+    for (int k = 1; names.count(v) || readers.count(v) || g.FindInitializer(v); ++k) v = base + "_" + std::to_string(k);
+    names.insert(v);
+    return v;
+  };
+  std::set<size_t> dropped;                          // the Transposes folded away
+  std::map<size_t, std::vector<Node>> replacements;  // MatMul index -> the nodes in its place
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& t = g.nodes[i];
+    if (!IsOnnxDomain(t.domain) || t.op_type != "Transpose" || t.inputs.size() != 1 || !t.HasOutput(0)) continue;
+    const std::string& w = t.inputs[0];
+    const std::string& wt = t.outputs[0];
+    const std::vector<int64_t> perm = t.GetInts("perm");
+    if (rank(w) != 2 || !(perm.empty() || perm == std::vector<int64_t>{1, 0}) || graph_outputs.count(wt)) continue;
+    const auto it = readers.find(wt);
+    if (it == readers.end()) continue;
+    bool all = true;
+    for (size_t r : it->second) {
+      const Node& mm = g.nodes[r];
+      if (!IsOnnxDomain(mm.domain) || mm.op_type != "MatMul" || mm.inputs.size() != 2 || mm.inputs[0] == wt ||
+          mm.inputs[1] != wt || !mm.HasOutput(0) || rank(mm.inputs[0]) < 2 || replacements.count(r)) {
+        all = false;
+        break;
+      }
+    }
+    if (!all) continue;
+    for (size_t r : it->second) {
+      const Node& mm = g.nodes[r];
+      const std::string& a = mm.inputs[0];
+      const std::string& y = mm.outputs[0];
+      const int ra = rank(a);
+      const std::string base = mm.name.empty() ? y : mm.name;
+      std::vector<Node> out;
+      auto add = [&](const std::string& op, std::vector<std::string> ins, const std::string& result) -> Node& {
+        Node n;
+        n.name = base + "/" + op;
+        n.op_type = op;
+        n.inputs = std::move(ins);
+        n.outputs = {result};
+        out.push_back(std::move(n));
+        return out.back();
+      };
+      auto constant = [&](const std::string& what, int64_t v) {
+        const std::string name = fresh(base + "/" + what);
+        add("Constant", {}, name).SetTensor("value", HostTensor::FromVector<int64_t>({v}, {1}));
+        out.back().name = name;
+        return name;
+      };
+      if (ra == 2) {
+        add("Gemm", {a, w}, y).SetInt("transB", 1);
+      } else {  // [..., M, K] as [prod(...) * M, K], then the leading dims back
+        const std::string flat = fresh(a + "/flat");
+        add("Flatten", {a}, flat).SetInt("axis", ra - 1);
+        const std::string product = fresh(y + "/rows");
+        add("Gemm", {flat, w}, product).SetInt("transB", 1);
+        const std::string shape = fresh(a + "/shape");
+        add("Shape", {a}, shape);
+        const std::string lead = fresh(a + "/leading");
+        const std::string starts = constant("starts", 0), ends = constant("ends", ra - 1);
+        add("Slice", {shape, starts, ends}, lead);
+        const std::string minus_one = constant("columns", -1);
+        const std::string target = fresh(y + "/shape");
+        add("Concat", {lead, minus_one}, target).SetInt("axis", 0);
+        add("Reshape", {product, target}, y);
+      }
+      replacements[r] = std::move(out);
+    }
+    dropped.insert(i);
+    g.value_info.erase(wt);
+  }
+  if (dropped.empty()) return 0;
+  std::vector<Node> nodes;
+  int folded = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (dropped.count(i)) continue;
+    auto r = replacements.find(i);
+    if (r == replacements.end()) {
+      nodes.push_back(std::move(g.nodes[i]));
+      continue;
+    }
+    ++folded;
+    for (Node& n : r->second) nodes.push_back(std::move(n));
+  }
+  g.nodes = std::move(nodes);
+  return folded;
+}
+
+}  // namespace
+
+FusionCounts FuseDecomposedOps(Model& m) {
+  FusionCounts counts = Fuser(m).Run();
+  counts.transposed_weights = FoldTransposedWeights(m);
+  return counts;
+}
 BatchNormReluFusion FuseBatchNormRelu(Model& m) { return Fuser(m).RunBatchNormRelu(); }
 int FuseAddRelu(Model& m) { return Fuser(m).RunAddRelu(); }
 

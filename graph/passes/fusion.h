@@ -26,6 +26,14 @@
 // kernel skip the masked blocks. Only chains whose intermediate values have no other
 // reader, whose scalings are before the mask, whose Softmax is over the last axis and whose
 // ranks are known to agree (3 or 4) fuse.
+//
+// A product with a transposed weight matrix, MatMul(A, Transpose(W, [1, 0])) with W 2-D (how
+// torch 2.x's exporter writes a Linear whose weight is shared, GPT-2's tied lm_head: W is also
+// the token embedding), becomes Gemm(A, W, transB=1), A of rank > 2 flattened to rows and Y
+// reshaped back (opset 13 and later; only where every reader of the Transpose is such a
+// product). The forward then transposes no copy of W, and Gemm's gradient rule needs no
+// transpose either: the three copies of a 50257 x 384 matrix a GPT-2-shaped step made
+// (W^T, dY @ W's TransposeLastTwo, the gradient transposed back) go.
 #pragma once
 
 #include "graph/ir.h"
@@ -36,6 +44,7 @@ struct FusionCounts {
   int gelu = 0;
   int layer_norm = 0;
   int attention = 0;
+  int transposed_weights = 0;
 };
 
 // Rewrites the patterns in place (their intermediate values must have no other readers and

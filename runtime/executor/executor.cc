@@ -36,6 +36,7 @@ struct Executor::Plan {
     size_t offset = 0;
     int state = -1;        // >= 0: written in place into this state value (not in the arena)
     int view_of = -1;      // >= 0: a view of this value's buffer (OpKernel::OutputIsInputView; not in the arena)
+    int backs = -1;        // >= 0: lives in the buffer of this external value, its view (not in the arena)
   };
   // (laid-out value, plain temporary): converted before a step whose kernel reads only
   // plain inputs.
@@ -47,6 +48,7 @@ struct Executor::Plan {
   std::vector<std::vector<int>> views;               // by step: outputs bound to a view of their input
   std::vector<Slot> slots;  // by value id (node outputs only), then conversion temporaries
   std::vector<int> external_ids;                   // values allocated per run
+  std::vector<int> backed_ids;                     // values living in an external value's buffer (Slot::backs)
   Tensor arena;
   // Replay state, made once: tensors by slot id (arena views of planned values; state and
   // feeds are bound per run) and each step's kernel context over them.
@@ -488,6 +490,21 @@ std::unique_ptr<Executor::Plan> Executor::BuildPlan(std::vector<Tensor>& slots, 
       auto same_layout = [&](const Tensor& src) {
         return slot.layout ? !src.is_plain() && src.layout()->Equals(*slot.layout) : src.is_plain();
       };
+      // A fetched output that is a view of a planned value only it reads (the logits
+      // Reshape'd back from a Gemm's rows, graph/passes/fusion.h): that value is written
+      // straight into the output's per-run buffer instead of the arena, and the view copies
+      // nothing.
+      if (in0 >= 0 && options_.device.type == DeviceType::kCPU && kernel.OutputIsInputView() && slot.external &&
+          !slot.layout && upd == update_of.end() && plan->binds[step].inputs[0] == in0 && lifetime_of.count(in0) &&
+          !view_root.count(in0) && plan->slots[static_cast<size_t>(in0)].backs < 0 && !fetched.count(in0) &&
+          last_use[static_cast<size_t>(in0)] == static_cast<int>(step) && !state_[static_cast<size_t>(in0)].defined() &&
+          slots[static_cast<size_t>(in0)].is_plain() && slots[static_cast<size_t>(in0)].nbytes() == spec.nbytes()) {
+        lifetimes[lifetime_of[in0]].bytes = 0;
+        plan->slots[static_cast<size_t>(in0)].backs = id;
+        plan->backed_ids.push_back(in0);
+        plan->external_ids.push_back(id);
+        continue;
+      }
       if (in0 >= 0 && options_.device.type == DeviceType::kCPU && kernel.OutputIsInputView() && !slot.external &&
           upd == update_of.end() && plan->binds[step].inputs[0] == in0 && !state_[static_cast<size_t>(in0)].defined() &&
           same_layout(slots[static_cast<size_t>(in0)]) && slots[static_cast<size_t>(in0)].nbytes() == spec.nbytes()) {
@@ -556,7 +573,7 @@ void Executor::PrepareReplay(Plan& plan) {
     const Plan::Slot& s = plan.slots[id];
     if (s.state >= 0)
       plan.run_slots[id] = state_[static_cast<size_t>(s.state)];
-    else if (s.dtype != DType::kUndefined && !s.external && s.view_of < 0)
+    else if (s.dtype != DType::kUndefined && !s.external && s.view_of < 0 && s.backs < 0)
       plan.run_slots[id] = Tensor::View(s.dtype, s.shape, arena + s.offset, options_.device, s.layout);
   }
   plan.contexts.resize(order_.size());
@@ -644,6 +661,10 @@ void Executor::Replay(Plan& plan, const std::map<std::string, Tensor>& feeds, co
   for (int id : plan.external_ids) {
     const Plan::Slot& s = plan.slots[static_cast<size_t>(id)];
     slots[static_cast<size_t>(id)] = Tensor::Empty(s.dtype, s.shape, options_.device, s.layout);
+  }
+  for (int id : plan.backed_ids) {
+    const Plan::Slot& s = plan.slots[static_cast<size_t>(id)];
+    slots[static_cast<size_t>(id)] = Tensor::View(s.dtype, s.shape, slots[static_cast<size_t>(s.backs)].raw(), options_.device);
   }
   using Clock = std::chrono::steady_clock;
   const bool profiling = options_.profile;
@@ -773,6 +794,7 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& given_fee
     // Drop this run's references to the caller's feeds and the fetched buffers.
     for (const auto& [name, t] : feeds) (*slots)[static_cast<size_t>(value_ids_.at(name))] = Tensor();
     for (int id : ran->external_ids) (*slots)[static_cast<size_t>(id)] = Tensor();
+    for (int id : ran->backed_ids) (*slots)[static_cast<size_t>(id)] = Tensor();
   }
   return out;
 }

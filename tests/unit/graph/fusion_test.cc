@@ -650,5 +650,56 @@ TEST(RankInference, LeavesUnknownWhatTheGraphDoesNotDetermine) {
   EXPECT_EQ(ranks.at("x"), 3);
 }
 
+// A product with a transposed weight matrix (torch 2.x's Linear, GPT-2's tied lm_head)
+// becomes one Gemm with transB, A flattened to rows where its rank is above 2 and the
+// product shaped back; training the result needs no transpose at all, and it trains as the
+// unfused graph (finite differences too). A Transpose read by anything else stays.
+TEST(Fusion, TransposedWeightProductsBecomeGemmAndTrainAsUnfused) {
+  const std::vector<std::vector<int64_t>> a_shapes = {{6, 5}, {2, 3, 5}, {2, 1, 3, 5}};
+  for (const auto& a_shape : a_shapes) {
+    SCOPED_TRACE("A of rank " + std::to_string(a_shape.size()));
+    ModelBuilder b;
+    b.Param("a", a_shape, -1.f, 1.f);
+    b.Param("w", {4, 5}, -1.f, 1.f);
+    b.Op("Transpose", {"w"}, "wt").SetInts("perm", {1, 0});
+    b.Op("MatMul", {"a", "wt"}, "y");
+    std::vector<int64_t> y_shape = a_shape;
+    y_shape.back() = 4;
+    const Model m = WithLoss(b, "y", y_shape);
+    const TrainingGraph tg = Train(m, true);
+    EXPECT_EQ(Count(tg.model, "Transpose"), 0);
+    EXPECT_EQ(Count(tg.model, "TransposeLastTwo", kGradDomain), 0);
+    EXPECT_EQ(Count(tg.model, "MatMul"), 0);
+    EXPECT_GE(Count(tg.model, "Gemm"), 3);  // the product and both gradients
+    ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+    ExpectSameAsUnfused(m, tg);
+  }
+  {  // a tied weight: also gathered as an embedding; both gradients summed
+    ModelBuilder b;
+    b.Param("w", {7, 5}, -1.f, 1.f);
+    b.Const(HostTensor::FromVector<int64_t>({3, 0, 6, 3, 1, 2}, {2, 3}, "ids"));
+    b.Op("Gather", {"w", "ids"}, "emb");
+    b.Op("Transpose", {"w"}, "wt").SetInts("perm", {1, 0});
+    b.Op("MatMul", {"emb", "wt"}, "y");
+    const Model m = WithLoss(b, "y", {2, 3, 7});
+    const TrainingGraph tg = Train(m, true);
+    EXPECT_EQ(Count(tg.model, "Transpose"), 0);
+    ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+    ExpectSameAsUnfused(m, tg);
+  }
+  {  // the transposed weight read by something else too: left alone
+    ModelBuilder b;
+    b.Param("a", {5, 5}, -1.f, 1.f);
+    b.Param("w", {5, 5}, -1.f, 1.f);
+    b.Op("Transpose", {"w"}, "wt").SetInts("perm", {1, 0});
+    b.Op("MatMul", {"a", "wt"}, "p");
+    b.Op("Add", {"p", "wt"}, "y");
+    const Model m = WithLoss(b, "y", {5, 5});
+    const TrainingGraph tg = Train(m, true);
+    EXPECT_EQ(Count(tg.model, "Transpose"), 2);  // the forward one and its gradient
+    ExpectSameAsUnfused(m, tg);
+  }
+}
+
 }  // namespace
 }  // namespace ot

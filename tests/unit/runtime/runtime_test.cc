@@ -343,6 +343,60 @@ TEST(Executor, FlattenViewKeepsItsInputBufferAlive) {
   }
 }
 
+// A fetched output that is a Reshape of a value only it reads (the logits of a Gemm shaped
+// back to [N, T, V], graph/passes/fusion.h) is written by the Gemm straight into the
+// output's buffer: right values in every run, each run's output its own buffer (an earlier
+// run's result is not overwritten), and the arena holds no copy of the rows.
+TEST(Executor, FetchedReshapeOfAGemmGetsItsRowsWithoutACopy) {
+  Model m;
+  m.opsets[""] = 17;
+  ValueInfo x;
+  x.name = "x";
+  x.dtype = DType::kFloat32;
+  x.has_shape = true;
+  x.dims = {Dim{6, ""}, Dim{4, ""}};
+  m.graph.inputs.push_back(x);
+  HostTensor w(DType::kFloat32, {3, 4}, "w");
+  for (int64_t i = 0; i < w.NumElements(); ++i) w.Data<float>()[i] = static_cast<float>(i % 7) - 3.f;
+  m.graph.initializers.push_back(w);
+  m.graph.initializers.push_back(HostTensor::FromVector<int64_t>({2, 3, 3}, {3}, "shape"));
+  auto add_node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) -> Node& {
+    Node n;
+    n.name = out;
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    m.graph.nodes.push_back(n);
+    return m.graph.nodes.back();
+  };
+  add_node("Gemm", {"x", "w"}, "rows").SetInt("transB", 1);
+  add_node("Reshape", {"rows", "shape"}, "y");
+  ValueInfo y;
+  y.name = "y";
+  y.dtype = DType::kFloat32;
+  m.graph.outputs.push_back(y);
+  Executor exec(m);
+  std::vector<HostTensor> results, inputs;
+  for (int run = 0; run < 3; ++run) {  // the first run traces; later ones replay
+    HostTensor h(DType::kFloat32, {6, 4});
+    for (int64_t i = 0; i < h.NumElements(); ++i) h.Data<float>()[i] = static_cast<float>((i * 3 + run) % 5) - 2.f;
+    results.push_back(exec.Run({{"x", Tensor::FromHost(h)}})[0].ToHost());
+    inputs.push_back(h);
+    EXPECT_LT(exec.LastPlanStats().arena_bytes, 6u * 3u * sizeof(float)) << "run " << run;
+  }
+  for (int run = 0; run < 3; ++run) {
+    const HostTensor& r = results[static_cast<size_t>(run)];
+    ASSERT_EQ(r.dims, (std::vector<int64_t>{2, 3, 3}));
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t j = 0; j < 3; ++j) {
+        float want = 0.f;
+        for (int64_t k = 0; k < 4; ++k)
+          want += inputs[static_cast<size_t>(run)].Data<float>()[i * 4 + k] * w.Data<float>()[j * 4 + k];
+        EXPECT_EQ(r.Data<float>()[i * 3 + j], want) << "run " << run << " row " << i << " column " << j;
+      }
+  }
+}
+
 // Resident bytes of this process (/proc/self/statm).
 size_t ResidentBytes() {
   std::ifstream statm("/proc/self/statm");
