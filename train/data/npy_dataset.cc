@@ -252,6 +252,13 @@ ImageDataset LoadNumpyDataset(const std::string& kind, const std::string& rest, 
       OT_CHECK(has(label_key), "%s has no labels array 'y' (or 'labels'); its arrays are: %s", file.c_str(),
                Join(have).c_str());
       keys = {input_keys[0].second, label_key};
+      // A test split: every array again with "_test" after its name (x_test, y_test's rule).
+      bool test_arrays = has(label_key + "_test");
+      for (const auto& [in, key] : input_keys) test_arrays = test_arrays && has(key + "_test");
+      if (test_arrays) {
+        keys.push_back(input_keys[0].second + "_test");
+        keys.push_back(label_key + "_test");
+      }
     } else if (keys.empty()) {
       keys = {"x", label_key};
       if (std::count(have.begin(), have.end(), "x_test") && std::count(have.begin(), have.end(), "y_test")) {
@@ -377,7 +384,7 @@ ImageDataset LoadNumpyDataset(const std::string& kind, const std::string& rest, 
   // The model's further inputs: their npz arrays, the same rows.
   for (size_t k = 1; k < input_keys.size(); ++k) {
     const ValueInfo& in = *input_keys[k].first;
-    NpyArray a = NpyArray::OpenNpz(parts[0], input_keys[k].second);
+    NpyArray a = NpyArray::OpenNpz(parts[0], input_keys[k].second + (have_test && split == "test" ? "_test" : ""));
     OT_CHECK(!a.shape().empty() && a.shape()[0] == n, "'%s' should hold %lld samples as '%s' does, it is %s",
              a.source().c_str(), (long long)n, x.source().c_str(), ShapeOf(a.shape()).c_str());
     if (in.has_shape) {
