@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """--amp bf16 (issue 40) against PyTorch's autocast bf16: the same weights, the same batches.
 
-A small ResNet (two basic blocks with BatchNorm, 3x16x16) and a tiny ViT (4x4 patches by a
+A small ResNet (two basic blocks with BatchNorm, 3x16x16), torchvision's ResNet18 (the same
+images) and a tiny ViT (4x4 patches by a
 strided Conv, 2 pre-norm layers of width 32 with attention written as MatMuls, GELU MLP) are
 exported by PyTorch 2.x and trained 16 steps (SGD momentum 0.9, batch 16, --no-shuffle on an
 npz) by onnx-train with and without --amp bf16, and by PyTorch in float32 and under
@@ -35,6 +36,7 @@ import ot_cli  # noqa: E402
 from fashion_data import FASHION  # noqa: E402
 
 STEPS, BATCH, LR, MOMENTUM = 16, 16, 0.05, 0.9
+LR_OF = {"resnet18": 0.005}  # ResNet18 at 0.05 diverges on these batches: curves apart by chaos, not by rounding
 MARGIN, FLOOR = 3.0, 2e-3
 FAILURES = []
 
@@ -108,10 +110,10 @@ def make_data(path):
     return x, y
 
 
-def torch_curve(model, x, y, amp):
+def torch_curve(model, x, y, amp, lr=LR):
     torch.manual_seed(0)
     m = __import__("copy").deepcopy(model).train()
-    opt = torch.optim.SGD(m.parameters(), lr=LR, momentum=MOMENTUM)
+    opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=MOMENTUM)
     losses = []
     for s in range(STEPS):
         xb, yb = torch.from_numpy(x[s * BATCH:(s + 1) * BATCH]), torch.from_numpy(y[s * BATCH:(s + 1) * BATCH])
@@ -124,12 +126,12 @@ def torch_curve(model, x, y, amp):
     return losses
 
 
-def ours_curve(args, onnx_path, npz, tag, extra=()):
+def ours_curve(args, onnx_path, npz, tag, extra=(), lr=LR):
     metrics = os.path.join(args.workdir, tag + ".jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
     out = ot_cli.run(args.onnx_train, [onnx_path, "--data", "npz:" + npz, "--no-shuffle", "--batch", str(BATCH),
-                                       "--epochs", "1", "--opt", "sgd", "--lr", repr(LR), "--momentum", repr(MOMENTUM),
+                                       "--epochs", "1", "--opt", "sgd", "--lr", repr(lr), "--momentum", repr(MOMENTUM),
                                        "--no-checkpoints", "--quiet", "--threads", "2", "--metrics", metrics, *extra])
     import json
     with open(metrics) as f:
@@ -169,7 +171,7 @@ def check_checkpoint_and_resume(args, onnx_path, npz):
         ck = os.path.join(args.workdir, "ck-" + tag)
         shutil.rmtree(ck, ignore_errors=True)
         cmd = [args.onnx_train, onnx_path, "--data", "npz:" + npz, "--no-shuffle", "--batch", str(BATCH),
-               "--epochs", "1", "--opt", "sgd", "--lr", repr(LR), "--momentum", repr(MOMENTUM), "--amp", "bf16",
+               "--epochs", "1", "--opt", "sgd", "--lr", repr(lr), "--momentum", repr(MOMENTUM), "--amp", "bf16",
                "--checkpoint-dir", ck, "--snapshot-every", "3", "--max-restarts", "1", "--quiet", "--threads", "2"]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, **env))
         if p.returncode != 0:
@@ -219,7 +221,8 @@ def main():
     npz = os.path.join(args.workdir, "images.npz")
     x, y = make_data(npz)
     torch.manual_seed(0)
-    models = {"resnet": SmallResNet(), "vit": TinyViT()}
+    import torchvision
+    models = {"resnet": SmallResNet(), "resnet18": torchvision.models.resnet18(num_classes=10), "vit": TinyViT()}
     paths = {}
     for name, model in models.items():
         paths[name] = os.path.join(args.workdir, name + ".onnx")
@@ -233,10 +236,11 @@ def main():
         print("skipped: this CPU has no avx512_bf16 or amx_bf16; the bf16 parity needs them")
         sys.exit(1 if FAILURES else 0)
     for name, model in models.items():
-        ref = torch_curve(model, x, y, amp=False)
-        torch_bf16 = torch_curve(model, x, y, amp=True)
-        ours_bf16, _ = ours_curve(args, paths[name], npz, name + "_bf16", ["--amp", "bf16"])
-        ours_f32, _ = ours_curve(args, paths[name], npz, name + "_f32")
+        lr = LR_OF.get(name, LR)
+        ref = torch_curve(model, x, y, amp=False, lr=lr)
+        torch_bf16 = torch_curve(model, x, y, amp=True, lr=lr)
+        ours_bf16, _ = ours_curve(args, paths[name], npz, name + "_bf16", ["--amp", "bf16"], lr=lr)
+        ours_f32, _ = ours_curve(args, paths[name], npz, name + "_f32", lr=lr)
         if len(ours_bf16) != STEPS or len(ours_f32) != STEPS:
             check(f"{name}: {STEPS} steps", False, f"{len(ours_bf16)} and {len(ours_f32)}")
             continue
