@@ -22,7 +22,6 @@ numpy and PyTorch float64, never onnx-train. About 30 s on 2 cores.
 import os
 import re
 import sys
-import warnings
 
 import numpy as np
 
@@ -34,30 +33,12 @@ try:
     import onnx
     import torch
     import torch.nn as nn
+    from torch_models import TwoInputEncoder, export_inputs as export
 except ImportError:
     print("SKIP: no torch or onnx")
     sys.exit(0)
 
 N, N_TEST, T, VOCAB = 192, 48, 6, 10
-
-
-class Encoder(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.emb = nn.Embedding(VOCAB, 8)
-        self.fc = nn.Linear(8, 2)
-
-    def forward(self, input_ids, attention_mask):
-        e = self.emb(input_ids) * attention_mask.unsqueeze(-1)
-        return self.fc(e.sum(1) / attention_mask.sum(1, keepdim=True).clamp(min=1.0))
-
-
-def export(model, args, names, path):
-    axes = {n: {0: "batch"} for n in names + ["out"]}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, args, path, input_names=names, output_names=["out"], dynamic_axes=axes,
-                          opset_version=17, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
 
 
 def make_tasks(wd, rng):
@@ -76,7 +57,7 @@ def make_tasks(wd, rng):
     lengths = rng.integers(2, T + 1, size=N + N_TEST)
     mask = (np.arange(T)[None, :] < lengths[:, None]).astype(np.float32)
     label = np.array([int((ids[i][mask[i] > 0] == 1).any()) for i in range(N + N_TEST)], dtype=np.int64)
-    export(Encoder(), (torch.zeros(2, T, dtype=torch.int64), torch.ones(2, T)), ["input_ids", "attention_mask"],
+    export(TwoInputEncoder(VOCAB, 8), (torch.zeros(2, T, dtype=torch.int64), torch.ones(2, T)), ["input_ids", "attention_mask"],
            os.path.join(wd, "enc.onnx"))
     tasks["two inputs"] = dict(loss=[], inputs={"input_ids": ids, "attention_mask": mask}, labels=label,
                                torch_loss="ce")

@@ -23,12 +23,12 @@ Run by CTest (target tasks_test); by hand:
 
 import os
 import sys
-import warnings
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
 from ot_cli import epochs, run, test_args, test_parser  # noqa: E402
+from torch_models import TwoInputEncoder, export_inputs as export  # noqa: E402
 
 try:
     import torch
@@ -36,14 +36,6 @@ try:
 except ImportError:
     print("SKIP: no torch")
     sys.exit(0)
-
-
-def export(model, args, names, path):
-    axes = {n: {0: "batch"} for n in names + ["out"]}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, args, path, input_names=names, output_names=["out"], dynamic_axes=axes,
-                          opset_version=17, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
 
 
 def main():
@@ -101,16 +93,6 @@ def main():
     # 3. Two inputs by name: class = token 1 occurs in the unmasked part.
     vocab, t = 10, 8
 
-    class Encoder(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb = nn.Embedding(vocab, 16)
-            self.fc = nn.Linear(16, 2)
-
-        def forward(self, input_ids, attention_mask):
-            e = self.emb(input_ids) * attention_mask.unsqueeze(-1)
-            return self.fc(e.sum(1) / attention_mask.sum(1, keepdim=True).clamp(min=1.0))
-
     ids = rng.integers(2, vocab, size=(n, t)).astype(np.int64)
     lengths = rng.integers(3, t + 1, size=n)
     mask = (np.arange(t)[None, :] < lengths[:, None]).astype(np.float32)
@@ -123,7 +105,7 @@ def main():
     npz = os.path.join(wd, "enc.npz")
     np.savez(npz, input_ids=ids, attention_mask=mask, y=label)
     enc = os.path.join(wd, "enc.onnx")
-    export(Encoder(), (torch.zeros(2, t, dtype=torch.int64), torch.ones(2, t)), ["input_ids", "attention_mask"], enc)
+    export(TwoInputEncoder(vocab, 16), (torch.zeros(2, t, dtype=torch.int64), torch.ones(2, t)), ["input_ids", "attention_mask"], enc)
     m = os.path.join(wd, "enc.jsonl")
     out = run(tool, [enc, "--data", "npz:" + npz, "--lr", "0.05", "--metrics", m] + common)
     rows = epochs(m)

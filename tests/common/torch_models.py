@@ -1,6 +1,6 @@
 """The PyTorch side the tests and benchmarks share: the reference models (the recipe's ResNet34,
-SimpleNN, LeNet) built with weights away from the defaults, their torch.onnx.export in training
-or eval mode with a dynamic batch, PyTorch's forward, one step's gradients (with ReLU
+SimpleNN, LeNet, a two-input encoder) built with weights away from the defaults, their
+torch.onnx.export in training or eval mode with a dynamic batch, PyTorch's forward, one step's gradients (with ReLU
 decisions that can be imposed, for the float64 oracle) and an SGD loss curve."""
 import copy
 import sys
@@ -86,6 +86,30 @@ def export(module, shape, path, training, opset=None):
                           dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, training=mode,
                           do_constant_folding=not training,  # torch advises no folding for training export
                           **({"opset_version": opset} if opset else {}))
+
+
+def export_inputs(module, args, names, path, opset=17):
+    """torch 1.x's exporter in training mode, named inputs (args: one tensor each) and one
+    output 'out', every input and the output with a dynamic batch."""
+    axes = {n: {0: "batch"} for n in names + ["out"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, args, path, input_names=names, output_names=["out"], dynamic_axes=axes,
+                          opset_version=opset, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+
+
+class TwoInputEncoder(nn.Module):
+    """Hugging Face's input form: input_ids [N, T] and attention_mask [N, T]; an embedding,
+    the masked mean over the tokens and a Linear to `classes` scores."""
+
+    def __init__(self, vocab, width, classes=2):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, width)
+        self.fc = nn.Linear(width, classes)
+
+    def forward(self, input_ids, attention_mask):
+        e = self.emb(input_ids) * attention_mask.unsqueeze(-1)
+        return self.fc(e.sum(1) / attention_mask.sum(1, keepdim=True).clamp(min=1.0))
 
 
 class DecidedReLU(torch.nn.Module):

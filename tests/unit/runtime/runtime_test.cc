@@ -302,35 +302,40 @@ TEST(Executor, StateUpdatesWrittenInPlaceOnlyWhereNothingReadsTheOldValueLater) 
   }
 }
 
+// A float32 graph input or output named `name` (dims: its shape; none: unknown).
+ValueInfo FloatValue(const std::string& name, std::vector<Dim> dims = {}) {
+  ValueInfo v;
+  v.name = name;
+  v.dtype = DType::kFloat32;
+  v.has_shape = !dims.empty();
+  v.dims = std::move(dims);
+  return v;
+}
+
+// Appends node `op`(in) -> out, named after its output.
+Node& AddNode(Model& m, const std::string& op, std::vector<std::string> in, const std::string& out) {
+  Node n;
+  n.name = out;
+  n.op_type = op;
+  n.inputs = std::move(in);
+  n.outputs = {out};
+  m.graph.nodes.push_back(n);
+  return m.graph.nodes.back();
+}
+
 // y = Relu(x); f = Flatten(y) (a view of y's buffer in replay); t = Neg(Neg(x)) (two
 // buffers the planner could place where y was, were y taken as dead after Flatten);
 // out = f + t = relu(x) + x.
 TEST(Executor, FlattenViewKeepsItsInputBufferAlive) {
   Model m;
   m.opsets[""] = 17;
-  ValueInfo x;
-  x.name = "x";
-  x.dtype = DType::kFloat32;
-  x.has_shape = true;
-  x.dims = {Dim{-1, "batch"}, Dim{4, ""}};
-  m.graph.inputs.push_back(x);
-  auto add_node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
-    Node n;
-    n.name = out;
-    n.op_type = op;
-    n.inputs = std::move(in);
-    n.outputs = {out};
-    m.graph.nodes.push_back(n);
-  };
-  add_node("Relu", {"x"}, "y");
-  add_node("Flatten", {"y"}, "f");
-  add_node("Neg", {"x"}, "t1");
-  add_node("Neg", {"t1"}, "t2");
-  add_node("Add", {"f", "t2"}, "out");
-  ValueInfo out;
-  out.name = "out";
-  out.dtype = DType::kFloat32;
-  m.graph.outputs.push_back(out);
+  m.graph.inputs.push_back(FloatValue("x", {Dim{-1, "batch"}, Dim{4, ""}}));
+  AddNode(m, "Relu", {"x"}, "y");
+  AddNode(m, "Flatten", {"y"}, "f");
+  AddNode(m, "Neg", {"x"}, "t1");
+  AddNode(m, "Neg", {"t1"}, "t2");
+  AddNode(m, "Add", {"f", "t2"}, "out");
+  m.graph.outputs.push_back(FloatValue("out"));
   Executor exec(m);
   for (int run = 0; run < 3; ++run) {  // the first run traces; later ones replay
     HostTensor h(DType::kFloat32, {3, 4});
@@ -350,31 +355,14 @@ TEST(Executor, FlattenViewKeepsItsInputBufferAlive) {
 TEST(Executor, FetchedReshapeOfAGemmGetsItsRowsWithoutACopy) {
   Model m;
   m.opsets[""] = 17;
-  ValueInfo x;
-  x.name = "x";
-  x.dtype = DType::kFloat32;
-  x.has_shape = true;
-  x.dims = {Dim{6, ""}, Dim{4, ""}};
-  m.graph.inputs.push_back(x);
+  m.graph.inputs.push_back(FloatValue("x", {Dim{6, ""}, Dim{4, ""}}));
   HostTensor w(DType::kFloat32, {3, 4}, "w");
   for (int64_t i = 0; i < w.NumElements(); ++i) w.Data<float>()[i] = static_cast<float>(i % 7) - 3.f;
   m.graph.initializers.push_back(w);
   m.graph.initializers.push_back(HostTensor::FromVector<int64_t>({2, 3, 3}, {3}, "shape"));
-  auto add_node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) -> Node& {
-    Node n;
-    n.name = out;
-    n.op_type = op;
-    n.inputs = std::move(in);
-    n.outputs = {out};
-    m.graph.nodes.push_back(n);
-    return m.graph.nodes.back();
-  };
-  add_node("Gemm", {"x", "w"}, "rows").SetInt("transB", 1);
-  add_node("Reshape", {"rows", "shape"}, "y");
-  ValueInfo y;
-  y.name = "y";
-  y.dtype = DType::kFloat32;
-  m.graph.outputs.push_back(y);
+  AddNode(m, "Gemm", {"x", "w"}, "rows").SetInt("transB", 1);
+  AddNode(m, "Reshape", {"rows", "shape"}, "y");
+  m.graph.outputs.push_back(FloatValue("y"));
   Executor exec(m);
   std::vector<HostTensor> results, inputs;
   for (int run = 0; run < 3; ++run) {  // the first run traces; later ones replay
