@@ -1,8 +1,9 @@
 // Row loops of the softmax cross-entropy loss and its gradient over contiguous float32 rows
 // (a language model's [N*T, V] scores: 2,048 rows of 50,257 classes are ~400 MB a step).
 // The C library's exp is a scalar call (double exp per class took 8% of a GPT-2-shaped
-// step); these use activation_math.h's FastExp (relative error below 2e-7) in loops that
-// GCC vectorises, compiled for AVX-512, AVX2 and the baseline (OT_VECTOR_CLONES).
+// step); these use activation_math.h's FastExp (relative error below 2e-7) for the sums and an
+// exponential evaluated in double for the gradient's probabilities, in loops that GCC
+// vectorises, compiled for AVX-512, AVX2 and the baseline (OT_VECTOR_CLONES).
 #pragma once
 
 #include <cstdint>
