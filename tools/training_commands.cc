@@ -13,7 +13,8 @@
 #include "graph/passes/param_patterns.h"
 #include "graph/tensor_proto.h"
 #include "graph/passes/fusion.h"
-#include "graph/passes/loss_scale/loss_scale_pass.h"
+#include "graph/passes/fp16/fp16_products.h"
+#include "graph/passes/fp16/loss_scale_pass.h"
 #include "train/training_session.h"
 #include "runtime/executor/executor.h"
 #include "tools/args.h"
@@ -136,7 +137,10 @@ int CmdGrad(const std::vector<std::string>& argv) {
   }
   const AmpMode amp = g.amp == AmpMode::kOff ? g.amp : CheckedAmpMode(AmpModeName(g.amp), opts.device);
   InsertAmpCasts(tg.model, amp);
-  if (amp == AmpMode::kFloat16 && opts.device.type == DeviceType::kCPU) EmulateFloat16Products(tg.model);
+  if (amp == AmpMode::kFloat16) {
+    RoundFloat16ProductOutputs(tg.model);
+    if (opts.device.type == DeviceType::kCPU) EmulateFloat16Products(tg.model);
+  }
   Executor exec(tg.model, opts);
   std::map<std::string, Tensor> feeds = ReadFeeds(args.GetAll("input"), opts.device);
   if (!tg.labels.empty()) {
@@ -166,6 +170,7 @@ int CmdExport(const std::vector<std::string>& argv) {
   GraphSettings g = ReadGraphSettings(ExportFlags(), args);
   Model forward = LoadForTraining(args, &g);
   TrainingGraph tg = BuildTrainingGraph(forward, g.autodiff);
+  if (g.amp == AmpMode::kFloat16) RoundFloat16BiasGradients(tg);
   // As PlanTrainingGraph writes it (train/training_session.cc), device-independent: the
   // products read the float16 casts (the CPU's emulation is not shown).
   TrainingConfig scaling;
@@ -177,6 +182,7 @@ int CmdExport(const std::vector<std::string>& argv) {
   if (!g.no_optimizer) AppendOptimizer(tg, g.optimizer);
   if (scaled && !g.no_optimizer) GateOptimizerUpdates(tg, first_update);
   const AmpCounts amp = InsertAmpCasts(tg.model, g.amp);
+  if (g.amp == AmpMode::kFloat16) RoundFloat16ProductOutputs(tg.model);
   if (g.amp != AmpMode::kOff)
     std::cout << "--amp " << AmpModeName(g.amp) << ": " << amp.casts << " Cast nodes before " << amp.products
               << " convolutions and matrix products"

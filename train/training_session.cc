@@ -4,7 +4,8 @@
 #include "graph/error.h"
 #include "graph/exports/sync_batch_norm.h"
 #include "graph/passes/fusion.h"
-#include "graph/passes/loss_scale/loss_scale_pass.h"
+#include "graph/passes/fp16/fp16_products.h"
+#include "graph/passes/fp16/loss_scale_pass.h"
 
 namespace ot {
 
@@ -23,6 +24,7 @@ TrainingGraph PlanTrainingGraph(const Model& forward, const TrainingConfig& conf
                                 std::vector<std::pair<std::string, std::string>>* micro_updates, int* sync_bn_nodes) {
   TrainingGraph tg = BuildTrainingGraph(forward, config.autodiff);
   OT_CHECK(!tg.labels.empty(), "the model already ends in a loss; training needs logits to attach its own loss to");
+  if (config.amp == AmpMode::kFloat16) RoundFloat16BiasGradients(tg);
   if (config.accumulate > 1) {
     auto updates = AppendGradientAccumulation(tg, config.accumulate);
     if (micro_updates) *micro_updates = std::move(updates);
@@ -41,8 +43,10 @@ TrainingGraph PlanTrainingGraph(const Model& forward, const TrainingConfig& conf
     FuseAddRelu(tg.model);
   }
   InsertAmpCasts(tg.model, config.amp);
-  if (config.amp == AmpMode::kFloat16 && config.executor.device.type == DeviceType::kCPU)
-    EmulateFloat16Products(tg.model);
+  if (config.amp == AmpMode::kFloat16) {
+    RoundFloat16ProductOutputs(tg.model);
+    if (config.executor.device.type == DeviceType::kCPU) EmulateFloat16Products(tg.model);
+  }
   return tg;
 }
 

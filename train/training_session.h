@@ -34,7 +34,7 @@ struct TrainingConfig {
   // Cast nodes rounded to float16 (EmulateFloat16Products).
   AmpMode amp = AmpMode::kOff;
   // --loss-scale: with --amp fp16 (kDefault: dynamic), the scaling nodes of
-  // graph/passes/loss_scale/loss_scale_pass.h and the session's LossScaler.
+  // graph/passes/fp16/loss_scale_pass.h and the session's LossScaler.
   LossScaleOptions loss_scale;
 };
 

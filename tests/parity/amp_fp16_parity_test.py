@@ -210,7 +210,10 @@ def check_checkpoint_and_resume(args, path, npz):
         shutil.rmtree(ck, ignore_errors=True)
         cmd = [args.onnx_train, path, "--data", "npz:" + npz, "--no-shuffle", "--batch", str(BATCH), "--epochs", "1",
                *optimizer_flags("sgd"), "--amp", "fp16", "--loss-scale", f"dynamic:{2.0 ** 28:.0f}",
-               "--checkpoint-dir", ck, "--snapshot-every", "3", "--max-restarts", "1", "--quiet", "--threads", "2"]
+               "--checkpoint-dir", ck, "--snapshot-every", "3", "--max-restarts", "1", "--quiet", "--threads", "2",
+               # Two separate runs are compared: under auto each times its own convolution algorithms
+               # (a resume restores its run's choices), and timings may choose differently.
+               "--conv-algo", "direct"]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, **env))
         if p.returncode != 0:
             sys.exit(f"FAIL: {' '.join(cmd)}:\n{p.stdout}{p.stderr}")

@@ -1,7 +1,7 @@
 // The host side of --amp fp16's loss scaling: the scale, torch.amp.GradScaler's
 // skip/grow/backoff rule, and its state for checkpoints. The graph side (scaled seed,
 // unscaled gradients, the all-finite flag, the gated updates) is
-// graph/passes/loss_scale/loss_scale_pass.h.
+// graph/passes/fp16/loss_scale_pass.h.
 //
 // --loss-scale dynamic[:S0] (initial scale S0, 65536 by default): a step whose gradients
 // hold an inf or NaN is skipped and the scale halves; after 2000 finite steps in a row it

@@ -1,5 +1,5 @@
-// Loss scaling nodes in the training graph, and the CPU's float16 emulation.
-#include "graph/passes/loss_scale/loss_scale_pass.h"
+// Loss scaling nodes in the training graph.
+#include "graph/passes/fp16/loss_scale_pass.h"
 
 #include <map>
 #include <set>
@@ -110,37 +110,6 @@ void GateOptimizerUpdates(TrainingGraph& tg, size_t first_update) {
     }
     g.nodes.push_back(MakeNode("Where", {kGradsFiniteOutput, renamed[value], state}, value));
   }
-}
-
-int EmulateFloat16Products(Model& m) {
-  Graph& g = m.graph;
-  std::map<std::string, std::string> widened;  // float16 cast -> its float32 copy
-  std::vector<Node> nodes;
-  nodes.reserve(g.nodes.size() * 2);
-  for (Node& n : g.nodes) {
-    for (auto& in : n.inputs) {
-      auto it = widened.find(in);
-      if (it != widened.end()) in = it->second;
-    }
-    const bool amp_cast = n.op_type == "Cast" && n.domain.empty() && n.name.rfind("amp/cast/fp16/", 0) == 0;
-    nodes.push_back(std::move(n));
-    if (!amp_cast) continue;
-    const std::string half = nodes.back().outputs[0];
-    Node back = MakeNode("Cast", {half}, half + "/emulated_fp32");
-    back.name = "amp/emulate/" + half;
-    back.SetInt("to", static_cast<int64_t>(DType::kFloat32));
-    auto known = g.value_info.find(half);
-    if (known != g.value_info.end()) {
-      ValueInfo v = known->second;
-      v.name = back.outputs[0];
-      v.dtype = DType::kFloat32;
-      g.value_info[v.name] = v;
-    }
-    widened[half] = back.outputs[0];
-    nodes.push_back(std::move(back));
-  }
-  g.nodes = std::move(nodes);
-  return static_cast<int>(widened.size());
 }
 
 }  // namespace ot

@@ -36,9 +36,4 @@ void InsertLossScaling(TrainingGraph& tg);
 // kGradsFiniteOutput; the updates keep their names (the optimizer's own outputs are renamed).
 void GateOptimizerUpdates(TrainingGraph& tg, size_t first_update);
 
-// The CPU's --amp fp16: each Cast to float16 that InsertAmpCasts added is followed by a Cast
-// back to float32 which the products read, so that they run float32 kernels on operands
-// rounded to float16 (this CPU has no float16 products). Returns the casts added.
-int EmulateFloat16Products(Model& m);
-
 }  // namespace ot
