@@ -70,6 +70,7 @@ int RoundFloat16ProductOutputs(Model& m) {
   std::set<std::string> halves;  // outputs of the amp's float16 casts
   for (const Node& n : g.nodes)
     if (IsAmpHalfCast(n)) halves.insert(n.outputs[0]);
+  std::map<std::string, std::string> bias_half;  // float32 bias -> its float16 cast
   int casts = 0;
   std::vector<Node> nodes;
   nodes.reserve(g.nodes.size() * 2);
@@ -79,6 +80,22 @@ int RoundFloat16ProductOutputs(Model& m) {
     if (!IsProduct(n) || !reads_half) {
       nodes.push_back(std::move(n));
       continue;
+    }
+    // The bias (Conv's B, Gemm's C) is float16 too, as autocast casts it: one element type
+    // throughout (valid ONNX, cuDNN's cudnnAddTensor). Named like InsertAmpCasts' casts, so
+    // the CPU's emulation widens it as it does the others.
+    if (n.domain.empty() && (n.op_type == "Conv" || n.op_type == "Gemm") && n.inputs.size() > 2 &&
+        !n.inputs[2].empty() && !halves.count(n.inputs[2])) {
+      const std::string b = n.inputs[2];
+      auto done = bias_half.find(b);
+      if (done == bias_half.end()) {
+        const std::string half = b + "/fp16_bias";
+        Declare(g, b, half, DType::kFloat16);
+        nodes.push_back(CastNode("amp/cast/fp16/" + b + "/bias", b, half, DType::kFloat16));
+        done = bias_half.emplace(b, half).first;
+        ++casts;
+      }
+      n.inputs[2] = done->second;
     }
     std::vector<Node> after;
     for (auto& out : n.outputs) {

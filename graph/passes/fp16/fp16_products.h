@@ -25,7 +25,8 @@ namespace ot {
 int RoundFloat16BiasGradients(TrainingGraph& tg);
 
 // Products reading InsertAmpCasts' float16 casts write "<output>/fp16" (float16) and a
-// Cast "amp/cast/fp32/<output>" makes <output> float32 again. Returns the Casts added.
+// Cast "amp/cast/fp32/<output>" makes <output> float32 again; a Conv's or Gemm's bias is
+// cast to float16 as well ("<bias>/fp16_bias"). Returns the Casts added.
 int RoundFloat16ProductOutputs(Model& m);
 
 // The CPU's form of the above (see the top of this file). Returns the Casts added.
