@@ -21,6 +21,8 @@ PyTorch in float32 and under autocast float16 with a GradScaler. On this CPU flo
   - the checkpoint is a float32 inference model, and a run killed at step 5 and resumed from its
     step-3 snapshot (scale and growth counter in the state; steps skipped before and after the
     snapshot) ends bitwise equal to an uninterrupted one;
+  - data parallel (2 ranks) from 2^28: the run completes with steps skipped and the scale halved
+    on each (the all-finite flag reads the allreduced gradients, so the ranks agree);
   - --loss-scale with a non-positive or malformed value, or without --amp fp16: one error line.
 About 40-60 s on 2 cores.
 """
@@ -235,6 +237,29 @@ def check_checkpoint_and_resume(args, path, npz):
     check("resume under --amp fp16: final weights bitwise equal to the uninterrupted run (the scale restored)", same)
 
 
+def check_data_parallel(args, path, npz):
+    """Two ranks of batch 8 from 2^28: the finite flag reads the allreduced gradients, so both
+    ranks skip the same steps (a disagreement would desynchronise the collectives' bucket
+    order or the weights); rank 0's record halves the scale on each skip."""
+    metrics = os.path.join(args.workdir, "dp.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    ot_cli.run(args.onnx_train, [path, "--data", "npz:" + npz, "--no-shuffle", "--batch", str(BATCH // 2),
+                                 "--epochs", "1", *optimizer_flags("sgd"), "--no-checkpoints", "--quiet",
+                                 "--threads", "1", "--world-size", "2", "--amp", "fp16", "--loss-scale",
+                                 f"dynamic:{HUGE:.0f}", "--metrics", metrics, "--timeout", "120"])
+    with open(metrics) as f:
+        rows = [r for r in (json.loads(line) for line in f) if r.get("type") == "step"]
+    expected, ok = HUGE, True
+    for r in rows:
+        if r["skipped"]:
+            expected /= 2
+        ok = ok and r["loss_scale"] == expected
+    skipped = sum(r["skipped"] for r in rows)
+    check(f"data parallel (2 ranks): {skipped} of {len(rows)} steps skipped, the scale halved on each",
+          len(rows) == STEPS and 0 < skipped < STEPS and ok)
+
+
 def check_bad_input(args, path, npz):
     for value, amp in [("static:0", "fp16"), ("static:-2", "fp16"), ("static:abc", "fp16"), ("dynamic:inf", "fp16"),
                        ("static", "fp16"), ("sometimes", "fp16"), ("static:1e60", "fp16"), ("static:8", None)]:
@@ -266,6 +291,7 @@ def main():
         check_export(args, paths[name], name)
     check_skipped_steps_leave_weights(args, paths["resnet"], npz)
     check_checkpoint_and_resume(args, paths["resnet"], npz)
+    check_data_parallel(args, paths["resnet"], npz)
     check_bad_input(args, paths["resnet"], npz)
     if FAILURES:
         sys.exit(f"{len(FAILURES)} check(s) failed: " + "; ".join(FAILURES))
