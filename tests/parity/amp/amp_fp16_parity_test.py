@@ -40,8 +40,8 @@ import torch
 from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "common"))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "common"))
+sys.path.insert(0, os.path.join(HERE, ".."))  # amp_parity_test.py
 import ot_cli  # noqa: E402
 from amp_parity_test import SmallResNet, TinyViT, make_data  # noqa: E402  (the bf16 test's models and data)
 
