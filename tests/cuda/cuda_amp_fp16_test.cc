@@ -28,13 +28,13 @@ HostTensor RandomImages(int64_t n, int64_t c, int64_t hw, uint32_t seed) {
   return x;
 }
 
-struct Run {
+struct Curve {
   std::vector<float> losses;
   std::vector<bool> skipped;
   std::vector<float> scales;
 };
 
-Run Train(const Model& model, Device device, const std::string& loss_scale, const HostTensor& x, const HostTensor& y,
+Curve Train(const Model& model, Device device, const std::string& loss_scale, const HostTensor& x, const HostTensor& y,
           int steps) {
   TrainingConfig config;
   config.optimizer.momentum = 0.9f;
@@ -43,7 +43,7 @@ Run Train(const Model& model, Device device, const std::string& loss_scale, cons
   config.executor.device = device;
   config.executor.seed = 3;
   TrainingSession session(model, config);
-  Run r;
+  Curve r;
   for (int s = 0; s < steps; ++s) {
     const StepResult step = session.Step(Tensor::FromHost(x, device), Tensor::FromHost(y, device), 0.05f);
     r.losses.push_back(step.loss);
@@ -66,8 +66,8 @@ TEST_F(CudaAmpFp16, TrainingMatchesTheCpuEmulation) {
   const HostTensor x = RandomImages(8, 3, 16, 4);
   HostTensor y = HostTensor::FromVector<int64_t>({0, 1, 2, 3, 4, 5, 6, 7}, {8});
   for (const char* scale : {"dynamic", "dynamic:1e12"}) {
-    const Run cpu = Train(model, Device::CPU(), scale, x, y, 6);
-    const Run gpu = Train(model, Device{DeviceType::kCUDA, 0}, scale, x, y, 6);
+    const Curve cpu = Train(model, Device::CPU(), scale, x, y, 6);
+    const Curve gpu = Train(model, Device{DeviceType::kCUDA, 0}, scale, x, y, 6);
     EXPECT_EQ(gpu.skipped, cpu.skipped) << scale;
     EXPECT_EQ(gpu.scales, cpu.scales) << scale;
     for (size_t i = 0; i < cpu.losses.size(); ++i)
