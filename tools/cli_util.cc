@@ -52,11 +52,9 @@ std::vector<std::string> SplitList(const std::string& s) {
 
 AmpMode CheckedAmpMode(const std::string& text, Device device) {
   const AmpMode mode = ParseAmpMode(text);
-  if (mode == AmpMode::kFloat16)
-    throw Error(device.type == DeviceType::kCUDA
-                    ? "--amp fp16 on CUDA (float16 products with dynamic loss scaling) is not implemented yet; "
-                      "train without --amp, or with --amp bf16 on a CPU"
-                    : "--amp fp16 is CUDA's mixed precision; on the CPU use --amp bf16");
+  if (mode == AmpMode::kFloat16 && device.type == DeviceType::kCPU)
+    std::cout << "--amp fp16 on the CPU: float16 emulated in float32 products, for testing; use --amp bf16 for "
+                 "speed\n";
   if (mode == AmpMode::kBFloat16 && device.type != DeviceType::kCPU)
     throw Error("--amp bf16 runs on the CPU only so far; train on " + device.ToString() + " without --amp");
   if (mode == AmpMode::kBFloat16 && !cpu::CpuHasBFloat16Products()) {

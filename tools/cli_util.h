@@ -29,7 +29,8 @@ std::vector<std::string> SplitList(const std::string& s);
 void ApplyTf32Flag(bool tf32, Device device);
 // The --amp mode a run on `device` gets: bf16 on a CPU with bfloat16 products; on one
 // without, one line that says so and float32 (kOff: oneDNN's emulation is slower than
-// float32). Throws ot::Error for fp16 (CUDA, not implemented yet) and for bf16 off the CPU.
+// float32). fp16 on the CPU: one line says that float16 is emulated (EmulateFloat16Products).
+// Throws ot::Error for bf16 off the CPU.
 AmpMode CheckedAmpMode(const std::string& text, Device device);
 
 }  // namespace ot

@@ -56,7 +56,15 @@ const FlagInfo kAmpFlag = {
     "                       bfloat16 casts of their operands (Cast nodes in the training graph) and\n"
     "                       write float32; losses, normalisation, reductions and the optimizer stay\n"
     "                       float32 on float32 weights (CPUs with avx512_bf16 or AMX; elsewhere one\n"
-    "                       line says so and it runs float32). fp16 (CUDA) is not implemented yet\n"};
+    "                       line says so and it runs float32)\n"
+    "  --amp fp16           the same split with float16 casts and loss scaling (--loss-scale); CUDA\n"
+    "                       (cuDNN, cuBLAS); on the CPU float16 is emulated (float32 products of\n"
+    "                       operands rounded to float16), for testing\n"};
+const FlagInfo kLossScaleFlag = {
+    "loss-scale", FlagType::kText,
+    "  --loss-scale dynamic|dynamic:S0|static:S|none  --amp fp16's loss scaling (default dynamic:\n"
+    "                       from 65536, x2 after 2000 finite steps, x0.5 and the step skipped on an\n"
+    "                       inf or NaN gradient, as torch.amp.GradScaler)\n"};
 const FlagInfo kBatchFlag = {"batch", FlagType::kInt, ""};  // on --epochs' line
 const FlagInfo kBackendFlag = {
     "backend", FlagType::kText,

@@ -23,6 +23,7 @@ extern const FlagInfo kConvAlgoFlag;    // --conv-algo NAME
 extern const FlagInfo kDeviceFlag;      // --device cpu|cuda[:K]
 extern const FlagInfo kTf32Flag;        // --tf32
 extern const FlagInfo kAmpFlag;         // --amp bf16|fp16
+extern const FlagInfo kLossScaleFlag;   // --loss-scale dynamic[:S0]|static:S|none (--amp fp16)
 extern const FlagInfo kBatchFlag;       // --batch B
 extern const FlagInfo kBackendFlag;     // --backend NAME
 extern const FlagInfo kWorldSizeFlag;   // --world-size N

@@ -229,6 +229,7 @@ const FlagTable<S>& TrainFlags() {
       Trainer({kDeviceFlag, [](O& o, const FlagValue& v) { o.device = Device::Parse(v.Text()); }}),
       Trainer({kTf32Flag, [](O& o, const FlagValue&) { ApplyTf32Flag(true, o.device); }}),
       Trainer({kAmpFlag, [](O& o, const FlagValue& v) { o.amp = CheckedAmpMode(v.Text(), o.device); }}),
+      Trainer({kLossScaleFlag, [](O& o, const FlagValue& v) { o.loss_scale = ParseLossScale(v.Text()); }}),
       Trainer({{"cuda-graphs", FlagType::kBool,
                 "  --cuda-graphs        CUDA: replay each training step as one CUDA graph (same shapes;\n"
                 "                       data-parallel runs and models with Dropout take the normal path)\n"},

@@ -13,6 +13,9 @@
 #include "graph/passes/param_patterns.h"
 #include "graph/tensor_proto.h"
 #include "graph/passes/fusion.h"
+#include "graph/passes/fp16/fp16_products.h"
+#include "graph/passes/fp16/loss_scale_pass.h"
+#include "train/training_session.h"
 #include "runtime/executor/executor.h"
 #include "tools/args.h"
 #include "tools/cli_util.h"
@@ -32,6 +35,7 @@ struct GraphSettings {
   OptimizerConfig optimizer;   // export
   bool plan_dump = false, no_fusion = false, no_optimizer = false;
   AmpMode amp = AmpMode::kOff;  // --amp: the casts of the training graph (graph/passes/amp_pass.h)
+  LossScaleOptions loss_scale;  // export --amp fp16: its loss scaling nodes
 };
 using G = GraphSettings;
 
@@ -78,6 +82,7 @@ const FlagTable<G>& GradFlags() {
 const FlagTable<G>& ExportFlags() {
   static const FlagTable<G> rows = [] {
     FlagTable<G> r = GraphFlags();
+    r.push_back(Set(kLossScaleFlag, [](G& g, const FlagValue& v) { g.loss_scale = ParseLossScale(v.Text()); }));
     r.push_back(Field(FlagInfo{"no-optimizer", FlagType::kBool,
                                "  --no-optimizer       the training graph without the optimizer update\n"},
                       &G::no_optimizer));
@@ -130,7 +135,12 @@ int CmdGrad(const std::vector<std::string>& argv) {
     FuseBatchNormRelu(tg.model);
     FuseAddRelu(tg.model);
   }
-  InsertAmpCasts(tg.model, g.amp == AmpMode::kOff ? g.amp : CheckedAmpMode(AmpModeName(g.amp), opts.device));
+  const AmpMode amp = g.amp == AmpMode::kOff ? g.amp : CheckedAmpMode(AmpModeName(g.amp), opts.device);
+  InsertAmpCasts(tg.model, amp);
+  if (amp == AmpMode::kFloat16) {
+    RoundFloat16ProductOutputs(tg.model);
+    if (opts.device.type == DeviceType::kCPU) EmulateFloat16Products(tg.model);
+  }
   Executor exec(tg.model, opts);
   std::map<std::string, Tensor> feeds = ReadFeeds(args.GetAll("input"), opts.device);
   if (!tg.labels.empty()) {
@@ -160,11 +170,26 @@ int CmdExport(const std::vector<std::string>& argv) {
   GraphSettings g = ReadGraphSettings(ExportFlags(), args);
   Model forward = LoadForTraining(args, &g);
   TrainingGraph tg = BuildTrainingGraph(forward, g.autodiff);
+  if (g.amp == AmpMode::kFloat16) RoundFloat16BiasGradients(tg);
+  // As PlanTrainingGraph writes it (train/training_session.cc), device-independent: the
+  // products read the float16 casts (the CPU's emulation is not shown).
+  TrainingConfig scaling;
+  scaling.amp = g.amp;
+  scaling.loss_scale = g.loss_scale;
+  const bool scaled = EffectiveLossScale(scaling).kind != LossScaleOptions::Kind::kNone;
+  if (scaled) InsertLossScaling(tg);
+  const size_t first_update = tg.state_updates.size();
   if (!g.no_optimizer) AppendOptimizer(tg, g.optimizer);
+  if (scaled && !g.no_optimizer) GateOptimizerUpdates(tg, first_update);
   const AmpCounts amp = InsertAmpCasts(tg.model, g.amp);
+  if (g.amp == AmpMode::kFloat16) RoundFloat16ProductOutputs(tg.model);
   if (g.amp != AmpMode::kOff)
     std::cout << "--amp " << AmpModeName(g.amp) << ": " << amp.casts << " Cast nodes before " << amp.products
-              << " convolutions and matrix products\n";
+              << " convolutions and matrix products"
+              << (scaled ? std::string(", loss scaling nodes (input ") + kLossScaleInput + ", output " +
+                               kGradsFiniteOutput + ")"
+                         : std::string())
+              << "\n";
   CheckModel(tg.model);
   SaveModel(tg.model, args.Get("o"));
   size_t grad_nodes = 0;

@@ -83,6 +83,10 @@ StepOutcome StepAccumulator::Feed(Batch& batch, int64_t epoch, int64_t s, double
   out.json = StrFormat(",\"step_ms\":%.3f",
                        1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()) +
              mix_json + dp_.StepJson();
+  if (session_.loss_scaler().enabled())
+    out.json += StrFormat(",\"loss_scale\":%.17g,\"skipped\":%s,\"skipped_steps\":%lld",
+                          static_cast<double>(session_.loss_scaler().scale()), r.skipped ? "true" : "false",
+                          (long long)session_.loss_scaler().skipped_steps());
   return out;
 }
 

@@ -77,6 +77,7 @@ TrainingConfig SessionConfig(const TrainerOptions& o, Device device, CrossReplic
   config.executor.num_threads = o.threads;
   config.executor.seed = o.seed;
   config.amp = o.amp;
+  config.loss_scale = o.loss_scale;
   return config;
 }
 
@@ -121,6 +122,7 @@ class Trainer {
   std::unique_ptr<DistributedSampler> sampler_;
   std::unique_ptr<StepAccumulator> steps_;
   std::string ema_line_;       // --model-ema: both test accuracies, after the epoch line
+  int64_t skipped_before_epoch_ = 0;  // --amp fp16: the steps skipped before this epoch
   TaskFigures resumed_tally_;  // the resumed epoch's figures before the snapshot (whole job, rank 0)
   int64_t full_steps_ = 0, epoch_updates_ = 0;
   TrainResult result_;
@@ -262,6 +264,7 @@ EpochEnd Trainer::RunEpoch(int64_t epoch) {
            (o_.lr_scale_world ? dp_.world() : 1);
   };
   double lr = lr_at(session_->steps_done());
+  skipped_before_epoch_ = session_->loss_scaler().skipped_steps();
   progress_->StartEpoch(static_cast<int>(epoch), updates, lr);
   const auto start = std::chrono::steady_clock::now();
   sampler_->Restore(SamplerState{epoch, first});
@@ -365,6 +368,13 @@ void Trainer::FinishEpoch(int64_t epoch, int64_t updates, double lr, const TaskF
   if (dp_.lead() && (final_epoch || (!stop && o_.eval_every > 0 && (epoch + 1) % o_.eval_every == 0)))
     Evaluate(&summary);
   if (dp_.lead()) progress_->EndEpoch(summary);
+  const LossScaler& scaler = session_->loss_scaler();
+  if (scaler.enabled() && scaler.skipped_steps() > skipped_before_epoch_)
+    Say(StrFormat("epoch %lld: %lld of %lld steps skipped under --amp fp16 (inf or NaN gradients; %lld in the run), "
+                  "loss scale now %g",
+                  (long long)epoch + 1, (long long)(scaler.skipped_steps() - skipped_before_epoch_),
+                  (long long)updates, (long long)scaler.skipped_steps(), static_cast<double>(scaler.scale())));
+  skipped_before_epoch_ = scaler.skipped_steps();
   if (!ema_line_.empty()) Say(ema_line_), ema_line_.clear();
   const bool interrupted = stop && !final_epoch;
   if (o_.save_checkpoints && (final_epoch || interrupted || (o_.save_every > 0 && (epoch + 1) % o_.save_every == 0))) {

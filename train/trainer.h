@@ -9,6 +9,7 @@
 
 #include "comm/rendezvous.h"
 #include "graph/passes/amp_pass.h"
+#include "train/amp/loss_scaler.h"
 #include "graph/ir.h"
 #include "graph/passes/optimizer_pass.h"
 #include "runtime/core/device.h"
@@ -65,6 +66,8 @@ struct TrainerOptions {
   ExecutorOptions executor;
   // --amp bf16 (TrainingConfig::amp); the entry point has checked that the CPU has bfloat16.
   AmpMode amp = AmpMode::kOff;
+  // --loss-scale (TrainingConfig::loss_scale): dynamic by default under --amp fp16.
+  LossScaleOptions loss_scale;
   int64_t max_steps_per_epoch = -1;  // for tests and quick looks; -1: the whole epoch
   bool quiet = false;                // no per-step output (epoch lines still print)
   // Data parallel (rank and world size come from the launcher's environment).

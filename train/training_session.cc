@@ -4,18 +4,36 @@
 #include "graph/error.h"
 #include "graph/exports/sync_batch_norm.h"
 #include "graph/passes/fusion.h"
+#include "graph/passes/fp16/fp16_products.h"
+#include "graph/passes/fp16/loss_scale_pass.h"
 
 namespace ot {
+
+LossScaleOptions EffectiveLossScale(const TrainingConfig& config) {
+  LossScaleOptions o = config.loss_scale;
+  using K = LossScaleOptions::Kind;
+  if (o.kind == K::kDefault) o.kind = config.amp == AmpMode::kFloat16 ? K::kDynamic : K::kNone;
+  OT_CHECK(o.kind == K::kNone || config.amp == AmpMode::kFloat16,
+           "--loss-scale %s is for --amp fp16 (bfloat16 and float32 need no loss scaling); leave it out or add --amp "
+           "fp16",
+           LossScaleName(o).c_str());
+  return o;
+}
 
 TrainingGraph PlanTrainingGraph(const Model& forward, const TrainingConfig& config,
                                 std::vector<std::pair<std::string, std::string>>* micro_updates, int* sync_bn_nodes) {
   TrainingGraph tg = BuildTrainingGraph(forward, config.autodiff);
   OT_CHECK(!tg.labels.empty(), "the model already ends in a loss; training needs logits to attach its own loss to");
+  if (config.amp == AmpMode::kFloat16) RoundFloat16BiasGradients(tg);
   if (config.accumulate > 1) {
     auto updates = AppendGradientAccumulation(tg, config.accumulate);
     if (micro_updates) *micro_updates = std::move(updates);
   }
+  const bool scaled = EffectiveLossScale(config).kind != LossScaleOptions::Kind::kNone;
+  if (scaled) InsertLossScaling(tg);
+  const size_t first_update = tg.state_updates.size();
   AppendOptimizer(tg, config.optimizer);
+  if (scaled) GateOptimizerUpdates(tg, first_update);
   if (config.sync_batch_norm) {
     const int n = UseSyncBatchNorm(tg.model.graph);
     if (sync_bn_nodes) *sync_bn_nodes = n;
@@ -25,6 +43,10 @@ TrainingGraph PlanTrainingGraph(const Model& forward, const TrainingConfig& conf
     FuseAddRelu(tg.model);
   }
   InsertAmpCasts(tg.model, config.amp);
+  if (config.amp == AmpMode::kFloat16) {
+    RoundFloat16ProductOutputs(tg.model);
+    if (config.executor.device.type == DeviceType::kCPU) EmulateFloat16Products(tg.model);
+  }
   return tg;
 }
 
@@ -37,6 +59,7 @@ TrainingSession::TrainingSession(const Model& forward, const TrainingConfig& con
   logits_name_ = config.autodiff.logits_output.empty() ? g.outputs[0].name : config.autodiff.logits_output;
   std::vector<std::pair<std::string, std::string>> micro_updates;
   tg_ = PlanTrainingGraph(forward, config, &micro_updates, &sync_batch_norm_nodes_);
+  scaler_ = LossScaler(EffectiveLossScale(config));
   ExecutorOptions opts = config.executor;
   opts.state_updates = tg_.state_updates;
   // One copy of the weights: the training executor takes the graph's initializers over
@@ -75,20 +98,28 @@ void TrainingSession::ReleaseStateBytes(Model* model) const {
 StepResult TrainingSession::Step(const Tensor& input, const Tensor& labels, float lr, const RunOptions& options,
                                   const std::map<std::string, Tensor>& extra) {
   HostTensor lr_t = HostTensor::FromVector<float>({lr}, {});
-  HostTensor step_t = HostTensor::FromVector<int64_t>({steps_done_ + 1}, {});
+  // The optimizers' step counter leaves out the steps --amp fp16 skipped (GradScaler skips
+  // optimizer.step(), and with it the optimizer's own count).
+  HostTensor step_t = HostTensor::FromVector<int64_t>({steps_done_ - scaler_.skipped_steps() + 1}, {});
   const Device dev = train_->options().device;
   std::map<std::string, Tensor> feeds = {{input_name_, input},
                                          {tg_.labels, labels},
                                          {kLearningRateInput, Tensor::FromHost(lr_t, dev)},
                                          {kStepInput, Tensor::FromHost(step_t, dev)}};
+  std::vector<std::string> fetches = {tg_.loss, logits_name_};
+  if (scaler_.enabled()) {
+    feeds[kLossScaleInput] = Tensor::FromHost(HostTensor::FromVector<float>({scaler_.scale()}, {}), dev);
+    fetches.push_back(kGradsFiniteOutput);
+  }
   feeds.insert(extra.begin(), extra.end());
   if (micro_ && micro_ran_last_) SyncState(*micro_, *train_);
   micro_ran_last_ = false;
-  std::vector<Tensor> out = train_->Run(feeds, {tg_.loss, logits_name_}, options);
+  std::vector<Tensor> out = train_->Run(feeds, fetches, options);
   ++steps_done_;
   StepResult r;
   r.loss = out[0].ToHost().Data<float>()[0];
   r.logits = out[1];
+  if (scaler_.enabled()) r.skipped = !scaler_.Update(out[2].ToHost().Data<uint8_t>()[0] != 0);
   return r;
 }
 
@@ -103,6 +134,8 @@ StepResult TrainingSession::MicroStep(const Tensor& input, const Tensor& labels,
       {tg_.labels, labels},
       {kLearningRateInput, Tensor::FromHost(HostTensor::FromVector<float>({0.f}, {}), dev)},
       {kStepInput, Tensor::FromHost(HostTensor::FromVector<int64_t>({steps_done_ + 1}, {}), dev)}};
+  if (scaler_.enabled())  // the micro-batches' gradients are scaled as the step's last one is
+    feeds[kLossScaleInput] = Tensor::FromHost(HostTensor::FromVector<float>({scaler_.scale()}, {}), dev);
   feeds.insert(extra.begin(), extra.end());
   std::vector<Tensor> out = micro_->Run(feeds, {tg_.loss, logits_name_});
   StepResult r;

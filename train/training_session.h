@@ -11,6 +11,7 @@
 #include "graph/autodiff/autodiff.h"
 #include "graph/passes/optimizer_pass.h"
 #include "runtime/executor/executor.h"
+#include "train/amp/loss_scaler.h"
 
 namespace ot {
 
@@ -29,8 +30,17 @@ struct TrainingConfig {
   bool fuse_relu = true;
   // --amp bf16: convolutions and matrix products read bfloat16 casts of their operands
   // (graph/passes/amp_pass.h), everything else and the weights stay float32.
+  // --amp fp16 also runs on the CPU, its products emulated: float32 kernels on operands the
+  // Cast nodes rounded to float16 (EmulateFloat16Products).
   AmpMode amp = AmpMode::kOff;
+  // --loss-scale: with --amp fp16 (kDefault: dynamic), the scaling nodes of
+  // graph/passes/fp16/loss_scale_pass.h and the session's LossScaler.
+  LossScaleOptions loss_scale;
 };
+
+// The loss scaling a config gets: dynamic for --amp fp16 unless told otherwise, none
+// without it. Throws ot::Error for --loss-scale static or dynamic without --amp fp16.
+LossScaleOptions EffectiveLossScale(const TrainingConfig& config);
 
 // The training graph a session runs for `config` (forward, loss, gradients, accumulation,
 // optimizer update, synchronised batch norm and the device's fusions), without running it:
@@ -42,6 +52,7 @@ TrainingGraph PlanTrainingGraph(const Model& forward, const TrainingConfig& conf
 
 struct StepResult {
   float loss = 0.f;
+  bool skipped = false;  // --amp fp16: an inf or NaN gradient; no update, the scale backed off
   Tensor logits;  // the model's first output for this batch (accuracy)
 };
 
@@ -95,6 +106,11 @@ class TrainingSession {
   std::string MicroRngState() const;
   void SetMicroRngState(const std::string& state);
   void set_steps_done(int64_t n) { steps_done_ = n; }
+  // --amp fp16's loss scale (disabled without it), and its state for checkpoints: "" when
+  // disabled; Load throws ot::Error on text Save did not write.
+  const LossScaler& loss_scaler() const { return scaler_; }
+  std::string SaveLossScale() const { return scaler_.enabled() ? scaler_.Save() : ""; }
+  void LoadLossScale(const std::string& text) { scaler_.Load(text); }
 
  private:
   void SyncEvalWeights();
@@ -112,6 +128,7 @@ class TrainingSession {
   std::unique_ptr<Executor> eval_;
   std::vector<std::string> state_names_;
   int64_t steps_done_ = 0;
+  LossScaler scaler_;
   int64_t eval_synced_at_ = -1;
   int sync_batch_norm_nodes_ = 0;
 };

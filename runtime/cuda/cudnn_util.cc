@@ -19,17 +19,17 @@ std::vector<int> CudnnDims(const Shape& dims, size_t min_rank, const std::string
   return out;
 }
 
-void SetTensorDesc(TensorDesc& desc, const Shape& dims, const std::string& what) {
+void SetTensorDesc(TensorDesc& desc, const Shape& dims, const std::string& what, cudnnDataType_t type) {
   std::vector<int> d = CudnnDims(dims, 4, what);
   std::vector<int> strides(d.size(), 1);
   for (size_t i = d.size() - 1; i > 0; --i) strides[i - 1] = strides[i] * d[i];
-  OT_CUDNN_CHECK(cudnnSetTensorNdDescriptor(desc.get(), CUDNN_DATA_FLOAT, static_cast<int>(d.size()), d.data(),
+  OT_CUDNN_CHECK(cudnnSetTensorNdDescriptor(desc.get(), type, static_cast<int>(d.size()), d.data(),
                                             strides.data()));
 }
 
-void SetFilterDesc(FilterDesc& desc, const Shape& dims, const std::string& what) {
+void SetFilterDesc(FilterDesc& desc, const Shape& dims, const std::string& what, cudnnDataType_t type) {
   std::vector<int> d = CudnnDims(dims, 4, what);
-  OT_CUDNN_CHECK(cudnnSetFilterNdDescriptor(desc.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, static_cast<int>(d.size()),
+  OT_CUDNN_CHECK(cudnnSetFilterNdDescriptor(desc.get(), type, CUDNN_TENSOR_NCHW, static_cast<int>(d.size()),
                                             d.data()));
 }
 

@@ -61,10 +61,13 @@ using LrnDesc = CudnnDescriptor<cudnnLRNDescriptor_t, cudnnCreateLRNDescriptor, 
 // tensor has more than INT32_MAX elements.
 std::vector<int> CudnnDims(const Shape& dims, size_t min_rank, const std::string& what);
 
-// Sets a packed (row-major) float tensor descriptor over `dims` (at least 4 after padding).
-void SetTensorDesc(TensorDesc& desc, const Shape& dims, const std::string& what);
-// Sets a float NCHW filter descriptor over `dims` (padded to at least 4).
-void SetFilterDesc(FilterDesc& desc, const Shape& dims, const std::string& what);
+// Sets a packed (row-major) tensor descriptor over `dims` (at least 4 after padding), float
+// unless `type` says otherwise (--amp fp16: CUDNN_DATA_HALF).
+void SetTensorDesc(TensorDesc& desc, const Shape& dims, const std::string& what,
+                   cudnnDataType_t type = CUDNN_DATA_FLOAT);
+// Sets an NCHW filter descriptor over `dims` (padded to at least 4), float unless `type` says.
+void SetFilterDesc(FilterDesc& desc, const Shape& dims, const std::string& what,
+                   cudnnDataType_t type = CUDNN_DATA_FLOAT);
 
 // N x C x (product of the rest) x 1: per-channel ops (batch norm, LRN) on any rank >= 2.
 Shape ChannelFoldedShape(const Shape& shape);

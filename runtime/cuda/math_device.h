@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -140,6 +141,53 @@ struct CastElem<BoolTag> {
   template <typename V>
   __host__ __device__ static uint8_t Store(V v, uint8_t, uint8_t) {
     return v != V(0);
+  }
+};
+// float16 (--amp fp16's casts) travels as its bits in uint16; float -> float16 rounds to
+// nearest even as the CPU's Cast and __float2half_rn do (65520 and above: infinity), written
+// with integers so the host tests run the same code. A double input is rounded to float first.
+struct HalfTag {};
+__host__ __device__ inline float HalfBitsToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  float f;
+  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in float
+    f = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
+    return sign ? -f : f;
+  }
+  const uint32_t bits = exponent == 0x1f ? (sign | 0x7f800000u | (mantissa << 13))
+                                         : (sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+__host__ __device__ inline uint16_t FloatToHalfBits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (a >= 0x477ff000u) return sign | 0x7c00u;  // 65520 and above (and infinity)
+  if (a < 0x38800000u) {                        // below 2^-14: a float16 subnormal or zero
+    if (a <= 0x33000000u) return sign;          // at most 2^-25: rounds to 0 (the tie to even)
+    const uint32_t m = (a & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126u - (a >> 23);     // 14 .. 24: units of 2^-24
+    uint32_t q = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (q & 1u))) ++q;
+    return static_cast<uint16_t>(sign | q);
+  }
+  uint32_t h = (a >> 13) - (112u << 10);  // exponent rebased, the top 10 mantissa bits
+  const uint32_t rem = a & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry moves into the exponent
+  return static_cast<uint16_t>(sign | h);
+}
+template <>
+struct CastElem<HalfTag> {
+  using Storage = uint16_t;
+  __host__ __device__ static float Load(uint16_t v) { return HalfBitsToFloat(v); }
+  template <typename V>
+  __host__ __device__ static uint16_t Store(V v, uint16_t, uint16_t) {
+    return FloatToHalfBits(static_cast<float>(v));
   }
 };
 // Converts one stored S to a stored D; lowest/highest are D's limits (unused for bool).

@@ -923,7 +923,7 @@ void ExpectHostCastMatchesCpu(const HostTensor& x, DType to) {
   std::vector<HostTensor> cpu = RunModel(OneNodeModel(n, kOpset13), Device::CPU(), {{"x", x}});
   using DS = typename cuda::math::CastElem<D>::Storage;
   DS lowest = 0, highest = 1;
-  if constexpr (!std::is_same_v<D, cuda::math::BoolTag>) {
+  if constexpr (!std::is_same_v<D, cuda::math::BoolTag> && !std::is_same_v<D, cuda::math::HalfTag>) {
     lowest = std::numeric_limits<D>::lowest();
     highest = std::numeric_limits<D>::max();
   }
@@ -949,6 +949,24 @@ TEST(CudaMathHostLogic, CastMatchesTheCpu) {
   ExpectHostCastMatchesCpu<BoolTag, int64_t>(b, DType::kInt64);
   ExpectHostCastMatchesCpu<int64_t, float>(Values<int64_t>({4}, {-5, 0, 7, int64_t{1} << 40}), DType::kFloat32);
   ExpectHostCastMatchesCpu<int64_t, int32_t>(Values<int64_t>({3}, {-5, int64_t{1} << 33, 7}), DType::kInt32);
+}
+
+// --amp fp16's casts: float32 -> float16 rounds to nearest even (ties, subnormals, the
+// overflow to infinity at 65520, NaN) as the CPU's Cast does, and float16 -> float32 is exact.
+TEST(CudaMathHostLogic, HalfCastMatchesTheCpu) {
+  using cuda::math::HalfTag;
+  const float tiny = 5.9604644775390625e-8f;  // 2^-24, the smallest float16 subnormal
+  std::vector<float> v = {0.f, -0.f, 1.f, -2.5f, 65504.f, 65519.99f, 65520.f, 1e6f, -1e6f, INFINITY, -INFINITY, NAN,
+                          1.f + 1.f / 2048, 1.f + 3.f / 2048, 1.f + 1.f / 4096, tiny, tiny * 0.5f, tiny * 0.50001f,
+                          tiny * 1.5f, tiny * 2.5f, 6.1e-5f, 6.1035156e-05f, 3.14159f, -1e-7f, 1e-30f, 2049.f, 4097.f};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-8.f, 8.f);
+  for (int i = 0; i < 2000; ++i) v.push_back(std::ldexp(u(rng), static_cast<int>(u(rng) * 3)));
+  HostTensor f = Values<float>({static_cast<int64_t>(v.size())}, v);
+  ExpectHostCastMatchesCpu<float, HalfTag>(f, DType::kFloat16);
+  HostTensor h(DType::kFloat16, {65536});
+  for (int i = 0; i < 65536; ++i) h.Data<uint16_t>()[i] = static_cast<uint16_t>(i);  // every bit pattern
+  ExpectHostCastMatchesCpu<HalfTag, float>(h, DType::kFloat32);
 }
 
 // Without a device the CUDA kernels are still registered, so a CUDA executor fails with

@@ -117,6 +117,7 @@ void Checkpointer::WriteState(TrainingSession& session, int64_t epochs_done, con
   state.scalars["sampler_position"] = std::to_string(sampler.position);
   state.scalars["executor_rng"] = session.RngState();
   if (!session.MicroRngState().empty()) state.scalars["executor_rng_micro"] = session.MicroRngState();
+  if (!session.SaveLossScale().empty()) state.scalars["loss_scale"] = session.SaveLossScale();
   if (tally.loss_count > 0 || tally.samples > 0) state.scalars["epoch_tally"] = TallyText(tally);
   for (size_t r = 0; r < choices.size(); ++r)
     if (!choices[r].empty()) state.scalars["conv_algorithms.rank" + std::to_string(r)] = choices[r];
@@ -198,6 +199,13 @@ bool Checkpointer::Resume(TrainingSession& session, ModelEma* ema, ResumePoint* 
   session.set_steps_done(state.global_step);
   session.SetRngState(state.Scalar("executor_rng", path));
   if (state.scalars.count("executor_rng_micro")) session.SetMicroRngState(state.scalars.at("executor_rng_micro"));
+  if (state.scalars.count("loss_scale") && session.loss_scaler().enabled()) {
+    try {
+      session.LoadLossScale(state.scalars.at("loss_scale"));
+    } catch (const Error& e) {
+      throw Error(path + ": " + e.what());
+    }
+  }
   point->path = path;
   point->sampler.epoch = state.Count("sampler_epoch", path);
   point->sampler.position = state.Count("sampler_position", path);

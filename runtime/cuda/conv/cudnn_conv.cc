@@ -9,6 +9,10 @@
 // dimension equally; where the two ends differ (auto_pad SAME_* with an even window or a
 // stride, uneven pads) the input is padded explicitly into a scratch buffer
 // (cudnn_kernels.cu) and cuDNN runs without padding.
+// --amp fp16: when every operand is float16 (graph/passes/fp16/fp16_products.h casts them),
+// the tensors are CUDNN_DATA_HALF, the outputs float16 and the accumulation float32
+// (compute type CUDNN_DATA_FLOAT, cuDNN's pseudo-half configuration), tensor cores allowed;
+// uneven padding is float32 only.
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
@@ -81,6 +85,10 @@ ConvProblem DescribeConv(const Node& node, const Tensor& x, const Tensor& w, con
 cudnnMathType_t RequestedMath() { return AllowTf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
 
 // Sets the convolution descriptor of `p` with the given math type.
+// Float16 operands run on tensor cores (their accumulation float32 either way).
+cudnnMathType_t RequestedMath(bool half) { return half ? CUDNN_TENSOR_OP_MATH : RequestedMath(); }
+
+// Sets the convolution descriptor of `p` with the given math type; the accumulation is float32.
 void SetConvDesc(ConvDesc& desc, const ConvProblem& p, cudnnMathType_t math) {
   OT_CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(desc.get(), static_cast<int>(p.pads.size()), p.pads.data(),
                                                  p.strides.data(), p.dilations.data(), CUDNN_CROSS_CORRELATION,
@@ -90,8 +98,8 @@ void SetConvDesc(ConvDesc& desc, const ConvProblem& p, cudnnMathType_t math) {
 }
 
 // Identifies a convolution problem on a device for the algorithm cache.
-std::string ProblemKey(int device, const Shape& x, const Shape& w, const ConvProblem& p) {
-  std::string key = std::to_string(device) + (AllowTf32() ? " tf32 x" : " fp32 x") + ShapeString(x) + " w" +
+std::string ProblemKey(int device, const Shape& x, const Shape& w, const ConvProblem& p, bool half) {
+  std::string key = std::to_string(device) + (half ? " fp16 x" : AllowTf32() ? " tf32 x" : " fp32 x") + ShapeString(x) + " w" +
                     ShapeString(w) + " g" + std::to_string(p.group);
   for (const std::vector<int>* v : {&p.pads, &p.strides, &p.dilations}) {
     key += " ";
@@ -105,7 +113,7 @@ std::string ProblemKey(int device, const Shape& x, const Shape& w, const ConvPro
 // `key` for the process (every plan and executor with the same shapes reuses the
 // ranking). `query(count, &returned, perfs)` runs the cuDNN *_v7 call.
 template <typename Perf, typename Query>
-std::vector<Perf> RankedAlgorithms(const std::string& key, Query query) {
+std::vector<Perf> RankedAlgorithms(const std::string& key, Query query, bool half = false) {
   static std::mutex mu;
   static std::map<std::string, std::vector<Perf>> cache;
   {
@@ -117,11 +125,11 @@ std::vector<Perf> RankedAlgorithms(const std::string& key, Query query) {
   Perf perfs[kMaxAlgos];
   int returned = 0;
   query(kMaxAlgos, &returned, perfs);
-  const bool tf32 = AllowTf32();
+  const bool tensor_ops = half || AllowTf32();
   std::vector<Perf> ranked;
   for (int i = 0; i < returned; ++i) {
     if (perfs[i].status != CUDNN_STATUS_SUCCESS) continue;
-    if (!tf32 && (perfs[i].mathType == CUDNN_TENSOR_OP_MATH || perfs[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+    if (!tensor_ops && (perfs[i].mathType == CUDNN_TENSOR_OP_MATH || perfs[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
     ranked.push_back(perfs[i]);
   }
@@ -161,15 +169,22 @@ Perf PickAlgorithm(const Node& node, const char* direction, const std::vector<Pe
 
 // The math type to run a chosen algorithm with: its own under TF32, FMA-only otherwise.
 template <typename Perf>
-cudnnMathType_t MathFor(const Perf& perf) {
-  return AllowTf32() ? perf.mathType : CUDNN_FMA_MATH;
+cudnnMathType_t MathFor(const Perf& perf, bool half = false) {
+  return half || AllowTf32() ? perf.mathType : CUDNN_FMA_MATH;
 }
 
-void CheckFloat(const Node& node, std::initializer_list<const Tensor*> tensors) {
+// True when the operands are float16 (--amp fp16), false for float32; throws for a mix or
+// another type.
+bool CheckFloat(const Node& node, std::initializer_list<const Tensor*> tensors) {
+  const DType first = (*tensors.begin())->dtype();
   for (const Tensor* t : tensors)
-    if (t && t->dtype() != DType::kFloat32)
-      throw UnsupportedError(node.op_type + ": data type " + DTypeName(t->dtype()) + " (the CUDA kernel takes float32)");
+    if (t && (t->dtype() != first || (first != DType::kFloat32 && first != DType::kFloat16)))
+      throw UnsupportedError(node.op_type + ": data type " + DTypeName(t->dtype()) + " beside " + DTypeName(first) +
+                             " (the CUDA kernel takes float32, or float16 throughout)");
+  return first == DType::kFloat16;
 }
+
+cudnnDataType_t CudnnType(bool half) { return half ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT; }
 
 class ConvKernel final : public OpKernel {
  public:
@@ -179,21 +194,22 @@ class ConvKernel final : public OpKernel {
     const Tensor& x = ctx.Input(0);
     const Tensor& w = ctx.Input(1);
     const Tensor* b = ctx.OptionalInput(2);
-    CheckFloat(node_, {&x, &w, b});
+    const bool half = CheckFloat(node_, {&x, &w, b});
     const ConvProblem p = DescribeConv(node_, x, w, b);
-    ctx.SetOutput(0, DType::kFloat32, p.y_shape);
+    ctx.SetOutput(0, x.dtype(), p.y_shape);
     empty_ = NumElements(p.y_shape) == 0;
     if (empty_) return;
     const std::string what = node_.Describe();
     explicit_pad_ = p.explicit_pad;
+    if (explicit_pad_ && half) Unsupported("float16 with uneven padding on CUDA (train it in float32 or bf16)");
     padding_ = p.padding;
     if (explicit_pad_) padded_x_ = Tensor::Empty(DType::kFloat32, p.padded_x_shape, device_);
-    SetTensorDesc(x_, explicit_pad_ ? p.padded_x_shape : x.shape(), what);
-    SetFilterDesc(w_, w.shape(), what);
-    SetTensorDesc(y_, p.y_shape, what);
+    SetTensorDesc(x_, explicit_pad_ ? p.padded_x_shape : x.shape(), what, CudnnType(half));
+    SetFilterDesc(w_, w.shape(), what, CudnnType(half));
+    SetTensorDesc(y_, p.y_shape, what, CudnnType(half));
     has_bias_ = b != nullptr;
-    if (has_bias_) SetTensorDesc(bias_, p.bias_shape, what);
-    SetConvDesc(conv_, p, RequestedMath());
+    if (has_bias_) SetTensorDesc(bias_, p.bias_shape, what, CudnnType(half));
+    SetConvDesc(conv_, p, RequestedMath(half));
     std::vector<int> cudnn_y(p.y_shape.size() < 4 ? 4 : p.y_shape.size());
     OT_CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(conv_.get(), x_.get(), w_.get(), static_cast<int>(cudnn_y.size()),
                                                          cudnn_y.data()));
@@ -201,15 +217,18 @@ class ConvKernel final : public OpKernel {
       Fail("cuDNN computes another output shape than ONNX's " + ShapeString(p.y_shape) +
            " for this convolution (an onnx-train bug; run on the CPU meanwhile)");
     DeviceContext& dc = Context(device_.index);
-    const std::string key = ProblemKey(device_.index, explicit_pad_ ? p.padded_x_shape : x.shape(), w.shape(), p);
+    const std::string key = ProblemKey(device_.index, explicit_pad_ ? p.padded_x_shape : x.shape(), w.shape(), p, half);
     using Perf = cudnnConvolutionFwdAlgoPerf_t;
-    const auto ranked = RankedAlgorithms<Perf>(key, [&](int n, int* got, Perf* perfs) {
-      OT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(dc.cudnn, x_.get(), w_.get(), conv_.get(), y_.get(), n, got,
-                                                            perfs));
-    });
+    const auto ranked = RankedAlgorithms<Perf>(
+        key,
+        [&](int n, int* got, Perf* perfs) {
+          OT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(dc.cudnn, x_.get(), w_.get(), conv_.get(), y_.get(), n,
+                                                                got, perfs));
+        },
+        half);
     auto workspace_of = [&](const Perf& perf) {
       size_t bytes = 0;
-      OT_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_.get(), MathFor(perf)));
+      OT_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_.get(), MathFor(perf, half)));
       OT_CUDNN_CHECK(
           cudnnGetConvolutionForwardWorkspaceSize(dc.cudnn, x_.get(), w_.get(), conv_.get(), y_.get(), perf.algo, &bytes));
       return bytes;
@@ -218,7 +237,7 @@ class ConvKernel final : public OpKernel {
     const Perf perf = PickAlgorithm(node_, "forward", ranked, device_.index, ctx.settings().cuda_workspace_limit,
                                     workspace_of, &ws_bytes_);
     algo_ = perf.algo;
-    OT_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_.get(), MathFor(perf)));
+    OT_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_.get(), MathFor(perf, half)));
   }
 
   std::string PlanNote() const override {
@@ -261,42 +280,46 @@ class ConvGradKernel final : public OpKernel {
     const Tensor& dy = ctx.Input(0);
     const Tensor& x = ctx.Input(1);
     const Tensor& w = ctx.Input(2);
-    CheckFloat(node_, {&dy, &x, &w});
+    const bool half = CheckFloat(node_, {&dy, &x, &w});
     Tensor bias_spec;
-    if (ctx.HasOutput(2)) bias_spec = Tensor::View(DType::kFloat32, {w.dim(0)}, nullptr);
+    if (ctx.HasOutput(2)) bias_spec = Tensor::View(x.dtype(), {w.dim(0)}, nullptr);
     const ConvProblem p = DescribeConv(node_, x, w, ctx.HasOutput(2) ? &bias_spec : nullptr);
     if (p.y_shape != dy.shape())
       Fail("gradient " + dy.Describe() + " does not match the output shape " + ShapeString(p.y_shape));
     if (x.numel() == 0 || dy.numel() == 0) Unsupported("empty tensors in ConvGrad");
-    ctx.SetOutput(0, DType::kFloat32, x.shape());
-    ctx.SetOutput(1, DType::kFloat32, w.shape());
-    ctx.SetOutput(2, DType::kFloat32, {w.dim(0)});
+    ctx.SetOutput(0, x.dtype(), x.shape());
+    ctx.SetOutput(1, x.dtype(), w.shape());
+    ctx.SetOutput(2, x.dtype(), {w.dim(0)});
     const std::string what = node_.Describe();
     want_dx_ = ctx.HasOutput(0);
     want_dw_ = ctx.HasOutput(1);
     want_db_ = ctx.HasOutput(2);
     explicit_pad_ = p.explicit_pad;
+    if (explicit_pad_ && half) Unsupported("float16 with uneven padding on CUDA (train it in float32 or bf16)");
     padding_ = p.padding;
     // Padded X for dW, padded dX for dX (then cropped).
     if (explicit_pad_ && want_dw_) padded_x_ = Tensor::Empty(DType::kFloat32, p.padded_x_shape, device_);
     if (explicit_pad_ && want_dx_) padded_dx_ = Tensor::Empty(DType::kFloat32, p.padded_x_shape, device_);
-    SetTensorDesc(x_, explicit_pad_ ? p.padded_x_shape : x.shape(), what);
-    SetFilterDesc(w_, w.shape(), what);
-    SetTensorDesc(dy_, dy.shape(), what);
+    SetTensorDesc(x_, explicit_pad_ ? p.padded_x_shape : x.shape(), what, CudnnType(half));
+    SetFilterDesc(w_, w.shape(), what, CudnnType(half));
+    SetTensorDesc(dy_, dy.shape(), what, CudnnType(half));
     DeviceContext& dc = Context(device_.index);
-    const std::string key = ProblemKey(device_.index, explicit_pad_ ? p.padded_x_shape : x.shape(), w.shape(), p);
+    const std::string key = ProblemKey(device_.index, explicit_pad_ ? p.padded_x_shape : x.shape(), w.shape(), p, half);
     ws_bytes_ = 0;
     const size_t limit = ctx.settings().cuda_workspace_limit;
     if (want_dx_) {
-      SetConvDesc(data_conv_, p, RequestedMath());
+      SetConvDesc(data_conv_, p, RequestedMath(half));
       using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
-      const auto ranked = RankedAlgorithms<Perf>(key, [&](int n, int* got, Perf* perfs) {
-        OT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(dc.cudnn, w_.get(), dy_.get(), data_conv_.get(),
-                                                                   x_.get(), n, got, perfs));
-      });
+      const auto ranked = RankedAlgorithms<Perf>(
+          key,
+          [&](int n, int* got, Perf* perfs) {
+            OT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(dc.cudnn, w_.get(), dy_.get(), data_conv_.get(),
+                                                                       x_.get(), n, got, perfs));
+          },
+          half);
       auto workspace_of = [&](const Perf& perf) {
         size_t bytes = 0;
-        OT_CUDNN_CHECK(cudnnSetConvolutionMathType(data_conv_.get(), MathFor(perf)));
+        OT_CUDNN_CHECK(cudnnSetConvolutionMathType(data_conv_.get(), MathFor(perf, half)));
         OT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(dc.cudnn, w_.get(), dy_.get(), data_conv_.get(),
                                                                     x_.get(), perf.algo, &bytes));
         return bytes;
@@ -305,19 +328,22 @@ class ConvGradKernel final : public OpKernel {
       const Perf perf =
           PickAlgorithm(node_, "backward-data", ranked, device_.index, limit, workspace_of, &bytes);
       data_algo_ = perf.algo;
-      OT_CUDNN_CHECK(cudnnSetConvolutionMathType(data_conv_.get(), MathFor(perf)));
+      OT_CUDNN_CHECK(cudnnSetConvolutionMathType(data_conv_.get(), MathFor(perf, half)));
       ws_bytes_ = std::max(ws_bytes_, bytes);
     }
     if (want_dw_) {
-      SetConvDesc(filter_conv_, p, RequestedMath());
+      SetConvDesc(filter_conv_, p, RequestedMath(half));
       using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
-      const auto ranked = RankedAlgorithms<Perf>(key, [&](int n, int* got, Perf* perfs) {
-        OT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(dc.cudnn, x_.get(), dy_.get(), filter_conv_.get(),
-                                                                     w_.get(), n, got, perfs));
-      });
+      const auto ranked = RankedAlgorithms<Perf>(
+          key,
+          [&](int n, int* got, Perf* perfs) {
+            OT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(dc.cudnn, x_.get(), dy_.get(),
+                                                                         filter_conv_.get(), w_.get(), n, got, perfs));
+          },
+          half);
       auto workspace_of = [&](const Perf& perf) {
         size_t bytes = 0;
-        OT_CUDNN_CHECK(cudnnSetConvolutionMathType(filter_conv_.get(), MathFor(perf)));
+        OT_CUDNN_CHECK(cudnnSetConvolutionMathType(filter_conv_.get(), MathFor(perf, half)));
         OT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(dc.cudnn, x_.get(), dy_.get(), filter_conv_.get(),
                                                                       w_.get(), perf.algo, &bytes));
         return bytes;
@@ -326,10 +352,10 @@ class ConvGradKernel final : public OpKernel {
       const Perf perf =
           PickAlgorithm(node_, "backward-filter", ranked, device_.index, limit, workspace_of, &bytes);
       filter_algo_ = perf.algo;
-      OT_CUDNN_CHECK(cudnnSetConvolutionMathType(filter_conv_.get(), MathFor(perf)));
+      OT_CUDNN_CHECK(cudnnSetConvolutionMathType(filter_conv_.get(), MathFor(perf, half)));
       ws_bytes_ = std::max(ws_bytes_, bytes);
     }
-    if (want_db_) SetTensorDesc(db_, p.bias_shape, what);
+    if (want_db_) SetTensorDesc(db_, p.bias_shape, what, CudnnType(half));
     if (ws_bytes_) Workspace(device_.index, ws_bytes_);  // each fitted alone; the larger is kept
   }
 

@@ -50,6 +50,10 @@ bool DispatchCastable(DType t, Fn&& fn) {
     fn(BoolTag{});
     return true;
   }
+  if (t == DType::kFloat16) {  // --amp fp16's casts
+    fn(HalfTag{});
+    return true;
+  }
   return DispatchArithmetic(t, fn);
 }
 
@@ -373,7 +377,7 @@ bool LaunchCast(DType from, DType to, const void* x, void* y, int64_t n, cudaStr
       using D = decltype(to_tag);
       using DS = typename CastElem<D>::Storage;
       DS lowest = 0, highest = 1;
-      if constexpr (!std::is_same_v<D, BoolTag>) {
+      if constexpr (!std::is_same_v<D, BoolTag> && !std::is_same_v<D, HalfTag>) {
         lowest = std::numeric_limits<D>::lowest();
         highest = std::numeric_limits<D>::max();
       }

@@ -252,8 +252,9 @@ class CastKernel final : public OpKernel {
   void Prepare(KernelContext& ctx) override {
     const DType to = CastTargetType(node_, ctx);
     const Tensor& x = ctx.Input(0);
-    for (DType t : {x.dtype(), to})
-      if (!IsOneOf(t, kArithmeticTypes) && t != DType::kBool) Unsupported("data type " + DTypeName(t) + " on CUDA");
+    for (DType t : {x.dtype(), to})  // float16: --amp fp16's casts
+      if (!IsOneOf(t, kArithmeticTypes) && t != DType::kBool && t != DType::kFloat16)
+        Unsupported("data type " + DTypeName(t) + " on CUDA");
     ctx.SetOutput(0, to, x.shape());
   }
 

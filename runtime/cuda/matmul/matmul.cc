@@ -5,6 +5,8 @@
 // Y = op(A) * op(B) is computed as Y^T = op(B)^T * op(A)^T with the operands swapped and
 // no copies. Float32 uses pedantic fp32 math (CUBLAS_COMPUTE_32F_PEDANTIC), or TF32
 // tensor cores when --tf32 allowed it (read when the plan is made).
+// --amp fp16: float16 operands and output (CUDA_R_16F) with float32 accumulation
+// (CUBLAS_COMPUTE_32F, tensor cores), as autocast's float16 products.
 // Gemm's C is broadcast into Y by a strided copy and enters as cuBLAS's beta * Y. MatMul
 // batches run as one strided-batched call when the batch offsets of A and B are evenly
 // spaced (plain batches, or one operand broadcast), else one call per output matrix.
@@ -38,8 +40,12 @@ class CublasProduct {
     } else if (dtype == DType::kFloat64) {
       data_type_ = CUDA_R_64F;
       compute_ = CUBLAS_COMPUTE_64F;
+    } else if (dtype == DType::kFloat16) {
+      data_type_ = CUDA_R_16F;
+      compute_ = CUBLAS_COMPUTE_32F;  // float32 accumulation; alpha and beta are float
     } else {
-      throw UnsupportedError(node.op_type + ": data type " + DTypeName(dtype) + " on CUDA (float and double only)");
+      throw UnsupportedError(node.op_type + ": data type " + DTypeName(dtype) +
+                             " on CUDA (float, double, and float16 under --amp fp16)");
     }
   }
 
@@ -51,8 +57,9 @@ class CublasProduct {
     const int lda = c.trans_a ? M : K;
     const int ldb = c.trans_b ? K : N;
     const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);
-    const void* alpha_p = dtype_ == DType::kFloat32 ? static_cast<const void*>(&alpha_f) : &alpha;
-    const void* beta_p = dtype_ == DType::kFloat32 ? static_cast<const void*>(&beta_f) : &beta;
+    const bool float_scalars = dtype_ != DType::kFloat64;  // 32F compute (float and half data)
+    const void* alpha_p = float_scalars ? static_cast<const void*>(&alpha_f) : &alpha;
+    const void* beta_p = float_scalars ? static_cast<const void*>(&beta_f) : &beta;
     OT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                                                c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, alpha_p, b, data_type_,
                                                ldb, c.stride_b, a, data_type_, lda, c.stride_a, beta_p, y, data_type_,
@@ -65,6 +72,9 @@ class CublasProduct {
     if (dtype_ == DType::kFloat32) {
       const float b = static_cast<float>(beta);
       OT_CUBLAS_CHECK(cublasSscal(handle, static_cast<int>(n), &b, static_cast<float*>(y), 1));
+    } else if (dtype_ == DType::kFloat16) {
+      const float b = static_cast<float>(beta);
+      OT_CUBLAS_CHECK(cublasScalEx(handle, static_cast<int>(n), &b, CUDA_R_32F, y, CUDA_R_16F, 1, CUDA_R_32F));
     } else {
       OT_CUBLAS_CHECK(cublasDscal(handle, static_cast<int>(n), &beta, static_cast<double*>(y), 1));
     }
@@ -88,6 +98,8 @@ class GemmKernel final : public OpKernel {
     const Tensor* c = ctx.OptionalInput(2);
     const DType dtype = a.dtype();
     product_.Prepare(dtype, node_);
+    for (const Tensor* t : {&b, c})
+      if (t && t->dtype() != dtype) Fail("inputs have different data types (" + a.Describe() + ", " + t->Describe() + ")");
     const GemmShape g = ReadGemm(node_, static_cast<int>(opset_), a, b, c);
     call_ = GemmCall{};
     call_.trans_a = g.trans_a;
