@@ -79,3 +79,16 @@ BatchNormReluFusion FuseBatchNormRelu(Model& training_model);
 int FuseAddRelu(Model& training_model);
 
 }  // namespace ot
+
+namespace ot {
+
+// SiLU as PyTorch exports it (torch.nn.SiLU, EfficientNet's activation): Sigmoid(X) -> S;
+// Mul(X, S) -> Y (either operand order) becomes org.onnxtrain Silu(X) -> Y, where S has no
+// other reader and is no graph output. One pass each way instead of Sigmoid and Mul forward
+// and Mul, Mul, SigmoidGrad and Sum backward; its gradient is ActivationGrad with op=Silu
+// (runtime/ops/math/activation_math.h: dY s (1 + X (1 - s))). Before differentiation, like
+// FuseDecomposedOps (graph/passes/silu_fusion.cc); the trained model keeps the ops as exported.
+// Returns how many pairs it fused.
+int FuseSilu(Model& m);
+
+}  // namespace ot

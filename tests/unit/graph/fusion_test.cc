@@ -301,6 +301,31 @@ Model DynamoAttention(int64_t t, AttnMask mask) {
 // The forms of PyTorch's exporters fuse into one Attention each, at odd lengths and T = 1,
 // with every mask kind, and train as the unfused graph does (finite differences too); a
 // causal constant becomes is_causal.
+// SiLU as torch.nn.SiLU exports it (Sigmoid then Mul, either operand order) fuses into one
+// org.onnxtrain Silu; a squeeze-excitation gate (Mul of other features by a Sigmoid) and a
+// Sigmoid read twice stay. Gradients against finite differences and the unfused graph.
+TEST(Fusion, SiluFusesBothOperandOrdersAndLeavesGatesAlone) {
+  ModelBuilder b;
+  b.Param("x", {2, 3, 4, 5}, -4.f, 4.f).Param("f", {2, 3, 4, 5}, -1.f, 1.f);
+  b.Op("Sigmoid", {"x"}, "s1");
+  b.Op("Mul", {"x", "s1"}, "y1");  // x * sigmoid(x)
+  b.Op("Sigmoid", {"y1"}, "s2");
+  b.Op("Mul", {"s2", "y1"}, "y2");  // sigmoid(y) * y
+  b.Op("Sigmoid", {"y2"}, "gate");
+  b.Op("Mul", {"f", "gate"}, "y3");  // a gate: not SiLU
+  b.Op("Sigmoid", {"y3"}, "s4");
+  b.Op("Mul", {"y3", "s4"}, "y4");
+  b.Op("Add", {"y4", "s4"}, "y5");  // s4 read twice: not fused
+  const Model m = WithLoss(b, "y5", {2, 3, 4, 5});
+  const TrainingGraph tg = Train(m, true);
+  EXPECT_EQ(Count(tg.model, "Silu", kGradDomain), 2);
+  EXPECT_EQ(Count(tg.model, "Sigmoid"), 2);
+  ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+  ExpectSameAsUnfused(m, tg);
+  const TrainingGraph plain = Train(m, false);
+  EXPECT_EQ(Count(plain.model, "Silu", kGradDomain), 0);
+}
+
 TEST(Fusion, AttentionFormsOfBothExportersFuseAndTrainAsUnfused) {
   struct Case {
     const char* name;
