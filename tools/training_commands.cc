@@ -134,6 +134,7 @@ int CmdGrad(const std::vector<std::string>& argv) {
   if (opts.device.type == DeviceType::kCPU && !g.no_fusion) {
     FuseBatchNormRelu(tg.model);
     FuseAddRelu(tg.model);
+    FuseBatchNormClip(tg.model);
   }
   const AmpMode amp = g.amp == AmpMode::kOff ? g.amp : CheckedAmpMode(AmpModeName(g.amp), opts.device);
   InsertAmpCasts(tg.model, amp);

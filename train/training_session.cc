@@ -41,6 +41,7 @@ TrainingGraph PlanTrainingGraph(const Model& forward, const TrainingConfig& conf
   if (config.fuse_relu && config.executor.device.type == DeviceType::kCPU) {
     FuseBatchNormRelu(tg.model);
     FuseAddRelu(tg.model);
+    FuseBatchNormClip(tg.model);
   }
   InsertAmpCasts(tg.model, config.amp);
   if (config.amp == AmpMode::kFloat16) {

@@ -685,7 +685,10 @@ TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& op
     }
 
   RemoveInertDropout(m);
-  if (options.fuse) FuseDecomposedOps(m);
+  if (options.fuse) {
+    FuseDecomposedOps(m);
+    FuseSilu(m);
+  }
   ConvertToTrainingMode(m, tg);
 
   // 2. Trainable parameters.

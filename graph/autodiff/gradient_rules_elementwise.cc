@@ -99,6 +99,7 @@ void RegisterElementwiseGradientRules(GradientRegistry& r) {
   for (const auto& [op, since] : unary) RegisterRule(r, op, since, kLatestOpset, ActivationGrad);
   RegisterRule(r, "Gelu", 20, kLatestOpset, ActivationGrad);  // approximate "none" or "tanh" (the attribute is passed on)
   RegisterRule(r, "Gelu", 1, kLatestOpset, ActivationGrad, {}, kGradDomain);  // fused (graph/passes/fusion.h)
+  RegisterRule(r, "Silu", 1, kLatestOpset, ActivationGrad, {}, kGradDomain);  // fused (graph/passes/fusion.h)
   RegisterRule(r, "Clip", 1, kLatestOpset, ClipGrad, {1, 2});
   for (const char* op : {"Floor", "Ceil"}) RegisterRule(r, op, 1, kLatestOpset, ZeroGrad);
   RegisterRule(r, "Sign", 9, kLatestOpset, ZeroGrad);

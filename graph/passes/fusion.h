@@ -88,3 +88,25 @@ BatchNormReluFusion FuseBatchNormRelu(Model& training_model);
 int FuseAddRelu(Model& training_model);
 
 }  // namespace ot
+
+namespace ot {
+
+// SiLU as PyTorch exports it (torch.nn.SiLU, EfficientNet's activation): Sigmoid(X) -> S;
+// Mul(X, S) -> Y (either operand order) becomes org.onnxtrain Silu(X) -> Y, where S has no
+// other reader and is no graph output. One pass each way instead of Sigmoid and Mul forward
+// and Mul, Mul, SigmoidGrad and Sum backward; its gradient is ActivationGrad with op=Silu
+// (runtime/ops/math/activation_math.h: dY s (1 + X (1 - s))). Before differentiation, like
+// FuseDecomposedOps (graph/passes/activation_fusion.cc); the trained model keeps the ops as exported.
+// Returns how many pairs it fused.
+int FuseSilu(Model& m);
+
+// BatchNormTraining(X, ...) -> Y; Clip(Y, lo, hi) -> Z (ReLU6: MobileNetV2's activation)
+// becomes BatchNormTraining(X, ...) -> Z with clip_min=lo, clip_max=hi: the normalisation
+// writes the clipped values in its one pass over the data, and the Clip's gradient
+// (ActivationGrad op=Clip) reads Z instead of Y, which gives the same mask (lo < Y < hi
+// exactly where lo < Z < hi). Only where Y has no readers but the Clip and its gradients,
+// the bounds are constants with lo <= 0 <= hi and lo < hi, and relu=0. CPU kernel only, as
+// FuseBatchNormRelu; returns how many pairs it fused.
+int FuseBatchNormClip(Model& training_model);
+
+}  // namespace ot

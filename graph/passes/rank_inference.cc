@@ -112,7 +112,7 @@ class RankInference {
   int OutputRank(const Node& n, size_t k) const {
     static const std::set<std::string> kSameAsFirst = {
         "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Cast",
-        "CastLike", "Identity", "Softmax", "LogSoftmax", "Gelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish",
+        "CastLike", "Identity", "Softmax", "LogSoftmax", "Gelu", "Silu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish",
         "Softplus", "Softsign", "Clip", "Floor", "Ceil", "Round", "Sign", "Not", "IsNaN", "IsInf", "Mish",
         "ThresholdedRelu", "Shrink", "Sin", "Cos", "Trilu", "CumSum", "Transpose", "Slice", "Pad", "Tile",
         "Resize", "Upsample", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool",

@@ -24,6 +24,7 @@
 
 #include "runtime/cpu/conv/conv_algorithm.h"
 #include "runtime/cpu/conv/conv_dense.h"
+#include "runtime/cpu/conv/conv_depthwise.h"
 #include "runtime/cpu/conv/conv_taps.h"
 #include "runtime/cpu/conv/conv_winograd.h"
 #include "runtime/cpu/layout/dnnl_cast.h"
@@ -627,6 +628,7 @@ class ConvGradKernel final : public OpKernel {
     note_.clear();
     data_own_.reset();
     weights_own_.reset();
+    depthwise_ = false;
     const Tensor& dy = ctx.Input(0);
     const Tensor& x = ctx.Input(1);
     const Tensor& w = ctx.Input(2);
@@ -722,6 +724,10 @@ class ConvGradKernel final : public OpKernel {
             return dnnl::convolution_backward_weights::primitive_desc(desc, Engine(), forward_hint(d, alg));
           },
           &note_);
+      if (UseDepthwise(p, x, dy, pd.impl_info_str())) {
+        note_ += " -> depthwise(ours: oneDNN has no depthwise kernel for this weight gradient)";
+        return;
+      }
       if (!have_candidates) candidates = Candidates("bwd_weights", p, layouts);
       weights_own_ = ChooseOwn(
           "bwd_weights", p, DescOf(x), candidates,
@@ -746,6 +752,17 @@ class ConvGradKernel final : public OpKernel {
   }
 
   void Compute(KernelContext& ctx) override {
+    if (depthwise_) {
+      if (ctx.HasOutput(0) && !data_own_)
+        data_.execute(Stream(), {{DNNL_ARG_DIFF_DST, data_dy_.Apply(ctx.Input(0).raw(), 0)},
+                                 {DNNL_ARG_WEIGHTS, data_w_.Apply(ctx.Input(2).raw(), 1)},
+                                 {DNNL_ARG_DIFF_SRC, Wrap(dx_desc_, ctx.Output(0))}});
+      const float* x = static_cast<const float*>(depthwise_x_.Apply(ctx.Input(1).raw(), 2).get_data_handle());
+      const float* dy = static_cast<const float*>(depthwise_dy_.Apply(ctx.Input(0).raw(), 0).get_data_handle());
+      DepthwiseWeightGradient(depthwise_geometry_, x, dy, ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr,
+                              ctx.HasOutput(2) ? ctx.Output(2).data<float>() : nullptr);
+      return;
+    }
     if (data_own_ || weights_own_) {
       const float *dy = ctx.Input(0).data<float>(), *x = ctx.Input(1).data<float>(), *w = ctx.Input(2).data<float>();
       if (widen_) {  // float32 copies of the bfloat16 inputs ours reads
@@ -791,7 +808,43 @@ class ConvGradKernel final : public OpKernel {
   }
 
  private:
+  // Under auto, a float32 2D depthwise convolution whose weight gradient oneDNN has no
+  // depthwise kernel for (`impl`: the primitive it offers) runs as DepthwiseWeightGradient
+  // on channel-blocked copies of X and dY (conv_depthwise.h). A rule, not timed: every
+  // process computes the same gradient.
+  bool UseDepthwise(const ConvProblem& p, const Tensor& x, const Tensor& dy, const std::string& impl) {
+    depthwise_ = false;
+    if (p.algorithm != ConvAlgorithm::kAuto || p.compute != DType::kFloat32 || x.dtype() != DType::kFloat32 ||
+        dy.dtype() != DType::kFloat32 || p.src.size() != 4 || p.weights.size() != 5 || p.weights[1] != 1 ||
+        p.weights[2] != 1 || p.weights[0] != p.src[1] || p.out_channels != p.src[1] ||
+        impl.find("dw") != std::string::npos || (p.channel_block != 8 && p.channel_block != 16))
+      return false;
+    DepthwiseGeometry& g = depthwise_geometry_;
+    g.batch = p.src[0];
+    g.channels = p.src[1];
+    g.block = p.channel_block;
+    g.in_h = p.src[2];
+    g.in_w = p.src[3];
+    g.out_h = p.dst[2];
+    g.out_w = p.dst[3];
+    g.kernel_h = p.weights[3];
+    g.kernel_w = p.weights[4];
+    g.stride_h = p.strides[0];
+    g.stride_w = p.strides[1];
+    g.dilation_h = p.dilations[0] + 1;
+    g.dilation_w = p.dilations[1] + 1;
+    g.pad_top = p.pads_begin[0];
+    g.pad_left = p.pads_begin[1];
+    depthwise_x_ = Reorder(DescOf(x), ChannelBlocked(x.shape(), g.block));
+    depthwise_dy_ = Reorder(DescOf(dy), ChannelBlocked(dy.shape(), g.block));
+    depthwise_ = true;
+    return true;
+  }
+
   std::string note_;
+  bool depthwise_ = false;
+  DepthwiseGeometry depthwise_geometry_;
+  Reorder depthwise_x_, depthwise_dy_;
   dnnl::memory::desc dx_desc_, bias_desc_, dw_desc_;
   bool has_bias_ = false, want_dw_ = false;
   dnnl::convolution_backward_data data_;

@@ -127,6 +127,8 @@ OT_REGISTER_CPU_KERNEL("PRelu", 1, kLatestOpset, PReluKernel);
 // form fused from PyTorch's exported Div/Erf/Add/Mul/Mul (graph/passes/fusion.h).
 OT_REGISTER_CPU_KERNEL("Gelu", 20, kLatestOpset, UnaryLoopKernel);
 OT_REGISTER_KERNEL(kGradDomain, "Gelu", 1, kLatestOpset, DeviceType::kCPU, UnaryLoopKernel);
+// SiLU, x * Sigmoid(x), fused from PyTorch's exported Sigmoid and Mul (graph/passes/fusion.h).
+OT_REGISTER_KERNEL(kGradDomain, "Silu", 1, kLatestOpset, DeviceType::kCPU, UnaryLoopKernel);
 
 }  // namespace
 }  // namespace cpu

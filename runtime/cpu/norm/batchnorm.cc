@@ -17,6 +17,8 @@
 // relu=1 (graph/passes/fusion.h): BatchNormTraining's Y is ReLU(Y) and its output 5, when
 // requested, the mask oneDNN's fuse_norm_relu records (its workspace, uint8, opaque); the
 // gradient with relu=1 takes dReLU(Y) and that mask as input 5.
+// clip_min / clip_max (graph/passes/fusion.h's FuseBatchNormClip): Y is clipped to them in
+// the normalising pass (runtime/cpu/norm/normalize_clip.h); the gradient is unchanged.
 // SyncBatchNormTraining and SyncBatchNormalizationGrad (--sync-bn) are BatchNormTraining and
 // BatchNormalizationGrad over the global batch of a data-parallel step: sync_batchnorm.h.
 #include <unordered_map>
@@ -26,6 +28,7 @@
 
 #include "runtime/ops/math/batchnorm_math.h"
 #include "runtime/cpu/norm/channel_statistics.h"
+#include "runtime/cpu/norm/normalize_clip.h"
 #include "runtime/cpu/layout/dnnl_layout.h"
 #include "runtime/cpu/norm/sync_batchnorm.h"
 #include "runtime/core/kernel_registry.h"
@@ -120,6 +123,18 @@ class BatchNormKernel final : public OpKernel {
     relu_ = node_.GetInt("relu", 0) != 0;
     if (relu_ && sync_) Fail("relu=1 is not supported with synchronised batch normalization");
     if (ctx.HasOutput(5) && !(relu_ && training_)) Fail("output 5 (the ReLU mask) needs relu=1 and training mode");
+    clip_ = node_.HasAttr("clip_min") || node_.HasAttr("clip_max");
+    if (clip_) {
+      clip_lo_ = node_.GetFloat("clip_min", 0.f);
+      clip_hi_ = node_.GetFloat("clip_max", 0.f);
+      if (relu_ || sync_ || !(clip_lo_ <= 0.f && clip_hi_ >= 0.f))
+        Fail("clip_min/clip_max need relu=0, no synchronisation and clip_min <= 0 <= clip_max");
+      clip_shape_.batch = x.shape().empty() ? 0 : x.shape()[0];
+      clip_shape_.channels = channels;
+      clip_shape_.spatial = clip_shape_.batch * channels > 0 ? x.numel() / (clip_shape_.batch * channels) : 0;
+      clip_shape_.block = x.is_plain() ? 1 : ChannelBlockOf(x);  // 0: another layout
+      epsilon_ = node_.GetFloat("epsilon", 1e-5f);
+    }
     momentum_ = node_.GetFloat("momentum", 0.9f);
     // PyTorch updates the running variance with the unbiased batch variance (times
     // M / (M - 1) over the M values of a channel); the ONNX operator with the population one.
@@ -144,13 +159,13 @@ class BatchNormKernel final : public OpKernel {
     void* scale = ctx.Input(1).raw();
     void* shift = ctx.Input(2).raw();
     if (!training_) {
-      prim_.Run(x.raw(), ctx.Output(0).raw(), scale, shift, ctx.Input(3).raw(), ctx.Input(4).raw());
+      Normalize(ctx, scale, shift, ctx.Input(3).data<float>(), ctx.Input(4).data<float>(), nullptr);
       return;
     }
     float* mean = ctx.HasOutput(3) ? ctx.Output(3).data<float>() : batch_mean_.data();
     float* var = ctx.HasOutput(4) ? ctx.Output(4).data<float>() : batch_var_.data();
     prim_.Statistics(x.raw(), mean, var, sync_ ? ctx.cross_replica() : nullptr);
-    prim_.Run(x.raw(), ctx.Output(0).raw(), scale, shift, mean, var, ctx.HasOutput(5) ? ctx.Output(5).raw() : nullptr);
+    Normalize(ctx, scale, shift, mean, var, ctx.HasOutput(5) ? ctx.Output(5).raw() : nullptr);
     // Element-wise, so an output may share its buffer with the running-stat input.
     UpdateRunningStat(ctx, 1, ctx.Input(3).data<float>(), mean, 1.0);
     double factor = 1.0;
@@ -163,6 +178,20 @@ class BatchNormKernel final : public OpKernel {
   }
 
  private:
+  // Y from X with the given statistics: oneDNN's primitive, or with clip_min/clip_max our
+  // one pass (plain and channel-blocked data; another layout: oneDNN's, then the clip).
+  void Normalize(KernelContext& ctx, void* scale, void* shift, const float* mean, const float* var, void* mask) {
+    const Tensor& x = ctx.Input(0);
+    Tensor& y = ctx.Output(0);
+    if (clip_ && clip_shape_.block > 0) {
+      NormalizeClip(clip_shape_, x.data<float>(), y.data<float>(), mean, var, static_cast<const float*>(scale),
+                    static_cast<const float*>(shift), epsilon_, clip_lo_, clip_hi_);
+      return;
+    }
+    prim_.Run(x.raw(), y.raw(), scale, shift, const_cast<float*>(mean), const_cast<float*>(var), mask);
+    if (clip_) ClipInPlace(y.data<float>(), static_cast<int64_t>(y.nbytes() / sizeof(float)), clip_lo_, clip_hi_);
+  }
+
   void UpdateRunningStat(KernelContext& ctx, int output, const float* running, const float* batch,
                          double factor) const {
     if (!ctx.HasOutput(output)) return;
@@ -174,6 +203,9 @@ class BatchNormKernel final : public OpKernel {
 
   bool training_ = false;
   bool relu_ = false;  // relu=1: Y = ReLU(normalised X)
+  bool clip_ = false;  // clip_min / clip_max: Y = clip(normalised X)
+  float clip_lo_ = 0.f, clip_hi_ = 0.f, epsilon_ = 1e-5f;
+  NormalizeClipShape clip_shape_;
   bool sync_ = false;  // SyncBatchNormTraining: statistics over every replica's batch
   float momentum_ = 0.9f;
   double unbiased_count_ = 0;  // > 0: values per channel per replica (unbiased running variance)

@@ -116,6 +116,7 @@ OT_REGISTER_CUDA_KERNEL("ThresholdedRelu", 10, kLatestOpset, ActivationKernel);
 OT_REGISTER_CUDA_KERNEL("Shrink", 9, kLatestOpset, ActivationKernel);
 OT_REGISTER_CUDA_KERNEL("Gelu", 20, kLatestOpset, ActivationKernel);
 OT_REGISTER_KERNEL(kGradDomain, "Gelu", 1, kLatestOpset, ::ot::DeviceType::kCUDA, ActivationKernel);  // fused
+OT_REGISTER_KERNEL(kGradDomain, "Silu", 1, kLatestOpset, ::ot::DeviceType::kCUDA, ActivationKernel);  // fused
 OT_REGISTER_KERNEL(kGradDomain, "ActivationGrad", 1, kLatestOpset, ::ot::DeviceType::kCUDA, ActivationGradKernel);
 
 }  // namespace

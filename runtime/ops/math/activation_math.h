@@ -22,7 +22,7 @@ namespace ot {
 #define OT_UNARY_FNS(X)                                                                                    \
   X(Erf) X(Sin) X(Cos) X(Tan) X(Asin) X(Acos) X(Atan) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(Sign)     \
       X(Abs) X(Reciprocal) X(HardSigmoid) X(HardSwish) X(Softplus) X(Softsign) X(Elu) X(Selu) X(Celu) X(Mish) \
-          X(ThresholdedRelu) X(Shrink) X(Clip) X(Gelu)
+          X(ThresholdedRelu) X(Shrink) X(Clip) X(Gelu) X(Silu)
 
 // Y(name): a form of an op above that its attributes choose (ParseNodeUnaryFn in
 // runtime/ops/checks/activation_attrs.h), not an op type: GeluTanh is Gelu with approximate="tanh".
@@ -151,6 +151,7 @@ OT_ACTIVATION_HD inline T UnaryForward(T x, const UnaryParams& p) {
     if constexpr (F == UnaryFn::kClip) return x < a ? a : x > b ? b : x;  // a > b gives b, as ONNX says
     if constexpr (F == UnaryFn::kGelu) return T(0.5) * x * (T(1) + unary_detail::Erf(x * T(0.70710678118654752)));
     if constexpr (F == UnaryFn::kGeluTanh) return x * unary_detail::Sigmoid(unary_detail::GeluTanhArg2(x));
+    if constexpr (F == UnaryFn::kSilu) return x * unary_detail::Sigmoid(x);  // fused x * Sigmoid(x)
   }
 }
 
@@ -209,6 +210,10 @@ OT_ACTIVATION_HD inline T UnaryDerivative(T x, const UnaryParams& p) {
   if constexpr (F == UnaryFn::kGeluTanh) {  // s + x s (1 - s) 2u'(x), s = sigmoid(2 u(x))
     const T s = Sigmoid(unary_detail::GeluTanhArg2(x));
     return s + x * s * (T(1) - s) * T(1.5957691216057308) * (T(1) + T(3 * 0.044715) * x * x);
+  }
+  if constexpr (F == UnaryFn::kSilu) {  // s (1 + x (1 - s)), s = sigmoid(x)
+    const T s = Sigmoid(x);
+    return s * (T(1) + x * (T(1) - s));
   }
 }
 

@@ -301,6 +301,31 @@ Model DynamoAttention(int64_t t, AttnMask mask) {
 // The forms of PyTorch's exporters fuse into one Attention each, at odd lengths and T = 1,
 // with every mask kind, and train as the unfused graph does (finite differences too); a
 // causal constant becomes is_causal.
+// SiLU as torch.nn.SiLU exports it (Sigmoid then Mul, either operand order) fuses into one
+// org.onnxtrain Silu; a squeeze-excitation gate (Mul of other features by a Sigmoid) and a
+// Sigmoid read twice stay. Gradients against finite differences and the unfused graph.
+TEST(Fusion, SiluFusesBothOperandOrdersAndLeavesGatesAlone) {
+  ModelBuilder b;
+  b.Param("x", {2, 3, 4, 5}, -4.f, 4.f).Param("f", {2, 3, 4, 5}, -1.f, 1.f);
+  b.Op("Sigmoid", {"x"}, "s1");
+  b.Op("Mul", {"x", "s1"}, "y1");  // x * sigmoid(x)
+  b.Op("Sigmoid", {"y1"}, "s2");
+  b.Op("Mul", {"s2", "y1"}, "y2");  // sigmoid(y) * y
+  b.Op("Sigmoid", {"y2"}, "gate");
+  b.Op("Mul", {"f", "gate"}, "y3");  // a gate: not SiLU
+  b.Op("Sigmoid", {"y3"}, "s4");
+  b.Op("Mul", {"y3", "s4"}, "y4");
+  b.Op("Add", {"y4", "s4"}, "y5");  // s4 read twice: not fused
+  const Model m = WithLoss(b, "y5", {2, 3, 4, 5});
+  const TrainingGraph tg = Train(m, true);
+  EXPECT_EQ(Count(tg.model, "Silu", kGradDomain), 2);
+  EXPECT_EQ(Count(tg.model, "Sigmoid"), 2);
+  ExpectGradientsMatchFiniteDifferences(tg, {}, 1e-2f);
+  ExpectSameAsUnfused(m, tg);
+  const TrainingGraph plain = Train(m, false);
+  EXPECT_EQ(Count(plain.model, "Silu", kGradDomain), 0);
+}
+
 TEST(Fusion, AttentionFormsOfBothExportersFuseAndTrainAsUnfused) {
   struct Case {
     const char* name;
@@ -469,6 +494,69 @@ TEST(TrainingFusion, BatchNormReluFusesForwardAndBackwardAndTrainsAsUnfused) {
     // A second pass finds nothing left to fuse.
     const BatchNormReluFusion again = FuseBatchNormRelu(fused.model);
     EXPECT_EQ(again.forward + again.backward, 0);
+  }
+}
+
+// BatchNormTraining + Clip (ReLU6 and other bounds around 0, as Constant inputs) becomes
+// one BatchNormTraining with clip_min/clip_max; the Clip's gradient reads the clipped value.
+// Channel-blocked (after a convolution of 8 or 16 channels) and plain (the input's own
+// normalisation); the bounds cut the normalised values on both sides.
+TEST(TrainingFusion, BatchNormClipFusesAndTrainsAsUnfused) {
+  struct Case {
+    int64_t n, c, h, w;
+    bool first_conv;
+    float lo, hi;
+  };
+  for (const Case& k : {Case{2, 8, 5, 6, true, 0.f, 0.6f}, Case{3, 16, 3, 4, true, -0.4f, 0.5f},
+                        Case{3, 5, 4, 3, false, 0.f, 6.f}, Case{2, 20, 3, 3, true, -0.3f, 0.f}}) {
+    SCOPED_TRACE(std::to_string(k.n) + "x" + std::to_string(k.c) + "x" + std::to_string(k.h) + "x" +
+                 std::to_string(k.w) + " clip " + std::to_string(k.lo) + ".." + std::to_string(k.hi));
+    ModelBuilder b;
+    b.Opset(13);
+    b.Param("x", {k.n, k.c, k.h, k.w}, -1.f, 1.f);
+    std::string cur = "x";
+    if (k.first_conv) {
+      b.Param("w", {k.c, k.c, 3, 3}, -0.3f, 0.3f);
+      b.Op("Conv", {cur, "w"}, "conv").SetInts("pads", {1, 1, 1, 1});
+      cur = "conv";
+    }
+    b.Param("scale", {k.c}, 0.5f, 1.5f).Param("bias", {k.c}, -0.3f, 0.3f);
+    b.Param("mean", {k.c}, -0.2f, 0.2f).Param("var", {k.c}, 0.5f, 1.5f);
+    b.Op("BatchNormalization", {cur, "scale", "bias", "mean", "var"}, "bn");
+    Scalar(b, "lo", k.lo);
+    Scalar(b, "hi", k.hi);
+    b.Op("Clip", {"bn", "lo", "hi"}, "clip");
+    b.Param("w2", {k.c, k.c, 1, 1}, -0.5f, 0.5f);
+    b.Op("Conv", {"clip", "w2"}, "y");
+    const Model m = WithLoss(b, "y", {k.n, k.c, k.h, k.w});
+    const TrainingGraph plain = Train(m, false);
+    TrainingGraph fused = plain;
+    EXPECT_EQ(FuseBatchNormClip(fused.model), 1);
+    EXPECT_EQ(Count(fused.model, "Clip"), 0);
+    for (const auto& n : fused.model.graph.nodes)
+      if (n.op_type == "BatchNormTraining") {
+        EXPECT_FLOAT_EQ(n.GetFloat("clip_max", 0.f), k.hi) << n.Describe();
+      }
+    ExpectSameLossAndGradients(fused, plain, 1e-5);
+    EXPECT_EQ(FuseBatchNormClip(fused.model), 0);
+  }
+  {
+    SCOPED_TRACE("bounds above 0 and a second reader stay");
+    ModelBuilder b;
+    b.Opset(13);
+    b.Param("x", {2, 4, 3, 3}, -1.f, 1.f).Param("scale", {4}, 0.5f, 1.5f).Param("bias", {4}, -0.3f, 0.3f);
+    b.Param("mean", {4}, -0.2f, 0.2f).Param("var", {4}, 0.5f, 1.5f);
+    b.Op("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, "bn");
+    Scalar(b, "lo", 0.1f);
+    Scalar(b, "hi", 6.f);
+    b.Op("Clip", {"bn", "lo", "hi"}, "c1");
+    b.Op("BatchNormalization", {"c1", "scale", "bias", "mean", "var"}, "bn2");
+    Scalar(b, "zero", 0.f);
+    b.Op("Clip", {"bn2", "zero", "hi"}, "c2");
+    b.Op("Add", {"c2", "bn2"}, "y");
+    const TrainingGraph plain = Train(WithLoss(b, "y", {2, 4, 3, 3}), false);
+    TrainingGraph fused = plain;
+    EXPECT_EQ(FuseBatchNormClip(fused.model), 0);
   }
 }
 
