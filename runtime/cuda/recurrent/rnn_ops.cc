@@ -17,9 +17,13 @@
 // (X [seq*batch, input] W^T), one per step applies R to the hidden state (GRU without
 // linear_before_reset: a second one for (r * h_prev) Rh^T), and the backward's dX, dW and
 // dR are one GEMM each per direction over the pre-activation gradients of every step; one
-// element-wise kernel per step does the cell. The gradient ops recompute the forward (saving
-// each step's pre-activations and states) and ignore the forward's Y input. dB and dP are
-// column sums in double, a thread per column (deterministic; no atomics anywhere).
+// element-wise kernel per step does the cell. The order of that work is RnnStepDriver's and
+// each kernel's body is a function of runtime/ops/math/rnn_steps.h: the CPU test
+// rnn_cell_math_test runs the same driver and bodies on a host backend against the CPU
+// kernel, so what only a GPU can check is the launches and the cuBLAS calls (this file's
+// Gemm: row-major through cuBLAS's column-major). The gradient ops recompute the forward
+// (saving each step's pre-activations and states) and ignore the forward's Y input. dB and
+// dP are column sums in double, a thread per column (deterministic; no atomics anywhere).
 // sequence_lens, when given, is copied to the host (a synchronisation) to be checked as the
 // CPU checks it.
 #include <algorithm>
@@ -52,28 +56,61 @@ void Gemm(cublasHandle_t handle, bool ta, bool tb, int64_t m, int64_t n, int64_t
                                static_cast<int>(ldc), compute, CUBLAS_GEMM_DEFAULT));
 }
 
-rnn::Cell ToCell(RnnCell c) {
-  return c == RnnCell::kLSTM ? rnn::Cell::kLSTM : c == RnnCell::kGRU ? rnn::Cell::kGRU : rnn::Cell::kRNN;
-}
-
 Tensor Floats(Shape shape, const Device& device) { return Tensor::Empty(DType::kFloat32, std::move(shape), device); }
 
-void Zero(Tensor& t, cudaStream_t stream) {
-  if (t.numel() > 0) OT_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.nbytes(), stream));
-}
+float* Ptr(Tensor& t) { return t.numel() > 0 ? t.data<float>() : nullptr; }
 
 const float* OptionalData(const KernelContext& ctx, int i) {
   const Tensor* t = ctx.OptionalInput(i);
   return t ? t->data<float>() : nullptr;
 }
 
-// The cell loop of one node on the device, for fixed shapes.
+// The backend of RnnStepDriver (runtime/ops/math/rnn_steps.h) on one device: cuBLAS and the
+// kernels of rnn_kernels.cu, on the compute stream.
+struct CudaSteps {
+  const DeviceContext& dc;
+
+  void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+            int64_t ldb, float beta, float* c, int64_t ldc) {
+    cuda::Gemm(dc.cublas, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, dc.compute);
+  }
+  void Zero(float* p, int64_t count) {
+    if (p && count > 0) OT_CUDA_CHECK(cudaMemsetAsync(p, 0, static_cast<size_t>(count) * sizeof(float), dc.compute));
+  }
+  void LoadState(const RnnStepGeometry& g, const float* src, float* dst) { rnn::LoadState(g, src, dst, dc.compute); }
+  void StoreState(const RnnStepGeometry& g, const float* src, float* dst) { rnn::StoreState(g, src, dst, dc.compute); }
+  void ForwardStep(const RnnStepGeometry& g, int64_t s, const int* lens, const float* xw, const float* hr,
+                   const RnnStepParams& prm, float* h, float* c, float* pre_batch, const RnnSaved& sv, float* y,
+                   float* rh) {
+    rnn::ForwardStep(g, s, lens, xw, hr, prm, h, c, pre_batch, sv, y, rh, dc.compute);
+  }
+  void GruForwardFinish(const RnnStepGeometry& g, int64_t s, const int* lens, const float* xw, const float* hrh,
+                        const RnnStepParams& prm, float* h, float* pre_batch, const RnnSaved& sv, float* y) {
+    rnn::GruForwardFinish(g, s, lens, xw, hrh, prm, h, pre_batch, sv, y, dc.compute);
+  }
+  void BackwardStep(const RnnStepGeometry& g, int64_t s, const int* lens, const float* dy, const RnnSaved& sv,
+                    const RnnStepParams& prm, const float* dh, float* dcell, float* dhn, float* dg, float* dax,
+                    float* dah) {
+    rnn::BackwardStep(g, s, lens, dy, sv, prm, dh, dcell, dhn, dg, dax, dah, dc.compute);
+  }
+  void GruResetBackward(const RnnStepGeometry& g, int64_t s, const int* lens, const float* drh, const RnnSaved& sv,
+                        float* dhn, float* dg, float* dax) {
+    rnn::GruResetBackward(g, s, lens, drh, sv, dhn, dg, dax, dc.compute);
+  }
+  void BiasGrad(int64_t rows, int64_t gh, const float* dax, const float* dah, float* db) {
+    rnn::BiasGrad(rows, gh, dax, dah, db, dc.compute);
+  }
+  void PeepholeGrad(int64_t rows, int64_t hidden, const float* dax, const float* cprev, const float* cnew, float* dp) {
+    rnn::PeepholeGrad(rows, hidden, dax, cprev, cnew, dp, dc.compute);
+  }
+};
+
+// The device buffers of one node for fixed shapes, and its sequence lengths.
 class RnnRunner {
  public:
   void Prepare(const Node& node, const RnnSpec& spec, const Device& device, bool for_grad) {
     node_ = &node;
     s_ = spec;
-    device_ = device;
     for (int64_t v : {spec.seq * spec.batch, spec.gates * spec.hidden, spec.input})
       if (v > INT32_MAX) throw UnsupportedError(node.Describe() + ": a dimension above 2^31 on CUDA");
     const int64_t rows = s_.seq * s_.batch, GH = s_.gates * s_.hidden, B = s_.batch, H = s_.hidden;
@@ -84,13 +121,13 @@ class RnnRunner {
     c_ = Floats({B, H}, device);
     rh_ = Floats({B, H}, device);
     hrh_ = Floats({B, H}, device);
-    lens_host_.assign(static_cast<size_t>(B), static_cast<int>(s_.seq));
+    lens_host_.assign(static_cast<size_t>(B), static_cast<int32_t>(s_.seq));
     lens_ = Tensor::FromHost(HostTensor::FromVector(lens_host_, {B}), device);
     max_len_ = s_.seq;
     if (!for_grad) return;
+    const bool lstm = s_.cell == RnnCell::kLSTM, gru = s_.cell == RnnCell::kGRU;
     pre_ = Floats({rows, GH}, device);
     hprev_ = Floats({rows, H}, device);
-    const bool lstm = s_.cell == RnnCell::kLSTM, gru = s_.cell == RnnCell::kGRU;
     if (lstm) {
       cprev_ = Floats({rows, H}, device);
       cnew_ = Floats({rows, H}, device);
@@ -105,7 +142,8 @@ class RnnRunner {
     drh_ = Floats({B, H}, device);
   }
 
-  // sequence_lens (input 4), when given: copied to the host, checked, and uploaded as int32.
+  // sequence_lens (input 4), when given: copied to the host, checked as the CPU checks it,
+  // and uploaded as int32.
   void ReadLens(const KernelContext& ctx, cudaStream_t stream) {
     const Tensor* l = s_.has_seq_lens ? ctx.OptionalInput(4) : nullptr;
     if (!l) return;
@@ -117,51 +155,42 @@ class RnnRunner {
     const std::vector<int64_t> lens = CheckSequenceLens(*node_, s_, values);
     max_len_ = 0;
     for (size_t b = 0; b < lens.size(); ++b) {
-      lens_host_[b] = static_cast<int>(lens[b]);
+      lens_host_[b] = static_cast<int32_t>(lens[b]);
       max_len_ = std::max(max_len_, lens[b]);
     }
-    OT_CUDA_CHECK(cudaMemcpyAsync(lens_.raw(), lens_host_.data(), lens_host_.size() * sizeof(int),
+    OT_CUDA_CHECK(cudaMemcpyAsync(lens_.raw(), lens_host_.data(), lens_host_.size() * sizeof(int32_t),
                                   cudaMemcpyHostToDevice, stream));
     OT_CUDA_CHECK(cudaStreamSynchronize(stream));  // lens_host_ may change on the next run
   }
 
-  rnn::Geometry Geometry(int64_t d) const {
-    rnn::Geometry g;
-    g.cell = ToCell(s_.cell);
-    g.seq = s_.seq;
-    g.batch = s_.batch;
-    g.hidden = s_.hidden;
-    g.gates = s_.gates;
-    g.dirs = s_.dirs;
-    g.d = d;
-    g.layout = s_.layout;
-    g.backward = s_.Backward(d);
-    g.linear_before_reset = s_.linear_before_reset;
-    const float clip = s_.has_clip ? s_.clip : INFINITY;
-    g.clip = clip;
-    auto act = [&](int k) { return s_.acts[static_cast<size_t>(d * s_.acts_per_dir + k)]; };
-    if (s_.cell == RnnCell::kLSTM) {
-      g.lstm.f = act(0);
-      g.lstm.g = act(1);
-      g.lstm.h = act(2);
-      g.lstm.clip = clip;
-      g.lstm.input_forget = s_.input_forget;
-    } else if (s_.cell == RnnCell::kGRU) {
-      g.gru.f = act(0);
-      g.gru.g = act(1);
-      g.gru.clip = clip;
-    } else {
-      g.rnn_f = act(0);
-    }
-    return g;
+  RnnStepBuffers Buffers() {
+    RnnStepBuffers b;
+    b.xw = Ptr(xw_);
+    b.hr = Ptr(hr_);
+    b.pre_batch = Ptr(pre_batch_);
+    b.h = Ptr(h_);
+    b.c = Ptr(c_);
+    b.rh = Ptr(rh_);
+    b.hrh = Ptr(hrh_);
+    b.saved.pre = Ptr(pre_);
+    b.saved.hprev = Ptr(hprev_);
+    b.saved.cprev = Ptr(cprev_);
+    b.saved.cnew = Ptr(cnew_);
+    b.saved.extra = Ptr(extra_);
+    b.dax = Ptr(dax_);
+    b.dah = Ptr(dah_);
+    b.dg = Ptr(dg_);
+    b.dh = Ptr(dh_);
+    b.dc = Ptr(dc_);
+    b.dhn = Ptr(dhn_);
+    b.drh = Ptr(drh_);
+    b.lens = lens_.numel() > 0 ? lens_.data<int32_t>() : nullptr;
+    b.max_len = max_len_;
+    return b;
   }
 
-  struct Inputs {
-    const float *x = nullptr, *w = nullptr, *r = nullptr, *b = nullptr, *init_h = nullptr, *init_c = nullptr,
-                *p = nullptr;
-  };
-  Inputs Read(const KernelContext& ctx) const {
-    Inputs in;
+  RnnStepInputs Read(const KernelContext& ctx) const {
+    RnnStepInputs in;
     in.x = OptionalData(ctx, 0);
     in.w = OptionalData(ctx, 1);
     in.r = OptionalData(ctx, 2);
@@ -174,123 +203,11 @@ class RnnRunner {
     return in;
   }
 
-  rnn::Params DirParams(const Inputs& in, int64_t d) const {
-    const int64_t GH = s_.gates * s_.hidden;
-    rnn::Params prm;
-    if (in.b) {
-      prm.wb = in.b + d * 2 * GH;
-      prm.rb = prm.wb + GH;
-    }
-    if (in.p) prm.p = in.p + d * 3 * s_.hidden;
-    return prm;
-  }
-
-  // One direction's forward. y, y_h, y_c may be null; `save` keeps what the backward needs.
-  void ForwardDirection(const DeviceContext& dc, const Inputs& in, int64_t d, float* y, float* y_h, float* y_c,
-                        bool save) {
-    const cudaStream_t st = dc.compute;
-    const rnn::Geometry g = Geometry(d);
-    const rnn::Params prm = DirParams(in, d);
-    const int64_t H = s_.hidden, GH = s_.gates * H, B = s_.batch, rows = s_.seq * B, I = s_.input;
-    const bool gru = s_.cell == RnnCell::kGRU, lbr = s_.linear_before_reset;
-    const float* r = in.r + d * GH * H;
-    rnn::Saved sv;
-    if (save) {
-      for (Tensor* t : {&pre_, &hprev_, &cprev_, &cnew_, &extra_}) Zero(*t, st);
-      sv = SavedPointers();
-    }
-    rnn::LoadState(g, in.init_h, h_.data<float>(), st);
-    if (s_.cell == RnnCell::kLSTM) rnn::LoadState(g, in.init_c, c_.data<float>(), st);
-    Gemm(dc.cublas, false, true, rows, GH, I, in.x, I, in.w + d * GH * I, I, 0.f, xw_.data<float>(), GH, st);
-    const int64_t n_rec = gru && !lbr ? 2 * H : GH;  // gates whose recurrent GEMM uses h_prev
-    const int* lens = lens_.data<int>();
-    for (int64_t s = 0; s < max_len_; ++s) {
-      Gemm(dc.cublas, false, true, B, n_rec, H, h_.data<float>(), H, r, H, 0.f, hr_.data<float>(), GH, st);
-      rnn::ForwardStep(g, s, lens, xw_.data<float>(), hr_.data<float>(), prm, h_.data<float>(), c_.data<float>(),
-                       pre_batch_.data<float>(), sv, y, rh_.data<float>(), st);
-      if (gru && !lbr) {
-        Gemm(dc.cublas, false, true, B, H, H, rh_.data<float>(), H, r + 2 * H * H, H, 0.f, hrh_.data<float>(), H, st);
-        rnn::GruForwardFinish(g, s, lens, xw_.data<float>(), hrh_.data<float>(), prm, h_.data<float>(),
-                              pre_batch_.data<float>(), sv, y, st);
-      }
-    }
-    if (y_h) rnn::StoreState(g, h_.data<float>(), y_h, st);
-    if (y_c) rnn::StoreState(g, c_.data<float>(), y_c, st);
-  }
-
-  struct Grads {
-    float *dx = nullptr, *dw = nullptr, *dr = nullptr, *db = nullptr, *dinit_h = nullptr, *dinit_c = nullptr,
-          *dp = nullptr;
-  };
-
-  // One direction's backward, after ForwardDirection(save) of the same direction.
-  void BackwardDirection(const DeviceContext& dc, const Inputs& in, int64_t d, const float* dy, const float* dy_h,
-                         const float* dy_c, const Grads& gr) {
-    const cudaStream_t st = dc.compute;
-    const rnn::Geometry g = Geometry(d);
-    const rnn::Params prm = DirParams(in, d);
-    const int64_t H = s_.hidden, GH = s_.gates * H, B = s_.batch, rows = s_.seq * B, I = s_.input;
-    const bool lstm = s_.cell == RnnCell::kLSTM, gru = s_.cell == RnnCell::kGRU, lbr = s_.linear_before_reset;
-    const float* r = in.r + d * GH * H;
-    const rnn::Saved sv = SavedPointers();
-    Zero(dax_, st);
-    Zero(dah_, st);
-    float* dah = gru && lbr ? dah_.data<float>() : dax_.data<float>();
-    float* dh = dh_.data<float>();
-    float* dhn = dhn_.data<float>();
-    rnn::LoadState(g, dy_h, dh, st);
-    if (lstm) rnn::LoadState(g, dy_c, dc_.data<float>(), st);
-    const int64_t n_rec = gru && !lbr ? 2 * H : GH;
-    const int* lens = lens_.data<int>();
-    for (int64_t s = max_len_ - 1; s >= 0; --s) {
-      rnn::BackwardStep(g, s, lens, dy, sv, prm, dh, dc_.data<float>(), dhn, dg_.data<float>(), dax_.data<float>(),
-                        dah_.data<float>(), st);
-      if (gru && !lbr) {
-        Gemm(dc.cublas, false, false, B, H, H, dg_.data<float>() + 2 * H, GH, r + 2 * H * H, H, 0.f,
-             drh_.data<float>(), H, st);
-        rnn::GruResetBackward(g, s, lens, drh_.data<float>(), sv, dhn, dg_.data<float>(), dax_.data<float>(), st);
-      }
-      Gemm(dc.cublas, false, false, B, H, n_rec, dg_.data<float>(), GH, r, H, 1.f, dhn, H, st);
-      std::swap(dh, dhn);
-    }
-    if (gr.dinit_h) rnn::StoreState(g, dh, gr.dinit_h, st);
-    if (gr.dinit_c) rnn::StoreState(g, dc_.data<float>(), gr.dinit_c, st);
-    const float* dax = dax_.data<float>();
-    if (gr.dx) Gemm(dc.cublas, false, false, rows, I, GH, dax, GH, in.w + d * GH * I, I, d == 0 ? 0.f : 1.f, gr.dx, I, st);
-    if (gr.dw) Gemm(dc.cublas, true, false, GH, I, rows, dax, GH, in.x, I, 0.f, gr.dw + d * GH * I, I, st);
-    if (gr.dr) {
-      float* drp = gr.dr + d * GH * H;
-      if (gru && !lbr) {
-        Gemm(dc.cublas, true, false, 2 * H, H, rows, dah, GH, hprev_.data<float>(), H, 0.f, drp, H, st);
-        Gemm(dc.cublas, true, false, H, H, rows, dah + 2 * H, GH, extra_.data<float>(), H, 0.f, drp + 2 * H * H, H,
-             st);
-      } else {
-        Gemm(dc.cublas, true, false, GH, H, rows, dah, GH, hprev_.data<float>(), H, 0.f, drp, H, st);
-      }
-    }
-    if (gr.db) rnn::BiasGrad(rows, GH, dax, dah, gr.db + d * 2 * GH, st);
-    if (gr.dp) rnn::PeepholeGrad(rows, H, dax, cprev_.data<float>(), cnew_.data<float>(), gr.dp + d * 3 * H, st);
-  }
-
-  const RnnSpec& spec() const { return s_; }
-
  private:
-  rnn::Saved SavedPointers() {
-    rnn::Saved sv;
-    auto p = [](Tensor& t) { return t.numel() > 0 ? t.data<float>() : nullptr; };
-    sv.pre = p(pre_);
-    sv.hprev = p(hprev_);
-    sv.cprev = p(cprev_);
-    sv.cnew = p(cnew_);
-    sv.extra = p(extra_);
-    return sv;
-  }
-
   const Node* node_ = nullptr;
   RnnSpec s_;
-  Device device_;
   int64_t max_len_ = 0;
-  std::vector<int> lens_host_;
+  std::vector<int32_t> lens_host_;
   Tensor lens_, xw_, hr_, pre_batch_, h_, c_, rh_, hrh_;
   Tensor pre_, hprev_, cprev_, cnew_, extra_, dax_, dah_, dg_, dh_, dc_, dhn_, drh_;
 };
@@ -326,8 +243,10 @@ class RnnKernel final : public OpKernel {
       return;
     }
     runner_.ReadLens(ctx, dc.compute);
-    const RnnRunner::Inputs in = runner_.Read(ctx);
-    for (int64_t d = 0; d < spec_.dirs; ++d) runner_.ForwardDirection(dc, in, d, y, y_h, y_c, false);
+    const RnnStepInputs in = runner_.Read(ctx);
+    CudaSteps steps{dc};
+    for (int64_t d = 0; d < spec_.dirs; ++d)
+      RnnStepDriver<CudaSteps>(steps, RnnDirectionGeometry(spec_, d), runner_.Buffers()).Forward(in, y, y_h, y_c, false);
     math::CheckLaunch(node_.op_type.c_str());
   }
 
@@ -371,9 +290,9 @@ class RnnGradKernel final : public OpKernel {
         OT_CUDA_CHECK(cudaMemsetAsync(ctx.Output(i).raw(), 0, ctx.Output(i).nbytes(), dc.compute));
     if (Empty(spec_)) return;
     runner_.ReadLens(ctx, dc.compute);
-    const RnnRunner::Inputs in = runner_.Read(ctx);
+    const RnnStepInputs in = runner_.Read(ctx);
     auto out = [&](int i) { return ctx.HasOutput(i) ? ctx.Output(i).data<float>() : nullptr; };
-    RnnRunner::Grads g;
+    RnnStepGrads g;
     g.dx = out(0);
     g.dw = out(1);
     g.dr = out(2);
@@ -386,9 +305,11 @@ class RnnGradKernel final : public OpKernel {
     const float* dy = OptionalData(ctx, n);
     const float* dy_h = OptionalData(ctx, n + 1);
     const float* dy_c = kCell == RnnCell::kLSTM ? OptionalData(ctx, n + 2) : nullptr;
+    CudaSteps steps{dc};
     for (int64_t d = 0; d < spec_.dirs; ++d) {
-      runner_.ForwardDirection(dc, in, d, nullptr, nullptr, nullptr, true);
-      runner_.BackwardDirection(dc, in, d, dy, dy_h, dy_c, g);
+      RnnStepDriver<CudaSteps> driver(steps, RnnDirectionGeometry(spec_, d), runner_.Buffers());
+      driver.Forward(in, nullptr, nullptr, nullptr, true);
+      driver.Backward(in, dy, dy_h, dy_c, g);
     }
     math::CheckLaunch(node_.op_type.c_str());
   }

@@ -173,6 +173,38 @@ RnnSpec PlanRnn(const Node& node, RnnCell cell, int64_t opset, const KernelConte
   return s;
 }
 
+RnnStepGeometry RnnDirectionGeometry(const RnnSpec& s, int64_t d) {
+  RnnStepGeometry g;
+  g.cell = s.cell == RnnCell::kLSTM ? RnnStepCell::kLSTM : s.cell == RnnCell::kGRU ? RnnStepCell::kGRU : RnnStepCell::kRNN;
+  g.seq = s.seq;
+  g.batch = s.batch;
+  g.input = s.input;
+  g.hidden = s.hidden;
+  g.gates = s.gates;
+  g.dirs = s.dirs;
+  g.d = d;
+  g.layout = s.layout;
+  g.backward = s.Backward(d);
+  g.linear_before_reset = s.linear_before_reset;
+  const float clip = s.has_clip ? s.clip : INFINITY;
+  g.clip = clip;
+  auto act = [&](int k) { return s.acts[static_cast<size_t>(d * s.acts_per_dir + k)]; };
+  if (s.cell == RnnCell::kLSTM) {
+    g.lstm.f = act(0);
+    g.lstm.g = act(1);
+    g.lstm.h = act(2);
+    g.lstm.clip = clip;
+    g.lstm.input_forget = s.input_forget;
+  } else if (s.cell == RnnCell::kGRU) {
+    g.gru.f = act(0);
+    g.gru.g = act(1);
+    g.gru.clip = clip;
+  } else {
+    g.rnn_f = act(0);
+  }
+  return g;
+}
+
 std::vector<int64_t> CheckSequenceLens(const Node& node, const RnnSpec& spec, const std::vector<int64_t>& values) {
   std::vector<int64_t> lens(static_cast<size_t>(spec.batch), spec.seq);
   for (int64_t b = 0; b < spec.batch && b < static_cast<int64_t>(values.size()); ++b) {
