@@ -199,14 +199,15 @@ TEST_F(CudaRecurrent, RnnVariants) {
   c.direction = "bidirectional";
   c.init = true;
   c.lens = {4, 0, 5};
-  c.acts = {"Relu", "Affine"};
-  c.alphas = {0.f, 0.5f};
-  c.betas = {0.f, 0.1f};
+  c.acts = {"Relu", "Affine"};  // alpha and beta list only the functions that take them
+  c.alphas = {0.5f};
+  c.betas = {0.1f};
   CheckBoth(c);
   c.layout = 1;
   c.clip = 0.9f;
   c.acts = {"Tanh", "ThresholdedRelu"};
-  c.alphas = {0.f, 0.2f};
+  c.alphas = {0.2f};
+  c.betas = {};
   CheckBoth(c);
   CheckGrad(c, false);
 }

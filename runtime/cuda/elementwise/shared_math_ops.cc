@@ -115,6 +115,9 @@ class PReluGradKernel final : public OpKernel {
     if (want_slope) {
       if (terms_.numel() == 0)
         OT_CUDA_CHECK(cudaMemsetAsync(ctx.Output(1).raw(), 0, ctx.Output(1).nbytes(), stream));
+      else if (count_ == 1)  // a slope per element: its terms are its gradient
+        OT_CUDA_CHECK(cudaMemcpyAsync(ctx.Output(1).raw(), terms_.raw(), ctx.Output(1).nbytes(),
+                                      cudaMemcpyDeviceToDevice, stream));
       else
         math::LaunchReduce(ReduceOp::kSum, DType::kFloat32, terms_.raw(), ctx.Output(1).raw(), ctx.Output(1).numel(),
                            count_, rix_, stream);
