@@ -6,7 +6,8 @@
 //   - under CUDA graph replay, device error flags (labels out of range) still fail the run;
 //   - Gather checks its indices on every run, not only on the planning one;
 //   - the caching allocator holds a freed block back while another stream still uses it;
-//   - pooling gradients on our own kernel are the same bits every run;
+//   - pooling gradients on our own kernel are the same bits every run, and so are GatherGrad,
+//     ResizeGrad and PReluGrad's slope gradient (no atomics);
 //   - BatchNorm's saved variance keeps its digits when it is far below epsilon.
 #include <gtest/gtest.h>
 
@@ -40,8 +41,9 @@ HostTensor Random(const Shape& shape, uint32_t seed) {
   return t;
 }
 
-// One node named `name` reading graph inputs in0, in1, ... and writing out0, out1, ...
-// (an empty output name in `outputs` leaves that output out).
+// One node named `name` reading graph inputs in0, in1, ... (an undefined HostTensor leaves
+// that input out) and writing out0, out1, ... (an empty output name in `outputs` leaves that
+// output out).
 Model OneNode(const std::string& op, const std::string& domain, const std::string& name,
               const std::vector<HostTensor>& inputs, const std::vector<bool>& outputs,
               const std::function<void(Node&)>& attrs, int64_t opset = 17) {
@@ -53,6 +55,10 @@ Model OneNode(const std::string& op, const std::string& domain, const std::strin
   n.op_type = op;
   n.domain = domain;
   for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].dtype == DType::kUndefined) {  // an absent optional input
+      n.inputs.push_back("");
+      continue;
+    }
     ValueInfo v;
     v.name = "in" + std::to_string(i);
     v.dtype = inputs[i].dtype;
@@ -74,7 +80,8 @@ Model OneNode(const std::string& op, const std::string& domain, const std::strin
 
 std::map<std::string, Tensor> Feeds(const std::vector<HostTensor>& inputs, Device device) {
   std::map<std::string, Tensor> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) feeds["in" + std::to_string(i)] = Tensor::FromHost(inputs[i], device);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].dtype != DType::kUndefined) feeds["in" + std::to_string(i)] = Tensor::FromHost(inputs[i], device);
   return feeds;
 }
 
@@ -256,6 +263,55 @@ TEST_F(CudaFindings, PoolingGradientsAreDeterministic) {
     n.SetInt("ceil_mode", 1);
   };
   ExpectPoolGradSameBitsEveryRun("MaxPoolGrad", ceil, {4, 32, 28, 28}, {4, 32, 14, 14});
+}
+
+// ---- deterministic GatherGrad, ResizeGrad and PReluGrad (no atomics: sorted runs, transposed
+// taps, a fixed-order reduction) ----
+
+// Runs the gradient node on the CPU (the oracle) and six times on the GPU: the GPU's outputs
+// match the CPU's and have the same bits every run.
+void ExpectGradSameBitsEveryRun(const std::string& op, const std::function<void(Node&)>& attrs,
+                                const std::vector<HostTensor>& in, const std::vector<bool>& outputs) {
+  SCOPED_TRACE(op);
+  const Model m = OneNode(op, kGradDomain, "grad", in, outputs, attrs);
+  Executor cpu(m);
+  const std::vector<Tensor> expected = cpu.Run(Feeds(in, Device::CPU()));
+  Executor gpu(m, OnCuda());
+  const std::vector<Tensor> first = gpu.Run(Feeds(in, kCuda));
+  ASSERT_EQ(first.size(), expected.size());
+  for (size_t k = 0; k < first.size(); ++k)
+    EXPECT_EQ(testing::CompareTensors(expected[k].ToHost(), first[k].ToHost(), 1e-4, 1e-4), "") << "output " << k;
+  for (int run = 0; run < 5; ++run) {
+    const std::vector<Tensor> again = gpu.Run(Feeds(in, kCuda));
+    for (size_t k = 0; k < first.size(); ++k)
+      ASSERT_EQ(testing::CompareTensors(first[k].ToHost(), again[k].ToHost(), 0, 0), "")
+          << "output " << k << ", run " << run << " differs from the first";
+  }
+}
+
+TEST_F(CudaFindings, GatherResizeAndPReluGradientsAreDeterministic) {
+  // An embedding's gradient where a few rows (a padding token) take most of 4096 lookups.
+  std::vector<int64_t> ids(4096);
+  for (size_t k = 0; k < ids.size(); ++k) ids[k] = k % 3 == 0 ? 0 : (k % 7 == 0 ? -1 : static_cast<int64_t>(k % 50));
+  ExpectGradSameBitsEveryRun("GatherGrad", [](Node& n) { n.SetInt("axis", 0); },
+                             {Random({64, 64, 96}, 10), HostTensor::FromVector(std::vector<int64_t>{100, 96}, {2}),
+                              HostTensor::FromVector(ids, {64, 64})},
+                             {true});
+  // Linear 4x upsampling: every input position is read by many outputs.
+  const HostTensor scales = HostTensor::FromVector(std::vector<float>{1.f, 1.f, 4.f, 4.f}, {4});
+  ExpectGradSameBitsEveryRun("ResizeGrad",
+                             [](Node& n) {
+                               n.SetString("mode", "linear");
+                               n.SetString("forward_op", "Resize");
+                               n.SetInt("forward_opset", 13);
+                             },
+                             {Random({4, 8, 64, 64}, 11), HostTensor(), scales, HostTensor(),
+                              HostTensor::FromVector(std::vector<int64_t>{4, 8, 16, 16}, {4})},
+                             {true});
+  // A per-channel slope summed over 8 x 32 x 32 elements each.
+  ExpectGradSameBitsEveryRun("PReluGrad", [](Node&) {},
+                             {Random({8, 16, 32, 32}, 12), Random({8, 16, 32, 32}, 13), Random({16, 1, 1}, 14)},
+                             {true, true});
 }
 
 // ---- BatchNorm's saved variance ----

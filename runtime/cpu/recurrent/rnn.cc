@@ -29,6 +29,7 @@
 #include "graph/op_domains.h"
 #include "runtime/cpu/recurrent/rnn_activations.h"
 #include "runtime/core/kernel_registry.h"
+#include "runtime/ops/math/rnn_cell_math.h"
 #include "runtime/ops/shapes/rnn_shapes.h"
 
 namespace ot {
@@ -246,7 +247,7 @@ class RnnRunner {
             RnnActivate(Act(d, 0), clip, a + 2 * H, gf, H);
           }
           RnnActivate(Act(d, 1), clip, a + 3 * H, gc, H);
-          for (int64_t j = 0; j < H; ++j) cp[j] = gf[j] * cp[j] + gi[j] * gc[j];
+          for (int64_t j = 0; j < H; ++j) cp[j] = LstmNewCell(gf[j], cp[j], gi[j], gc[j]);
           if (p)
             for (int64_t j = 0; j < H; ++j) a[H + j] += p[H + j] * cp[j];
           RnnActivate(Act(d, 0), clip, a + H, go, H);
@@ -278,7 +279,7 @@ class RnnRunner {
             }
             RnnActivate(Act(d, 1), clip, a + 2 * H, gh, H);
             if (sv) std::copy(gh, gh + H, sv->act.data() + row * GH + 2 * H);
-            for (int64_t j = 0; j < H; ++j) hp[j] = (1.f - z[j]) * gh[j] + z[j] * hp[j];
+            for (int64_t j = 0; j < H; ++j) hp[j] = GruNewHidden(z[j], gh[j], hp[j]);
           } else {
             for (int64_t j = 0; j < H; ++j) rh_[static_cast<size_t>(b * H + j)] = rg[j] * hp[j];
             if (sv && !known_y) std::copy(rh_.data() + b * H, rh_.data() + (b + 1) * H, sv->extra.data() + row * H);
@@ -308,7 +309,7 @@ class RnnRunner {
           if (sv) std::copy(gh, gh + H, sv->act.data() + row * GH + 2 * H);
           float* hp = h_.data() + b * H;
           const float* z = zt_.data() + b * H;
-          for (int64_t j = 0; j < H; ++j) hp[j] = (1.f - z[j]) * gh[j] + z[j] * hp[j];
+          for (int64_t j = 0; j < H; ++j) hp[j] = GruNewHidden(z[j], gh[j], hp[j]);
           if (y) std::copy(hp, hp + H, y + s_.YOffset(t, d, b));
         }
       }

@@ -32,16 +32,13 @@ __global__ void PReluKernel(const float* x, const float* slope, float* y, int64_
   }
 }
 
-__global__ void PReluGradKernel(const float* dy, const float* x, const float* slope, float* dx, float* dslope,
+__global__ void PReluGradKernel(const float* dy, const float* x, const float* slope, float* dx, float* slope_terms,
                                 int64_t n, math::BroadcastIndexer ix) {
   OT_GRID_LOOP(i, n) {
     int64_t off[2];
     math::BroadcastOffsets<2>(ix, i, off);
     if (dx) dx[off[0]] = ::ot::PReluInputGrad(dy[off[0]], x[off[0]], slope[off[1]]);
-    if (dslope) {
-      const float term = ::ot::PReluSlopeGradTerm(dy[off[0]], x[off[0]]);
-      if (term != 0.f) atomicAdd(dslope + off[1], term);
-    }
+    if (slope_terms) slope_terms[off[0]] = ::ot::PReluSlopeGradTerm(dy[off[0]], x[off[0]]);
   }
 }
 
@@ -94,10 +91,9 @@ void LaunchPRelu(const float* x, const float* slope, float* y, int64_t n, const 
   OT_CUDA_CHECK_LAUNCH("PReluKernel");
 }
 
-void LaunchPReluGrad(const float* dy, const float* x, const float* slope, float* dx, float* dslope,
-                     int64_t slope_numel, int64_t n, const math::BroadcastIndexer& ix, cudaStream_t stream) {
-  if (dslope && slope_numel > 0) cudaMemsetAsync(dslope, 0, static_cast<size_t>(slope_numel) * sizeof(float), stream);
-  if (n > 0) PReluGradKernel<<<Blocks(n), kThreads, 0, stream>>>(dy, x, slope, dx, dslope, n, ix);
+void LaunchPReluGrad(const float* dy, const float* x, const float* slope, float* dx, float* slope_terms, int64_t n,
+                     const math::BroadcastIndexer& ix, cudaStream_t stream) {
+  if (n > 0) PReluGradKernel<<<Blocks(n), kThreads, 0, stream>>>(dy, x, slope, dx, slope_terms, n, ix);
   OT_CUDA_CHECK_LAUNCH("PReluGradKernel");
 }
 

@@ -21,11 +21,12 @@ bool LaunchMod(DType type, bool c_style, const void* a, const void* b, void* y, 
 void LaunchPRelu(const float* x, const float* slope, float* y, int64_t n, const math::BroadcastIndexer& ix,
                  cudaStream_t stream);
 
-// dx = PReluInputGrad (where not null); dslope (slope_numel elements, where not null) = 0,
-// then += PReluSlopeGradTerm at each element's slope position (atomic adds). Operand 0 is
+// dx = PReluInputGrad and slope_terms = PReluSlopeGradTerm, each element's (each where not
+// null; slope_terms shaped as X), which the caller sums to the slope's shape with
+// math::LaunchReduce (a fixed order: the same sums every run, no atomics). Operand 0 is
 // dY/X/dX (dense), operand 1 the slope.
-void LaunchPReluGrad(const float* dy, const float* x, const float* slope, float* dx, float* dslope,
-                     int64_t slope_numel, int64_t n, const math::BroadcastIndexer& ix, cudaStream_t stream);
+void LaunchPReluGrad(const float* dy, const float* x, const float* slope, float* dx, float* slope_terms, int64_t n,
+                     const math::BroadcastIndexer& ix, cudaStream_t stream);
 
 // PowGrad: da = PowBaseGrad, db = PowExponentGrad (each where not null) over n elements;
 // operand 0 dY (dense), 1 the base A, 2 the exponent B of type exponent_type (float32, int32,

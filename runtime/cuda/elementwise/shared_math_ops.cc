@@ -4,6 +4,7 @@
 // per-element formulas (runtime/ops/math/elementwise_math.h, launched by shared_math.cu).
 #include <array>
 #include <string>
+#include <vector>
 
 #include "graph/op_domains.h"
 #include "runtime/cuda/cuda_common.h"
@@ -95,17 +96,40 @@ class PReluGradKernel final : public OpKernel {
     ix_ = Indexer(node_, x.shape(), x.shape(), slope_shape);
     ctx.SetOutput(0, DType::kFloat32, x.shape());
     ctx.SetOutput(1, DType::kFloat32, slope.shape());
+    // dSlope: each element's term, summed over the dimensions the slope broadcasts along.
+    const size_t rank = x.shape().size(), lead = rank - slope_shape.size();
+    std::vector<bool> reduced(rank, false);
+    for (size_t d = 0; d < rank; ++d) reduced[d] = (d < lead ? 1 : slope_shape[d - lead]) == 1 && x.dim(d) != 1;
+    count_ = slope.numel() > 0 ? x.numel() / slope.numel() : 0;
+    if (!math::MakeReduceIndexer(x.shape(), reduced, &rix_))
+      Unsupported("a slope broadcast over more than " + std::to_string(math::kMaxDims) + " dimension groups on CUDA");
+    terms_ = Tensor::Empty(DType::kFloat32, x.shape(), device_);
   }
   void Compute(KernelContext& ctx) override {
+    const cudaStream_t stream = math::ComputeStream(device_.index);
+    const bool want_slope = ctx.HasOutput(1) && ctx.Output(1).numel() > 0;
     elementwise::LaunchPReluGrad(ctx.Input(0).data<float>(), ctx.Input(1).data<float>(), ctx.Input(2).data<float>(),
                                  ctx.HasOutput(0) ? ctx.Output(0).data<float>() : nullptr,
-                                 ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr, ctx.Input(2).numel(),
-                                 ctx.Input(1).numel(), ix_, math::ComputeStream(device_.index));
+                                 want_slope && terms_.numel() > 0 ? terms_.data<float>() : nullptr,
+                                 ctx.Input(1).numel(), ix_, stream);
+    if (want_slope) {
+      if (terms_.numel() == 0)
+        OT_CUDA_CHECK(cudaMemsetAsync(ctx.Output(1).raw(), 0, ctx.Output(1).nbytes(), stream));
+      else if (count_ == 1)  // a slope per element: its terms are its gradient
+        OT_CUDA_CHECK(cudaMemcpyAsync(ctx.Output(1).raw(), terms_.raw(), ctx.Output(1).nbytes(),
+                                      cudaMemcpyDeviceToDevice, stream));
+      else
+        math::LaunchReduce(ReduceOp::kSum, DType::kFloat32, terms_.raw(), ctx.Output(1).raw(), ctx.Output(1).numel(),
+                           count_, rix_, stream);
+    }
     math::CheckLaunch("PReluGrad");
   }
 
  private:
   math::BroadcastIndexer ix_;
+  math::ReduceIndexer rix_;
+  int64_t count_ = 0;
+  Tensor terms_;  // each element's share of dSlope, shaped as X
 };
 
 // PowGrad(dY, A, B) -> dA, dB, shaped like dY.

@@ -41,7 +41,8 @@ class SliceGradKernel final : public OpKernel {
   ShapeInputValues shape_inputs_;
 };
 
-// GatherGrad(dY, data_shape, indices) with `axis`: dY rows scatter-added into zeros.
+// GatherGrad(dY, data_shape, indices) with `axis`: dY rows summed by row into zeros
+// (deterministically: index_grad.h).
 class GatherGradKernel final : public OpKernel {
  public:
   using OpKernel::OpKernel;
@@ -52,6 +53,19 @@ class GatherGradKernel final : public OpKernel {
     CheckGatherGrad(node_, dy, data_shape_, ctx.Input(2), &axis_);
     flag_.Init(device_.index);
     ctx.SetOutput(0, DType::kFloat32, data_shape_);
+    // The sort's scratch: (row, k) pairs twice (uint64 rows, int64 positions) and cub's storage.
+    const int64_t count = ctx.Input(2).numel();
+    const size_t sort_bytes = tensor::GatherSortBytes(count);
+    scratch_tensor_ = Tensor::Empty(DType::kInt64, {4 * count + static_cast<int64_t>((sort_bytes + 7) / 8)}, device_);
+    if (count > 0) {
+      int64_t* base = scratch_tensor_.data<int64_t>();
+      scratch_.rows_in = reinterpret_cast<uint64_t*>(base);
+      scratch_.rows_out = reinterpret_cast<uint64_t*>(base + count);
+      scratch_.pos_in = base + 2 * count;
+      scratch_.pos_out = base + 3 * count;
+      scratch_.sort_temp = base + 4 * count;
+      scratch_.sort_bytes = sort_bytes;
+    }
   }
   void Compute(KernelContext& ctx) override {
     if (const long long bad = flag_.Poll())
@@ -63,7 +77,7 @@ class GatherGradKernel final : public OpKernel {
     tensor::GatherScatterAdd(ctx.Input(0).data<float>(), indices.raw(), indices.dtype() == DType::kInt64, ds.outer,
                              data_shape_[static_cast<size_t>(axis_)], indices.numel(),
                              ds.inner_bytes / static_cast<int64_t>(sizeof(float)), ctx.Output(0).data<float>(),
-                             flag_.device_ptr(), stream);
+                             flag_.device_ptr(), scratch_, stream);
     math::CheckLaunch("GatherGrad");
     flag_.Publish(stream);
   }
@@ -73,6 +87,8 @@ class GatherGradKernel final : public OpKernel {
   int64_t axis_ = 0;
   ShapeInputValues shape_inputs_;
   math::DeviceErrorFlag flag_;
+  Tensor scratch_tensor_;  // holds scratch_'s arrays
+  tensor::GatherScratch scratch_;
 };
 
 OT_REGISTER_KERNEL(kGradDomain, "SliceGrad", 1, kLatestOpset, DeviceType::kCUDA, SliceGradKernel);

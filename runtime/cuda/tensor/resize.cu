@@ -1,5 +1,6 @@
 // The device kernels of runtime/cuda/tensor/resize.h: one thread per output element for the
-// forward, one per (output element, tap) scatter for the gradient.
+// forward, one per input element for the gradient (gather-style over the transposed taps:
+// deterministic).
 #include "runtime/cuda/tensor/resize.h"
 
 #include "runtime/cuda/cuda_common.h"
@@ -32,14 +33,15 @@ __global__ void ResizeAxisKernel(ResizeAxisView a, const float* src, float* dst,
 __global__ void ResizeAxisGradKernel(ResizeAxisView a, const float* ddst, float* dsrc, int64_t n) {
   OT_GRID_LOOP(e, n) {
     const int64_t i = e % a.inner;
-    const int64_t j = (e / a.inner) % a.len_out;
-    const int64_t o = e / (a.inner * a.len_out);
-    float* s = dsrc + o * a.len_in * a.inner + i;
-    const float g = ddst[e];
-    for (int t = 0; t < a.taps; ++t) {
-      const float w = a.weight[j * a.taps + t];
-      atomicAdd(s + a.index[j * a.taps + t] * a.inner, w * g);
+    const int64_t p = (e / a.inner) % a.len_in;
+    const int64_t o = e / (a.inner * a.len_in);
+    const float* d = ddst + o * a.len_out * a.inner + i;
+    float acc = 0.f;
+    for (int64_t k = a.starts[p]; k < a.starts[p + 1]; ++k) {
+      const int64_t tap = a.entries[k];
+      acc += a.weight[tap] * d[(tap / a.taps) * a.inner];
     }
+    dsrc[e] = acc;
   }
 }
 
@@ -52,8 +54,7 @@ void ResizeAlongAxis(const ResizeAxisView& a, const float* src, float* dst, cuda
 }
 
 void ResizeAlongAxisGrad(const ResizeAxisView& a, const float* ddst, float* dsrc, cudaStream_t stream) {
-  const int64_t in = a.outer * a.len_in * a.inner, n = a.outer * a.len_out * a.inner;
-  if (in > 0) OT_CUDA_CHECK(cudaMemsetAsync(dsrc, 0, static_cast<size_t>(in) * sizeof(float), stream));
+  const int64_t n = a.outer * a.len_in * a.inner;
   if (n > 0) ResizeAxisGradKernel<<<math::GridBlocks(n, kThreads), kThreads, 0, stream>>>(a, ddst, dsrc, n);
   OT_CUDA_CHECK_LAUNCH("ResizeAxisGradKernel");
 }

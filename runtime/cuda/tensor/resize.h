@@ -17,13 +17,18 @@ struct ResizeAxisView {
   int taps = 1;
   const int64_t* index = nullptr;
   const float* weight = nullptr;
+  // The taps transposed (TransposeResizeTaps, runtime/ops/shapes/index_shapes.h): the taps
+  // reading input position p are entries[starts[p] .. starts[p + 1]), in increasing order.
+  const int64_t* starts = nullptr;
+  const int64_t* entries = nullptr;
 };
 
 // dst[o, j, i] = sum_t weight[j, t] * src[o, index[j, t], i] (one tap: a copy).
 void ResizeAlongAxis(const ResizeAxisView& a, const float* src, float* dst, cudaStream_t stream);
 
-// The transpose: dsrc = 0, then dsrc[o, index[j, t], i] += weight[j, t] * ddst[o, j, i]
-// (atomic adds).
+// The transpose: dsrc[o, p, i] = sum of weight[j, t] * ddst[o, j, i] over the taps (j, t) with
+// index[j, t] == p, gather-style (a thread per dsrc element, the taps in the order of
+// `entries`): the same sums every run.
 void ResizeAlongAxisGrad(const ResizeAxisView& a, const float* ddst, float* dsrc, cudaStream_t stream);
 
 }  // namespace ot::cuda::tensor

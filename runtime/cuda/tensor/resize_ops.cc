@@ -2,8 +2,9 @@
 // runtime/cpu/tensor/resize.cc: the same plan (runtime/ops/shapes/index_shapes.h's ReadResizeInputs
 // and PlanResize), its per-axis taps and weights copied to the device in Prepare, the axes
 // applied one after another (the gradient in reverse order) by resize.cu. roi/scales/sizes
-// are read on the host when the plan is made. Not on CUDA: tf_crop_and_resize's outside
-// positions (extrapolation_value).
+// are read on the host when the plan is made. The gradient is gather-style over the taps
+// transposed on the host (TransposeResizeTaps): deterministic, no atomics. Not on CUDA:
+// tf_crop_and_resize's outside positions (extrapolation_value).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -48,6 +49,15 @@ class ResizeBase : public OpKernel {
       v.weight = weight.data<float>();
       tables_.push_back(std::move(index));
       tables_.push_back(std::move(weight));
+      std::vector<int64_t> starts, entries;
+      TransposeResizeTaps(ax, &starts, &entries);
+      Tensor starts_t = Tensor::FromHost(HostTensor::FromVector(starts, {static_cast<int64_t>(starts.size())}), device_);
+      Tensor entries_t =
+          Tensor::FromHost(HostTensor::FromVector(entries, {static_cast<int64_t>(entries.size())}), device_);
+      v.starts = starts_t.data<int64_t>();
+      v.entries = entries_t.data<int64_t>();
+      tables_.push_back(std::move(starts_t));
+      tables_.push_back(std::move(entries_t));
       axes_.push_back(v);
       cur[d] = ax.out;
       largest = std::max(largest, NumElements(cur));

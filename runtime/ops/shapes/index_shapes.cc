@@ -484,4 +484,18 @@ Shape GridSampleOutputShape(const Node& node, const Tensor& x, const Tensor& gri
   return {x.dim(0), x.dim(1), grid.dim(1), grid.dim(2)};
 }
 
+void TransposeResizeTaps(const ResizeAxis& axis, std::vector<int64_t>* starts, std::vector<int64_t>* entries) {
+  starts->assign(static_cast<size_t>(axis.in + 1), 0);
+  for (int64_t p : axis.index) {
+    if (p < 0 || p >= axis.in)
+      throw Error("Resize: a tap reads input position " + std::to_string(p) + " of " + std::to_string(axis.in));
+    ++(*starts)[static_cast<size_t>(p + 1)];
+  }
+  for (size_t p = 1; p < starts->size(); ++p) (*starts)[p] += (*starts)[p - 1];
+  entries->assign(axis.index.size(), 0);
+  std::vector<int64_t> next(starts->begin(), starts->end() - 1);
+  for (size_t e = 0; e < axis.index.size(); ++e)
+    (*entries)[static_cast<size_t>(next[static_cast<size_t>(axis.index[e])]++)] = static_cast<int64_t>(e);
+}
+
 }  // namespace ot

@@ -119,6 +119,12 @@ struct ResizeInputs {
 ResizeInputs ReadResizeInputs(const Node& node, const std::string& op, int64_t opset, const KernelContext& ctx);
 ResizePlan PlanResize(const Node& node, const std::string& op, int64_t opset, const Shape& x, const ResizeInputs& in);
 
+// The transpose of one axis's taps, for a gradient written gather-style (each input position
+// sums the outputs that read it, in a fixed order: no atomics, the same sums every run): the
+// flattened taps e = j * taps + t with index[e] == p, in increasing e, are
+// entries[starts[p] .. starts[p + 1]) (starts has in + 1 entries).
+void TransposeResizeTaps(const ResizeAxis& axis, std::vector<int64_t>* starts, std::vector<int64_t>* entries);
+
 // GridSample's mode as opset 16 names it: "bilinear", "nearest" or "bicubic". Opset 20
 // renamed bilinear and bicubic to linear and cubic; either name is taken (a GridSampleGrad
 // node carries its forward's attributes, whatever its opset). Throws for other modes.

@@ -173,18 +173,57 @@ RnnSpec PlanRnn(const Node& node, RnnCell cell, int64_t opset, const KernelConte
   return s;
 }
 
-std::vector<int64_t> ReadSequenceLens(const Node& node, const RnnSpec& spec, const KernelContext& ctx) {
+RnnStepGeometry RnnDirectionGeometry(const RnnSpec& s, int64_t d) {
+  RnnStepGeometry g;
+  g.cell = s.cell == RnnCell::kLSTM ? RnnStepCell::kLSTM : s.cell == RnnCell::kGRU ? RnnStepCell::kGRU : RnnStepCell::kRNN;
+  g.seq = s.seq;
+  g.batch = s.batch;
+  g.input = s.input;
+  g.hidden = s.hidden;
+  g.gates = s.gates;
+  g.dirs = s.dirs;
+  g.d = d;
+  g.layout = s.layout;
+  g.backward = s.Backward(d);
+  g.linear_before_reset = s.linear_before_reset;
+  const float clip = s.has_clip ? s.clip : INFINITY;
+  g.clip = clip;
+  auto act = [&](int k) { return s.acts[static_cast<size_t>(d * s.acts_per_dir + k)]; };
+  if (s.cell == RnnCell::kLSTM) {
+    g.lstm.f = act(0);
+    g.lstm.g = act(1);
+    g.lstm.h = act(2);
+    g.lstm.clip = clip;
+    g.lstm.input_forget = s.input_forget;
+  } else if (s.cell == RnnCell::kGRU) {
+    g.gru.f = act(0);
+    g.gru.g = act(1);
+    g.gru.clip = clip;
+  } else {
+    g.rnn_f = act(0);
+  }
+  return g;
+}
+
+std::vector<int64_t> CheckSequenceLens(const Node& node, const RnnSpec& spec, const std::vector<int64_t>& values) {
   std::vector<int64_t> lens(static_cast<size_t>(spec.batch), spec.seq);
-  const Tensor* l = spec.has_seq_lens ? ctx.OptionalInput(4) : nullptr;
-  if (!l) return lens;
-  for (int64_t b = 0; b < spec.batch; ++b) {
-    const int64_t v = l->dtype() == DType::kInt32 ? l->data<int32_t>()[b] : l->data<int64_t>()[b];
+  for (int64_t b = 0; b < spec.batch && b < static_cast<int64_t>(values.size()); ++b) {
+    const int64_t v = values[static_cast<size_t>(b)];
     if (v < 0 || v > spec.seq)
       throw Error(node.Describe() + ": sequence_lens[" + std::to_string(b) + "] = " + std::to_string(v) +
                   " is outside [0, " + std::to_string(spec.seq) + "]");
     lens[static_cast<size_t>(b)] = v;
   }
   return lens;
+}
+
+std::vector<int64_t> ReadSequenceLens(const Node& node, const RnnSpec& spec, const KernelContext& ctx) {
+  const Tensor* l = spec.has_seq_lens ? ctx.OptionalInput(4) : nullptr;
+  if (!l) return std::vector<int64_t>(static_cast<size_t>(spec.batch), spec.seq);
+  std::vector<int64_t> values(static_cast<size_t>(spec.batch));
+  for (int64_t b = 0; b < spec.batch; ++b)
+    values[static_cast<size_t>(b)] = l->dtype() == DType::kInt32 ? l->data<int32_t>()[b] : l->data<int64_t>()[b];
+  return CheckSequenceLens(node, spec, values);
 }
 
 }  // namespace ot

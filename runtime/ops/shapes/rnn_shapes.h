@@ -12,29 +12,13 @@
 #include "graph/ir.h"
 #include "runtime/core/kernel.h"
 #include "runtime/core/tensor.h"
+#include "runtime/ops/math/rnn_steps.h"
 
 namespace ot {
 
 enum class RnnCell { kLSTM, kGRU, kRNN };
 
-// The activation functions ONNX allows in recurrent cells, with their alpha and beta.
-enum class RnnActivationKind {
-  kSigmoid,
-  kTanh,
-  kRelu,
-  kLeakyRelu,
-  kThresholdedRelu,
-  kScaledTanh,
-  kHardSigmoid,
-  kElu,
-  kSoftsign,
-  kSoftplus,
-  kAffine
-};
-struct RnnActivation {
-  RnnActivationKind kind = RnnActivationKind::kSigmoid;
-  float alpha = 0.f, beta = 0.f;
-};
+// RnnActivationKind and RnnActivation: runtime/ops/math/rnn_cell_math.h.
 
 struct RnnSpec {
   RnnCell cell = RnnCell::kLSTM;
@@ -74,5 +58,10 @@ RnnSpec PlanRnn(const Node& node, RnnCell cell, int64_t opset, const KernelConte
 // The length of each batch entry's sequence: sequence_lens (int32 or int64) checked to lie
 // in [0, seq], or seq for every entry when the input is absent.
 std::vector<int64_t> ReadSequenceLens(const Node& node, const RnnSpec& spec, const KernelContext& ctx);
+// Direction d of the node as the step loop of runtime/ops/math/rnn_steps.h sees it.
+RnnStepGeometry RnnDirectionGeometry(const RnnSpec& spec, int64_t d);
+
+// The same check of sequence_lens values already read (a device's copy on the host).
+std::vector<int64_t> CheckSequenceLens(const Node& node, const RnnSpec& spec, const std::vector<int64_t>& values);
 
 }  // namespace ot

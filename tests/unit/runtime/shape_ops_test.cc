@@ -9,9 +9,11 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <vector>
 
 #include "graph/error.h"
 #include "runtime/executor/executor.h"
+#include "runtime/ops/shapes/index_shapes.h"
 
 namespace ot {
 namespace {
@@ -340,6 +342,46 @@ TEST(Squeeze, AxesAsAttributeBeforeOpset13AndInputAfter) {
   EXPECT_THROW(RunNode("Squeeze", {x, Ints({1})}, 1, {}, 13), Error);
   EXPECT_EQ(RunNode("Unsqueeze", {x}, 1, [](Node& n) { n.SetInts("axes", {-1, 0}); }, 11)[0].dims,
             (Shape{1, 1, 3, 1, 1}));
+}
+
+// TransposeResizeTaps, the table the CUDA ResizeGrad gathers over (runtime/cuda/tensor/resize.cu):
+// each input position lists exactly the taps that read it, in increasing order, and the
+// gather it gives equals the scatter-add of the taps in float64.
+TEST(ResizeTaps, TransposeListsEveryTapOfEachInputInOrder) {
+  std::mt19937 gen(5);
+  for (int taps : {1, 2, 4}) {
+    ResizeAxis ax;
+    ax.in = 7;
+    ax.out = 11;
+    ax.taps = taps;
+    std::uniform_int_distribution<int64_t> pick(0, ax.in - 1);
+    std::uniform_real_distribution<float> w(-1.f, 1.f);
+    for (int64_t e = 0; e < ax.out * taps; ++e) {
+      ax.index.push_back(e % 5 == 0 ? 3 : pick(gen));  // position 3 read often; some never
+      ax.weight.push_back(w(gen));
+    }
+    std::vector<int64_t> starts, entries;
+    TransposeResizeTaps(ax, &starts, &entries);
+    ASSERT_EQ(starts.size(), static_cast<size_t>(ax.in + 1));
+    ASSERT_EQ(entries.size(), ax.index.size());
+    EXPECT_EQ(starts.front(), 0);
+    EXPECT_EQ(starts.back(), static_cast<int64_t>(ax.index.size()));
+    std::vector<double> dy(static_cast<size_t>(ax.out)), scatter(static_cast<size_t>(ax.in), 0.0);
+    for (double& v : dy) v = w(gen);
+    for (int64_t e = 0; e < ax.out * taps; ++e)
+      scatter[static_cast<size_t>(ax.index[static_cast<size_t>(e)])] += ax.weight[static_cast<size_t>(e)] * dy[static_cast<size_t>(e / taps)];
+    for (int64_t p = 0; p < ax.in; ++p) {
+      std::vector<int64_t> want;
+      for (int64_t e = 0; e < ax.out * taps; ++e)
+        if (ax.index[static_cast<size_t>(e)] == p) want.push_back(e);
+      const std::vector<int64_t> got(entries.begin() + starts[static_cast<size_t>(p)],
+                                     entries.begin() + starts[static_cast<size_t>(p + 1)]);
+      EXPECT_EQ(got, want) << "input " << p << ", " << taps << " taps";
+      double gather = 0;
+      for (int64_t e : got) gather += ax.weight[static_cast<size_t>(e)] * dy[static_cast<size_t>(e / taps)];
+      EXPECT_NEAR(gather, scatter[static_cast<size_t>(p)], 1e-12) << "input " << p;
+    }
+  }
 }
 
 }  // namespace
