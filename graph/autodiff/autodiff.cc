@@ -685,7 +685,7 @@ TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& op
     }
 
   RemoveInertDropout(m);
-  if (options.fuse) FuseDecomposedOps(m);
+  if (options.fuse) FuseDecomposedOps(m, options.fuse_attention);
   ConvertToTrainingMode(m, tg);
 
   // 2. Trainable parameters.

@@ -23,14 +23,14 @@ class Fuser {
     Index();
   }
 
-  FusionCounts Run() {
+  FusionCounts Run(bool attention) {
     FusionCounts counts;
     for (size_t i = 0; i < g_.nodes.size(); ++i)
       if (IsOp(g_.nodes[i], "Erf") && FuseGelu(i)) ++counts.gelu;
     for (size_t i = 0; i < g_.nodes.size(); ++i)
       if (IsOp(g_.nodes[i], "Sqrt") && FuseLayerNorm(i)) ++counts.layer_norm;
     ranks_ = InferRanks(g_, m_.OpsetFor(""));
-    for (size_t i = 0; i < g_.nodes.size(); ++i)
+    for (size_t i = 0; i < g_.nodes.size() && attention; ++i)
       if (IsOp(g_.nodes[i], "Softmax") && FuseAttention(i)) ++counts.attention;
     Finish();
     return counts;
@@ -713,8 +713,8 @@ int FoldTransposedWeights(Model& m) {
 
 }  // namespace
 
-FusionCounts FuseDecomposedOps(Model& m) {
-  FusionCounts counts = Fuser(m).Run();
+FusionCounts FuseDecomposedOps(Model& m, bool attention) {
+  FusionCounts counts = Fuser(m).Run(attention);
   counts.transposed_weights = FoldTransposedWeights(m);
   return counts;
 }

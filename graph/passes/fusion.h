@@ -49,7 +49,7 @@ struct FusionCounts {
 
 // Rewrites the patterns in place (their intermediate values must have no other readers and
 // not be graph outputs) and declares the org.onnxtrain opset where it fused anything.
-FusionCounts FuseDecomposedOps(Model& m);
+FusionCounts FuseDecomposedOps(Model& m, bool attention = true);
 
 // Fusions of the training graph (after autodiff) that a runtime has kernels for: the
 // training session applies them for the CPU device (`onnx-train grad` too, unless

@@ -28,6 +28,7 @@
 #include "runtime/ops/math/attention_math.h"
 #include "runtime/ops/shapes/attention_shapes.h"
 #include "runtime/core/kernel_registry.h"
+#include "runtime/cpu/elementwise/vector_loops.h"  // OT_VECTOR_CLONES
 
 namespace ot {
 namespace cpu {
@@ -47,6 +48,49 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 }
 
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
+
+// The row loops of the softmax and its gradient, compiled for AVX-512, AVX2 and the baseline
+// (vector_loops.h; this file is built with -fno-trapping-math, runtime/CMakeLists.txt). The
+// reductions are `omp simd` ones: without them GCC keeps a float sum or max scalar (its order
+// is part of the result), and at T = 65 the scalar loops took as long as the products.
+OT_VECTOR_CLONES __attribute__((noinline)) float RowMax(const float* x, int64_t n) {
+  float m = kMasked;
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, x[j]);
+  return m;
+}
+
+// x[j] = exp(x[j] - shift) (activation_math.h's FastExp); returns their sum.
+OT_VECTOR_CLONES __attribute__((noinline)) float ExpShiftSum(float* x, int64_t n, float shift) {
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    const float e = unary_detail::FastExp(x[j] - shift);
+    x[j] = e;
+    sum += e;
+  }
+  return sum;
+}
+
+OT_VECTOR_CLONES __attribute__((noinline)) void ExpShift(float* x, int64_t n, float shift) {
+  for (int64_t j = 0; j < n; ++j) x[j] = unary_detail::FastExp(x[j] - shift);
+}
+
+OT_VECTOR_CLONES __attribute__((noinline)) void ScaleRow(float* x, int64_t n, float c) {
+  for (int64_t j = 0; j < n; ++j) x[j] *= c;
+}
+
+OT_VECTOR_CLONES __attribute__((noinline)) float Dot(const float* a, const float* b, int64_t n) {
+  float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t j = 0; j < n; ++j) dot += a[j] * b[j];
+  return dot;
+}
+
+// dp[j] = p[j] * (dp[j] - row_dot).
+OT_VECTOR_CLONES __attribute__((noinline)) void SoftmaxGradRow(const float* p, float* dp, int64_t n, float row_dot) {
+  for (int64_t j = 0; j < n; ++j) dp[j] = SoftmaxInputGrad(p[j], dp[j], row_dot);
+}
 
 // The inputs of one kernel call, with K and V as the kernel reads them: the inputs, or the
 // present caches (past and new positions, 4D) when past_key/past_value are given.
@@ -174,19 +218,18 @@ void FlashForward(const AttentionGeometry& g, const AttentionOperands& op, int64
       AddBias(g, op, b, h, i0, rows, j0, cols, s, cols);
       for (int64_t r = 0; r < rows; ++r) {
         float* row = s + r * cols;
-        float m = mx[r];
-        for (int64_t j = 0; j < cols; ++j) m = std::max(m, row[j]);
+        const float m = std::max(mx[r], RowMax(row, cols));
         if (m == kMasked) {  // nothing visible to this row yet
           std::fill(row, row + cols, 0.f);
           continue;
         }
-        for (int64_t j = 0; j < cols; ++j) row[j] = unary_detail::FastExp(row[j] - m);  // vectorises
-        float tile_sum = 0.f;
-        for (int64_t j = 0; j < cols; ++j) tile_sum += row[j];
-        const float correction = std::exp(mx[r] - m);  // 0 while the row had seen nothing
-        if (correction != 1.f)
-          for (int64_t c = 0; c < dv; ++c) acc[r * dv + c] *= correction;
-        sum[r] = sum[r] * correction + tile_sum;
+        const float tile_sum = ExpShiftSum(row, cols, m);
+        if (mx[r] != m && j0 > 0) {  // 0 while the row had seen nothing
+          const float correction = std::exp(mx[r] - m);
+          ScaleRow(acc + r * dv, dv, correction);
+          sum[r] *= correction;
+        }
+        sum[r] += tile_sum;
         mx[r] = m;
       }
       Gemm(false, false, rows, dv, cols, 1.f, s, cols, v + j0 * op.vs.pos, op.vs.pos, 1.f, acc, dv);
@@ -228,9 +271,7 @@ void FlashBackward(const AttentionGeometry& g, const AttentionOperands& op, int6
   float* dp = w.dp.data();
   float* delta = w.delta.data();
   for (int64_t i = 0; i < g.q_len; ++i) {
-    float dot = 0.f;
-    for (int64_t c = 0; c < dv; ++c) dot += dy[i * g.y.pos + c] * y[i * g.y.pos + c];
-    delta[i] = dot;
+    delta[i] = Dot(dy + i * g.y.pos, y + i * g.y.pos, dv);
     std::fill(dq + i * g.q.pos, dq + i * g.q.pos + d, 0.f);
   }
   for (int64_t i0 = 0; i0 < g.q_len; i0 += kQueryTile) {
@@ -240,18 +281,14 @@ void FlashBackward(const AttentionGeometry& g, const AttentionOperands& op, int6
       const int64_t cols = std::min(kKeyTile, end - j0);
       Gemm(false, true, rows, cols, d, g.scale, q + i0 * g.q.pos, g.q.pos, k + j0 * op.ks.pos, op.ks.pos, 0.f, s, cols);
       AddBias(g, op, b, h, i0, rows, j0, cols, s, cols);
-      for (int64_t r = 0; r < rows; ++r) {
-        const float l = lse[i0 + r];
-        float* row = s + r * cols;
-        for (int64_t j = 0; j < cols; ++j) row[j] = unary_detail::FastExp(row[j] - l);
-      }
+      for (int64_t r = 0; r < rows; ++r) ExpShift(s + r * cols, cols, lse[i0 + r]);
       Gemm(true, false, cols, dv, rows, 1.f, s, cols, dy + i0 * g.y.pos, g.y.pos, 1.f, f.dv_bh + j0 * g.v.pos, g.v.pos);
       Gemm(false, true, rows, cols, dv, 1.f, dy + i0 * g.y.pos, g.y.pos, v + j0 * op.vs.pos, op.vs.pos, 0.f, dp, cols);
       for (int64_t r = 0; r < rows; ++r) {
         const float dl = delta[i0 + r];
         const float* pr = s + r * cols;
         float* dr = dp + r * cols;
-        for (int64_t j = 0; j < cols; ++j) dr[j] = SoftmaxInputGrad(pr[j], dr[j], dl);
+        SoftmaxGradRow(pr, dr, cols, dl);
         if (dscores && j0 < score_cols)
           std::memcpy(dscores + (i0 + r) * score_cols + j0, dr,
                       sizeof(float) * static_cast<size_t>(std::min(cols, score_cols - j0)));
