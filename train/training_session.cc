@@ -25,6 +25,7 @@ TrainingGraph PlanTrainingGraph(const Model& forward, const TrainingConfig& conf
     FuseAddRelu(tg.model);
   }
   InsertAmpCasts(tg.model, config.amp);
+  if (config.fuse_relu && config.executor.device.type == DeviceType::kCPU) FuseMatMulBias(tg.model);
   return tg;
 }
 

@@ -45,6 +45,14 @@ class Fuser {
     return counts;
   }
 
+  int RunMatMulBias() {
+    int count = 0;
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      if (IsOp(g_.nodes[i], "MatMul") && FuseMatMulBias(i)) ++count;
+    Finish();
+    return count;
+  }
+
   int RunAddRelu() {
     int count = 0;
     if (m_.OpsetFor("") >= 7)
@@ -309,6 +317,61 @@ class Fuser {
     grad.SetInt("relu", 1);
     removed_.insert(static_cast<size_t>(rg));
     ++counts->backward;
+  }
+
+  // MatMul(A, W) -> Y; Add(Y, bias) -> Z becomes MatMulAdd(A, W, bias) -> Z where bias is a
+  // float32 [N] initializer and W an initializer, or a Transpose or Cast of one (PyTorch's
+  // Linear: MatMul(X, Transpose(weight)); --amp adds a Cast), whose product ends in N. Y may
+  // have Shape readers besides the Add (the Add's gradient): they read Z, of Y's shape.
+  bool FuseMatMulBias(size_t i) {
+    Node& mm = g_.nodes[i];
+    if (mm.inputs.size() != 2 || mm.inputs[0].empty() || mm.inputs[1].empty() || !mm.HasOutput(0) ||
+        mm.outputs.size() != 1 || graph_outputs_.count(mm.outputs[0]))
+      return false;
+    auto it = readers_.find(mm.outputs[0]);
+    if (it == readers_.end()) return false;
+    long r = -1;
+    std::vector<size_t> shapes;
+    for (size_t k : it->second) {
+      if (removed_.count(k)) return false;
+      if (IsOp(g_.nodes[k], "Add") && r < 0) r = static_cast<long>(k);
+      else if (IsOp(g_.nodes[k], "Shape")) shapes.push_back(k);
+      else return false;
+    }
+    if (r < 0 || !g_.nodes[r].HasOutput(0)) return false;
+    const Node& add = g_.nodes[r];
+    if (add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) return false;
+    const std::string bias = add.inputs[0] == mm.outputs[0] ? add.inputs[1] : add.inputs[0];
+    const HostTensor* b = g_.FindInitializer(bias);
+    if (!b || b->dtype != DType::kFloat32 || b->dims.size() != 1) return false;
+    // N from W's initializer, through a Cast and a Transpose.
+    std::string w = mm.inputs[1];
+    std::vector<int64_t> perm;
+    for (int depth = 0; depth < 3 && !g_.FindInitializer(w); ++depth) {
+      const Node* p = ProducerNode(w);
+      if (!p || p->inputs.empty()) return false;
+      if (IsOp(*p, "Cast") && p->inputs.size() == 1) {
+        w = p->inputs[0];
+      } else if (IsOp(*p, "Transpose") && perm.empty()) {
+        perm = p->GetInts("perm");
+        w = p->inputs[0];
+        if (perm.empty()) perm = {1, 0};
+      } else {
+        return false;
+      }
+    }
+    const HostTensor* wt = g_.FindInitializer(w);
+    if (!wt || wt->dims.size() != 2 || (!perm.empty() && perm != std::vector<int64_t>{1, 0})) return false;
+    if (wt->dims[perm.empty() ? 1 : 0] != b->dims[0]) return false;
+    const std::string z = add.outputs[0];
+    g_.value_info.erase(mm.outputs[0]);
+    for (size_t k : shapes) g_.nodes[k].inputs[0] = z;
+    mm.inputs.push_back(bias);
+    mm.outputs = {z};
+    mm.op_type = "MatMulAdd";
+    mm.domain = kGradDomain;
+    removed_.insert(static_cast<size_t>(r));
+    return true;
   }
 
   // Add(A, B) -> Y; Relu(Y) -> Z becomes AddRelu(A, B) -> Z.
@@ -720,5 +783,6 @@ FusionCounts FuseDecomposedOps(Model& m, bool attention) {
 }
 BatchNormReluFusion FuseBatchNormRelu(Model& m) { return Fuser(m).RunBatchNormRelu(); }
 int FuseAddRelu(Model& m) { return Fuser(m).RunAddRelu(); }
+int FuseMatMulBias(Model& m) { return Fuser(m).RunMatMulBias(); }
 
 }  // namespace ot

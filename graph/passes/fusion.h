@@ -87,4 +87,13 @@ BatchNormReluFusion FuseBatchNormRelu(Model& training_model);
 // kernel only, as above.
 int FuseAddRelu(Model& training_model);
 
+// MatMul(A, W) -> Y; Add(Y, bias) -> Z  becomes  org.onnxtrain MatMulAdd(A, W, bias) -> Z, where
+// W is a weight (an initializer, or a Cast of one under --amp) of [.., K, N] and bias a float32
+// [N] initializer: the Linear layers of a transformer as PyTorch exports them on 3D inputs. The
+// CPU kernel adds the bias as oneDNN writes the product (one pass over Z instead of two). Run
+// on the training graph (after autodiff and the --amp casts: the gradients of MatMul and Add
+// read neither Y nor Z's producer); Y must have no other reader. Float32 rounding is the
+// same: the bias is added to the finished product.
+int FuseMatMulBias(Model& training_model);
+
 }  // namespace ot

@@ -596,6 +596,52 @@ TEST(TrainingFusion, AddReluFusesResidualSumsAndBroadcastsAndTrainsAsUnfused) {
   }
 }
 
+// MatMul(x, Transpose(W)) + bias (PyTorch's Linear on a 3D input) becomes one MatMulAdd,
+// the bias on either side of the Add and under a Cast of the weight; the gradients match the
+// unfused graph's and finite differences. A product read by anything but the Add and Shape
+// nodes, or a bias whose length is not the product's last dimension, stays.
+TEST(TrainingFusion, MatMulBiasFusesLinearLayersAndTrainsAsUnfused) {
+  for (int form = 0; form < 3; ++form) {
+    SCOPED_TRACE("form " + std::to_string(form));
+    ModelBuilder b;
+    b.Param("x", {2, 3, 4}, -1.f, 1.f).Param("w", {5, 4}, -0.5f, 0.5f).Param("bias", {5}, -0.5f, 0.5f);
+    std::string w = "w";
+    if (form == 2) {
+      b.Op("Cast", {"w"}, "w/cast").SetInt("to", static_cast<int64_t>(DType::kFloat32));
+      w = "w/cast";
+    }
+    b.Op("Transpose", {w}, "wt").SetInts("perm", {1, 0});
+    b.Op("MatMul", {"x", "wt"}, "xw");
+    b.Op("Add", form == 1 ? std::vector<std::string>{"bias", "xw"} : std::vector<std::string>{"xw", "bias"}, "lin");
+    b.Op("Tanh", {"lin"}, "y");
+    const TrainingGraph plain = Train(WithLoss(b, "y", {2, 3, 5}), false);
+    TrainingGraph fused = plain;
+    EXPECT_EQ(FuseMatMulBias(fused.model), 1);
+    EXPECT_EQ(Count(fused.model, "MatMulAdd", kGradDomain), 1);
+    ExpectSameLossAndGradients(fused, plain, 1e-6);
+    ExpectGradientsMatchFiniteDifferences(fused, {}, 1e-3f);
+  }
+  {
+    SCOPED_TRACE("product read twice");
+    ModelBuilder b;
+    b.Param("x", {3, 4}, -1.f, 1.f).Param("w", {4, 5}, -0.5f, 0.5f).Param("bias", {5}, -0.5f, 0.5f);
+    b.Op("MatMul", {"x", "w"}, "xw");
+    b.Op("Add", {"xw", "bias"}, "lin");
+    b.Op("Mul", {"lin", "xw"}, "y");
+    TrainingGraph tg = Train(WithLoss(b, "y", {3, 5}), false);
+    EXPECT_EQ(FuseMatMulBias(tg.model), 0);
+  }
+  {
+    SCOPED_TRACE("bias broadcast across a product of one column");
+    ModelBuilder b;
+    b.Param("x", {3, 4}, -1.f, 1.f).Param("w", {4, 1}, -0.5f, 0.5f).Param("bias", {5}, -0.5f, 0.5f);
+    b.Op("MatMul", {"x", "w"}, "xw");
+    b.Op("Add", {"xw", "bias"}, "y");
+    TrainingGraph tg = Train(WithLoss(b, "y", {3, 5}), false);
+    EXPECT_EQ(FuseMatMulBias(tg.model), 0);
+  }
+}
+
 // x.view(n, t, e) with n read from x's shape at run time (as ViT's patch embedding):
 // ranks flow through Shape, Gather, Unsqueeze, Concat and Reshape, so the weight of a
 // following MatMul gets its gradient from one Gemm over the flattened batch, not from a
