@@ -562,7 +562,9 @@ class Fuser {
     fused.name = out.name.empty() ? "Attention_fused_" + std::to_string(softmax) : out.name + "/Attention";
     fused.op_type = "Attention";
     fused.domain = kGradDomain;
-    fused.outputs = {out.outputs[0], "", "", "", Fresh(out.outputs[0] + "/logsumexp")};  // see the gradient rule
+    // Outputs 4 and 5, the row logsumexp and the probabilities where the kernel keeps them
+    // (empty otherwise), are for the gradient (see its rule).
+    fused.outputs = {out.outputs[0], "", "", "", Fresh(out.outputs[0] + "/logsumexp"), Fresh(out.outputs[0] + "/probs")};
     fused.SetFloat("scale", static_cast<float>(a.scale));
     if (r == 3) {  // [batch * heads, T, d]: one head of [batch, sequence, hidden]
       fused.SetInt("q_num_heads", 1);
