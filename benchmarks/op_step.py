@@ -11,7 +11,7 @@ a batch of 2048 / T sequences (the same tokens a step); --unfused adds a column 
 step with the chain left as its ops (ONNXTRAIN_BENCH_FUSE_ATTENTION=0), so that the fused
 kernel is timed against the unfused path in the same run:
 
-    /usr/bin/python3 benchmarks/op_step.py --build build-cc --threads 1 --clock cpu --unfused --cases attn_sweep
+    /usr/bin/python3 benchmarks/op_step.py --build build-cc --threads 1 --clock cpu --unfused --rounds 3 --cases attn_sweep
 
 Each case is a tiny model: a per-channel scale (a parameter, so that backward reaches the
 op's input), the op, and a head (mean over the non-channel dims, Linear to 10 classes);
@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -171,6 +172,8 @@ def main():
     ap.add_argument("--cases", default=",".join(c for c in cases() if not c.startswith(("attn_t", "mha_t"))),
                     help="comma-separated case names; attn_sweep: attn_t* and mha_t*")
     ap.add_argument("--unfused", action="store_true", help="also our step with attention left unfused")
+    ap.add_argument("--rounds", type=int, default=1, help="our steps (and unfused ones) timed this many times, "
+                    "interleaved; the medians are shown")
     ap.add_argument("--torch-case", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_case:
@@ -190,9 +193,14 @@ def main():
             os.environ.update(ONNXTRAIN_BENCH_ONNX=path, ONNXTRAIN_BENCH_BATCH=str(batch_of(name)))
             unfused = float("nan")
             try:
-                mine, err = ours(args.build, args.threads, args.clock, batch_of(name)), ""
+                mines, unfuseds = [], []
+                for _ in range(args.rounds):  # interleaved, medians kept
+                    mines.append(ours(args.build, args.threads, args.clock, batch_of(name)))
+                    if args.unfused:
+                        unfuseds.append(ours(args.build, args.threads, args.clock, batch_of(name), fused=False))
+                mine, err = statistics.median(mines), ""
                 if args.unfused:
-                    unfused = ours(args.build, args.threads, args.clock, batch_of(name), fused=False)
+                    unfused = statistics.median(unfuseds)
             except RuntimeError as e:
                 mine, err = float("nan"), str(e).strip().splitlines()[-1][-160:]
             rows.append((name, mine, unfused, ref["step_ms"], err))

@@ -25,7 +25,10 @@ TrainingGraph PlanTrainingGraph(const Model& forward, const TrainingConfig& conf
     FuseAddRelu(tg.model);
   }
   InsertAmpCasts(tg.model, config.amp);
-  if (config.fuse_relu && config.executor.device.type == DeviceType::kCPU) FuseMatMulBias(tg.model);
+  if (config.fuse_relu && config.executor.device.type == DeviceType::kCPU) {
+    FuseMatMulBias(tg.model);
+    SimplifyWeightTransposes(tg.model);
+  }
   return tg;
 }
 

@@ -45,6 +45,45 @@ class Fuser {
     return counts;
   }
 
+  int RunWeightTransposes() {
+    int count = 0;
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      Node& n = g_.nodes[i];
+      if (removed_.count(i) || n.inputs.empty() || !n.HasOutput(0)) continue;
+      const Node* p = ProducerNode(n.inputs[0]);
+      if (!p || !IsOp(*p, "Transpose") || p->GetInts("perm") != std::vector<int64_t>{1, 0} || p->inputs.empty())
+        continue;
+      if (IsOp(n, "TransposeLastTwo", kGradDomain) && n.inputs.size() == 1) {
+        // TransposeLastTwo(Transpose(W, [1, 0])) is W: a view of it.
+        n.inputs[0] = p->inputs[0];
+        n.op_type = "Identity";
+        n.domain = "";
+        n.attrs.clear();
+        ++count;
+      }
+    }
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      // Transpose(Gemm(A, B, transA=1), [1, 0]) is Gemm(B, A, transA=1): (A^T B)^T = B^T A.
+      const Node& t = g_.nodes[i];
+      if (removed_.count(i) || !IsOp(t, "Transpose") || t.GetInts("perm") != std::vector<int64_t>{1, 0} ||
+          t.inputs.size() != 1 || !t.HasOutput(0))
+        continue;
+      auto it = producer_.find(t.inputs[0]);
+      if (it == producer_.end() || removed_.count(it->second) || !Private(t.inputs[0])) continue;
+      Node& gemm = g_.nodes[it->second];
+      if (!IsOp(gemm, "Gemm") || gemm.inputs.size() != 2 || gemm.outputs.size() != 1 || gemm.GetInt("transA", 0) != 1 ||
+          gemm.GetInt("transB", 0) != 0 || gemm.GetFloat("alpha", 1.f) != 1.f)
+        continue;
+      std::swap(gemm.inputs[0], gemm.inputs[1]);
+      g_.value_info.erase(gemm.outputs[0]);
+      gemm.outputs[0] = t.outputs[0];
+      removed_.insert(i);
+      ++count;
+    }
+    Finish();
+    return count;
+  }
+
   int RunMatMulBias() {
     int count = 0;
     for (size_t i = 0; i < g_.nodes.size(); ++i)
@@ -786,5 +825,6 @@ FusionCounts FuseDecomposedOps(Model& m, bool attention) {
 BatchNormReluFusion FuseBatchNormRelu(Model& m) { return Fuser(m).RunBatchNormRelu(); }
 int FuseAddRelu(Model& m) { return Fuser(m).RunAddRelu(); }
 int FuseMatMulBias(Model& m) { return Fuser(m).RunMatMulBias(); }
+int SimplifyWeightTransposes(Model& m) { return Fuser(m).RunWeightTransposes(); }
 
 }  // namespace ot

@@ -96,4 +96,11 @@ int FuseAddRelu(Model& training_model);
 // same: the bias is added to the finished product.
 int FuseMatMulBias(Model& training_model);
 
+// The weight transposes of PyTorch's Linear (MatMul(X, Transpose(W, [1, 0]))) in the
+// training graph: MatMul's gradient TransposeLastTwo(Transpose(W)) becomes an Identity of W
+// (a view, no copy), and the weight gradient Transpose(Gemm(A, B, transA=1)) becomes
+// Gemm(B, A, transA=1) (B^T A = (A^T B)^T; the Gemm's result has no other reader). Exact.
+// Returns the number of rewrites.
+int SimplifyWeightTransposes(Model& training_model);
+
 }  // namespace ot

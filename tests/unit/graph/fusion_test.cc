@@ -604,7 +604,8 @@ TEST(TrainingFusion, AddReluFusesResidualSumsAndBroadcastsAndTrainsAsUnfused) {
   }
 }
 
-// MatMul(x, Transpose(W)) + bias (PyTorch's Linear on a 3D input) becomes one MatMulAdd,
+// MatMul(x, Transpose(W)) + bias (PyTorch's Linear on a 3D input) becomes one MatMulAdd and
+// its weight transposes in the backward go (SimplifyWeightTransposes),
 // the bias on either side of the Add and under a Cast of the weight; the gradients match the
 // unfused graph's and finite differences. A product read by anything but the Add and Shape
 // nodes, or a bias whose length is not the product's last dimension, stays.
@@ -626,6 +627,11 @@ TEST(TrainingFusion, MatMulBiasFusesLinearLayersAndTrainsAsUnfused) {
     TrainingGraph fused = plain;
     EXPECT_EQ(FuseMatMulBias(fused.model), 1);
     EXPECT_EQ(Count(fused.model, "MatMulAdd", kGradDomain), 1);
+    // MatMul's gradients through Transpose(W): dX reads W (no TransposeLastTwo), dW is one
+    // Gemm (no Transpose of d(W^T)); the forward's Transpose stays.
+    EXPECT_EQ(SimplifyWeightTransposes(fused.model), 2);
+    EXPECT_EQ(Count(fused.model, "TransposeLastTwo", kGradDomain), 0);
+    EXPECT_EQ(Count(fused.model, "Transpose"), 1);
     ExpectSameLossAndGradients(fused, plain, 1e-6);
     ExpectGradientsMatchFiniteDifferences(fused, {}, 1e-3f);
   }
