@@ -23,7 +23,10 @@
 // tensors and Y's one reader transposes it back (nn.MultiheadAttention in torch 1.13), the
 // fused node reads and writes those directly (sequence_first=1) and the four Transposes go. A constant mask that is exactly causal (0 on and below the
 // diagonal, -inf above; true/false for a bool mask) becomes is_causal=1, which lets the
-// kernel skip the masked blocks. Only chains whose intermediate values have no other
+// kernel skip the masked blocks. The fused node's output 4 (row logsumexp) and output 5
+// (the probabilities, which the CPU kernel fills only where q_len and total_len are at most
+// 128 and leaves empty beyond) go to the gradient, so that AttentionGrad recomputes no row
+// statistics and, for short sequences, no Q.K^T. Only chains whose intermediate values have no other
 // reader, whose scalings are before the mask, whose Softmax is over the last axis and whose
 // ranks are known to agree (3 or 4) fuse.
 //
