@@ -87,7 +87,7 @@ class Fuser {
   int RunMatMulBias() {
     int count = 0;
     for (size_t i = 0; i < g_.nodes.size(); ++i)
-      if (IsOp(g_.nodes[i], "MatMul") && FuseMatMulBias(i)) ++count;
+      if ((IsOp(g_.nodes[i], "MatMul") && FuseMatMulBias(i)) || (IsOp(g_.nodes[i], "Gemm") && FuseGemmBias(i))) ++count;
     Finish();
     return count;
   }
@@ -410,6 +410,64 @@ class Fuser {
     mm.op_type = "MatMulAdd";
     mm.domain = kGradDomain;
     removed_.insert(static_cast<size_t>(r));
+    return true;
+  }
+
+  // The readers of v: one `op` node (returned, -1 if none or several) and Shape nodes (into *shapes).
+  long OneReaderBesidesShapes(const std::string& v, const char* op, std::vector<size_t>* shapes) const {
+    auto it = readers_.find(v);
+    if (graph_outputs_.count(v) || it == readers_.end()) return -1;
+    long r = -1;
+    for (size_t k : it->second) {
+      if (removed_.count(k)) return -1;
+      if (IsOp(g_.nodes[k], op) && r < 0) r = static_cast<long>(k);
+      else if (IsOp(g_.nodes[k], "Shape")) shapes->push_back(k);
+      else return -1;
+    }
+    return r;
+  }
+  // The float32 [N] initializer that Add node `add` adds to `v`, N = n; empty if none.
+  std::string BiasOf(const Node& add, const std::string& v, int64_t n) const {
+    if (add.inputs.size() != 2 || add.inputs[0] == add.inputs[1] || !add.HasOutput(0)) return "";
+    const std::string bias = add.inputs[0] == v ? add.inputs[1] : add.inputs[0];
+    const HostTensor* b = g_.FindInitializer(bias);
+    return b && b->dtype == DType::kFloat32 && b->dims == std::vector<int64_t>{n} ? bias : "";
+  }
+  // Gemm(A, W) -> P [; Reshape(P, s) -> Y]; Add(Y, bias) -> Z (graph/passes/fusion.h's
+  // FoldTransposedWeights writes Linear layers so) becomes Gemm(A, W, bias) -> P [; Reshape(P, s)]
+  // -> Z: the bias as Gemm's C ([N], broadcast over the rows), W an initializer or a Cast of one.
+  bool FuseGemmBias(size_t i) {
+    Node& gemm = g_.nodes[i];
+    if (gemm.inputs.size() != 2 || gemm.inputs[0].empty() || gemm.inputs[1].empty() || !gemm.HasOutput(0) ||
+        gemm.outputs.size() != 1 || gemm.GetFloat("beta", 1.f) != 1.f)
+      return false;
+    std::string w = gemm.inputs[1];
+    if (const Node* cast = ProducerNode(w); cast && IsOp(*cast, "Cast") && cast->inputs.size() == 1) w = cast->inputs[0];
+    const HostTensor* wt = g_.FindInitializer(w);
+    if (!wt || wt->dims.size() != 2) return false;
+    const int64_t n = wt->dims[gemm.GetInt("transB", 0) ? 0 : 1];
+    std::vector<size_t> shapes_p, shapes_y;
+    const std::string p = gemm.outputs[0];
+    long reshape = OneReaderBesidesShapes(p, "Reshape", &shapes_p);
+    std::string y = p;
+    if (reshape >= 0) {
+      if (g_.nodes[reshape].inputs.empty() || g_.nodes[reshape].inputs[0] != p || !g_.nodes[reshape].HasOutput(0))
+        return false;
+      y = g_.nodes[reshape].outputs[0];
+    } else {
+      shapes_p.clear();
+    }
+    const long add = OneReaderBesidesShapes(y, "Add", &shapes_y);
+    if (add < 0) return false;
+    const std::string bias = BiasOf(g_.nodes[add], y, n);
+    if (bias.empty()) return false;
+    const std::string z = g_.nodes[add].outputs[0];
+    for (size_t k : shapes_y) g_.nodes[k].inputs[0] = z;  // Y and Z have one shape
+    g_.value_info.erase(y);
+    gemm.inputs.push_back(bias);
+    if (reshape >= 0) g_.nodes[reshape].outputs[0] = z;
+    else gemm.outputs[0] = z;
+    removed_.insert(static_cast<size_t>(add));
     return true;
   }
 

@@ -97,6 +97,9 @@ int FuseAddRelu(Model& training_model);
 // on the training graph (after autodiff and the --amp casts: the gradients of MatMul and Add
 // read neither Y nor Z's producer); Y must have no other reader. Float32 rounding is the
 // same: the bias is added to the finished product.
+// Likewise Gemm(A, W) [-> Reshape] -> Add(., bias) (the form FuseDecomposedOps gives a Linear
+// whose weight PyTorch transposes) becomes Gemm(A, W, bias) [-> Reshape]: the bias is Gemm's C,
+// which the CPU kernel adds as a oneDNN post-op. Returns the number of both rewrites.
 int FuseMatMulBias(Model& training_model);
 
 // The weight transposes of PyTorch's Linear (MatMul(X, Transpose(W, [1, 0]))) in the

@@ -623,7 +623,8 @@ TEST(TrainingFusion, MatMulBiasFusesLinearLayersAndTrainsAsUnfused) {
     b.Op("MatMul", {"x", "wt"}, "xw");
     b.Op("Add", form == 1 ? std::vector<std::string>{"bias", "xw"} : std::vector<std::string>{"xw", "bias"}, "lin");
     b.Op("Tanh", {"lin"}, "y");
-    const TrainingGraph plain = Train(WithLoss(b, "y", {2, 3, 5}), false);
+    const Model m = WithLoss(b, "y", {2, 3, 5});
+    const TrainingGraph plain = Train(m, false);
     TrainingGraph fused = plain;
     EXPECT_EQ(FuseMatMulBias(fused.model), 1);
     EXPECT_EQ(Count(fused.model, "MatMulAdd", kGradDomain), 1);
@@ -634,6 +635,14 @@ TEST(TrainingFusion, MatMulBiasFusesLinearLayersAndTrainsAsUnfused) {
     EXPECT_EQ(Count(fused.model, "Transpose"), 1);
     ExpectSameLossAndGradients(fused, plain, 1e-6);
     ExpectGradientsMatchFiniteDifferences(fused, {}, 1e-3f);
+    // With the decompositions fused first, the Linear is Gemm(Flatten(x), W, transB=1) ->
+    // Reshape (FoldTransposedWeights): the bias becomes the Gemm's C.
+    TrainingGraph gemm = Train(m, true);
+X
+    EXPECT_EQ(FuseMatMulBias(gemm.model), 1);
+    EXPECT_EQ(Count(gemm.model, "Add"), 0);
+    ExpectSameLossAndGradients(gemm, plain, 1e-6);
+    ExpectGradientsMatchFiniteDifferences(gemm, {}, 1e-3f);
   }
   {
     SCOPED_TRACE("product read twice");
