@@ -638,7 +638,7 @@ TEST(TrainingFusion, MatMulBiasFusesLinearLayersAndTrainsAsUnfused) {
     // With the decompositions fused first, the Linear is Gemm(Flatten(x), W, transB=1) ->
     // Reshape (FoldTransposedWeights): the bias becomes the Gemm's C.
     TrainingGraph gemm = Train(m, true);
-X
+    EXPECT_EQ(Count(gemm.model, "Gemm"), 3);  // the forward's, dx's and dW's
     EXPECT_EQ(FuseMatMulBias(gemm.model), 1);
     EXPECT_EQ(Count(gemm.model, "Add"), 0);
     ExpectSameLossAndGradients(gemm, plain, 1e-6);
