@@ -8,6 +8,7 @@
 // ONNXTRAIN_BENCH_CONV_ALGO=auto|direct|winograd|taps|winograd2|winograd4: the convolutions' --conv-algo (auto).
 // ONNXTRAIN_BENCH_FUSE=0: BatchNorm, Add and ReLU as separate kernels (graph/passes/fusion.h).
 // ONNXTRAIN_BENCH_AMP=bf16: the step under --amp bf16 (graph/passes/amp_pass.h).
+// ONNXTRAIN_BENCH_FUSE_ATTENTION=0: attention chains left as their ops (not fused into org.onnxtrain Attention).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -105,6 +106,7 @@ void BenchOnnxStep(benchmark::State& state, const std::string& path, int64_t bat
     if (const char* algo = std::getenv("ONNXTRAIN_BENCH_CONV_ALGO")) config.executor.conv_algo = algo;
     if (const char* fuse = std::getenv("ONNXTRAIN_BENCH_FUSE")) config.fuse_relu = std::string(fuse) != "0";
     if (const char* amp = std::getenv("ONNXTRAIN_BENCH_AMP")) config.amp = ParseAmpMode(amp);
+    if (const char* fa = std::getenv("ONNXTRAIN_BENCH_FUSE_ATTENTION")) config.autodiff.fuse_attention = std::string(fa) != "0";
     TrainingSession session(model, config);
     session.ReleaseStateBytes(&model);  // as the trainer does: the session holds the weights
     const ValueInfo* in = model.graph.FindInput(session.input_name());

@@ -48,6 +48,10 @@ TrainingGraph PlanTrainingGraph(const Model& forward, const TrainingConfig& conf
     RoundFloat16ProductOutputs(tg.model);
     if (config.executor.device.type == DeviceType::kCPU) EmulateFloat16Products(tg.model);
   }
+  if (config.fuse_relu && config.executor.device.type == DeviceType::kCPU) {
+    FuseMatMulBias(tg.model);
+    SimplifyWeightTransposes(tg.model);
+  }
   return tg;
 }
 

@@ -686,7 +686,7 @@ TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& op
 
   RemoveInertDropout(m);
   if (options.fuse) {
-    FuseDecomposedOps(m);
+    FuseDecomposedOps(m, options.fuse_attention);
     FuseSilu(m);
   }
   ConvertToTrainingMode(m, tg);

@@ -56,6 +56,9 @@ struct AutodiffOptions {
   // Fuse PyTorch's decompositions of GELU and LayerNorm into one op each before
   // differentiating (graph/passes/fusion.h).
   bool fuse = true;
+  // With fuse: also attention chains into org.onnxtrain Attention (false: the unfused ops,
+  // for benchmarks/op_step.py's fused-against-unfused sweep).
+  bool fuse_attention = true;
 };
 
 constexpr const char* kMixLabelsInput = "labels_mixed";

@@ -4,7 +4,8 @@
 // gradient of the scores summed down to the mask's shape. org.onnxtrain Attention, the
 // fusion of attention written out as ops (graph/passes/fusion.h), has the same rule; its output 4,
 // the row logsumexp, goes to AttentionGrad with Y so that the backward recomputes the
-// probabilities without a row max and sum.
+// probabilities without a row max and sum; its output 5, the probabilities themselves where
+// the kernel keeps them (short sequences on the CPU; empty otherwise), goes as input 8.
 #include "graph/autodiff/gradient_rules_common.h"
 
 #include "graph/error.h"
@@ -30,6 +31,7 @@ void AttentionGrad(B& b) {
   if (n.HasOutput(4)) {  // org.onnxtrain Attention's row logsumexp: the kernel's flash path
     ins.push_back(b.O(0));
     ins.push_back(b.O(4));
+    if (n.HasOutput(5)) ins.push_back(b.O(5));  // the probabilities the CPU kernel keeps for short sequences
   }
   while (!ins.empty() && ins.back().empty()) ins.pop_back();
   std::map<std::string, Attribute> attrs;

@@ -23,14 +23,14 @@ class Fuser {
     Index();
   }
 
-  FusionCounts Run() {
+  FusionCounts Run(bool attention) {
     FusionCounts counts;
     for (size_t i = 0; i < g_.nodes.size(); ++i)
       if (IsOp(g_.nodes[i], "Erf") && FuseGelu(i)) ++counts.gelu;
     for (size_t i = 0; i < g_.nodes.size(); ++i)
       if (IsOp(g_.nodes[i], "Sqrt") && FuseLayerNorm(i)) ++counts.layer_norm;
     ranks_ = InferRanks(g_, m_.OpsetFor(""));
-    for (size_t i = 0; i < g_.nodes.size(); ++i)
+    for (size_t i = 0; i < g_.nodes.size() && attention; ++i)
       if (IsOp(g_.nodes[i], "Softmax") && FuseAttention(i)) ++counts.attention;
     Finish();
     return counts;
@@ -43,6 +43,53 @@ class Fuser {
         FuseBatchNormRelu(i, &counts);
     Finish();
     return counts;
+  }
+
+  int RunWeightTransposes() {
+    int count = 0;
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      Node& n = g_.nodes[i];
+      if (removed_.count(i) || n.inputs.empty() || !n.HasOutput(0)) continue;
+      const Node* p = ProducerNode(n.inputs[0]);
+      if (!p || !IsOp(*p, "Transpose") || p->GetInts("perm") != std::vector<int64_t>{1, 0} || p->inputs.empty())
+        continue;
+      if (IsOp(n, "TransposeLastTwo", kGradDomain) && n.inputs.size() == 1) {
+        // TransposeLastTwo(Transpose(W, [1, 0])) is W: a view of it.
+        n.inputs[0] = p->inputs[0];
+        n.op_type = "Identity";
+        n.domain = "";
+        n.attrs.clear();
+        ++count;
+      }
+    }
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      // Transpose(Gemm(A, B, transA=1), [1, 0]) is Gemm(B, A, transA=1): (A^T B)^T = B^T A.
+      const Node& t = g_.nodes[i];
+      if (removed_.count(i) || !IsOp(t, "Transpose") || t.GetInts("perm") != std::vector<int64_t>{1, 0} ||
+          t.inputs.size() != 1 || !t.HasOutput(0))
+        continue;
+      auto it = producer_.find(t.inputs[0]);
+      if (it == producer_.end() || removed_.count(it->second) || !Private(t.inputs[0])) continue;
+      Node& gemm = g_.nodes[it->second];
+      if (!IsOp(gemm, "Gemm") || gemm.inputs.size() != 2 || gemm.outputs.size() != 1 || gemm.GetInt("transA", 0) != 1 ||
+          gemm.GetInt("transB", 0) != 0 || gemm.GetFloat("alpha", 1.f) != 1.f)
+        continue;
+      std::swap(gemm.inputs[0], gemm.inputs[1]);
+      g_.value_info.erase(gemm.outputs[0]);
+      gemm.outputs[0] = t.outputs[0];
+      removed_.insert(i);
+      ++count;
+    }
+    Finish();
+    return count;
+  }
+
+  int RunMatMulBias() {
+    int count = 0;
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      if ((IsOp(g_.nodes[i], "MatMul") && FuseMatMulBias(i)) || (IsOp(g_.nodes[i], "Gemm") && FuseGemmBias(i))) ++count;
+    Finish();
+    return count;
   }
 
   int RunAddRelu() {
@@ -311,6 +358,119 @@ class Fuser {
     ++counts->backward;
   }
 
+  // MatMul(A, W) -> Y; Add(Y, bias) -> Z becomes MatMulAdd(A, W, bias) -> Z where bias is a
+  // float32 [N] initializer and W an initializer, or a Transpose or Cast of one (PyTorch's
+  // Linear: MatMul(X, Transpose(weight)); --amp adds a Cast), whose product ends in N. Y may
+  // have Shape readers besides the Add (the Add's gradient): they read Z, of Y's shape.
+  bool FuseMatMulBias(size_t i) {
+    Node& mm = g_.nodes[i];
+    if (mm.inputs.size() != 2 || mm.inputs[0].empty() || mm.inputs[1].empty() || !mm.HasOutput(0) ||
+        mm.outputs.size() != 1 || graph_outputs_.count(mm.outputs[0]))
+      return false;
+    auto it = readers_.find(mm.outputs[0]);
+    if (it == readers_.end()) return false;
+    long r = -1;
+    std::vector<size_t> shapes;
+    for (size_t k : it->second) {
+      if (removed_.count(k)) return false;
+      if (IsOp(g_.nodes[k], "Add") && r < 0) r = static_cast<long>(k);
+      else if (IsOp(g_.nodes[k], "Shape")) shapes.push_back(k);
+      else return false;
+    }
+    if (r < 0 || !g_.nodes[r].HasOutput(0)) return false;
+    const Node& add = g_.nodes[r];
+    if (add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) return false;
+    const std::string bias = add.inputs[0] == mm.outputs[0] ? add.inputs[1] : add.inputs[0];
+    const HostTensor* b = g_.FindInitializer(bias);
+    if (!b || b->dtype != DType::kFloat32 || b->dims.size() != 1) return false;
+    // N from W's initializer, through a Cast and a Transpose.
+    std::string w = mm.inputs[1];
+    std::vector<int64_t> perm;
+    for (int depth = 0; depth < 3 && !g_.FindInitializer(w); ++depth) {
+      const Node* p = ProducerNode(w);
+      if (!p || p->inputs.empty()) return false;
+      if (IsOp(*p, "Cast") && p->inputs.size() == 1) {
+        w = p->inputs[0];
+      } else if (IsOp(*p, "Transpose") && perm.empty()) {
+        perm = p->GetInts("perm");
+        w = p->inputs[0];
+        if (perm.empty()) perm = {1, 0};
+      } else {
+        return false;
+      }
+    }
+    const HostTensor* wt = g_.FindInitializer(w);
+    if (!wt || wt->dims.size() != 2 || (!perm.empty() && perm != std::vector<int64_t>{1, 0})) return false;
+    if (wt->dims[perm.empty() ? 1 : 0] != b->dims[0]) return false;
+    const std::string z = add.outputs[0];
+    g_.value_info.erase(mm.outputs[0]);
+    for (size_t k : shapes) g_.nodes[k].inputs[0] = z;
+    mm.inputs.push_back(bias);
+    mm.outputs = {z};
+    mm.op_type = "MatMulAdd";
+    mm.domain = kGradDomain;
+    removed_.insert(static_cast<size_t>(r));
+    return true;
+  }
+
+  // The readers of v: one `op` node (returned, -1 if none or several) and Shape nodes (into *shapes).
+  long OneReaderBesidesShapes(const std::string& v, const char* op, std::vector<size_t>* shapes) const {
+    auto it = readers_.find(v);
+    if (graph_outputs_.count(v) || it == readers_.end()) return -1;
+    long r = -1;
+    for (size_t k : it->second) {
+      if (removed_.count(k)) return -1;
+      if (IsOp(g_.nodes[k], op) && r < 0) r = static_cast<long>(k);
+      else if (IsOp(g_.nodes[k], "Shape")) shapes->push_back(k);
+      else return -1;
+    }
+    return r;
+  }
+  // The float32 [N] initializer that Add node `add` adds to `v`, N = n; empty if none.
+  std::string BiasOf(const Node& add, const std::string& v, int64_t n) const {
+    if (add.inputs.size() != 2 || add.inputs[0] == add.inputs[1] || !add.HasOutput(0)) return "";
+    const std::string bias = add.inputs[0] == v ? add.inputs[1] : add.inputs[0];
+    const HostTensor* b = g_.FindInitializer(bias);
+    return b && b->dtype == DType::kFloat32 && b->dims == std::vector<int64_t>{n} ? bias : "";
+  }
+  // Gemm(A, W) -> P [; Reshape(P, s) -> Y]; Add(Y, bias) -> Z (graph/passes/fusion.h's
+  // FoldTransposedWeights writes Linear layers so) becomes Gemm(A, W, bias) -> P [; Reshape(P, s)]
+  // -> Z: the bias as Gemm's C ([N], broadcast over the rows), W an initializer or a Cast of one.
+  bool FuseGemmBias(size_t i) {
+    Node& gemm = g_.nodes[i];
+    if (gemm.inputs.size() != 2 || gemm.inputs[0].empty() || gemm.inputs[1].empty() || !gemm.HasOutput(0) ||
+        gemm.outputs.size() != 1 || gemm.GetFloat("beta", 1.f) != 1.f)
+      return false;
+    std::string w = gemm.inputs[1];
+    if (const Node* cast = ProducerNode(w); cast && IsOp(*cast, "Cast") && cast->inputs.size() == 1) w = cast->inputs[0];
+    const HostTensor* wt = g_.FindInitializer(w);
+    if (!wt || wt->dims.size() != 2) return false;
+    const int64_t n = wt->dims[gemm.GetInt("transB", 0) ? 0 : 1];
+    std::vector<size_t> shapes_p, shapes_y;
+    const std::string p = gemm.outputs[0];
+    long reshape = OneReaderBesidesShapes(p, "Reshape", &shapes_p);
+    std::string y = p;
+    if (reshape >= 0) {
+      if (g_.nodes[reshape].inputs.empty() || g_.nodes[reshape].inputs[0] != p || !g_.nodes[reshape].HasOutput(0))
+        return false;
+      y = g_.nodes[reshape].outputs[0];
+    } else {
+      shapes_p.clear();
+    }
+    const long add = OneReaderBesidesShapes(y, "Add", &shapes_y);
+    if (add < 0) return false;
+    const std::string bias = BiasOf(g_.nodes[add], y, n);
+    if (bias.empty()) return false;
+    const std::string z = g_.nodes[add].outputs[0];
+    for (size_t k : shapes_y) g_.nodes[k].inputs[0] = z;  // Y and Z have one shape
+    g_.value_info.erase(y);
+    gemm.inputs.push_back(bias);
+    if (reshape >= 0) g_.nodes[reshape].outputs[0] = z;
+    else gemm.outputs[0] = z;
+    removed_.insert(static_cast<size_t>(add));
+    return true;
+  }
+
   // Add(A, B) -> Y; Relu(Y) -> Z becomes AddRelu(A, B) -> Z.
   bool FuseAddRelu(size_t i) {
     Node& add = g_.nodes[i];
@@ -499,7 +659,9 @@ class Fuser {
     fused.name = out.name.empty() ? "Attention_fused_" + std::to_string(softmax) : out.name + "/Attention";
     fused.op_type = "Attention";
     fused.domain = kGradDomain;
-    fused.outputs = {out.outputs[0], "", "", "", Fresh(out.outputs[0] + "/logsumexp")};  // see the gradient rule
+    // Outputs 4 and 5, the row logsumexp and the probabilities where the kernel keeps them
+    // (empty otherwise), are for the gradient (see its rule).
+    fused.outputs = {out.outputs[0], "", "", "", Fresh(out.outputs[0] + "/logsumexp"), Fresh(out.outputs[0] + "/probs")};
     fused.SetFloat("scale", static_cast<float>(a.scale));
     if (r == 3) {  // [batch * heads, T, d]: one head of [batch, sequence, hidden]
       fused.SetInt("q_num_heads", 1);
@@ -713,12 +875,14 @@ int FoldTransposedWeights(Model& m) {
 
 }  // namespace
 
-FusionCounts FuseDecomposedOps(Model& m) {
-  FusionCounts counts = Fuser(m).Run();
+FusionCounts FuseDecomposedOps(Model& m, bool attention) {
+  FusionCounts counts = Fuser(m).Run(attention);
   counts.transposed_weights = FoldTransposedWeights(m);
   return counts;
 }
 BatchNormReluFusion FuseBatchNormRelu(Model& m) { return Fuser(m).RunBatchNormRelu(); }
 int FuseAddRelu(Model& m) { return Fuser(m).RunAddRelu(); }
+int FuseMatMulBias(Model& m) { return Fuser(m).RunMatMulBias(); }
+int SimplifyWeightTransposes(Model& m) { return Fuser(m).RunWeightTransposes(); }
 
 }  // namespace ot

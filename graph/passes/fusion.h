@@ -23,7 +23,10 @@
 // tensors and Y's one reader transposes it back (nn.MultiheadAttention in torch 1.13), the
 // fused node reads and writes those directly (sequence_first=1) and the four Transposes go. A constant mask that is exactly causal (0 on and below the
 // diagonal, -inf above; true/false for a bool mask) becomes is_causal=1, which lets the
-// kernel skip the masked blocks. Only chains whose intermediate values have no other
+// kernel skip the masked blocks. The fused node's output 4 (row logsumexp) and output 5
+// (the probabilities, which the CPU kernel fills only where q_len and total_len are at most
+// 128 and leaves empty beyond) go to the gradient, so that AttentionGrad recomputes no row
+// statistics and, for short sequences, no Q.K^T. Only chains whose intermediate values have no other
 // reader, whose scalings are before the mask, whose Softmax is over the last axis and whose
 // ranks are known to agree (3 or 4) fuse.
 //
@@ -49,7 +52,7 @@ struct FusionCounts {
 
 // Rewrites the patterns in place (their intermediate values must have no other readers and
 // not be graph outputs) and declares the org.onnxtrain opset where it fused anything.
-FusionCounts FuseDecomposedOps(Model& m);
+FusionCounts FuseDecomposedOps(Model& m, bool attention = true);
 
 // Fusions of the training graph (after autodiff) that a runtime has kernels for: the
 // training session applies them for the CPU device (`onnx-train grad` too, unless
@@ -86,6 +89,25 @@ BatchNormReluFusion FuseBatchNormRelu(Model& training_model);
 // later (numpy broadcasting, which AddRelu follows). Returns how many pairs it fused. CPU
 // kernel only, as above.
 int FuseAddRelu(Model& training_model);
+
+// MatMul(A, W) -> Y; Add(Y, bias) -> Z  becomes  org.onnxtrain MatMulAdd(A, W, bias) -> Z, where
+// W is a weight (an initializer, or a Cast of one under --amp) of [.., K, N] and bias a float32
+// [N] initializer: the Linear layers of a transformer as PyTorch exports them on 3D inputs. The
+// CPU kernel adds the bias as oneDNN writes the product (one pass over Z instead of two). Run
+// on the training graph (after autodiff and the --amp casts: the gradients of MatMul and Add
+// read neither Y nor Z's producer); Y must have no other reader. Float32 rounding is the
+// same: the bias is added to the finished product.
+// Likewise Gemm(A, W) [-> Reshape] -> Add(., bias) (the form FuseDecomposedOps gives a Linear
+// whose weight PyTorch transposes) becomes Gemm(A, W, bias) [-> Reshape]: the bias is Gemm's C,
+// which the CPU kernel adds as a oneDNN post-op. Returns the number of both rewrites.
+int FuseMatMulBias(Model& training_model);
+
+// The weight transposes of PyTorch's Linear (MatMul(X, Transpose(W, [1, 0]))) in the
+// training graph: MatMul's gradient TransposeLastTwo(Transpose(W)) becomes an Identity of W
+// (a view, no copy), and the weight gradient Transpose(Gemm(A, B, transA=1)) becomes
+// Gemm(B, A, transA=1) (B^T A = (A^T B)^T; the Gemm's result has no other reader). Exact.
+// Returns the number of rewrites.
+int SimplifyWeightTransposes(Model& training_model);
 
 }  // namespace ot
 

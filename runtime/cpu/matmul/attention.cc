@@ -14,7 +14,9 @@
 //     Query heads that share a key/value head (grouped-query) run in one task, so their
 //     dK and dV sums have one writer. Past caches are not differentiated (the rule refuses).
 //     Given the forward's Y and row logsumexp (org.onnxtrain Attention's output 4, fused
-//     by graph/passes/fusion.h), it takes the flash path below instead: tiles, no row max or sum.
+//     by graph/passes/fusion.h), it takes the flash path below instead: tiles, no row max or sum;
+//     given also the forward's probabilities (output 5, kept where q_len and total_len are at
+//     most one tile, 128), it reads them instead of recomputing Q.K^T and the exponentials.
 #include <dnnl.h>
 
 #include <algorithm>
@@ -28,6 +30,7 @@
 #include "runtime/ops/math/attention_math.h"
 #include "runtime/ops/shapes/attention_shapes.h"
 #include "runtime/core/kernel_registry.h"
+#include "runtime/cpu/elementwise/vector_loops.h"  // OT_VECTOR_CLONES
 
 namespace ot {
 namespace cpu {
@@ -47,6 +50,49 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 }
 
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
+
+// The row loops of the softmax and its gradient, compiled for AVX-512, AVX2 and the baseline
+// (vector_loops.h; this file is built with -fno-trapping-math, runtime/CMakeLists.txt). The
+// reductions are `omp simd` ones: without them GCC keeps a float sum or max scalar (its order
+// is part of the result), and at T = 65 the scalar loops took as long as the products.
+OT_VECTOR_CLONES __attribute__((noinline)) float RowMax(const float* x, int64_t n) {
+  float m = kMasked;
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, x[j]);
+  return m;
+}
+
+// x[j] = exp(x[j] - shift) (activation_math.h's FastExp); returns their sum.
+OT_VECTOR_CLONES __attribute__((noinline)) float ExpShiftSum(float* x, int64_t n, float shift) {
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    const float e = unary_detail::FastExp(x[j] - shift);
+    x[j] = e;
+    sum += e;
+  }
+  return sum;
+}
+
+OT_VECTOR_CLONES __attribute__((noinline)) void ExpShift(float* x, int64_t n, float shift) {
+  for (int64_t j = 0; j < n; ++j) x[j] = unary_detail::FastExp(x[j] - shift);
+}
+
+OT_VECTOR_CLONES __attribute__((noinline)) void ScaleRow(float* x, int64_t n, float c) {
+  for (int64_t j = 0; j < n; ++j) x[j] *= c;
+}
+
+OT_VECTOR_CLONES __attribute__((noinline)) float Dot(const float* a, const float* b, int64_t n) {
+  float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t j = 0; j < n; ++j) dot += a[j] * b[j];
+  return dot;
+}
+
+// dp[j] = p[j] * (dp[j] - row_dot).
+OT_VECTOR_CLONES __attribute__((noinline)) void SoftmaxGradRow(const float* p, float* dp, int64_t n, float row_dot) {
+  for (int64_t j = 0; j < n; ++j) dp[j] = SoftmaxInputGrad(p[j], dp[j], row_dot);
+}
 
 // The inputs of one kernel call, with K and V as the kernel reads them: the inputs, or the
 // present caches (past and new positions, 4D) when past_key/past_value are given.
@@ -150,8 +196,16 @@ struct FlashScratch {
 };
 
 // Y and the row logsumexp (lse: [q_len]) of query head h of batch b.
+// Whether the forward keeps the probabilities for the backward (org.onnxtrain Attention's
+// output 5): where every row's keys fit one tile (q_len and total_len at most 128), the
+// forward has the whole [q_len, total_len] block of P in hand anyway, and keeping it spares
+// the backward the product Q.K^T and the exponentials (one of its five products). Larger
+// sequences keep only the logsumexp: no [T, T] matrix outlives a tile.
+bool KeepsProbabilities(const AttentionGeometry& g) { return g.q_len <= kQueryTile && g.total_len <= kKeyTile; }
+
+// probs: null, or the [q_len, total_len] block of P of (b, h) to write (KeepsProbabilities).
 void FlashForward(const AttentionGeometry& g, const AttentionOperands& op, int64_t b, int64_t h, float* y, float* lse,
-                  FlashScratch& w) {
+                  float* probs, FlashScratch& w) {
   const int64_t kvh = h / g.GroupSize(), dv = g.v_head_size;
   const float* q = op.q + b * g.q.batch + h * g.q.head;
   const float* k = op.k + b * op.ks.batch + kvh * op.ks.head;
@@ -174,22 +228,33 @@ void FlashForward(const AttentionGeometry& g, const AttentionOperands& op, int64
       AddBias(g, op, b, h, i0, rows, j0, cols, s, cols);
       for (int64_t r = 0; r < rows; ++r) {
         float* row = s + r * cols;
-        float m = mx[r];
-        for (int64_t j = 0; j < cols; ++j) m = std::max(m, row[j]);
+        const float m = std::max(mx[r], RowMax(row, cols));
         if (m == kMasked) {  // nothing visible to this row yet
           std::fill(row, row + cols, 0.f);
           continue;
         }
-        for (int64_t j = 0; j < cols; ++j) row[j] = unary_detail::FastExp(row[j] - m);  // vectorises
-        float tile_sum = 0.f;
-        for (int64_t j = 0; j < cols; ++j) tile_sum += row[j];
-        const float correction = std::exp(mx[r] - m);  // 0 while the row had seen nothing
-        if (correction != 1.f)
-          for (int64_t c = 0; c < dv; ++c) acc[r * dv + c] *= correction;
-        sum[r] = sum[r] * correction + tile_sum;
+        const float tile_sum = ExpShiftSum(row, cols, m);
+        if (mx[r] != m && j0 > 0) {  // 0 while the row had seen nothing
+          const float correction = std::exp(mx[r] - m);
+          ScaleRow(acc + r * dv, dv, correction);
+          sum[r] *= correction;
+        }
+        sum[r] += tile_sum;
         mx[r] = m;
       }
-      Gemm(false, false, rows, dv, cols, 1.f, s, cols, v + j0 * op.vs.pos, op.vs.pos, 1.f, acc, dv);
+      if (!probs) Gemm(false, false, rows, dv, cols, 1.f, s, cols, v + j0 * op.vs.pos, op.vs.pos, 1.f, acc, dv);
+    }
+    if (probs) {  // one tile of keys (KeepsProbabilities): P = s / sum, Y = P.V, P kept
+      const int64_t tt = g.total_len;
+      for (int64_t r = 0; r < rows; ++r) {  // a row masked everywhere: 0 / 0 = NaN, as the softmax gives
+        float* pr = probs + (i0 + r) * tt;
+        std::memcpy(pr, s + r * end, sizeof(float) * static_cast<size_t>(end));
+        ScaleRow(pr, end, 1.f / sum[r]);
+        std::fill(pr + end, pr + tt, 0.f);  // keys no row of this tile sees (causal)
+        lse[i0 + r] = mx[r] + std::log(sum[r]);
+      }
+      Gemm(false, false, rows, dv, end, 1.f, probs + i0 * tt, tt, v, op.vs.pos, 0.f, y_bh + i0 * g.y.pos, g.y.pos);
+      continue;
     }
     for (int64_t r = 0; r < rows; ++r) {  // a row masked everywhere: 0 / 0 = NaN, as the softmax gives
       const float inv = 1.f / sum[r];
@@ -209,6 +274,7 @@ struct FlashGradient {
   float* dk_bh;
   float* dv_bh;
   float* dscores;  // null, or [batch, q_heads, q_len, cols]
+  const float* probs;  // null, or the forward's P [batch, q_heads, q_len, total_len] (KeepsProbabilities)
 };
 
 void FlashBackward(const AttentionGeometry& g, const AttentionOperands& op, int64_t b, int64_t h,
@@ -228,9 +294,7 @@ void FlashBackward(const AttentionGeometry& g, const AttentionOperands& op, int6
   float* dp = w.dp.data();
   float* delta = w.delta.data();
   for (int64_t i = 0; i < g.q_len; ++i) {
-    float dot = 0.f;
-    for (int64_t c = 0; c < dv; ++c) dot += dy[i * g.y.pos + c] * y[i * g.y.pos + c];
-    delta[i] = dot;
+    delta[i] = Dot(dy + i * g.y.pos, y + i * g.y.pos, dv);
     std::fill(dq + i * g.q.pos, dq + i * g.q.pos + d, 0.f);
   }
   for (int64_t i0 = 0; i0 < g.q_len; i0 += kQueryTile) {
@@ -238,20 +302,23 @@ void FlashBackward(const AttentionGeometry& g, const AttentionOperands& op, int6
     const int64_t end = VisibleKeys(g, i0 + rows);
     for (int64_t j0 = 0; j0 < end; j0 += kKeyTile) {
       const int64_t cols = std::min(kKeyTile, end - j0);
-      Gemm(false, true, rows, cols, d, g.scale, q + i0 * g.q.pos, g.q.pos, k + j0 * op.ks.pos, op.ks.pos, 0.f, s, cols);
-      AddBias(g, op, b, h, i0, rows, j0, cols, s, cols);
-      for (int64_t r = 0; r < rows; ++r) {
-        const float l = lse[i0 + r];
-        float* row = s + r * cols;
-        for (int64_t j = 0; j < cols; ++j) row[j] = unary_detail::FastExp(row[j] - l);
+      const float* p = s;  // the probabilities of the tile, leading dimension ldp
+      int64_t ldp = cols;
+      if (f.probs) {
+        p = f.probs + ((b * g.q_heads + h) * g.q_len + i0) * g.total_len + j0;
+        ldp = g.total_len;
+      } else {
+        Gemm(false, true, rows, cols, d, g.scale, q + i0 * g.q.pos, g.q.pos, k + j0 * op.ks.pos, op.ks.pos, 0.f, s, cols);
+        AddBias(g, op, b, h, i0, rows, j0, cols, s, cols);
+        for (int64_t r = 0; r < rows; ++r) ExpShift(s + r * cols, cols, lse[i0 + r]);
       }
-      Gemm(true, false, cols, dv, rows, 1.f, s, cols, dy + i0 * g.y.pos, g.y.pos, 1.f, f.dv_bh + j0 * g.v.pos, g.v.pos);
+      Gemm(true, false, cols, dv, rows, 1.f, p, ldp, dy + i0 * g.y.pos, g.y.pos, 1.f, f.dv_bh + j0 * g.v.pos, g.v.pos);
       Gemm(false, true, rows, cols, dv, 1.f, dy + i0 * g.y.pos, g.y.pos, v + j0 * op.vs.pos, op.vs.pos, 0.f, dp, cols);
       for (int64_t r = 0; r < rows; ++r) {
         const float dl = delta[i0 + r];
-        const float* pr = s + r * cols;
+        const float* pr = p + r * ldp;
         float* dr = dp + r * cols;
-        for (int64_t j = 0; j < cols; ++j) dr[j] = SoftmaxInputGrad(pr[j], dr[j], dl);
+        SoftmaxGradRow(pr, dr, cols, dl);
         if (dscores && j0 < score_cols)
           std::memcpy(dscores + (i0 + r) * score_cols + j0, dr,
                       sizeof(float) * static_cast<size_t>(std::min(cols, score_cols - j0)));
@@ -296,6 +363,9 @@ class AttentionKernel final : public OpKernel {
     if (ctx.HasOutput(4) && !Flash(ctx))
       Fail("the logsumexp output needs the flash path (no softcap, no qk_matmul_output, keys)");
     ctx.SetOutput(4, DType::kFloat32, {g_.batch, g_.q_heads, g_.q_len});
+    // Output 5: the probabilities where the flash path keeps them, else empty.
+    keep_probs_ = ctx.HasOutput(5) && ctx.HasOutput(4) && KeepsProbabilities(g_);
+    ctx.SetOutput(5, DType::kFloat32, keep_probs_ ? Shape{g_.batch, g_.q_heads, g_.q_len, g_.total_len} : Shape{0});
   }
 
   bool Flash(const KernelContext& ctx) const { return g_.softcap == 0 && !ctx.HasOutput(3) && g_.total_len > 0; }
@@ -351,12 +421,14 @@ class AttentionKernel final : public OpKernel {
         lse_scratch.resize(static_cast<size_t>(tasks * g.q_len));
         lse = lse_scratch.data();
       }
+      float* probs = keep_probs_ ? ctx.Output(5).data<float>() : nullptr;
 #pragma omp parallel
       {
         FlashScratch w(g, false);
 #pragma omp for schedule(static)
         for (int64_t task = 0; task < tasks; ++task)
-          FlashForward(g, op, task / g.q_heads, task % g.q_heads, y, lse + task * g.q_len, w);
+          FlashForward(g, op, task / g.q_heads, task % g.q_heads, y, lse + task * g.q_len,
+                       keep_probs_ ? probs + task * block : nullptr, w);
       }
       return;
     }
@@ -378,6 +450,7 @@ class AttentionKernel final : public OpKernel {
 
  private:
   AttentionGeometry g_;
+  bool keep_probs_ = false;
 };
 
 class AttentionGradKernel final : public OpKernel {
@@ -428,6 +501,14 @@ class AttentionGradKernel final : public OpKernel {
     if (y && lse && g.softcap == 0 && g.total_len > 0) {
       if (y->shape() != g.y_shape || lse->shape() != Shape{g.batch, g.q_heads, g.q_len})
         Fail("Y " + y->Describe() + " and logsumexp " + lse->Describe() + " must be Attention's outputs 0 and 4");
+      // Input 8, the forward's probabilities (output 5): empty where the forward kept none.
+      const Tensor* kept = ctx.OptionalInput(8);
+      const float* probs = nullptr;
+      if (kept && kept->numel() > 0) {
+        if (kept->shape() != Shape{g.batch, g.q_heads, g.q_len, g.total_len} || !KeepsProbabilities(g))
+          Fail("probabilities " + kept->Describe() + " must be Attention's output 5");
+        probs = kept->data<float>();
+      }
 #pragma omp parallel
       {
         FlashScratch w(g, true);
@@ -435,7 +516,7 @@ class AttentionGradKernel final : public OpKernel {
         for (int64_t task = 0; task < tasks; ++task) {
           const int64_t b = task / g.kv_heads, kvh = task % g.kv_heads;
           FlashGradient f{dy, y->data<float>(), lse->data<float>(), dq, dk + b * g.k.batch + kvh * g.k.head,
-                          dv + b * g.v.batch + kvh * g.v.head, dscores};
+                          dv + b * g.v.batch + kvh * g.v.head, dscores, probs};
           for (int64_t t = 0; t < g.kv_len; ++t) {
             std::fill(f.dk_bh + t * g.k.pos, f.dk_bh + t * g.k.pos + g.head_size, 0.f);
             std::fill(f.dv_bh + t * g.v.pos, f.dv_bh + t * g.v.pos + g.v_head_size, 0.f);

@@ -19,10 +19,15 @@
 // As in BLAS, beta == 0 means C is not read at all.
 // Under --amp bf16 the graph casts A and B to bfloat16 (graph/passes/amp_pass.h): both kernels
 // then run oneDNN's bfloat16 matmul with a float32 result (C stays float32).
+// org.onnxtrain MatMulAdd(A, B, bias) = MatMul(A, B) + bias, bias float32 [N] (or [1]) over
+// the last dimension: MatMul followed by the Add of a Linear layer's bias, fused in the
+// training graph (graph/passes/fusion.h FuseMatMulBias); the bias is oneDNN's matmul bias,
+// added as the product's rows are written (no second pass over the output).
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "graph/op_domains.h"
 #include "runtime/cpu/layout/dnnl_util.h"
 #include "runtime/ops/checks/kernel_util.h"
 #include "runtime/core/kernel_registry.h"
@@ -225,13 +230,20 @@ class MatMulKernel final : public OpKernel {
     if (a.rank() > 1) out_shape.push_back(M_);
     if (b.rank() > 1) out_shape.push_back(N_);
     ctx.SetOutput(0, ResultType(dtype_), out_shape);
+    bias_ = ctx.OptionalInput(2);
+    if (bias_) {
+      if (bias_->dtype() != DType::kFloat32 || bias_->rank() != 1 || (bias_->dim(0) != N_ && bias_->dim(0) != 1) ||
+          b.rank() < 2)
+        Fail("MatMulAdd's bias " + bias_->Describe() + " must be float32 [" + std::to_string(N_) + "] or [1]");
+      if (dtype_ != DType::kFloat32 && dtype_ != DType::kBFloat16) Unsupported("MatMulAdd on " + DTypeName(dtype_));
+    }
 
     primitive_ready_ = false;
     PlanBatchOffsets(a_batch, b_batch, out_batch);
     if ((dtype_ == DType::kFloat32 || dtype_ == DType::kBFloat16) && NumElements(out_shape) > 0 && K_ > 0)
       BuildPrimitive(a_batch, b_batch, out_batch);
-    if (dtype_ == DType::kBFloat16 && !primitive_ready_ && NumElements(out_shape) > 0)
-      Unsupported("bfloat16 operands with an empty inner dimension");
+    if ((dtype_ == DType::kBFloat16 || bias_) && !primitive_ready_ && NumElements(out_shape) > 0)
+      Unsupported("bfloat16 operands or a bias with an empty inner dimension");
   }
 
   void Compute(KernelContext& ctx) override {
@@ -243,6 +255,7 @@ class MatMulKernel final : public OpKernel {
       args_.Set(DNNL_ARG_SRC, a_desc_, a.raw());
       args_.Set(DNNL_ARG_WEIGHTS, b_desc_, b.raw());
       args_.Set(DNNL_ARG_DST, y_desc_, y.raw());
+      if (const Tensor* bias = ctx.OptionalInput(2)) args_.Set(DNNL_ARG_BIAS, bias_desc_, bias->raw());
       primitive_.execute(Stream(), args_.map());
       Stream().wait();
       return;
@@ -296,7 +309,13 @@ class MatMulKernel final : public OpKernel {
     a_desc_ = PlainDesc(a_dims, dtype_);
     b_desc_ = PlainDesc(b_dims, dtype_);
     y_desc_ = PlainDesc(y_dims, DType::kFloat32);
-    auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_desc_, b_desc_, y_desc_), Engine());
+    if (bias_) {
+      Shape bias_dims(y_dims.size(), 1);
+      bias_dims.back() = bias_->dim(0);
+      bias_desc_ = PlainDesc(bias_dims, DType::kFloat32);
+    }
+    auto pd = bias_ ? dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_desc_, b_desc_, bias_desc_, y_desc_), Engine())
+                    : dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_desc_, b_desc_, y_desc_), Engine());
     primitive_ = dnnl::matmul(pd);
     primitive_ready_ = true;
   }
@@ -319,13 +338,15 @@ class MatMulKernel final : public OpKernel {
   int64_t M_ = 0, K_ = 0, N_ = 0;
   std::vector<int64_t> a_matrix_, b_matrix_;
   bool primitive_ready_ = false;
-  dnnl::memory::desc a_desc_, b_desc_, y_desc_;
+  dnnl::memory::desc a_desc_, b_desc_, y_desc_, bias_desc_;
+  const Tensor* bias_ = nullptr;  // MatMulAdd's input 2, during Prepare
   PrimitiveArgs args_;
   dnnl::matmul primitive_;
 };
 
 OT_REGISTER_CPU_KERNEL("Gemm", 1, kLatestOpset, GemmKernel);
 OT_REGISTER_CPU_KERNEL("MatMul", 1, kLatestOpset, MatMulKernel);
+OT_REGISTER_KERNEL(kGradDomain, "MatMulAdd", 1, kLatestOpset, DeviceType::kCPU, MatMulKernel);
 
 }  // namespace
 }  // namespace cpu

@@ -99,6 +99,7 @@ class AttentionKernel final : public AttentionBase {
     Check(ctx);
     ctx.SetOutput(0, DType::kFloat32, g_.y_shape);
     ctx.SetOutput(4, DType::kFloat32, {g_.batch, g_.q_heads, g_.q_len});
+    ctx.SetOutput(5, DType::kFloat32, {0});  // the probabilities: kept by the CPU kernel only (AttentionGrad's input 8)
     probs_ = Tensor::Empty(DType::kFloat32, {g_.batch, g_.q_heads, g_.q_len, g_.total_len}, device_);
   }
   void Compute(KernelContext& ctx) override {
@@ -124,7 +125,8 @@ class AttentionKernel final : public AttentionBase {
   Tensor probs_;
 };
 
-// AttentionGrad(dY, Q, K, V[, attn_mask][, nonpad_kv_seqlen][, Y, logsumexp]) -> dQ, dK, dV, dScores.
+// AttentionGrad(dY, Q, K, V[, attn_mask][, nonpad_kv_seqlen][, Y, logsumexp[, probs]]) -> dQ, dK, dV, dScores
+// (probs, the CPU forward's kept probabilities, is empty here: this kernel recomputes them).
 class AttentionGradKernel final : public AttentionBase {
  public:
   using AttentionBase::AttentionBase;
