@@ -86,11 +86,16 @@ def kink_decisions(ours, v64, v32):
     return decide, taken, ratio
 
 
-def check(args, model, shape, classes, batch, opset, seed):
+def case_tag(model, shape, batch, opset):
+    return f"{model}_{'x'.join(map(str, shape))}_b{batch}_opset{opset}"
+
+
+def check(args, model, shape, classes, batch, opset, seed, algo):
+    CONV_ALGO[0] = algo
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     module = build_model(model, *shape, classes)
-    tag = f"{model}_{'x'.join(map(str, shape))}_b{batch}_opset{opset}"
+    tag = case_tag(model, shape, batch, opset) + ("" if algo == "auto" else "_" + algo)
     path = os.path.join(args.workdir, tag + ".onnx")
     export(module, shape, path, training=True, opset=opset)
     x = rng.standard_normal((batch,) + shape).astype(np.float32)
@@ -155,7 +160,10 @@ def check(args, model, shape, classes, batch, opset, seed):
 
 def build_model(model, c, h, w, classes):
     """torch_parity's models, plus ResNet18 with the recipe's stem (3x3 stride 2, no
-    max-pool) and BatchNorm parameters and statistics away from 1/0/0/1 as there."""
+    max-pool) and BatchNorm parameters and statistics away from 1/0/0/1 as there, and
+    torchvision's ResNet18 as it comes (tv_resnet18: 7x7 stride-2 stem, max-pool, fresh init)."""
+    if model == "tv_resnet18":
+        return torchvision.models.resnet18(num_classes=classes)
     if model != "resnet18":
         return build(model, c, h, w, classes)
     m = build("resnet34", c, h, w, classes)  # the stem and BatchNorm set-up of the recipe
@@ -186,6 +194,12 @@ CASES = [
     # Small batches and odd spatial sizes (a 1x1 or 2x2 last stage: few values per channel).
     ("resnet18", (1, 27, 27), 10, 2, 13), ("resnet18", (3, 19, 23), 10, 3, 14),
     ("resnet18", (1, 15, 15), 10, 5, 15), ("resnet18", (3, 9, 11), 10, 6, 13),
+    # torchvision's ResNet18 on 16x16 images, batch 16: layer2 on 2x2 maps (auto: winograd2 over
+    # maps within the window), layer3 and layer4 on 1x1, under auto and oneDNN's Winograd. A
+    # report of a 7% error in layer2.1.bn1.bias and 1% upstream against PyTorch float64 at this
+    # shape was one ReLU kink (a layer2.1.bn1 output of -1.1e-6 in float64, +2.4e-7 in our
+    # float32 forward, where float32's noise is 1e-6): no runtime bug; see the note above.
+    ("tv_resnet18", (3, 16, 16), 10, 16, 17, ("auto", "winograd")),
 ]
 
 
@@ -198,22 +212,23 @@ def main():
     p.add_argument("--only", default="", help="run the cases whose tag contains this (e.g. resnet18_1x28x28)")
     p.add_argument("--conv-algo", default="auto", help="onnx-train grad's --conv-algo (auto, direct, winograd, taps, winograd2, winograd4)")
     args = test_args(p)
-    CONV_ALGO[0] = args.conv_algo
     os.makedirs(args.workdir, exist_ok=True)
     torch.set_num_threads(2)
     start = time.time()
     passed = failed = 0
     for k in range(args.seeds):
-        for i, (model, shape, classes, batch, opset) in enumerate(CASES):
-            if args.only not in f"{model}_{'x'.join(map(str, shape))}_b{batch}_opset{opset}":
+        for i, (model, shape, classes, batch, opset, *algos) in enumerate(CASES):
+            if args.only not in case_tag(model, shape, batch, opset):
                 continue
-            try:
-                ok = check(args, model, shape, classes, batch, opset, seed=100 + i + 1000 * k)
-            except RuntimeError as e:
-                print(f"  {model} {shape} batch {batch} opset {opset}: failed: {e}")
-                ok = False
-            passed += ok
-            failed += not ok
+            # A case's own algorithms where it names them and --conv-algo is left at auto.
+            for algo in (algos[0] if algos and args.conv_algo == "auto" else (args.conv_algo,)):
+                try:
+                    ok = check(args, model, shape, classes, batch, opset, seed=100 + i + 1000 * k, algo=algo)
+                except RuntimeError as e:
+                    print(f"  {model} {shape} batch {batch} opset {opset} --conv-algo {algo}: failed: {e}")
+                    ok = False
+                passed += ok
+                failed += not ok
     print(f"torch_grad_parity: {passed} passed, {failed} failed in {time.time() - start:.1f} s")
     return 0 if failed == 0 else 1
 
