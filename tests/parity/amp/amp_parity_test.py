@@ -31,7 +31,7 @@ import onnx.numpy_helper
 import torch
 from torch import nn
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
 import ot_cli  # noqa: E402
 from fashion_data import FASHION  # noqa: E402
 
