@@ -171,7 +171,7 @@ def check_checkpoint_and_resume(args, onnx_path, npz):
         ck = os.path.join(args.workdir, "ck-" + tag)
         shutil.rmtree(ck, ignore_errors=True)
         cmd = [args.onnx_train, onnx_path, "--data", "npz:" + npz, "--no-shuffle", "--batch", str(BATCH),
-               "--epochs", "1", "--opt", "sgd", "--lr", repr(lr), "--momentum", repr(MOMENTUM), "--amp", "bf16",
+               "--epochs", "1", "--opt", "sgd", "--lr", repr(LR), "--momentum", repr(MOMENTUM), "--amp", "bf16",
                "--checkpoint-dir", ck, "--snapshot-every", "3", "--max-restarts", "1", "--quiet", "--threads", "2"]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, **env))
         if p.returncode != 0:
