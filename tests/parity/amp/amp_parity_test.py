@@ -172,7 +172,10 @@ def check_checkpoint_and_resume(args, onnx_path, npz):
         shutil.rmtree(ck, ignore_errors=True)
         cmd = [args.onnx_train, onnx_path, "--data", "npz:" + npz, "--no-shuffle", "--batch", str(BATCH),
                "--epochs", "1", "--opt", "sgd", "--lr", repr(LR), "--momentum", repr(MOMENTUM), "--amp", "bf16",
-               "--checkpoint-dir", ck, "--snapshot-every", "3", "--max-restarts", "1", "--quiet", "--threads", "2"]
+               "--checkpoint-dir", ck, "--snapshot-every", "3", "--max-restarts", "1", "--quiet", "--threads", "2",
+               # Both runs on one algorithm: under auto each process times its own choices (a
+               # resumed run keeps the ones it saved), so two fresh runs may choose apart.
+               "--conv-algo", "direct"]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, **env))
         if p.returncode != 0:
             sys.exit(f"FAIL: {' '.join(cmd)}:\n{p.stdout}{p.stderr}")
