@@ -261,22 +261,7 @@ class RnnGradKernel final : public OpKernel {
   explicit RnnGradKernel(const KernelInfo& info) : OpKernel(info) {}
 
   void Prepare(KernelContext& ctx) override {
-    spec_ = PlanRnn(node_, kCell, opset_, ctx);
-    const int n = RnnNumForwardInputs(kCell);
-    const int n_out = kCell == RnnCell::kLSTM ? 3 : 2;
-    for (int i = 0; i <= n_out; ++i) {  // dY, dY_h[, dY_c], then the forward's Y
-      const Tensor* g = ctx.OptionalInput(n + i);
-      const Shape& want = i == 0 || i == n_out ? spec_.y : spec_.y_h;
-      if (g && (g->dtype() != DType::kFloat32 || g->shape() != want))
-        Fail("input " + std::to_string(n + i) + " " + g->Describe() + " is not float" + ShapeString(want));
-    }
-    for (int i = 0; i < 3; ++i) ctx.SetOutput(i, DType::kFloat32, ctx.Input(i).shape());
-    ctx.SetOutput(3, DType::kFloat32, {spec_.dirs, 2 * spec_.gates * spec_.hidden});
-    ctx.SetOutput(4, DType::kFloat32, spec_.y_h);
-    if (kCell == RnnCell::kLSTM) {
-      ctx.SetOutput(5, DType::kFloat32, spec_.y_h);
-      ctx.SetOutput(6, DType::kFloat32, {spec_.dirs, 3 * spec_.hidden});
-    }
+    spec_ = PrepareRnnGradOutputs(node_, kCell, opset_, ctx);
     runner_.Prepare(node_, spec_, device_, true);
   }
 

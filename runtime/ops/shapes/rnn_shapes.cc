@@ -226,4 +226,25 @@ std::vector<int64_t> ReadSequenceLens(const Node& node, const RnnSpec& spec, con
   return CheckSequenceLens(node, spec, values);
 }
 
+RnnSpec PrepareRnnGradOutputs(const Node& node, RnnCell cell, int64_t opset, KernelContext& ctx) {
+  const RnnSpec spec = PlanRnn(node, cell, opset, ctx);
+  const int n = RnnNumForwardInputs(cell);
+  const int n_out = cell == RnnCell::kLSTM ? 3 : 2;
+  for (int i = 0; i <= n_out; ++i) {  // dY, dY_h[, dY_c], then the forward's Y
+    const Tensor* g = ctx.OptionalInput(n + i);
+    const Shape& want = i == 0 || i == n_out ? spec.y : spec.y_h;
+    if (g && (g->dtype() != DType::kFloat32 || g->shape() != want))
+      throw Error(node.Describe() + ": input " + std::to_string(n + i) + " " + g->Describe() + " is not float" +
+                  ShapeString(want));
+  }
+  for (int i = 0; i < 3; ++i) ctx.SetOutput(i, DType::kFloat32, ctx.Input(i).shape());
+  ctx.SetOutput(3, DType::kFloat32, {spec.dirs, 2 * spec.gates * spec.hidden});
+  ctx.SetOutput(4, DType::kFloat32, spec.y_h);
+  if (cell == RnnCell::kLSTM) {
+    ctx.SetOutput(5, DType::kFloat32, spec.y_h);
+    ctx.SetOutput(6, DType::kFloat32, {spec.dirs, 3 * spec.hidden});
+  }
+  return spec;
+}
+
 }  // namespace ot

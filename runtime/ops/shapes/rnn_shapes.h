@@ -55,6 +55,12 @@ int RnnNumForwardInputs(RnnCell cell);
 // (shapes) or ot::UnsupportedError (types, input_forget, unknown activations).
 RnnSpec PlanRnn(const Node& node, RnnCell cell, int64_t opset, const KernelContext& ctx);
 
+// LSTMGrad/GRUGrad/RNNGrad (inputs: the forward's, then dY, dY_h[, dY_c] and the forward's
+// Y): plans the node as PlanRnn does, checks the gradient inputs' types and shapes, and
+// declares the outputs (dX, dW, dR, dB, d initial_h[, d initial_c, dP]); the CPU and CUDA
+// kernels share it.
+RnnSpec PrepareRnnGradOutputs(const Node& node, RnnCell cell, int64_t opset, KernelContext& ctx);
+
 // The length of each batch entry's sequence: sequence_lens (int32 or int64) checked to lie
 // in [0, seq], or seq for every entry when the input is absent.
 std::vector<int64_t> ReadSequenceLens(const Node& node, const RnnSpec& spec, const KernelContext& ctx);
