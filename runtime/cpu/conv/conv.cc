@@ -155,9 +155,9 @@ ConvProblem DescribeConv(const Node& node, const Tensor& x, const Tensor& w, con
   p.channel_block = ChannelBlock(settings);
   p.choices = settings.choices;
   // bfloat16 (--amp bf16) runs on oneDNN's bfloat16 primitives (direct convolutions, and the
-  // dense product's matmul under auto): our Winograd and taps are float32 sgemm and step aside.
+  // dense product's matmul under auto), or on our Winograd with bfloat16 products, or our
+  // taps on float32 copies (Candidates).
   p.compute = x.dtype();
-  if (p.compute == DType::kBFloat16 && p.algorithm != ConvAlgorithm::kAuto) p.algorithm = ConvAlgorithm::kDirect;
   p.out_channels = out_channels;
   p.has_bias = b != nullptr;
   p.src = x.shape();
@@ -283,7 +283,7 @@ double TimePrimitive(const dnnl::primitive& prim, const dnnl::primitive_desc_bas
 // holds whether oneDNN's Winograd beat its direct kernels, "own" the name of ours that beat
 // oneDNN's primitive ("" for none).
 const AlgorithmChoiceKind kWinogradChoice("winograd", {"0", "1"});
-const AlgorithmChoiceKind kOwnChoice("own", {"", "taps", "winograd2", "winograd4"});
+const AlgorithmChoiceKind kOwnChoice("own", {"", "taps", "winograd2", "winograd4", "winograd2-bf16", "winograd4-bf16"});
 
 std::string ProblemKey(const char* kind, const ConvProblem& p, const dnnl::memory::desc& src) {
   std::string key = std::string(kind) + ShapeString(p.src) + ShapeString(p.weights) + ShapeString(p.dst);
@@ -403,13 +403,15 @@ struct Candidate {
 // under the executor's --conv-algo: taps where they apply (auto: where the window is partly
 // padding), Winograd F(2x2, 3x3), and F(4x4, 3x3) for the backward primitives only (its
 // forward rounds too much; conv_winograd.h).
+// Under --amp bf16 ours read float32 copies of the bfloat16 inputs (WidenForOwn); the
+// Winograd ones multiply in bfloat16 ("winograd2-bf16", "winograd4-bf16"); taps (float32
+// products) run the backward primitives only, timed against oneDNN's bfloat16 ones.
 std::vector<Candidate> Candidates(const char* kind, const ConvProblem& p, const SgemmConv::Layouts& layouts) {
   std::vector<Candidate> out;
   const ConvAlgorithm setting = p.algorithm;
-  // Under --amp bf16 ours may run the backward primitives (timed against oneDNN's bfloat16
-  // ones, on float32 copies of the bfloat16 inputs: ConvGradKernel); the forward stays oneDNN's.
-  if (p.weights.size() != 4 || (p.compute != DType::kFloat32 && std::string(kind) == "fwd")) return out;
-  if (auto taps = MaybeTaps(p, layouts)) {
+  const bool bf16 = p.compute != DType::kFloat32;
+  if (p.weights.size() != 4) return out;
+  if (auto taps = bf16 && std::string(kind) == "fwd" ? nullptr : MaybeTaps(p, layouts)) {
     char share[48];
     std::snprintf(share, sizeof share, "%.0f%% of the window on data", 100 * taps->data_share());
     out.push_back({"taps", share, std::move(taps)});
@@ -422,8 +424,10 @@ std::vector<Candidate> Candidates(const char* kind, const ConvProblem& p, const 
                                         (setting == ConvAlgorithm::kWinograd4 && forward)
                                   : setting == ConvAlgorithm::kWinograd4 && !forward;
     if (!forced && (setting != ConvAlgorithm::kAuto || (tile == 4 && forward))) continue;
-    if (auto w = WinogradConv::Make(p.src, p.weights, p.dst, p.strides, dilations, p.pads_begin, layouts, tile))
-      out.push_back({tile == 2 ? "winograd2" : "winograd4", tile == 2 ? "2x2 tiles" : "4x4 tiles", std::move(w)});
+    if (auto w = WinogradConv::Make(p.src, p.weights, p.dst, p.strides, dilations, p.pads_begin, layouts, tile, bf16))
+      out.push_back({std::string(tile == 2 ? "winograd2" : "winograd4") + (bf16 ? "-bf16" : ""),
+                     std::string(tile == 2 ? "2x2 tiles" : "4x4 tiles") + (bf16 ? ", bfloat16 products" : ""),
+                     std::move(w)});
   }
   return out;
 }
@@ -453,7 +457,7 @@ std::shared_ptr<SgemmConv> ChooseOwn(const char* kind, const ConvProblem& p, con
     // direct kernels from 16x16 maps down), else taps where at most 3/4 of the window
     // touches data (4x4 maps and smaller), else oneDNN's.
     for (const Candidate& c : candidates)
-      if (c.name == "winograd2") return take(c, "forward by rule; " + c.why);
+      if (c.name.rfind("winograd2", 0) == 0) return take(c, "forward by rule; " + c.why);
     for (const Candidate& c : candidates)
       if (c.name == "taps" && static_cast<const TapConv&>(*c.conv).data_share() <= 0.75)
         return take(c, "forward by rule; " + c.why);
@@ -560,7 +564,14 @@ class ConvKernel final : public OpKernel {
       Unsupported(std::string("oneDNN has no convolution for this configuration: ") + e.what());
     }
     ctx.SetOutput(0, DType::kFloat32, p.dst, LayoutFor(pd.dst_desc(), p.dst, DType::kFloat32));
-    const SgemmConv::Layouts layouts{DescOf(x), pd.dst_desc(), pd.dst_desc(), DescOf(x)};
+    // Ours read float32 (under --amp bf16, copies of the bfloat16 inputs: widen_x_, widen_w_).
+    const dnnl::memory::desc x32 = WithDataType(DescOf(x), DType::kFloat32);
+    const SgemmConv::Layouts layouts{x32, pd.dst_desc(), pd.dst_desc(), x32};
+    widen_ = p.compute != DType::kFloat32;
+    if (widen_) {
+      widen_x_ = Reorder(DescOf(x), x32);
+      widen_w_ = Reorder(PlainDesc(w.shape(), w.dtype()), PlainDesc(w.shape(), DType::kFloat32));
+    }
     const std::vector<Candidate> candidates = Candidates("fwd", p, layouts);
     if (!candidates.empty()) {
       const dnnl::memory::desc plain_weights = PlainDesc(p.weights, DType::kFloat32);
@@ -593,8 +604,12 @@ class ConvKernel final : public OpKernel {
     }
     if (own_) {
       const Tensor* b = ctx.OptionalInput(2);
-      own_->Forward(ctx.Input(0).data<float>(), ctx.Input(1).data<float>(), b ? b->data<float>() : nullptr,
-                    ctx.Output(0).data<float>());
+      const float *x = ctx.Input(0).data<float>(), *w = ctx.Input(1).data<float>();
+      if (widen_) {  // float32 copies of the bfloat16 inputs
+        x = static_cast<const float*>(widen_x_.Apply(ctx.Input(0).raw(), 8).get_data_handle());
+        w = static_cast<const float*>(widen_w_.Apply(ctx.Input(1).raw(), 10).get_data_handle());
+      }
+      own_->Forward(x, w, b ? b->data<float>() : nullptr, ctx.Output(0).data<float>());
       return;
     }
     std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src_.Apply(ctx.Input(0).raw(), 0)},
@@ -612,6 +627,8 @@ class ConvKernel final : public OpKernel {
   dnnl::convolution_forward prim_;
   std::unique_ptr<DenseConv> dense_;
   std::shared_ptr<SgemmConv> own_;  // ours, where it runs the forward pass
+  bool widen_ = false;              // bfloat16 inputs: ours reads float32 copies
+  Reorder widen_x_, widen_w_;
 };
 
 // ConvGrad(dY, X, W) -> dX, dW, dB (each output optional) with the Conv node's

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "graph/error.h"
+#include "runtime/cpu/elementwise/vector_loops.h"
 
 namespace ot {
 namespace cpu {
@@ -28,6 +29,36 @@ void Sgemm(bool a_transposed, int64_t m, int64_t n, int64_t k, const float* a, i
   const dnnl_status_t s = dnnl_sgemm(a_transposed ? 'T' : 'N', 'N', m, n, k, 1.f, a, lda, b, ldb,
                                      accumulate ? 1.f : 0.f, c, ldc);
   if (s != dnnl_success) throw Error("oneDNN sgemm failed (status " + std::to_string(static_cast<int>(s)) + ")");
+}
+
+}  // namespace cpu
+}  // namespace ot
+
+// oneDNN exports its bfloat16 gemm (row-major, as dnnl_sgemm) without declaring it in its
+// public headers; bfloat16_t is a struct of one uint16_t.
+extern "C" dnnl_status_t dnnl_gemm_bf16bf16f32(char transa, char transb, dnnl_dim_t m, dnnl_dim_t n, dnnl_dim_t k,
+                                                float alpha, const uint16_t* a, dnnl_dim_t lda, const uint16_t* b,
+                                                dnnl_dim_t ldb, float beta, float* c, dnnl_dim_t ldc);
+
+namespace ot {
+namespace cpu {
+
+void GemmBf16(bool a_transposed, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b,
+              int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+  const dnnl_status_t s = dnnl_gemm_bf16bf16f32(a_transposed ? 'T' : 'N', 'N', m, n, k, 1.f, a, lda, b, ldb,
+                                                accumulate ? 1.f : 0.f, c, ldc);
+  if (s != dnnl_success)
+    throw Error("oneDNN gemm_bf16bf16f32 failed (status " + std::to_string(static_cast<int>(s)) + ")");
+}
+
+OT_VECTOR_CLONES void ToBf16(const float* src, int64_t n, uint16_t* dst) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &src[i], sizeof u);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    dst[i] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : rounded);
+  }
 }
 
 void ChannelSums(const float* rows, int64_t count, int64_t channels, float* sums) {

@@ -38,6 +38,12 @@ float* ScratchFloats(int slot, int64_t floats);
 void ChannelSums(const float* rows, int64_t count, int64_t channels, float* sums);
 void Sgemm(bool a_transposed, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
            int64_t ldb, bool accumulate, float* c, int64_t ldc);
+// The same with bfloat16 A and B (raw bits, uint16_t) and float32 C, accumulated in float32,
+// on oneDNN's gemm_bf16bf16f32 (avx512_core_bf16's dot products where the CPU has them).
+void GemmBf16(bool a_transposed, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b,
+              int64_t ldb, bool accumulate, float* c, int64_t ldc);
+// dst[i] = src[i] rounded to bfloat16 (to nearest even; NaN stays NaN), i < n.
+void ToBf16(const float* src, int64_t n, uint16_t* dst);
 
 // A convolution of ours on sgemm (TapConv here, WinogradConv in conv_winograd.h): what the
 // Conv and ConvGrad kernels call.

@@ -16,6 +16,12 @@ namespace {
 // ScratchBuffer slots (ScratchFloats): the caller's (0-4) and each thread's chunk buffers (5-6).
 constexpr int kInputScratch = 0, kWeightScratch = 1, kGradScratch = 2, kZeroScratch = 3, kOutputScratch = 4;
 constexpr int kTileScratch = 5, kProductScratch = 6, kTapsScratch = 7;
+// Under bfloat16 products: each thread's rounded tiles and output-gradient tiles, the caller's weights.
+constexpr int kTile16Scratch = 12, kProduct16Scratch = 13, kWeight16Scratch = 14;
+
+uint16_t* ScratchBf16(int slot, int64_t count) {
+  return static_cast<uint16_t*>(ScratchBuffer(slot, static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(uint16_t)));
+}
 
 // The weight transform of F(m, 3) as one matrix: U = G g G^T of a 3x3 kernel g is
 // U[i][j] = sum over a, b of G[i][a] G[j][b] g[a][b], so with the kernel's 9 taps as a
@@ -513,7 +519,7 @@ std::unique_ptr<WinogradConv> WinogradConv::Make(const Shape& x, const Shape& w,
                                                  const std::vector<int64_t>& strides,
                                                  const std::vector<int64_t>& dilations,
                                                  const std::vector<int64_t>& pads_begin,
-                                                 const TapConv::Layouts& layouts, int tile) {
+                                                 const TapConv::Layouts& layouts, int tile, bool bf16_products) {
   if (tile != 2 && tile != 4) return nullptr;
   if (x.size() != 4 || w.size() != 4 || y.size() != 4 || w[2] != 3 || w[3] != 3 || x[1] != w[1] || y[1] != w[0] ||
       x[0] != y[0] || x[2] != y[2] || x[3] != y[3])
@@ -525,6 +531,7 @@ std::unique_ptr<WinogradConv> WinogradConv::Make(const Shape& x, const Shape& w,
     if (d <= 0) return nullptr;
   std::unique_ptr<WinogradConv> c(new WinogradConv());
   c->m_ = tile;
+  c->bf16_ = bf16_products;
   c->t_ = tile == 2 && x[2] == 2 && x[3] == 2 ? 3 : tile + 2;  // 2x2 maps: 3 points (OT_WINO22_INPUT)
   c->n_ = x[0];
   c->c_ = x[1];
@@ -599,7 +606,20 @@ std::vector<WinogradConv::Block> WinogradConv::Blocks(int64_t columns) const {
   return blocks;
 }
 
-void WinogradConv::Convolve(const float* in, const MapLayout& in_map, const float* u, const MapLayout& out_map,
+void WinogradConv::Multiply(bool a_transposed, int64_t m, int64_t n, int64_t k, Operand a, int64_t a_offset,
+                            int64_t lda, Operand b, int64_t b_offset, int64_t ldb, bool accumulate, float* c,
+                            int64_t ldc) const {
+  if (bf16_)
+    GemmBf16(a_transposed, m, n, k, a.bf16 + a_offset, lda, b.bf16 + b_offset, ldb, accumulate, c, ldc);
+  else
+    Sgemm(a_transposed, m, n, k, a.f32 + a_offset, lda, b.f32 + b_offset, ldb, accumulate, c, ldc);
+}
+
+void WinogradConv::Narrow(const float* src, int64_t offset, int64_t count, uint16_t* narrow) const {
+  if (bf16_) ToBf16(src + offset, count, narrow + offset);
+}
+
+void WinogradConv::Convolve(const float* in, const MapLayout& in_map, Operand u, const MapLayout& out_map,
                             const float* bias, float* out) const {
   const int64_t in_c = in_map.channels, out_c = out_map.channels;
   const TileLoops& loops = Loops(t_);
@@ -611,6 +631,7 @@ void WinogradConv::Convolve(const float* in, const MapLayout& in_map, const floa
     // Every tile transformed at once, then one sgemm per (point, column range) over all the
     // tiles (chunks of few tiles made short sgemm calls on wide layers), then the outputs.
     float* v = ScratchFloats(kTileScratch, points * tiles_ * in_c);
+    uint16_t* v16 = bf16_ ? ScratchBf16(kTile16Scratch, points * tiles_ * in_c) : nullptr;
     float* m = ScratchFloats(kProductScratch, points * tiles_ * out_c);
     const std::vector<Block> blocks = Blocks(out_c);
     const int64_t threads = std::max(1, omp_get_max_threads());
@@ -622,13 +643,15 @@ void WinogradConv::Convolve(const float* in, const MapLayout& in_map, const floa
 #pragma omp for schedule(static)
       for (int64_t k = 0; k < threads; ++k) {
         const int64_t t0 = std::min(tiles_, k * share), t1 = std::min(tiles_, t0 + share);
-        if (t0 < t1) loops.input(grid, in_map, in, zeros, t0, t1, tiles_, v + t0 * in_c);
+        if (t0 >= t1) continue;
+        loops.input(grid, in_map, in, zeros, t0, t1, tiles_, v + t0 * in_c);
+        for (int64_t xi = 0; xi < points; ++xi) Narrow(v, (xi * tiles_ + t0) * in_c, (t1 - t0) * in_c, v16);
       }
 #pragma omp for schedule(static)
       for (size_t i = 0; i < blocks.size(); ++i) {
         const Block& b = blocks[i];
-        Sgemm(false, tiles_, b.c1 - b.c0, in_c, v + b.xi * tiles_ * in_c, in_c, u + b.xi * in_c * out_c + b.c0, out_c,
-              false, m + b.xi * tiles_ * out_c + b.c0, out_c);
+        Multiply(false, tiles_, b.c1 - b.c0, in_c, {v, v16}, b.xi * tiles_ * in_c, in_c, u, b.xi * in_c * out_c + b.c0,
+                 out_c, false, m + b.xi * tiles_ * out_c + b.c0, out_c);
       }
 #pragma omp for schedule(static)
       for (int64_t k = 0; k < threads; ++k) {
@@ -643,6 +666,7 @@ void WinogradConv::Convolve(const float* in, const MapLayout& in_map, const floa
 #pragma omp parallel
   {
     float* v = ScratchFloats(kTileScratch, points * chunk * in_c);
+    uint16_t* v16 = bf16_ ? ScratchBf16(kTile16Scratch, points * chunk * in_c) : nullptr;
     float* m = ScratchFloats(kProductScratch, points * chunk * out_c);
     float* zeros = ZeroRegion(zero_count, out_map.Span());
     float* spill = zeros + zero_count;
@@ -650,22 +674,26 @@ void WinogradConv::Convolve(const float* in, const MapLayout& in_map, const floa
     for (int64_t k = 0; k < chunks; ++k) {
       const int64_t t0 = k * chunk, t1 = std::min(tiles_, t0 + chunk);
       loops.input(grid, in_map, in, zeros, t0, t1, chunk, v);
-      for (int64_t xi = 0; xi < points; ++xi)
-        Sgemm(false, t1 - t0, out_c, in_c, v + xi * chunk * in_c, in_c, u + xi * in_c * out_c, out_c, false,
-              m + xi * chunk * out_c, out_c);
+      for (int64_t xi = 0; xi < points; ++xi) {
+        Narrow(v, xi * chunk * in_c, (t1 - t0) * in_c, v16);
+        Multiply(false, t1 - t0, out_c, in_c, {v, v16}, xi * chunk * in_c, in_c, u, xi * in_c * out_c, out_c, false,
+                 m + xi * chunk * out_c, out_c);
+      }
       loops.output(grid, out_map, m, bias ? bias : zeros, spill, t0, t1, chunk, out);
     }
   }
 }
 
-const float* WinogradConv::TransformWeights(const float* w, bool flipped) const {
+WinogradConv::Operand WinogradConv::TransformWeights(const float* w, bool flipped) const {
   // The kernels' taps as rows (Reorder), then U[xi] = kron(G, G) . taps in one sgemm.
   const int64_t n = c_ * o_;
   float* taps = ScratchFloats(kTapsScratch, 9 * n);
   (flipped ? w_backward_ : w_forward_).Run(const_cast<float*>(w), taps);
   float* u = ScratchFloats(kWeightScratch, t_ * t_ * n);
   Sgemm(false, t_ * t_, n, 9, KronG(t_, flipped), 9, taps, n, false, u, n);
-  return u;
+  uint16_t* u16 = bf16_ ? ScratchBf16(kWeight16Scratch, t_ * t_ * n) : nullptr;
+  Narrow(u, 0, t_ * t_ * n, u16);
+  return {u, u16};
 }
 
 void WinogradConv::FoldWeightGradient(const float* du, float* dw) const {
@@ -677,7 +705,7 @@ void WinogradConv::FoldWeightGradient(const float* du, float* dw) const {
 }
 
 void WinogradConv::Forward(const float* x, const float* w, const float* b, float* y) {
-  const float* u = TransformWeights(w, false);
+  const Operand u = TransformWeights(w, false);
   const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<float*>(x), kInputScratch).get_data_handle());
   float* yr = y_out_.needed() ? ScratchFloats(kOutputScratch, n_ * h_ * w_ * o_) : y;
   Convolve(xr, x_map_, u, y_map_, b, yr);
@@ -689,7 +717,7 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
   const int64_t points = t_ * t_;
   const float* dyr = static_cast<const float*>(dy_in_.Apply(const_cast<float*>(dy), kGradScratch).get_data_handle());
   if (dx) {
-    const float* u = TransformWeights(w, true);
+    const Operand u = TransformWeights(w, true);
     float* dxr = dx_out_.needed() ? ScratchFloats(kOutputScratch, n_ * h_ * w_ * c_) : dx;
     Convolve(dyr, dy_map_, u, dx_map_, nullptr, dxr);
     if (dx_out_.needed()) dx_out_.Run(dxr, dx);
@@ -708,6 +736,8 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
     // by (point, column range), each written once (no per-thread partial sums).
     float* v = ScratchFloats(kTileScratch, points * tiles_ * c_);
     float* dm = ScratchFloats(kProductScratch, points * tiles_ * o_);
+    uint16_t* v16 = bf16_ ? ScratchBf16(kTile16Scratch, points * tiles_ * c_) : nullptr;
+    uint16_t* dm16 = bf16_ ? ScratchBf16(kProduct16Scratch, points * tiles_ * o_) : nullptr;
     float* du = ScratchFloats(kOutputScratch, points * c_ * o_);
     const std::vector<Block> blocks = Blocks(o_);
     const int64_t threads = std::max(1, omp_get_max_threads());
@@ -721,12 +751,16 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
         if (t0 >= t1) continue;
         loops.input(grid, x_map_, xr, zeros, t0, t1, tiles_, v + t0 * c_);
         loops.grad(grid, dy_map_, dyr, zeros, t0, t1, tiles_, dm + t0 * o_);
+        for (int64_t xi = 0; xi < points; ++xi) {
+          Narrow(v, (xi * tiles_ + t0) * c_, (t1 - t0) * c_, v16);
+          Narrow(dm, (xi * tiles_ + t0) * o_, (t1 - t0) * o_, dm16);
+        }
       }
 #pragma omp for schedule(static)
       for (size_t i = 0; i < blocks.size(); ++i) {
         const Block& b = blocks[i];
-        Sgemm(true, c_, b.c1 - b.c0, tiles_, v + b.xi * tiles_ * c_, c_, dm + b.xi * tiles_ * o_ + b.c0, o_, false,
-              du + b.xi * c_ * o_ + b.c0, o_);
+        Multiply(true, c_, b.c1 - b.c0, tiles_, {v, v16}, b.xi * tiles_ * c_, c_, {dm, dm16},
+                 b.xi * tiles_ * o_ + b.c0, o_, false, du + b.xi * c_ * o_ + b.c0, o_);
       }
     }
     FoldWeightGradient(du, dw);
@@ -746,6 +780,8 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
     const int me = omp_get_thread_num();
     float* v = ScratchFloats(kTileScratch, points * chunk * c_);
     float* dm = ScratchFloats(kProductScratch, points * chunk * o_);
+    uint16_t* v16 = bf16_ ? ScratchBf16(kTile16Scratch, points * chunk * c_) : nullptr;
+    uint16_t* dm16 = bf16_ ? ScratchBf16(kProduct16Scratch, points * chunk * o_) : nullptr;
     const float* zeros = ZeroRegion(zero_count, 0);
     float* partial = partials + me * du_size;
 #pragma omp for schedule(static)
@@ -753,9 +789,12 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
       const int64_t t0 = k * chunk, t1 = std::min(tiles_, t0 + chunk);
       loops.input(grid, x_map_, xr, zeros, t0, t1, chunk, v);
       loops.grad(grid, dy_map_, dyr, zeros, t0, t1, chunk, dm);
-      for (int64_t xi = 0; xi < points; ++xi)
-        Sgemm(true, c_, o_, t1 - t0, v + xi * chunk * c_, c_, dm + xi * chunk * o_, o_, used[me] != 0,
-              partial + xi * c_ * o_, o_);
+      for (int64_t xi = 0; xi < points; ++xi) {
+        Narrow(v, xi * chunk * c_, (t1 - t0) * c_, v16);
+        Narrow(dm, xi * chunk * o_, (t1 - t0) * o_, dm16);
+        Multiply(true, c_, o_, t1 - t0, {v, v16}, xi * chunk * c_, c_, {dm, dm16}, xi * chunk * o_, o_, used[me] != 0,
+                 partial + xi * c_ * o_, o_);
+      }
       used[me] = 1;
     }
     constexpr int64_t kBlock = 4096;

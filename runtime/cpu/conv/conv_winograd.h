@@ -21,6 +21,9 @@
 // transposed; the weight gradient accumulates dU[xi] = V[xi]^T . (A dy A^T)[xi] over the
 // tiles and folds it back with G^T dU G.
 //
+// Under --amp bf16 the products may run in bfloat16 (`bf16_products`: V, U, dM rounded to
+// bfloat16 after their float32 transforms, GemmBf16 accumulating in float32); the
+// transforms, and the sums over tiles and threads, stay float32.
 // Takes 2D 3x3 convolutions with stride 1, dilation 1, pads 1 (outputs the size of the
 // inputs), ungrouped; activations channels-last or channel-blocked (nChw8c, nChw16c) are
 // read and written where they are (MapLayout), others through channels-last copies;
@@ -57,7 +60,7 @@ class WinogradConv final : public SgemmConv {
                                             const std::vector<int64_t>& strides,
                                             const std::vector<int64_t>& dilations,
                                             const std::vector<int64_t>& pads_begin, const TapConv::Layouts& layouts,
-                                            int tile = 2);
+                                            int tile = 2, bool bf16_products = false);
   // Whether this is F(2x2, 3x3) on maps of 2x2 pixels (3 points a side; see conv_winograd.cc).
   bool two_by_two_map() const { return t_ == 3; }
 
@@ -66,8 +69,19 @@ class WinogradConv final : public SgemmConv {
 
  private:
   WinogradConv() = default;
+  // A product's operand: float32 values, and under bfloat16 products their rounded copy.
+  struct Operand {
+    const float* f32;
+    const uint16_t* bf16;
+  };
+  // c = a . b (Sgemm, or GemmBf16 of the operands' bfloat16 copies), a and b from `a_offset`
+  // and `b_offset` elements on.
+  void Multiply(bool a_transposed, int64_t m, int64_t n, int64_t k, Operand a, int64_t a_offset, int64_t lda,
+                Operand b, int64_t b_offset, int64_t ldb, bool accumulate, float* c, int64_t ldc) const;
+  // Under bfloat16 products, `count` values of src from `offset` rounded into narrow (same offset).
+  void Narrow(const float* src, int64_t offset, int64_t count, uint16_t* narrow) const;
   // out (out_map) = conv(in (in_map)) through transformed weights u.
-  void Convolve(const float* in, const MapLayout& in_map, const float* u, const MapLayout& out_map, const float* bias,
+  void Convolve(const float* in, const MapLayout& in_map, Operand u, const MapLayout& out_map, const float* bias,
                 float* out) const;
   // Tiles per chunk for rows of `channels` values.
   int64_t ChunkTiles(int64_t channels) const;
@@ -80,11 +94,12 @@ class WinogradConv final : public SgemmConv {
   std::vector<Block> Blocks(int64_t columns) const;
   // U[xi][C][O] of w (plain [O, C, 3, 3]), or, `flipped`, U[xi][O][C] of the input
   // gradient's kernels; in a scratch buffer.
-  const float* TransformWeights(const float* w, bool flipped) const;
+  Operand TransformWeights(const float* w, bool flipped) const;
   // dw (plain) of dU[xi][C][O].
   void FoldWeightGradient(const float* du, float* dw) const;
 
   int64_t m_ = 2, t_ = 4;  // output tile m x m, input tile t x t
+  bool bf16_ = false;      // products in bfloat16
   int64_t n_ = 0, c_ = 0, o_ = 0, h_ = 0, w_ = 0, tiles_h_ = 0, tiles_w_ = 0, tiles_ = 0;
   Reorder x_in_, y_out_, dy_in_, dx_out_;  // where the activations' layouts are not the transforms' own
   MapLayout x_map_{}, y_map_{}, dy_map_{}, dx_map_{};

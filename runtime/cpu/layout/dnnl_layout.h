@@ -65,11 +65,12 @@ class Reorder {
   dnnl::reorder prim_;
 };
 
-// Per-thread scratch memory for reorders inside one Compute: buffer `slot` (0..11) of at
+// Per-thread scratch memory for reorders inside one Compute: buffer `slot` (0..15) of at
 // least `bytes`, 64-byte aligned; grown on demand, never shrunk. Slots 0-7 are the
 // convolutions' (conv.cc's reorders, conv_taps, conv_winograd, conv_dense); 8-10 hold the
-// float32 copies of bfloat16 inputs that our float32 convolutions read under --amp bf16.
-constexpr int kScratchSlots = 12;
+// float32 copies of bfloat16 inputs that our float32 convolutions read under --amp bf16;
+// 12-14 the bfloat16 operands of conv_winograd's products under --amp bf16.
+constexpr int kScratchSlots = 16;
 void* ScratchBuffer(int slot, size_t bytes);
 
 }  // namespace cpu

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -187,6 +189,114 @@ TEST(WinogradConv, MatchesFloat64) {
     Check<WinogradConv>(k, 2 * kTolerance, 2);
     // F(4x4, 3x3) rounds more: its transforms scale by up to 8 and 1/24.
     Check<WinogradConv>(k, 16 * kTolerance, 4);
+  }
+}
+
+std::vector<float> RoundedToBf16(const std::vector<float>& v) {
+  std::vector<uint16_t> bits(v.size());
+  ToBf16(v.data(), static_cast<int64_t>(v.size()), bits.data());
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint32_t u = static_cast<uint32_t>(bits[i]) << 16;
+    std::memcpy(&out[i], &u, sizeof u);
+  }
+  return out;
+}
+
+TEST(GemmBf16, MatchesSgemmOfTheRoundedOperands) {
+  std::mt19937 rng(7);
+  for (bool transposed : {false, true})
+    for (bool accumulate : {false, true}) {
+      const int64_t m = 37, n = 21, k = 19, lda = transposed ? m + 3 : k + 2, ldb = n + 5, ldc = n + 1;
+      const std::vector<float> a = RoundedToBf16(Random(static_cast<size_t>((transposed ? k : m) * lda), rng));
+      const std::vector<float> b = RoundedToBf16(Random(static_cast<size_t>(k * ldb), rng));
+      std::vector<uint16_t> a16(a.size()), b16(b.size());
+      ToBf16(a.data(), static_cast<int64_t>(a.size()), a16.data());
+      ToBf16(b.data(), static_cast<int64_t>(b.size()), b16.data());
+      const std::vector<float> c0 = Random(static_cast<size_t>(m * ldc), rng);
+      std::vector<float> ours = c0, ref = c0;
+      GemmBf16(transposed, m, n, k, a16.data(), lda, b16.data(), ldb, accumulate, ours.data(), ldc);
+      Sgemm(transposed, m, n, k, a.data(), lda, b.data(), ldb, accumulate, ref.data(), ldc);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < ldc; ++j) {
+          const size_t at = static_cast<size_t>(i * ldc + j);
+          if (j >= n) EXPECT_EQ(ours[at], c0[at]) << "beyond n";  // untouched
+          else EXPECT_NEAR(ours[at], ref[at], 1e-5) << transposed << accumulate << " at " << i << "," << j;
+        }
+    }
+}
+
+TEST(ToBf16, RoundsToNearestEvenAndKeepsNaN) {
+  const std::vector<float> v = {1.f, 1.f + 1.f / 256, 1.f + 3.f / 256, 1.f + 1.f / 512, -2.5f, 0.f,
+                                std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  const std::vector<float> r = RoundedToBf16(v);
+  EXPECT_EQ(r[0], 1.f);
+  EXPECT_EQ(r[1], 1.f);                 // a tie: to the even 1
+  EXPECT_EQ(r[2], 1.f + 4.f / 256);     // a tie: to the even 1 + 2^-6
+  EXPECT_EQ(r[3], 1.f);                 // below half an ulp (2^-8)
+  EXPECT_EQ(r[4], -2.5f);
+  EXPECT_EQ(r[5], 0.f);
+  EXPECT_EQ(r[6], std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(r[7]));
+}
+
+// Under --amp bf16 the products multiply bfloat16 roundings of the transformed tiles and
+// weights. The inputs come as bfloat16 (the graph's Casts), so the reference is PyTorch
+// autocast's: the float64 convolution of the bfloat16-rounded inputs, against the float64
+// one of the unrounded inputs (distance d_autocast, about 2^-9 of the scale). Ours, from the
+// same rounded inputs, rounds once more after each transform: F(2x2, 3x3)'s tiles are sums
+// of up to 4 inputs (coefficients +-1), a second rounding of the same size; F(4x4, 3x3)'s
+// scale by up to 8 and 1/24 and its output transform adds 36 terms with coefficients up to
+// 8, so its rounding grows by that. The bounds are measured multiples with room (see the
+// figures in the trace): 2.5 x d_autocast for F(2x2, 3x3), 6 x for F(4x4, 3x3).
+void CheckBf16(const Case& k, int tile, double factor) {
+  SCOPED_TRACE("n" + std::to_string(k.n) + " c" + std::to_string(k.c) + " o" + std::to_string(k.o) + " map " +
+               std::to_string(k.h) + "x" + std::to_string(k.w) + " tile " + std::to_string(tile));
+  const Shape xs{k.n, k.c, k.h, k.w}, ws{k.o, k.c, 3, 3}, ys{k.n, k.o, k.h, k.w};
+  std::mt19937 rng(static_cast<unsigned>(k.n * 1000 + k.c * 100 + k.h * 10 + tile));
+  const std::vector<float> x = Random(static_cast<size_t>(NumElements(xs)), rng);
+  const std::vector<float> w = Random(static_cast<size_t>(NumElements(ws)), rng);
+  const std::vector<float> b = Random(static_cast<size_t>(k.o), rng);
+  const std::vector<float> dy = Random(static_cast<size_t>(NumElements(ys)), rng);
+  const std::vector<float> xr = RoundedToBf16(x), wr = RoundedToBf16(w), dyr = RoundedToBf16(dy);
+  const Reference exact = Convolve(k, k.h, k.w, x, w, b, dy), rounded = Convolve(k, k.h, k.w, xr, wr, b, dyr);
+  auto to_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  const double autocast_y = Distance(to_float(rounded.y), exact.y), autocast_dx = Distance(to_float(rounded.dx), exact.dx),
+               autocast_dw = Distance(to_float(rounded.dw), exact.dw);
+
+  auto md = [](const Shape& s, tag t) { return dnnl::memory::desc(ToDims(s), dnnl::memory::data_type::f32, t); };
+  const TapConv::Layouts layouts{md(xs, k.x_layout), md(ys, k.y_layout), md(ys, k.y_layout), md(xs, k.x_layout)};
+  auto conv = WinogradConv::Make(xs, ws, ys, {1, 1}, {1, 1}, k.pads_begin, layouts, tile, true);
+  ASSERT_NE(conv, nullptr);
+  const std::vector<float> x_in = ToLayout(xr, xs, k.x_layout), dy_in = ToLayout(dyr, ys, k.y_layout);
+  std::vector<float> y(layouts.y.get_size() / sizeof(float)), dx(layouts.dx.get_size() / sizeof(float));
+  std::vector<float> dw(w.size()), db(b.size());
+  conv->Forward(x_in.data(), wr.data(), b.data(), y.data());
+  conv->Backward(dy_in.data(), x_in.data(), wr.data(), dx.data(), dw.data(), db.data());
+  const double ours_y = Distance(FromLayout(y, ys, k.y_layout), exact.y),
+               ours_dx = Distance(FromLayout(dx, xs, k.x_layout), exact.dx), ours_dw = Distance(dw, exact.dw);
+  SCOPED_TRACE("distances from float64: ours y " + std::to_string(ours_y) + " dx " + std::to_string(ours_dx) +
+               " dw " + std::to_string(ours_dw) + "; autocast y " + std::to_string(autocast_y) + " dx " +
+               std::to_string(autocast_dx) + " dw " + std::to_string(autocast_dw));
+  EXPECT_LE(ours_y, factor * autocast_y) << "forward";
+  EXPECT_LE(ours_dx, factor * autocast_dx) << "input gradient";
+  EXPECT_LE(ours_dw, factor * autocast_dw) << "weight gradient";
+  EXPECT_LE(Distance(db, rounded.db), kTolerance) << "bias gradient (float32 sums)";
+  // Not float32 products in disguise: the float64 of the rounded inputs is nearer the float32 Winograd.
+  EXPECT_GT(Distance(FromLayout(y, ys, k.y_layout), rounded.y), 1e-5) << "forward products not rounded";
+}
+
+TEST(WinogradConv, Bf16ProductsWithinAutocastRounding) {
+  const std::vector<Case> cases = {
+      {1, 8, 16, 5, 7, 3, 3, {1, 1}, {1, 1}, tag::nChw8c, tag::nChw8c},     // odd map, batch 1
+      {3, 20, 12, 4, 4, 3, 3, {1, 1}, {1, 1}, tag::nchw, tag::nchw},        // batch 3, 20 and 12 channels
+      {3, 24, 40, 2, 2, 3, 3, {1, 1}, {1, 1}, tag::nChw8c, tag::nhwc},      // 2x2 maps: 3 points a side
+      {8, 64, 48, 13, 11, 3, 3, {1, 1}, {1, 1}, tag::nChw16c, tag::nChw16c},  // several chunks of tiles
+      {2, 256, 264, 3, 5, 3, 3, {1, 1}, {1, 1}, tag::nhwc, tag::nChw8c},    // wide: all tiles at once
+  };
+  for (const Case& k : cases) {
+    CheckBf16(k, 2, 2.5);
+    CheckBf16(k, 4, 6);
   }
 }
 
