@@ -283,7 +283,7 @@ double TimePrimitive(const dnnl::primitive& prim, const dnnl::primitive_desc_bas
 // holds whether oneDNN's Winograd beat its direct kernels, "own" the name of ours that beat
 // oneDNN's primitive ("" for none).
 const AlgorithmChoiceKind kWinogradChoice("winograd", {"0", "1"});
-const AlgorithmChoiceKind kOwnChoice("own", {"", "taps", "winograd2", "winograd4", "winograd2-bf16", "winograd4-bf16"});
+const AlgorithmChoiceKind kOwnChoice("own", {"", "taps", "winograd2", "winograd4", "winograd2-bf16"});
 
 std::string ProblemKey(const char* kind, const ConvProblem& p, const dnnl::memory::desc& src) {
   std::string key = std::string(kind) + ShapeString(p.src) + ShapeString(p.weights) + ShapeString(p.dst);
@@ -403,15 +403,18 @@ struct Candidate {
 // under the executor's --conv-algo: taps where they apply (auto: where the window is partly
 // padding), Winograd F(2x2, 3x3), and F(4x4, 3x3) for the backward primitives only (its
 // forward rounds too much; conv_winograd.h).
-// Under --amp bf16 ours read float32 copies of the bfloat16 inputs (WidenForOwn); the
-// Winograd ones multiply in bfloat16 ("winograd2-bf16", "winograd4-bf16"); taps (float32
-// products) run the backward primitives only, timed against oneDNN's bfloat16 ones.
+// Under --amp bf16 our Winograd reads the bfloat16 inputs as they are, F(2x2, 3x3)
+// multiplying in bfloat16 ("winograd2-bf16"), F(4x4, 3x3) in float32; taps (float32 copies
+// of the inputs, float32 products) run the backward primitives only, timed against oneDNN's
+// bfloat16 ones.
 std::vector<Candidate> Candidates(const char* kind, const ConvProblem& p, const SgemmConv::Layouts& layouts) {
   std::vector<Candidate> out;
   const ConvAlgorithm setting = p.algorithm;
   const bool bf16 = p.compute != DType::kFloat32;
   if (p.weights.size() != 4) return out;
-  if (auto taps = bf16 && std::string(kind) == "fwd" ? nullptr : MaybeTaps(p, layouts)) {
+  SgemmConv::Layouts wide = layouts;  // taps read and write float32
+  for (auto* md : {&wide.x, &wide.y, &wide.dy, &wide.dx}) *md = WithDataType(*md, DType::kFloat32);
+  if (auto taps = bf16 && std::string(kind) == "fwd" ? nullptr : MaybeTaps(p, wide)) {
     char share[48];
     std::snprintf(share, sizeof share, "%.0f%% of the window on data", 100 * taps->data_share());
     out.push_back({"taps", share, std::move(taps)});
@@ -424,9 +427,13 @@ std::vector<Candidate> Candidates(const char* kind, const ConvProblem& p, const 
                                         (setting == ConvAlgorithm::kWinograd4 && forward)
                                   : setting == ConvAlgorithm::kWinograd4 && !forward;
     if (!forced && (setting != ConvAlgorithm::kAuto || (tile == 4 && forward))) continue;
-    if (auto w = WinogradConv::Make(p.src, p.weights, p.dst, p.strides, dilations, p.pads_begin, layouts, tile, bf16))
-      out.push_back({std::string(tile == 2 ? "winograd2" : "winograd4") + (bf16 ? "-bf16" : ""),
-                     std::string(tile == 2 ? "2x2 tiles" : "4x4 tiles") + (bf16 ? ", bfloat16 products" : ""),
+    // Under --amp bf16 F(2x2, 3x3) multiplies in bfloat16; F(4x4, 3x3) in float32 (its
+    // transforms amplify a bfloat16 rounding too much: conv_winograd.h).
+    const bool bf16_products = bf16 && tile == 2;
+    if (auto w = WinogradConv::Make(p.src, p.weights, p.dst, p.strides, dilations, p.pads_begin, layouts, tile,
+                                    bf16_products))
+      out.push_back({std::string(tile == 2 ? "winograd2" : "winograd4") + (bf16_products ? "-bf16" : ""),
+                     std::string(tile == 2 ? "2x2 tiles" : "4x4 tiles") + (bf16_products ? ", bfloat16 products" : ""),
                      std::move(w)});
   }
   return out;
@@ -495,12 +502,16 @@ std::shared_ptr<SgemmConv> ChooseOwn(const char* kind, const ConvProblem& p, con
 // Zeroed buffers for timing one of ours.
 struct OwnBuffers {
   std::vector<float> x, w, y, dy, dx, dw, db;
+  // (Sized in elements: room for float32 copies of bfloat16 layouts.)
+  static size_t Elements(const dnnl::memory::desc& md) {
+    return md.get_size() / dnnl::memory::data_type_size(md.data_type());
+  }
   OwnBuffers(const ConvProblem& p, const SgemmConv::Layouts& l)
-      : x(l.x.get_size() / sizeof(float)),
+      : x(Elements(l.x)),
         w(static_cast<size_t>(NumElements(p.weights))),
-        y(l.y.get_size() / sizeof(float)),
-        dy(l.dy.get_size() / sizeof(float)),
-        dx(l.dx.get_size() / sizeof(float)),
+        y(Elements(l.y)),
+        dy(Elements(l.dy)),
+        dx(Elements(l.dx)),
         dw(w.size()),
         db(static_cast<size_t>(p.out_channels)) {}
 };
@@ -564,14 +575,8 @@ class ConvKernel final : public OpKernel {
       Unsupported(std::string("oneDNN has no convolution for this configuration: ") + e.what());
     }
     ctx.SetOutput(0, DType::kFloat32, p.dst, LayoutFor(pd.dst_desc(), p.dst, DType::kFloat32));
-    // Ours read float32 (under --amp bf16, copies of the bfloat16 inputs: widen_x_, widen_w_).
-    const dnnl::memory::desc x32 = WithDataType(DescOf(x), DType::kFloat32);
-    const SgemmConv::Layouts layouts{x32, pd.dst_desc(), pd.dst_desc(), x32};
-    widen_ = p.compute != DType::kFloat32;
-    if (widen_) {
-      widen_x_ = Reorder(DescOf(x), x32);
-      widen_w_ = Reorder(PlainDesc(w.shape(), w.dtype()), PlainDesc(w.shape(), DType::kFloat32));
-    }
+    // (Under --amp bf16 the forward's candidates are our Winograd, which reads bfloat16.)
+    const SgemmConv::Layouts layouts{DescOf(x), pd.dst_desc(), pd.dst_desc(), DescOf(x)};
     const std::vector<Candidate> candidates = Candidates("fwd", p, layouts);
     if (!candidates.empty()) {
       const dnnl::memory::desc plain_weights = PlainDesc(p.weights, DType::kFloat32);
@@ -604,12 +609,8 @@ class ConvKernel final : public OpKernel {
     }
     if (own_) {
       const Tensor* b = ctx.OptionalInput(2);
-      const float *x = ctx.Input(0).data<float>(), *w = ctx.Input(1).data<float>();
-      if (widen_) {  // float32 copies of the bfloat16 inputs
-        x = static_cast<const float*>(widen_x_.Apply(ctx.Input(0).raw(), 8).get_data_handle());
-        w = static_cast<const float*>(widen_w_.Apply(ctx.Input(1).raw(), 10).get_data_handle());
-      }
-      own_->Forward(x, w, b ? b->data<float>() : nullptr, ctx.Output(0).data<float>());
+      own_->Forward(ctx.Input(0).raw(), ctx.Input(1).raw(), b ? b->data<float>() : nullptr,
+                    ctx.Output(0).data<float>());
       return;
     }
     std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src_.Apply(ctx.Input(0).raw(), 0)},
@@ -627,8 +628,6 @@ class ConvKernel final : public OpKernel {
   dnnl::convolution_forward prim_;
   std::unique_ptr<DenseConv> dense_;
   std::shared_ptr<SgemmConv> own_;  // ours, where it runs the forward pass
-  bool widen_ = false;              // bfloat16 inputs: ours reads float32 copies
-  Reorder widen_x_, widen_w_;
 };
 
 // ConvGrad(dY, X, W) -> dX, dW, dB (each output optional) with the Conv node's
@@ -683,11 +682,12 @@ class ConvGradKernel final : public OpKernel {
                                                        Engine());
     };
     const dnnl::memory::desc plain_weights = PlainDesc(p.weights, DType::kFloat32);
-    // The layouts TapConv would read and write: dX as backward-data writes it (else x's);
-    // float32 (bfloat16 inputs are widened for ours: WidenForOwn).
+    // The layouts ours would read and write: dX as backward-data writes it (else x's, as
+    // float32). Under --amp bf16 our Winograd reads the bfloat16 inputs as they are, taps
+    // float32 copies of them (widen_*: Compute).
     const dnnl::memory::desc x32 = WithDataType(DescOf(x), DType::kFloat32),
                              dy32 = WithDataType(DescOf(dy), DType::kFloat32);
-    SgemmConv::Layouts layouts{x32, dy32, dy32, x32};
+    SgemmConv::Layouts layouts{DescOf(x), DescOf(dy), DescOf(dy), x32};
     widen_ = p.compute != DType::kFloat32;
     if (widen_) {
       widen_dy_ = Reorder(DescOf(dy), dy32);
@@ -781,23 +781,25 @@ class ConvGradKernel final : public OpKernel {
       return;
     }
     if (data_own_ || weights_own_) {
-      const float *dy = ctx.Input(0).data<float>(), *x = ctx.Input(1).data<float>(), *w = ctx.Input(2).data<float>();
-      if (widen_) {  // float32 copies of the bfloat16 inputs ours reads
-        auto widen = [](const Reorder& r, const Tensor& t, int slot) {
-          return static_cast<const float*>(r.Apply(t.raw(), slot).get_data_handle());
-        };
-        dy = widen(widen_dy_, ctx.Input(0), 8);
-        x = weights_own_ ? widen(widen_x_, ctx.Input(1), 9) : nullptr;
-        w = data_own_ ? widen(widen_w_, ctx.Input(2), 10) : nullptr;
-      }
+      // The inputs as they are, or float32 copies of bfloat16 ones for ours that reads float32 only.
+      auto input = [&](const SgemmConv& own, const Reorder& widen, int i, int slot) -> const void* {
+        if (!widen_ || own.ReadsBf16()) return ctx.Input(i).raw();
+        return widen.Apply(ctx.Input(i).raw(), slot).get_data_handle();
+      };
       float* dx = data_own_ ? ctx.Output(0).data<float>() : nullptr;
       float* dw = weights_own_ && ctx.HasOutput(1) ? ctx.Output(1).data<float>() : nullptr;
       float* db = weights_own_ && ctx.HasOutput(2) ? ctx.Output(2).data<float>() : nullptr;
       if (data_own_ == weights_own_) {
-        data_own_->Backward(dy, x, w, dx, dw, db);
+        const SgemmConv& own = *data_own_;
+        data_own_->Backward(input(own, widen_dy_, 0, 8), input(own, widen_x_, 1, 9), input(own, widen_w_, 2, 10), dx,
+                            dw, db);
       } else {
-        if (data_own_) data_own_->Backward(dy, nullptr, w, dx, nullptr, nullptr);
-        if (weights_own_) weights_own_->Backward(dy, x, nullptr, nullptr, dw, db);
+        if (data_own_)
+          data_own_->Backward(input(*data_own_, widen_dy_, 0, 8), nullptr, input(*data_own_, widen_w_, 2, 10), dx,
+                              nullptr, nullptr);
+        if (weights_own_)
+          weights_own_->Backward(input(*weights_own_, widen_dy_, 0, 8), input(*weights_own_, widen_x_, 1, 9), nullptr,
+                                 nullptr, dw, db);
       }
     }
     if (dense_) {

@@ -188,10 +188,10 @@ void TapConv::Products(const std::vector<std::vector<Span>>& spans, const float*
   }
 }
 
-void TapConv::Forward(const float* x, const float* w, const float* b, float* y) {
+void TapConv::Forward(const void* x, const void* w, const float* b, float* y) {
   float* wt = ScratchFloats(kWeightScratch, kh_ * kw_ * c_ * o_);
-  w_forward_.Run(const_cast<float*>(w), wt);
-  const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<float*>(x), kInputScratch).get_data_handle());
+  w_forward_.Run(const_cast<void*>(w), wt);
+  const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<void*>(x), kInputScratch).get_data_handle());
   float* yr = y_out_.needed() ? ScratchFloats(kOutputScratch, n_ * oh_ * ow_ * o_) : y;
   Products(forward_spans_, xr, c_, ih_ * iw_, wt, o_, oh_ * ow_, yr);
   if (b) {
@@ -203,20 +203,20 @@ void TapConv::Forward(const float* x, const float* w, const float* b, float* y) 
   if (y_out_.needed()) y_out_.Run(yr, y);
 }
 
-void TapConv::Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db) {
+void TapConv::Backward(const void* dy, const void* x, const void* w, float* dx, float* dw, float* db) {
   const int64_t taps = kh_ * kw_;
   const int64_t in_pixels = ih_ * iw_, out_pixels = oh_ * ow_;
-  const float* dyr = static_cast<const float*>(dy_in_.Apply(const_cast<float*>(dy), kGradScratch).get_data_handle());
+  const float* dyr = static_cast<const float*>(dy_in_.Apply(const_cast<void*>(dy), kGradScratch).get_data_handle());
   if (dx) {
     float* wf = ScratchFloats(kWeightScratch, taps * c_ * o_);
-    for (const Reorder& column : w_backward_) column.Run(const_cast<float*>(w), wf);
+    for (const Reorder& column : w_backward_) column.Run(const_cast<void*>(w), wf);
     float* dxr = dx_out_.needed() ? ScratchFloats(kOutputScratch, n_ * in_pixels * c_) : dx;
     Products(backward_spans_, dyr, o_, out_pixels, wf, c_, in_pixels, dxr);
     if (dx_out_.needed()) dx_out_.Run(dxr, dx);
   }
   if (db) ChannelSums(dyr, n_ * out_pixels, o_, db);
   if (!dw) return;
-  const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<float*>(x), kInputScratch).get_data_handle());
+  const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<void*>(x), kInputScratch).get_data_handle());
   // dW by tap [KH, KW, C, O]: the products of x and dy rows over the outputs the tap joins to data.
   float* dwt = ScratchFloats(kWeightScratch, taps * c_ * o_);
   float* gathered = ScratchFloats(kOutputScratch, n_ * out_pixels * c_);

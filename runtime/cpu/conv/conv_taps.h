@@ -54,11 +54,15 @@ class SgemmConv {
     dnnl::memory::desc x, y, dy, dx;
   };
   virtual ~SgemmConv() = default;
-  // y = conv(x, w) + b (b may be null).
-  virtual void Forward(const float* x, const float* w, const float* b, float* y) = 0;
+  // y = conv(x, w) + b (b may be null). x and w are of layouts.x's element type (float32;
+  // WinogradConv also reads bfloat16), b and y float32.
+  virtual void Forward(const void* x, const void* w, const float* b, float* y) = 0;
   // The gradients of dy: dx (the input's, in layouts.dx), dw (plain [O, C, KH, KW]) and
-  // db ([O]); each may be null (x is read only for dw, w only for dx).
-  virtual void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db) = 0;
+  // db ([O]); each may be null (x is read only for dw, w only for dx). dy is of layouts.dy's
+  // element type, x and w of layouts.x's; the gradients float32.
+  virtual void Backward(const void* dy, const void* x, const void* w, float* dx, float* dw, float* db) = 0;
+  // Whether it reads bfloat16 inputs as they are (else the caller widens them to float32).
+  virtual bool ReadsBf16() const { return false; }
 };
 
 class TapConv final : public SgemmConv {
@@ -72,8 +76,8 @@ class TapConv final : public SgemmConv {
   // The share of the window's multiplications that touch data (1 where nothing is padding).
   double data_share() const { return data_share_; }
 
-  void Forward(const float* x, const float* w, const float* b, float* y) override;
-  void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db) override;
+  void Forward(const void* x, const void* w, const float* b, float* y) override;
+  void Backward(const void* dy, const void* x, const void* w, float* dx, float* dw, float* db) override;
 
  private:
   TapConv() = default;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/cpu/layout/dnnl_cast.h"
 #include "runtime/cpu/norm/channel_statistics.h"
 #include "runtime/cpu/elementwise/vector_loops.h"
 
@@ -90,12 +91,21 @@ inline __attribute__((always_inline)) int64_t Lanes(const MapLayout& L) {
     impl<0>(__VA_ARGS__);                            \
   } while (0)
 
+// An input value as float32: float32 as it is, bfloat16 (raw bits, --amp bf16's inputs) widened.
+inline __attribute__((always_inline)) float Wide(float v) { return v; }
+inline __attribute__((always_inline)) float Wide(uint16_t v) {
+  const uint32_t u = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
 // The pointers to a tile's t x t input pixels (pad 1; their first channel block), or to
 // `zeros` outside the map (an image of zeros, so that every block's offset lands on zeros).
-template <int T>
-inline __attribute__((always_inline)) void TilePixels(const TileGrid& g, const MapLayout& L, const float* in,
-                                                      const float* zeros, int64_t n, int64_t y, int64_t x,
-                                                      const float* (&p)[T][T]) {
+template <int T, typename In>
+inline __attribute__((always_inline)) void TilePixels(const TileGrid& g, const MapLayout& L, const In* in,
+                                                      const In* zeros, int64_t n, int64_t y, int64_t x,
+                                                      const In* (&p)[T][T]) {
   for (int i = 0; i < T; ++i)
     for (int j = 0; j < T; ++j) {
       const int64_t iy = y - 1 + i, ix = x - 1 + j;
@@ -163,15 +173,15 @@ inline __attribute__((always_inline)) void OutputPixels(const TileGrid& g, const
   } while (0)
 
 // v[xi][t - t0][c] = (B^T d B)[xi] of the input tile (pad 1) of each tile t in [t0, t1).
-template <int LANES>
-inline __attribute__((always_inline)) void InputTiles2Impl(const TileGrid& g, const MapLayout& L, const float* in,
-                                                           const float* zeros, int64_t t0, int64_t t1, int64_t chunk,
+template <int LANES, typename In>
+inline __attribute__((always_inline)) void InputTiles2Impl(const TileGrid& g, const MapLayout& L, const In* in,
+                                                           const In* zeros, int64_t t0, int64_t t1, int64_t chunk,
                                                            float* v) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
     g.Locate(t, &n, &y, &x);
-    const float* p[4][4];
+    const In* p[4][4];
     TilePixels<4>(g, L, in, zeros, n, y, x, p);
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
       const int64_t off = (cb / L.block) * L.block_stride;
@@ -180,7 +190,8 @@ inline __attribute__((always_inline)) void InputTiles2Impl(const TileGrid& g, co
       for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
         float r[4][4];  // B^T d, by column
         for (int j = 0; j < 4; ++j) {
-          const float d0 = p[0][j][off + c], d1 = p[1][j][off + c], d2 = p[2][j][off + c], d3 = p[3][j][off + c];
+          const float d0 = Wide(p[0][j][off + c]), d1 = Wide(p[1][j][off + c]), d2 = Wide(p[2][j][off + c]),
+                      d3 = Wide(p[3][j][off + c]);
           OT_WINO2_INPUT(d0, d1, d2, d3, r[0][j], r[1][j], r[2][j], r[3][j]);
         }
         for (int i = 0; i < 4; ++i) {  // (B^T d) B
@@ -192,20 +203,24 @@ inline __attribute__((always_inline)) void InputTiles2Impl(const TileGrid& g, co
   }
 }
 
-OT_VECTOR_CLONES void InputTiles2(const TileGrid& g, const MapLayout& L, const float* in, const float* zeros,
+OT_VECTOR_CLONES void InputTiles2(const TileGrid& g, const MapLayout& L, const void* in, bool bf16, const float* zeros,
                                   int64_t t0, int64_t t1, int64_t chunk, float* v) {
-  OT_BY_LANES(InputTiles2Impl, g, L, in, zeros, t0, t1, chunk, v);
+  if (bf16)
+    OT_BY_LANES(InputTiles2Impl, g, L, static_cast<const uint16_t*>(in), reinterpret_cast<const uint16_t*>(zeros), t0, t1,
+                chunk, v);
+  else
+    OT_BY_LANES(InputTiles2Impl, g, L, static_cast<const float*>(in), zeros, t0, t1, chunk, v);
 }
 
-template <int LANES>
-inline __attribute__((always_inline)) void InputTiles4Impl(const TileGrid& g, const MapLayout& L, const float* in,
-                                                           const float* zeros, int64_t t0, int64_t t1, int64_t chunk,
+template <int LANES, typename In>
+inline __attribute__((always_inline)) void InputTiles4Impl(const TileGrid& g, const MapLayout& L, const In* in,
+                                                           const In* zeros, int64_t t0, int64_t t1, int64_t chunk,
                                                            float* v) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
     g.Locate(t, &n, &y, &x);
-    const float* p[6][6];
+    const In* p[6][6];
     TilePixels<6>(g, L, in, zeros, n, y, x, p);
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
       const int64_t off = (cb / L.block) * L.block_stride;
@@ -215,8 +230,8 @@ inline __attribute__((always_inline)) void InputTiles4Impl(const TileGrid& g, co
         float r[6][6];
 #pragma GCC unroll 6
         for (int j = 0; j < 6; ++j) {
-          const float d0 = p[0][j][off + c], d1 = p[1][j][off + c], d2 = p[2][j][off + c], d3 = p[3][j][off + c],
-                      d4 = p[4][j][off + c], d5 = p[5][j][off + c];
+          const float d0 = Wide(p[0][j][off + c]), d1 = Wide(p[1][j][off + c]), d2 = Wide(p[2][j][off + c]),
+                      d3 = Wide(p[3][j][off + c]), d4 = Wide(p[4][j][off + c]), d5 = Wide(p[5][j][off + c]);
           OT_WINO4_INPUT(d0, d1, d2, d3, d4, d5, r[0][j], r[1][j], r[2][j], r[3][j], r[4][j], r[5][j]);
         }
 #pragma GCC unroll 6
@@ -230,9 +245,13 @@ inline __attribute__((always_inline)) void InputTiles4Impl(const TileGrid& g, co
   }
 }
 
-OT_VECTOR_CLONES void InputTiles4(const TileGrid& g, const MapLayout& L, const float* in, const float* zeros,
+OT_VECTOR_CLONES void InputTiles4(const TileGrid& g, const MapLayout& L, const void* in, bool bf16, const float* zeros,
                                   int64_t t0, int64_t t1, int64_t chunk, float* v) {
-  OT_BY_LANES(InputTiles4Impl, g, L, in, zeros, t0, t1, chunk, v);
+  if (bf16)
+    OT_BY_LANES(InputTiles4Impl, g, L, static_cast<const uint16_t*>(in), reinterpret_cast<const uint16_t*>(zeros), t0, t1,
+                chunk, v);
+  else
+    OT_BY_LANES(InputTiles4Impl, g, L, static_cast<const float*>(in), zeros, t0, t1, chunk, v);
 }
 
 // The output tiles y = A^T M A (+ bias) of m[xi][t - t0][o], written where inside the map
@@ -315,15 +334,15 @@ OT_VECTOR_CLONES void OutputTiles4(const TileGrid& g, const MapLayout& L, const 
 }
 
 // dm[xi][t - t0][o] = (A g A^T)[xi] of each output-gradient tile g (zero outside the map).
-template <int LANES>
-inline __attribute__((always_inline)) void GradTiles2Impl(const TileGrid& g, const MapLayout& L, const float* dy,
-                                                          const float* zeros, int64_t t0, int64_t t1, int64_t chunk,
+template <int LANES, typename In>
+inline __attribute__((always_inline)) void GradTiles2Impl(const TileGrid& g, const MapLayout& L, const In* dy,
+                                                          const In* zeros, int64_t t0, int64_t t1, int64_t chunk,
                                                           float* dm) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
     g.Locate(t, &n, &y, &x);
-    const float* p[2][2];
+    const In* p[2][2];
     OutputPixels<2>(g, L, dy, zeros, n, y, x, p);
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
       const int64_t off = (cb / L.block) * L.block_stride;
@@ -332,7 +351,8 @@ inline __attribute__((always_inline)) void GradTiles2Impl(const TileGrid& g, con
       for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
         float r[4][2];  // A g
         for (int j = 0; j < 2; ++j) {
-          OT_WINO2_GRAD(p[0][j][off + o], p[1][j][off + o], r[0][j], r[1][j], r[2][j], r[3][j]);
+          const float g0 = Wide(p[0][j][off + o]), g1 = Wide(p[1][j][off + o]);
+          OT_WINO2_GRAD(g0, g1, r[0][j], r[1][j], r[2][j], r[3][j]);
         }
         for (int i = 0; i < 4; ++i) {
           float* d = dst + i * 4 * step + o;
@@ -343,20 +363,24 @@ inline __attribute__((always_inline)) void GradTiles2Impl(const TileGrid& g, con
   }
 }
 
-OT_VECTOR_CLONES void GradTiles2(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros, int64_t t0,
-                                 int64_t t1, int64_t chunk, float* dm) {
-  OT_BY_LANES(GradTiles2Impl, g, L, dy, zeros, t0, t1, chunk, dm);
+OT_VECTOR_CLONES void GradTiles2(const TileGrid& g, const MapLayout& L, const void* dy, bool bf16, const float* zeros,
+                                  int64_t t0, int64_t t1, int64_t chunk, float* dm) {
+  if (bf16)
+    OT_BY_LANES(GradTiles2Impl, g, L, static_cast<const uint16_t*>(dy), reinterpret_cast<const uint16_t*>(zeros), t0, t1,
+                chunk, dm);
+  else
+    OT_BY_LANES(GradTiles2Impl, g, L, static_cast<const float*>(dy), zeros, t0, t1, chunk, dm);
 }
 
-template <int LANES>
-inline __attribute__((always_inline)) void GradTiles4Impl(const TileGrid& g, const MapLayout& L, const float* dy,
-                                                          const float* zeros, int64_t t0, int64_t t1, int64_t chunk,
+template <int LANES, typename In>
+inline __attribute__((always_inline)) void GradTiles4Impl(const TileGrid& g, const MapLayout& L, const In* dy,
+                                                          const In* zeros, int64_t t0, int64_t t1, int64_t chunk,
                                                           float* dm) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
     g.Locate(t, &n, &y, &x);
-    const float* p[4][4];
+    const In* p[4][4];
     OutputPixels<4>(g, L, dy, zeros, n, y, x, p);
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
       const int64_t off = (cb / L.block) * L.block_stride;
@@ -365,8 +389,9 @@ inline __attribute__((always_inline)) void GradTiles4Impl(const TileGrid& g, con
       for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
         float r[6][4];
         for (int j = 0; j < 4; ++j) {
-          OT_WINO4_GRAD(p[0][j][off + o], p[1][j][off + o], p[2][j][off + o], p[3][j][off + o], r[0][j], r[1][j],
-                        r[2][j], r[3][j], r[4][j], r[5][j]);
+          const float g0 = Wide(p[0][j][off + o]), g1 = Wide(p[1][j][off + o]), g2 = Wide(p[2][j][off + o]),
+                      g3 = Wide(p[3][j][off + o]);
+          OT_WINO4_GRAD(g0, g1, g2, g3, r[0][j], r[1][j], r[2][j], r[3][j], r[4][j], r[5][j]);
         }
         for (int i = 0; i < 6; ++i) {
           float* d = dst + i * 6 * step + o;
@@ -378,9 +403,13 @@ inline __attribute__((always_inline)) void GradTiles4Impl(const TileGrid& g, con
   }
 }
 
-OT_VECTOR_CLONES void GradTiles4(const TileGrid& g, const MapLayout& L, const float* dy, const float* zeros, int64_t t0,
-                                 int64_t t1, int64_t chunk, float* dm) {
-  OT_BY_LANES(GradTiles4Impl, g, L, dy, zeros, t0, t1, chunk, dm);
+OT_VECTOR_CLONES void GradTiles4(const TileGrid& g, const MapLayout& L, const void* dy, bool bf16, const float* zeros,
+                                  int64_t t0, int64_t t1, int64_t chunk, float* dm) {
+  if (bf16)
+    OT_BY_LANES(GradTiles4Impl, g, L, static_cast<const uint16_t*>(dy), reinterpret_cast<const uint16_t*>(zeros), t0, t1,
+                chunk, dm);
+  else
+    OT_BY_LANES(GradTiles4Impl, g, L, static_cast<const float*>(dy), zeros, t0, t1, chunk, dm);
 }
 
 #undef OT_WINO2_INPUT
@@ -414,27 +443,28 @@ OT_VECTOR_CLONES void GradTiles4(const TileGrid& g, const MapLayout& L, const fl
 
 // The input transform D d D^T (GRAD false) or the output gradient's A g A^T (GRAD true)
 // of each image's 2x2 map: dst[xi][t - t0][c], xi of 3 x 3.
-template <int LANES, bool GRAD>
-inline __attribute__((always_inline)) void MapTiles22Impl(const MapLayout& L, const float* in, int64_t t0, int64_t t1,
+template <int LANES, bool GRAD, typename In>
+inline __attribute__((always_inline)) void MapTiles22Impl(const MapLayout& L, const In* in, int64_t t0, int64_t t1,
                                                           int64_t chunk, float* v) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t)
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
-      const float *p0 = L.Pixel(in, t, 0, cb), *p1 = L.Pixel(in, t, 1, cb), *p2 = L.Pixel(in, t, 2, cb),
-                  *p3 = L.Pixel(in, t, 3, cb);
+      const In *p0 = L.Pixel(in, t, 0, cb), *p1 = L.Pixel(in, t, 1, cb), *p2 = L.Pixel(in, t, 2, cb),
+               *p3 = L.Pixel(in, t, 3, cb);
       float* dst = v + (t - t0) * L.channels + cb;
 #pragma omp simd
       for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
         float r[3][2];  // by column
+        const float d0 = Wide(p0[c]), d1 = Wide(p1[c]), d2 = Wide(p2[c]), d3 = Wide(p3[c]);
         if constexpr (GRAD) {
-          OT_WINO22_GRAD(p0[c], p2[c], r[0][0], r[1][0], r[2][0]);
-          OT_WINO22_GRAD(p1[c], p3[c], r[0][1], r[1][1], r[2][1]);
+          OT_WINO22_GRAD(d0, d2, r[0][0], r[1][0], r[2][0]);
+          OT_WINO22_GRAD(d1, d3, r[0][1], r[1][1], r[2][1]);
           for (int i = 0; i < 3; ++i)
             OT_WINO22_GRAD(r[i][0], r[i][1], dst[(i * 3 + 0) * step + c], dst[(i * 3 + 1) * step + c],
                            dst[(i * 3 + 2) * step + c]);
         } else {
-          OT_WINO22_INPUT(p0[c], p2[c], r[0][0], r[1][0], r[2][0]);
-          OT_WINO22_INPUT(p1[c], p3[c], r[0][1], r[1][1], r[2][1]);
+          OT_WINO22_INPUT(d0, d2, r[0][0], r[1][0], r[2][0]);
+          OT_WINO22_INPUT(d1, d3, r[0][1], r[1][1], r[2][1]);
           for (int i = 0; i < 3; ++i)
             OT_WINO22_INPUT(r[i][0], r[i][1], dst[(i * 3 + 0) * step + c], dst[(i * 3 + 1) * step + c],
                             dst[(i * 3 + 2) * step + c]);
@@ -443,18 +473,29 @@ inline __attribute__((always_inline)) void MapTiles22Impl(const MapLayout& L, co
     }
 }
 
-OT_VECTOR_CLONES void InputTiles22(const TileGrid&, const MapLayout& L, const float* in, const float*, int64_t t0,
-                                   int64_t t1, int64_t chunk, float* v) {
-  if (L.block == 8) return MapTiles22Impl<8, false>(L, in, t0, t1, chunk, v);
-  if (L.block == 16) return MapTiles22Impl<16, false>(L, in, t0, t1, chunk, v);
-  MapTiles22Impl<0, false>(L, in, t0, t1, chunk, v);
+// MapTiles22Impl of a float32 (In float) or bfloat16 (In uint16_t) map.
+template <bool GRAD, typename In>
+inline __attribute__((always_inline)) void MapTiles22(const MapLayout& L, const In* in, int64_t t0, int64_t t1,
+                                                      int64_t chunk, float* v) {
+  if (L.block == 8) return MapTiles22Impl<8, GRAD>(L, in, t0, t1, chunk, v);
+  if (L.block == 16) return MapTiles22Impl<16, GRAD>(L, in, t0, t1, chunk, v);
+  MapTiles22Impl<0, GRAD>(L, in, t0, t1, chunk, v);
 }
 
-OT_VECTOR_CLONES void GradTiles22(const TileGrid&, const MapLayout& L, const float* dy, const float*, int64_t t0,
-                                  int64_t t1, int64_t chunk, float* dm) {
-  if (L.block == 8) return MapTiles22Impl<8, true>(L, dy, t0, t1, chunk, dm);
-  if (L.block == 16) return MapTiles22Impl<16, true>(L, dy, t0, t1, chunk, dm);
-  MapTiles22Impl<0, true>(L, dy, t0, t1, chunk, dm);
+OT_VECTOR_CLONES void InputTiles22(const TileGrid&, const MapLayout& L, const void* in, bool bf16, const float*,
+                                   int64_t t0, int64_t t1, int64_t chunk, float* v) {
+  if (bf16)
+    MapTiles22<false>(L, static_cast<const uint16_t*>(in), t0, t1, chunk, v);
+  else
+    MapTiles22<false>(L, static_cast<const float*>(in), t0, t1, chunk, v);
+}
+
+OT_VECTOR_CLONES void GradTiles22(const TileGrid&, const MapLayout& L, const void* dy, bool bf16, const float*,
+                                  int64_t t0, int64_t t1, int64_t chunk, float* dm) {
+  if (bf16)
+    MapTiles22<true>(L, static_cast<const uint16_t*>(dy), t0, t1, chunk, dm);
+  else
+    MapTiles22<true>(L, static_cast<const float*>(dy), t0, t1, chunk, dm);
 }
 
 template <int LANES>
@@ -520,7 +561,7 @@ std::unique_ptr<WinogradConv> WinogradConv::Make(const Shape& x, const Shape& w,
                                                  const std::vector<int64_t>& dilations,
                                                  const std::vector<int64_t>& pads_begin,
                                                  const TapConv::Layouts& layouts, int tile, bool bf16_products) {
-  if (tile != 2 && tile != 4) return nullptr;
+  if ((tile != 2 && tile != 4) || (tile == 4 && bf16_products)) return nullptr;
   if (x.size() != 4 || w.size() != 4 || y.size() != 4 || w[2] != 3 || w[3] != 3 || x[1] != w[1] || y[1] != w[0] ||
       x[0] != y[0] || x[2] != y[2] || x[3] != y[3])
     return nullptr;
@@ -543,14 +584,18 @@ std::unique_ptr<WinogradConv> WinogradConv::Make(const Shape& x, const Shape& w,
   c->tiles_ = c->n_ * c->tiles_h_ * c->tiles_w_;
   // Activations channels-last or channel-blocked stay where they are (the transforms read
   // and write them); others go through channels-last copies.
+  // (Of their element type: float32, or bfloat16 for the inputs under --amp bf16.)
+  const auto bf16 = dnnl::memory::data_type::bf16;
+  c->x_bf16_ = layouts.x.data_type() == bf16;
+  c->dy_bf16_ = layouts.dy.data_type() == bf16;
   auto map = [](const dnnl::memory::desc& md, const Shape& s, Reorder* in, Reorder* out, MapLayout* l) {
     const int64_t channels = s[1], pixels = s[2] * s[3];
-    const dnnl::memory::desc nhwc = ChannelsLast4(s);
+    const dnnl::memory::desc nhwc(ToDims(s), md.data_type(), dnnl::memory::format_tag::nhwc);
     dnnl::memory::desc own = nhwc;
     *l = {channels, channels, 0, pixels * channels};
     for (int64_t block : {8, 16})
       if (channels % block == 0 &&
-          md == dnnl::memory::desc(ToDims(s), dnnl::memory::data_type::f32,
+          md == dnnl::memory::desc(ToDims(s), md.data_type(),
                                    block == 8 ? dnnl::memory::format_tag::nChw8c : dnnl::memory::format_tag::nChw16c)) {
         own = md;
         *l = {channels, block, pixels * block, pixels * channels};
@@ -562,14 +607,15 @@ std::unique_ptr<WinogradConv> WinogradConv::Make(const Shape& x, const Shape& w,
   map(layouts.y, y, nullptr, &c->y_out_, &c->y_map_);
   map(layouts.dy, y, &c->dy_in_, nullptr, &c->dy_map_);
   map(layouts.dx, x, nullptr, &c->dx_out_, &c->dx_map_);
+  if (c->dy_bf16_) c->dy_wide_ = Reorder(c->dy_in_.to(), WithDataType(c->dy_in_.to(), DType::kFloat32));
   // Weights: plain [O, C, 3, 3] to taps-major [3, 3, C, O] (forward), [3, 3, O, C] (input
   // gradient; KronG turns the kernel), and the weight gradient's [3, 3, C, O] back to plain.
-  const dnnl::memory::desc plain = PlainDesc(w, DType::kFloat32);
+  const dnnl::memory::desc plain = PlainDesc(w, c->x_bf16_ ? DType::kBFloat16 : DType::kFloat32);
   const dnnl::memory::desc hwio(ToDims(w), dnnl::memory::data_type::f32, dnnl::memory::format_tag::hwio);
   const dnnl::memory::desc hwoi(ToDims(w), dnnl::memory::data_type::f32, {c->c_, 1, 3 * c->o_ * c->c_, c->o_ * c->c_});
   c->w_forward_ = Reorder(plain, hwio);
   c->w_backward_ = Reorder(plain, hwoi);
-  c->dw_out_ = Reorder(hwio, plain);
+  c->dw_out_ = Reorder(hwio, PlainDesc(w, DType::kFloat32));  // the gradient is float32
   return c;
 }
 
@@ -619,8 +665,8 @@ void WinogradConv::Narrow(const float* src, int64_t offset, int64_t count, uint1
   if (bf16_) ToBf16(src + offset, count, narrow + offset);
 }
 
-void WinogradConv::Convolve(const float* in, const MapLayout& in_map, Operand u, const MapLayout& out_map,
-                            const float* bias, float* out) const {
+void WinogradConv::Convolve(const void* in, bool in_bf16, const MapLayout& in_map, Operand u,
+                            const MapLayout& out_map, const float* bias, float* out) const {
   const int64_t in_c = in_map.channels, out_c = out_map.channels;
   const TileLoops& loops = Loops(t_);
   const TileGrid grid{h_, w_, tiles_h_, tiles_w_, m_};
@@ -644,7 +690,7 @@ void WinogradConv::Convolve(const float* in, const MapLayout& in_map, Operand u,
       for (int64_t k = 0; k < threads; ++k) {
         const int64_t t0 = std::min(tiles_, k * share), t1 = std::min(tiles_, t0 + share);
         if (t0 >= t1) continue;
-        loops.input(grid, in_map, in, zeros, t0, t1, tiles_, v + t0 * in_c);
+        loops.input(grid, in_map, in, in_bf16, zeros, t0, t1, tiles_, v + t0 * in_c);
         for (int64_t xi = 0; xi < points; ++xi) Narrow(v, (xi * tiles_ + t0) * in_c, (t1 - t0) * in_c, v16);
       }
 #pragma omp for schedule(static)
@@ -673,7 +719,7 @@ void WinogradConv::Convolve(const float* in, const MapLayout& in_map, Operand u,
 #pragma omp for schedule(static)
     for (int64_t k = 0; k < chunks; ++k) {
       const int64_t t0 = k * chunk, t1 = std::min(tiles_, t0 + chunk);
-      loops.input(grid, in_map, in, zeros, t0, t1, chunk, v);
+      loops.input(grid, in_map, in, in_bf16, zeros, t0, t1, chunk, v);
       for (int64_t xi = 0; xi < points; ++xi) {
         Narrow(v, xi * chunk * in_c, (t1 - t0) * in_c, v16);
         Multiply(false, t1 - t0, out_c, in_c, {v, v16}, xi * chunk * in_c, in_c, u, xi * in_c * out_c, out_c, false,
@@ -684,11 +730,11 @@ void WinogradConv::Convolve(const float* in, const MapLayout& in_map, Operand u,
   }
 }
 
-WinogradConv::Operand WinogradConv::TransformWeights(const float* w, bool flipped) const {
+WinogradConv::Operand WinogradConv::TransformWeights(const void* w, bool flipped) const {
   // The kernels' taps as rows (Reorder), then U[xi] = kron(G, G) . taps in one sgemm.
   const int64_t n = c_ * o_;
   float* taps = ScratchFloats(kTapsScratch, 9 * n);
-  (flipped ? w_backward_ : w_forward_).Run(const_cast<float*>(w), taps);
+  (flipped ? w_backward_ : w_forward_).Run(const_cast<void*>(w), taps);
   float* u = ScratchFloats(kWeightScratch, t_ * t_ * n);
   Sgemm(false, t_ * t_, n, 9, KronG(t_, flipped), 9, taps, n, false, u, n);
   uint16_t* u16 = bf16_ ? ScratchBf16(kWeight16Scratch, t_ * t_ * n) : nullptr;
@@ -704,31 +750,33 @@ void WinogradConv::FoldWeightGradient(const float* du, float* dw) const {
   dw_out_.Run(taps, dw);
 }
 
-void WinogradConv::Forward(const float* x, const float* w, const float* b, float* y) {
+void WinogradConv::Forward(const void* x, const void* w, const float* b, float* y) {
   const Operand u = TransformWeights(w, false);
-  const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<float*>(x), kInputScratch).get_data_handle());
+  const void* xr = x_in_.Apply(const_cast<void*>(x), kInputScratch).get_data_handle();
   float* yr = y_out_.needed() ? ScratchFloats(kOutputScratch, n_ * h_ * w_ * o_) : y;
-  Convolve(xr, x_map_, u, y_map_, b, yr);
+  Convolve(xr, x_bf16_, x_map_, u, y_map_, b, yr);
   if (y_out_.needed()) y_out_.Run(yr, y);
 }
 
-void WinogradConv::Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db) {
+void WinogradConv::Backward(const void* dy, const void* x, const void* w, float* dx, float* dw, float* db) {
   const TileLoops& loops = Loops(t_);
   const int64_t points = t_ * t_;
-  const float* dyr = static_cast<const float*>(dy_in_.Apply(const_cast<float*>(dy), kGradScratch).get_data_handle());
+  const void* dyr = dy_in_.Apply(const_cast<void*>(dy), kGradScratch).get_data_handle();
   if (dx) {
     const Operand u = TransformWeights(w, true);
     float* dxr = dx_out_.needed() ? ScratchFloats(kOutputScratch, n_ * h_ * w_ * c_) : dx;
-    Convolve(dyr, dy_map_, u, dx_map_, nullptr, dxr);
+    Convolve(dyr, dy_bf16_, dy_map_, u, dx_map_, nullptr, dxr);
     if (dx_out_.needed()) dx_out_.Run(dxr, dx);
   }
-  if (db) {  // in dy's layout as the transforms read it
+  if (db) {  // in dy's layout as the transforms read it (widened where bfloat16)
     std::vector<double> sums(static_cast<size_t>(o_));
-    ChannelSums(dy_in_.to(), dyr, nullptr, sums.data(), nullptr);
+    const void* wide = dy_bf16_ ? dy_wide_.Apply(const_cast<void*>(dyr), kTapsScratch).get_data_handle() : dyr;
+    ChannelSums(dy_wide_.needed() ? dy_wide_.to() : dy_in_.to(), static_cast<const float*>(wide), nullptr,
+                sums.data(), nullptr);
     for (int64_t o = 0; o < o_; ++o) db[o] = static_cast<float>(sums[static_cast<size_t>(o)]);
   }
   if (!dw) return;
-  const float* xr = static_cast<const float*>(x_in_.Apply(const_cast<float*>(x), kInputScratch).get_data_handle());
+  const void* xr = x_in_.Apply(const_cast<void*>(x), kInputScratch).get_data_handle();
   const TileGrid grid{h_, w_, tiles_h_, tiles_w_, m_};
   const int64_t zero_count = std::max(x_map_.Span(), dy_map_.Span());  // pixels outside the maps
   if (Whole(c_, o_)) {
@@ -749,8 +797,8 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
       for (int64_t k = 0; k < threads; ++k) {
         const int64_t t0 = std::min(tiles_, k * share), t1 = std::min(tiles_, t0 + share);
         if (t0 >= t1) continue;
-        loops.input(grid, x_map_, xr, zeros, t0, t1, tiles_, v + t0 * c_);
-        loops.grad(grid, dy_map_, dyr, zeros, t0, t1, tiles_, dm + t0 * o_);
+        loops.input(grid, x_map_, xr, x_bf16_, zeros, t0, t1, tiles_, v + t0 * c_);
+        loops.grad(grid, dy_map_, dyr, dy_bf16_, zeros, t0, t1, tiles_, dm + t0 * o_);
         for (int64_t xi = 0; xi < points; ++xi) {
           Narrow(v, (xi * tiles_ + t0) * c_, (t1 - t0) * c_, v16);
           Narrow(dm, (xi * tiles_ + t0) * o_, (t1 - t0) * o_, dm16);
@@ -787,8 +835,8 @@ void WinogradConv::Backward(const float* dy, const float* x, const float* w, flo
 #pragma omp for schedule(static)
     for (int64_t k = 0; k < chunks; ++k) {
       const int64_t t0 = k * chunk, t1 = std::min(tiles_, t0 + chunk);
-      loops.input(grid, x_map_, xr, zeros, t0, t1, chunk, v);
-      loops.grad(grid, dy_map_, dyr, zeros, t0, t1, chunk, dm);
+      loops.input(grid, x_map_, xr, x_bf16_, zeros, t0, t1, chunk, v);
+      loops.grad(grid, dy_map_, dyr, dy_bf16_, zeros, t0, t1, chunk, dm);
       for (int64_t xi = 0; xi < points; ++xi) {
         Narrow(v, xi * chunk * c_, (t1 - t0) * c_, v16);
         Narrow(dm, xi * chunk * o_, (t1 - t0) * o_, dm16);

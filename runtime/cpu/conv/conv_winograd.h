@@ -21,9 +21,13 @@
 // transposed; the weight gradient accumulates dU[xi] = V[xi]^T . (A dy A^T)[xi] over the
 // tiles and folds it back with G^T dU G.
 //
-// Under --amp bf16 the products may run in bfloat16 (`bf16_products`: V, U, dM rounded to
-// bfloat16 after their float32 transforms, GemmBf16 accumulating in float32); the
-// transforms, and the sums over tiles and threads, stay float32.
+// Under --amp bf16 the inputs x, w and dy come as bfloat16 (layouts.x and layouts.dy say so):
+// the transforms read them as they are (widening each value as they load it, no float32
+// copies) and compute in float32. The products may run in bfloat16 too (`bf16_products`:
+// V, U, dM rounded to bfloat16 after their float32 transforms, GemmBf16 accumulating in
+// float32; F(2x2, 3x3) only: F(4x4, 3x3)'s transforms amplify that rounding to 15-30x the
+// distance of PyTorch's autocast from float64, against 2.3-3.5x for F(2x2, 3x3), measured
+// in conv_sgemm_test); the sums over tiles and threads stay float32.
 // Takes 2D 3x3 convolutions with stride 1, dilation 1, pads 1 (outputs the size of the
 // inputs), ungrouped; activations channels-last or channel-blocked (nChw8c, nChw16c) are
 // read and written where they are (MapLayout), others through channels-last copies;
@@ -55,7 +59,8 @@ struct MapLayout {
 
 class WinogradConv final : public SgemmConv {
  public:
-  // Null unless the convolution is one this class takes (see above) and `tile` (m) is 2 or 4.
+  // Null unless the convolution is one this class takes (see above) and `tile` (m) is 2, or
+  // 4 without bfloat16 products.
   static std::unique_ptr<WinogradConv> Make(const Shape& x, const Shape& w, const Shape& y,
                                             const std::vector<int64_t>& strides,
                                             const std::vector<int64_t>& dilations,
@@ -64,8 +69,9 @@ class WinogradConv final : public SgemmConv {
   // Whether this is F(2x2, 3x3) on maps of 2x2 pixels (3 points a side; see conv_winograd.cc).
   bool two_by_two_map() const { return t_ == 3; }
 
-  void Forward(const float* x, const float* w, const float* b, float* y) override;
-  void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db) override;
+  void Forward(const void* x, const void* w, const float* b, float* y) override;
+  void Backward(const void* dy, const void* x, const void* w, float* dx, float* dw, float* db) override;
+  bool ReadsBf16() const override { return true; }
 
  private:
   WinogradConv() = default;
@@ -80,9 +86,9 @@ class WinogradConv final : public SgemmConv {
                 Operand b, int64_t b_offset, int64_t ldb, bool accumulate, float* c, int64_t ldc) const;
   // Under bfloat16 products, `count` values of src from `offset` rounded into narrow (same offset).
   void Narrow(const float* src, int64_t offset, int64_t count, uint16_t* narrow) const;
-  // out (out_map) = conv(in (in_map)) through transformed weights u.
-  void Convolve(const float* in, const MapLayout& in_map, Operand u, const MapLayout& out_map, const float* bias,
-                float* out) const;
+  // out (out_map) = conv(in (in_map; bfloat16 where in_bf16)) through transformed weights u.
+  void Convolve(const void* in, bool in_bf16, const MapLayout& in_map, Operand u, const MapLayout& out_map,
+                const float* bias, float* out) const;
   // Tiles per chunk for rows of `channels` values.
   int64_t ChunkTiles(int64_t channels) const;
   // Whether to transform all tiles before multiplying (see Convolve) in a convolution of
@@ -94,14 +100,16 @@ class WinogradConv final : public SgemmConv {
   std::vector<Block> Blocks(int64_t columns) const;
   // U[xi][C][O] of w (plain [O, C, 3, 3]), or, `flipped`, U[xi][O][C] of the input
   // gradient's kernels; in a scratch buffer.
-  Operand TransformWeights(const float* w, bool flipped) const;
+  Operand TransformWeights(const void* w, bool flipped) const;
   // dw (plain) of dU[xi][C][O].
   void FoldWeightGradient(const float* du, float* dw) const;
 
   int64_t m_ = 2, t_ = 4;  // output tile m x m, input tile t x t
   bool bf16_ = false;      // products in bfloat16
+  bool x_bf16_ = false, dy_bf16_ = false;  // x (and w), dy: bfloat16 inputs
   int64_t n_ = 0, c_ = 0, o_ = 0, h_ = 0, w_ = 0, tiles_h_ = 0, tiles_w_ = 0, tiles_ = 0;
   Reorder x_in_, y_out_, dy_in_, dx_out_;  // where the activations' layouts are not the transforms' own
+  Reorder dy_wide_;                        // a bfloat16 dy to float32 for the bias gradient
   MapLayout x_map_{}, y_map_{}, dy_map_{}, dx_map_{};
   Reorder w_forward_, w_backward_, dw_out_;  // plain to [3, 3, C, O] and [3, 3, O, C]; [3, 3, C, O] to plain
 };
