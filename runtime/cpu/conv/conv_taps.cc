@@ -53,12 +53,7 @@ void GemmBf16(bool a_transposed, int64_t m, int64_t n, int64_t k, const uint16_t
 
 OT_VECTOR_CLONES void ToBf16(const float* src, int64_t n, uint16_t* dst) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, &src[i], sizeof u);
-    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    dst[i] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : rounded);
-  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = Bf16Bits(src[i]);
 }
 
 void ChannelSums(const float* rows, int64_t count, int64_t channels, float* sums) {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -42,7 +43,14 @@ void Sgemm(bool a_transposed, int64_t m, int64_t n, int64_t k, const float* a, i
 // on oneDNN's gemm_bf16bf16f32 (avx512_core_bf16's dot products where the CPU has them).
 void GemmBf16(bool a_transposed, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b,
               int64_t ldb, bool accumulate, float* c, int64_t ldc);
-// dst[i] = src[i] rounded to bfloat16 (to nearest even; NaN stays NaN), i < n.
+// The bfloat16 of a float (raw bits), rounded to nearest even; NaN stays NaN.
+inline uint16_t Bf16Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : rounded);
+}
+// dst[i] = Bf16Bits(src[i]), i < n.
 void ToBf16(const float* src, int64_t n, uint16_t* dst);
 
 // A convolution of ours on sgemm (TapConv here, WinogradConv in conv_winograd.h): what the

@@ -20,6 +20,12 @@ constexpr int kTileScratch = 5, kProductScratch = 6, kTapsScratch = 7;
 // Under bfloat16 products: each thread's rounded tiles and output-gradient tiles, the caller's weights.
 constexpr int kTile16Scratch = 12, kProduct16Scratch = 13, kWeight16Scratch = 14;
 
+// Where a transform writes tiles from element `offset` on: the float32 buffer, or under
+// bfloat16 products the bfloat16 one.
+void* Tiles(float* f32, uint16_t* bf16, int64_t offset) {
+  return bf16 ? static_cast<void*>(bf16 + offset) : static_cast<void*>(f32 + offset);
+}
+
 uint16_t* ScratchBf16(int slot, int64_t count) {
   return static_cast<uint16_t*>(ScratchBuffer(slot, static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(uint16_t)));
 }
@@ -100,6 +106,32 @@ inline __attribute__((always_inline)) float Wide(uint16_t v) {
   return f;
 }
 
+// A transformed value's place in a bfloat16 operand of the products: stores the float it
+// is given rounded (Bf16Bits), so the transforms write bfloat16 through the same code.
+struct Bf16Slot {
+  uint16_t bits;
+  inline __attribute__((always_inline)) void operator=(float f) { bits = Bf16Bits(f); }
+};
+
+// The body of a tile transform's entry point: `impl` reading `in` (float32, or bfloat16
+// where in_bf16) and writing `out` (float32, or bfloat16 where out_bf16).
+#define OT_BY_TYPES(impl, g, L, in, in_bf16, zeros, t0, t1, chunk, out, out_bf16) \
+  do {                                                                            \
+    const auto* in16 = static_cast<const uint16_t*>(in);                          \
+    const auto* in32 = static_cast<const float*>(in);                             \
+    const auto* zeros16 = reinterpret_cast<const uint16_t*>(zeros);               \
+    auto* out16 = static_cast<Bf16Slot*>(out);                                    \
+    auto* out32 = static_cast<float*>(out);                                       \
+    if (in_bf16 && out_bf16)                                                      \
+      OT_BY_LANES(impl, g, L, in16, zeros16, t0, t1, chunk, out16);               \
+    else if (in_bf16)                                                             \
+      OT_BY_LANES(impl, g, L, in16, zeros16, t0, t1, chunk, out32);               \
+    else if (out_bf16)                                                            \
+      OT_BY_LANES(impl, g, L, in32, zeros, t0, t1, chunk, out16);                 \
+    else                                                                          \
+      OT_BY_LANES(impl, g, L, in32, zeros, t0, t1, chunk, out32);                 \
+  } while (0)
+
 // The pointers to a tile's t x t input pixels (pad 1; their first channel block), or to
 // `zeros` outside the map (an image of zeros, so that every block's offset lands on zeros).
 template <int T, typename In>
@@ -173,10 +205,10 @@ inline __attribute__((always_inline)) void OutputPixels(const TileGrid& g, const
   } while (0)
 
 // v[xi][t - t0][c] = (B^T d B)[xi] of the input tile (pad 1) of each tile t in [t0, t1).
-template <int LANES, typename In>
+template <int LANES, typename In, typename Out>
 inline __attribute__((always_inline)) void InputTiles2Impl(const TileGrid& g, const MapLayout& L, const In* in,
                                                            const In* zeros, int64_t t0, int64_t t1, int64_t chunk,
-                                                           float* v) {
+                                                           Out* v) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
@@ -185,7 +217,7 @@ inline __attribute__((always_inline)) void InputTiles2Impl(const TileGrid& g, co
     TilePixels<4>(g, L, in, zeros, n, y, x, p);
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
       const int64_t off = (cb / L.block) * L.block_stride;
-      float* dst = v + (t - t0) * L.channels + cb;
+      Out* dst = v + (t - t0) * L.channels + cb;
 #pragma omp simd
       for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
         float r[4][4];  // B^T d, by column
@@ -203,19 +235,15 @@ inline __attribute__((always_inline)) void InputTiles2Impl(const TileGrid& g, co
   }
 }
 
-OT_VECTOR_CLONES void InputTiles2(const TileGrid& g, const MapLayout& L, const void* in, bool bf16, const float* zeros,
-                                  int64_t t0, int64_t t1, int64_t chunk, float* v) {
-  if (bf16)
-    OT_BY_LANES(InputTiles2Impl, g, L, static_cast<const uint16_t*>(in), reinterpret_cast<const uint16_t*>(zeros), t0, t1,
-                chunk, v);
-  else
-    OT_BY_LANES(InputTiles2Impl, g, L, static_cast<const float*>(in), zeros, t0, t1, chunk, v);
+OT_VECTOR_CLONES void InputTiles2(const TileGrid& g, const MapLayout& L, const void* in, bool in_bf16, const float* zeros,
+                                  int64_t t0, int64_t t1, int64_t chunk, void* v, bool out_bf16) {
+  OT_BY_TYPES(InputTiles2Impl, g, L, in, in_bf16, zeros, t0, t1, chunk, v, out_bf16);
 }
 
-template <int LANES, typename In>
+template <int LANES, typename In, typename Out>
 inline __attribute__((always_inline)) void InputTiles4Impl(const TileGrid& g, const MapLayout& L, const In* in,
                                                            const In* zeros, int64_t t0, int64_t t1, int64_t chunk,
-                                                           float* v) {
+                                                           Out* v) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
@@ -224,7 +252,7 @@ inline __attribute__((always_inline)) void InputTiles4Impl(const TileGrid& g, co
     TilePixels<6>(g, L, in, zeros, n, y, x, p);
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
       const int64_t off = (cb / L.block) * L.block_stride;
-      float* dst = v + (t - t0) * L.channels + cb;
+      Out* dst = v + (t - t0) * L.channels + cb;
 #pragma omp simd
       for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
         float r[6][6];
@@ -236,7 +264,7 @@ inline __attribute__((always_inline)) void InputTiles4Impl(const TileGrid& g, co
         }
 #pragma GCC unroll 6
         for (int i = 0; i < 6; ++i) {
-          float* o = dst + i * 6 * step + c;
+          Out* o = dst + i * 6 * step + c;
           OT_WINO4_INPUT(r[i][0], r[i][1], r[i][2], r[i][3], r[i][4], r[i][5], o[0], o[step], o[2 * step], o[3 * step],
                          o[4 * step], o[5 * step]);
         }
@@ -245,13 +273,9 @@ inline __attribute__((always_inline)) void InputTiles4Impl(const TileGrid& g, co
   }
 }
 
-OT_VECTOR_CLONES void InputTiles4(const TileGrid& g, const MapLayout& L, const void* in, bool bf16, const float* zeros,
-                                  int64_t t0, int64_t t1, int64_t chunk, float* v) {
-  if (bf16)
-    OT_BY_LANES(InputTiles4Impl, g, L, static_cast<const uint16_t*>(in), reinterpret_cast<const uint16_t*>(zeros), t0, t1,
-                chunk, v);
-  else
-    OT_BY_LANES(InputTiles4Impl, g, L, static_cast<const float*>(in), zeros, t0, t1, chunk, v);
+OT_VECTOR_CLONES void InputTiles4(const TileGrid& g, const MapLayout& L, const void* in, bool in_bf16, const float* zeros,
+                                  int64_t t0, int64_t t1, int64_t chunk, void* v, bool out_bf16) {
+  OT_BY_TYPES(InputTiles4Impl, g, L, in, in_bf16, zeros, t0, t1, chunk, v, out_bf16);
 }
 
 // The output tiles y = A^T M A (+ bias) of m[xi][t - t0][o], written where inside the map
@@ -334,10 +358,10 @@ OT_VECTOR_CLONES void OutputTiles4(const TileGrid& g, const MapLayout& L, const 
 }
 
 // dm[xi][t - t0][o] = (A g A^T)[xi] of each output-gradient tile g (zero outside the map).
-template <int LANES, typename In>
+template <int LANES, typename In, typename Out>
 inline __attribute__((always_inline)) void GradTiles2Impl(const TileGrid& g, const MapLayout& L, const In* dy,
                                                           const In* zeros, int64_t t0, int64_t t1, int64_t chunk,
-                                                          float* dm) {
+                                                          Out* dm) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
@@ -346,7 +370,7 @@ inline __attribute__((always_inline)) void GradTiles2Impl(const TileGrid& g, con
     OutputPixels<2>(g, L, dy, zeros, n, y, x, p);
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
       const int64_t off = (cb / L.block) * L.block_stride;
-      float* dst = dm + (t - t0) * L.channels + cb;
+      Out* dst = dm + (t - t0) * L.channels + cb;
 #pragma omp simd
       for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
         float r[4][2];  // A g
@@ -355,7 +379,7 @@ inline __attribute__((always_inline)) void GradTiles2Impl(const TileGrid& g, con
           OT_WINO2_GRAD(g0, g1, r[0][j], r[1][j], r[2][j], r[3][j]);
         }
         for (int i = 0; i < 4; ++i) {
-          float* d = dst + i * 4 * step + o;
+          Out* d = dst + i * 4 * step + o;
           OT_WINO2_GRAD(r[i][0], r[i][1], d[0], d[step], d[2 * step], d[3 * step]);
         }
       }
@@ -363,19 +387,15 @@ inline __attribute__((always_inline)) void GradTiles2Impl(const TileGrid& g, con
   }
 }
 
-OT_VECTOR_CLONES void GradTiles2(const TileGrid& g, const MapLayout& L, const void* dy, bool bf16, const float* zeros,
-                                  int64_t t0, int64_t t1, int64_t chunk, float* dm) {
-  if (bf16)
-    OT_BY_LANES(GradTiles2Impl, g, L, static_cast<const uint16_t*>(dy), reinterpret_cast<const uint16_t*>(zeros), t0, t1,
-                chunk, dm);
-  else
-    OT_BY_LANES(GradTiles2Impl, g, L, static_cast<const float*>(dy), zeros, t0, t1, chunk, dm);
+OT_VECTOR_CLONES void GradTiles2(const TileGrid& g, const MapLayout& L, const void* dy, bool in_bf16, const float* zeros,
+                                  int64_t t0, int64_t t1, int64_t chunk, void* dm, bool out_bf16) {
+  OT_BY_TYPES(GradTiles2Impl, g, L, dy, in_bf16, zeros, t0, t1, chunk, dm, out_bf16);
 }
 
-template <int LANES, typename In>
+template <int LANES, typename In, typename Out>
 inline __attribute__((always_inline)) void GradTiles4Impl(const TileGrid& g, const MapLayout& L, const In* dy,
                                                           const In* zeros, int64_t t0, int64_t t1, int64_t chunk,
-                                                          float* dm) {
+                                                          Out* dm) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t) {
     int64_t n, y, x;
@@ -384,7 +404,7 @@ inline __attribute__((always_inline)) void GradTiles4Impl(const TileGrid& g, con
     OutputPixels<4>(g, L, dy, zeros, n, y, x, p);
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
       const int64_t off = (cb / L.block) * L.block_stride;
-      float* dst = dm + (t - t0) * L.channels + cb;
+      Out* dst = dm + (t - t0) * L.channels + cb;
 #pragma omp simd
       for (int64_t o = 0; o < Lanes<LANES>(L); ++o) {
         float r[6][4];
@@ -394,7 +414,7 @@ inline __attribute__((always_inline)) void GradTiles4Impl(const TileGrid& g, con
           OT_WINO4_GRAD(g0, g1, g2, g3, r[0][j], r[1][j], r[2][j], r[3][j], r[4][j], r[5][j]);
         }
         for (int i = 0; i < 6; ++i) {
-          float* d = dst + i * 6 * step + o;
+          Out* d = dst + i * 6 * step + o;
           OT_WINO4_GRAD(r[i][0], r[i][1], r[i][2], r[i][3], d[0], d[step], d[2 * step], d[3 * step], d[4 * step],
                         d[5 * step]);
         }
@@ -403,13 +423,9 @@ inline __attribute__((always_inline)) void GradTiles4Impl(const TileGrid& g, con
   }
 }
 
-OT_VECTOR_CLONES void GradTiles4(const TileGrid& g, const MapLayout& L, const void* dy, bool bf16, const float* zeros,
-                                  int64_t t0, int64_t t1, int64_t chunk, float* dm) {
-  if (bf16)
-    OT_BY_LANES(GradTiles4Impl, g, L, static_cast<const uint16_t*>(dy), reinterpret_cast<const uint16_t*>(zeros), t0, t1,
-                chunk, dm);
-  else
-    OT_BY_LANES(GradTiles4Impl, g, L, static_cast<const float*>(dy), zeros, t0, t1, chunk, dm);
+OT_VECTOR_CLONES void GradTiles4(const TileGrid& g, const MapLayout& L, const void* dy, bool in_bf16, const float* zeros,
+                                  int64_t t0, int64_t t1, int64_t chunk, void* dm, bool out_bf16) {
+  OT_BY_TYPES(GradTiles4Impl, g, L, dy, in_bf16, zeros, t0, t1, chunk, dm, out_bf16);
 }
 
 #undef OT_WINO2_INPUT
@@ -443,15 +459,15 @@ OT_VECTOR_CLONES void GradTiles4(const TileGrid& g, const MapLayout& L, const vo
 
 // The input transform D d D^T (GRAD false) or the output gradient's A g A^T (GRAD true)
 // of each image's 2x2 map: dst[xi][t - t0][c], xi of 3 x 3.
-template <int LANES, bool GRAD, typename In>
+template <int LANES, bool GRAD, typename In, typename Out>
 inline __attribute__((always_inline)) void MapTiles22Impl(const MapLayout& L, const In* in, int64_t t0, int64_t t1,
-                                                          int64_t chunk, float* v) {
+                                                          int64_t chunk, Out* v) {
   const int64_t step = chunk * L.channels;
   for (int64_t t = t0; t < t1; ++t)
     for (int64_t cb = 0; cb < L.channels; cb += L.block) {
       const In *p0 = L.Pixel(in, t, 0, cb), *p1 = L.Pixel(in, t, 1, cb), *p2 = L.Pixel(in, t, 2, cb),
                *p3 = L.Pixel(in, t, 3, cb);
-      float* dst = v + (t - t0) * L.channels + cb;
+      Out* dst = v + (t - t0) * L.channels + cb;
 #pragma omp simd
       for (int64_t c = 0; c < Lanes<LANES>(L); ++c) {
         float r[3][2];  // by column
@@ -473,29 +489,38 @@ inline __attribute__((always_inline)) void MapTiles22Impl(const MapLayout& L, co
     }
 }
 
-// MapTiles22Impl of a float32 (In float) or bfloat16 (In uint16_t) map.
-template <bool GRAD, typename In>
+// MapTiles22Impl (In, Out: as OT_BY_TYPES).
+template <bool GRAD, typename In, typename Out>
 inline __attribute__((always_inline)) void MapTiles22(const MapLayout& L, const In* in, int64_t t0, int64_t t1,
-                                                      int64_t chunk, float* v) {
+                                                      int64_t chunk, Out* v) {
   if (L.block == 8) return MapTiles22Impl<8, GRAD>(L, in, t0, t1, chunk, v);
   if (L.block == 16) return MapTiles22Impl<16, GRAD>(L, in, t0, t1, chunk, v);
   MapTiles22Impl<0, GRAD>(L, in, t0, t1, chunk, v);
 }
 
-OT_VECTOR_CLONES void InputTiles22(const TileGrid&, const MapLayout& L, const void* in, bool bf16, const float*,
-                                   int64_t t0, int64_t t1, int64_t chunk, float* v) {
-  if (bf16)
-    MapTiles22<false>(L, static_cast<const uint16_t*>(in), t0, t1, chunk, v);
-  else
-    MapTiles22<false>(L, static_cast<const float*>(in), t0, t1, chunk, v);
+// MapTiles22 of the element types (as OT_BY_TYPES).
+template <bool GRAD>
+inline __attribute__((always_inline)) void MapTiles22Typed(const MapLayout& L, const void* in, bool in_bf16,
+                                                           int64_t t0, int64_t t1, int64_t chunk, void* v,
+                                                           bool out_bf16) {
+  const auto* in16 = static_cast<const uint16_t*>(in);
+  const auto* in32 = static_cast<const float*>(in);
+  auto* out16 = static_cast<Bf16Slot*>(v);
+  auto* out32 = static_cast<float*>(v);
+  if (in_bf16 && out_bf16) return MapTiles22<GRAD>(L, in16, t0, t1, chunk, out16);
+  if (in_bf16) return MapTiles22<GRAD>(L, in16, t0, t1, chunk, out32);
+  if (out_bf16) return MapTiles22<GRAD>(L, in32, t0, t1, chunk, out16);
+  MapTiles22<GRAD>(L, in32, t0, t1, chunk, out32);
 }
 
-OT_VECTOR_CLONES void GradTiles22(const TileGrid&, const MapLayout& L, const void* dy, bool bf16, const float*,
-                                  int64_t t0, int64_t t1, int64_t chunk, float* dm) {
-  if (bf16)
-    MapTiles22<true>(L, static_cast<const uint16_t*>(dy), t0, t1, chunk, dm);
-  else
-    MapTiles22<true>(L, static_cast<const float*>(dy), t0, t1, chunk, dm);
+OT_VECTOR_CLONES void InputTiles22(const TileGrid&, const MapLayout& L, const void* in, bool in_bf16, const float*,
+                                   int64_t t0, int64_t t1, int64_t chunk, void* v, bool out_bf16) {
+  MapTiles22Typed<false>(L, in, in_bf16, t0, t1, chunk, v, out_bf16);
+}
+
+OT_VECTOR_CLONES void GradTiles22(const TileGrid&, const MapLayout& L, const void* dy, bool in_bf16, const float*,
+                                  int64_t t0, int64_t t1, int64_t chunk, void* dm, bool out_bf16) {
+  MapTiles22Typed<true>(L, dy, in_bf16, t0, t1, chunk, dm, out_bf16);
 }
 
 template <int LANES>
@@ -661,10 +686,6 @@ void WinogradConv::Multiply(bool a_transposed, int64_t m, int64_t n, int64_t k, 
     Sgemm(a_transposed, m, n, k, a.f32 + a_offset, lda, b.f32 + b_offset, ldb, accumulate, c, ldc);
 }
 
-void WinogradConv::Narrow(const float* src, int64_t offset, int64_t count, uint16_t* narrow) const {
-  if (bf16_) ToBf16(src + offset, count, narrow + offset);
-}
-
 void WinogradConv::Convolve(const void* in, bool in_bf16, const MapLayout& in_map, Operand u,
                             const MapLayout& out_map, const float* bias, float* out) const {
   const int64_t in_c = in_map.channels, out_c = out_map.channels;
@@ -676,7 +697,7 @@ void WinogradConv::Convolve(const void* in, bool in_bf16, const MapLayout& in_ma
   if (Whole(in_c, out_c)) {
     // Every tile transformed at once, then one sgemm per (point, column range) over all the
     // tiles (chunks of few tiles made short sgemm calls on wide layers), then the outputs.
-    float* v = ScratchFloats(kTileScratch, points * tiles_ * in_c);
+    float* v = bf16_ ? nullptr : ScratchFloats(kTileScratch, points * tiles_ * in_c);
     uint16_t* v16 = bf16_ ? ScratchBf16(kTile16Scratch, points * tiles_ * in_c) : nullptr;
     float* m = ScratchFloats(kProductScratch, points * tiles_ * out_c);
     const std::vector<Block> blocks = Blocks(out_c);
@@ -690,8 +711,7 @@ void WinogradConv::Convolve(const void* in, bool in_bf16, const MapLayout& in_ma
       for (int64_t k = 0; k < threads; ++k) {
         const int64_t t0 = std::min(tiles_, k * share), t1 = std::min(tiles_, t0 + share);
         if (t0 >= t1) continue;
-        loops.input(grid, in_map, in, in_bf16, zeros, t0, t1, tiles_, v + t0 * in_c);
-        for (int64_t xi = 0; xi < points; ++xi) Narrow(v, (xi * tiles_ + t0) * in_c, (t1 - t0) * in_c, v16);
+        loops.input(grid, in_map, in, in_bf16, zeros, t0, t1, tiles_, Tiles(v, v16, t0 * in_c), bf16_);
       }
 #pragma omp for schedule(static)
       for (size_t i = 0; i < blocks.size(); ++i) {
@@ -711,7 +731,7 @@ void WinogradConv::Convolve(const void* in, bool in_bf16, const MapLayout& in_ma
   const int64_t chunks = (tiles_ + chunk - 1) / chunk;
 #pragma omp parallel
   {
-    float* v = ScratchFloats(kTileScratch, points * chunk * in_c);
+    float* v = bf16_ ? nullptr : ScratchFloats(kTileScratch, points * chunk * in_c);
     uint16_t* v16 = bf16_ ? ScratchBf16(kTile16Scratch, points * chunk * in_c) : nullptr;
     float* m = ScratchFloats(kProductScratch, points * chunk * out_c);
     float* zeros = ZeroRegion(zero_count, out_map.Span());
@@ -719,12 +739,10 @@ void WinogradConv::Convolve(const void* in, bool in_bf16, const MapLayout& in_ma
 #pragma omp for schedule(static)
     for (int64_t k = 0; k < chunks; ++k) {
       const int64_t t0 = k * chunk, t1 = std::min(tiles_, t0 + chunk);
-      loops.input(grid, in_map, in, in_bf16, zeros, t0, t1, chunk, v);
-      for (int64_t xi = 0; xi < points; ++xi) {
-        Narrow(v, xi * chunk * in_c, (t1 - t0) * in_c, v16);
+      loops.input(grid, in_map, in, in_bf16, zeros, t0, t1, chunk, Tiles(v, v16, 0), bf16_);
+      for (int64_t xi = 0; xi < points; ++xi)
         Multiply(false, t1 - t0, out_c, in_c, {v, v16}, xi * chunk * in_c, in_c, u, xi * in_c * out_c, out_c, false,
                  m + xi * chunk * out_c, out_c);
-      }
       loops.output(grid, out_map, m, bias ? bias : zeros, spill, t0, t1, chunk, out);
     }
   }
@@ -737,9 +755,10 @@ WinogradConv::Operand WinogradConv::TransformWeights(const void* w, bool flipped
   (flipped ? w_backward_ : w_forward_).Run(const_cast<void*>(w), taps);
   float* u = ScratchFloats(kWeightScratch, t_ * t_ * n);
   Sgemm(false, t_ * t_, n, 9, KronG(t_, flipped), 9, taps, n, false, u, n);
-  uint16_t* u16 = bf16_ ? ScratchBf16(kWeight16Scratch, t_ * t_ * n) : nullptr;
-  Narrow(u, 0, t_ * t_ * n, u16);
-  return {u, u16};
+  if (!bf16_) return {u, nullptr};
+  uint16_t* u16 = ScratchBf16(kWeight16Scratch, t_ * t_ * n);
+  ToBf16(u, t_ * t_ * n, u16);
+  return {nullptr, u16};
 }
 
 void WinogradConv::FoldWeightGradient(const float* du, float* dw) const {
@@ -782,8 +801,8 @@ void WinogradConv::Backward(const void* dy, const void* x, const void* w, float*
   if (Whole(c_, o_)) {
     // As in Convolve: all tiles transformed, then dU[xi] = V[xi]^T . dM[xi] over all of them
     // by (point, column range), each written once (no per-thread partial sums).
-    float* v = ScratchFloats(kTileScratch, points * tiles_ * c_);
-    float* dm = ScratchFloats(kProductScratch, points * tiles_ * o_);
+    float* v = bf16_ ? nullptr : ScratchFloats(kTileScratch, points * tiles_ * c_);
+    float* dm = bf16_ ? nullptr : ScratchFloats(kProductScratch, points * tiles_ * o_);
     uint16_t* v16 = bf16_ ? ScratchBf16(kTile16Scratch, points * tiles_ * c_) : nullptr;
     uint16_t* dm16 = bf16_ ? ScratchBf16(kProduct16Scratch, points * tiles_ * o_) : nullptr;
     float* du = ScratchFloats(kOutputScratch, points * c_ * o_);
@@ -797,12 +816,8 @@ void WinogradConv::Backward(const void* dy, const void* x, const void* w, float*
       for (int64_t k = 0; k < threads; ++k) {
         const int64_t t0 = std::min(tiles_, k * share), t1 = std::min(tiles_, t0 + share);
         if (t0 >= t1) continue;
-        loops.input(grid, x_map_, xr, x_bf16_, zeros, t0, t1, tiles_, v + t0 * c_);
-        loops.grad(grid, dy_map_, dyr, dy_bf16_, zeros, t0, t1, tiles_, dm + t0 * o_);
-        for (int64_t xi = 0; xi < points; ++xi) {
-          Narrow(v, (xi * tiles_ + t0) * c_, (t1 - t0) * c_, v16);
-          Narrow(dm, (xi * tiles_ + t0) * o_, (t1 - t0) * o_, dm16);
-        }
+        loops.input(grid, x_map_, xr, x_bf16_, zeros, t0, t1, tiles_, Tiles(v, v16, t0 * c_), bf16_);
+        loops.grad(grid, dy_map_, dyr, dy_bf16_, zeros, t0, t1, tiles_, Tiles(dm, dm16, t0 * o_), bf16_);
       }
 #pragma omp for schedule(static)
       for (size_t i = 0; i < blocks.size(); ++i) {
@@ -826,8 +841,8 @@ void WinogradConv::Backward(const void* dy, const void* x, const void* w, float*
 #pragma omp parallel num_threads(threads)
   {
     const int me = omp_get_thread_num();
-    float* v = ScratchFloats(kTileScratch, points * chunk * c_);
-    float* dm = ScratchFloats(kProductScratch, points * chunk * o_);
+    float* v = bf16_ ? nullptr : ScratchFloats(kTileScratch, points * chunk * c_);
+    float* dm = bf16_ ? nullptr : ScratchFloats(kProductScratch, points * chunk * o_);
     uint16_t* v16 = bf16_ ? ScratchBf16(kTile16Scratch, points * chunk * c_) : nullptr;
     uint16_t* dm16 = bf16_ ? ScratchBf16(kProduct16Scratch, points * chunk * o_) : nullptr;
     const float* zeros = ZeroRegion(zero_count, 0);
@@ -835,11 +850,9 @@ void WinogradConv::Backward(const void* dy, const void* x, const void* w, float*
 #pragma omp for schedule(static)
     for (int64_t k = 0; k < chunks; ++k) {
       const int64_t t0 = k * chunk, t1 = std::min(tiles_, t0 + chunk);
-      loops.input(grid, x_map_, xr, x_bf16_, zeros, t0, t1, chunk, v);
-      loops.grad(grid, dy_map_, dyr, dy_bf16_, zeros, t0, t1, chunk, dm);
+      loops.input(grid, x_map_, xr, x_bf16_, zeros, t0, t1, chunk, Tiles(v, v16, 0), bf16_);
+      loops.grad(grid, dy_map_, dyr, dy_bf16_, zeros, t0, t1, chunk, Tiles(dm, dm16, 0), bf16_);
       for (int64_t xi = 0; xi < points; ++xi) {
-        Narrow(v, xi * chunk * c_, (t1 - t0) * c_, v16);
-        Narrow(dm, xi * chunk * o_, (t1 - t0) * o_, dm16);
         Multiply(true, c_, o_, t1 - t0, {v, v16}, xi * chunk * c_, c_, {dm, dm16}, xi * chunk * o_, o_, used[me] != 0,
                  partial + xi * c_ * o_, o_);
       }

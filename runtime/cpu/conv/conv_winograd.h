@@ -75,17 +75,15 @@ class WinogradConv final : public SgemmConv {
 
  private:
   WinogradConv() = default;
-  // A product's operand: float32 values, and under bfloat16 products their rounded copy.
+  // A product's operand: float32 values, or under bfloat16 products bfloat16 ones.
   struct Operand {
     const float* f32;
     const uint16_t* bf16;
   };
-  // c = a . b (Sgemm, or GemmBf16 of the operands' bfloat16 copies), a and b from `a_offset`
-  // and `b_offset` elements on.
+  // c = a . b (Sgemm, or under bfloat16 products GemmBf16), a and b from `a_offset` and
+  // `b_offset` elements on.
   void Multiply(bool a_transposed, int64_t m, int64_t n, int64_t k, Operand a, int64_t a_offset, int64_t lda,
                 Operand b, int64_t b_offset, int64_t ldb, bool accumulate, float* c, int64_t ldc) const;
-  // Under bfloat16 products, `count` values of src from `offset` rounded into narrow (same offset).
-  void Narrow(const float* src, int64_t offset, int64_t count, uint16_t* narrow) const;
   // out (out_map) = conv(in (in_map; bfloat16 where in_bf16)) through transformed weights u.
   void Convolve(const void* in, bool in_bf16, const MapLayout& in_map, Operand u, const MapLayout& out_map,
                 const float* bias, float* out) const;
