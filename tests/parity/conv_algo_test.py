@@ -140,20 +140,23 @@ def check_forced(args, failures, algo, make_module, name, want):
     failures += [f"{algo}: {line}" for line in f]
 
 
-def check_choices_kept(args, failures, model_path):
+def check_choices_kept(args, failures, model_path, amp=False):
     """auto's timed choices are kept in the training state (conv_algorithms.rank0) and a
     resumed run loads them: a two-epoch run, interrupted after its first epoch (only its
     epoch-1 checkpoint and state in a new directory) and resumed, ends in the same bytes as the
-    run itself, and leaves no side file beside the checkpoints."""
+    run itself, and leaves no side file beside the checkpoints. With `amp`, the same under
+    --amp bf16 (ours then include F(2x2, 3x3) with bfloat16 products, winograd2-bf16)."""
+    flags = ["--amp", "bf16"] if amp else []
     def train(ckpt, epochs, *extra):
         return subprocess.run([args.onnx_train, model_path, "--data", "synthetic:96", "--batch", "16", "--epochs",
                                str(epochs), "--seed", "2", "--threads", "2", "--quiet", "--save-every", "1",
                                "--checkpoint-dir",
-                               os.path.join(args.workdir, ckpt), *extra], capture_output=True, text=True)
-    a, b = os.path.join(args.workdir, "keep_a"), os.path.join(args.workdir, "keep_b")
+                               os.path.join(args.workdir, ckpt), *flags, *extra], capture_output=True, text=True)
+    tag = "_amp" if amp else ""
+    a, b = os.path.join(args.workdir, "keep_a" + tag), os.path.join(args.workdir, "keep_b" + tag)
     for d in (a, b):
         shutil.rmtree(d, ignore_errors=True)
-    whole = train("keep_a", 2)
+    whole = train("keep_a" + tag, 2)
     state = open(os.path.join(a, "epoch_0001.state"), "rb").read() if whole.returncode == 0 else b""
     if whole.returncode != 0 or b"conv_algorithms.rank0" not in state:
         failures.append(f"choices kept: the run failed or its state holds no conv_algorithms.rank0: "
@@ -164,13 +167,14 @@ def check_choices_kept(args, failures, model_path):
     os.makedirs(b)
     for f in ("epoch_0001.onnx", "epoch_0001.state"):
         shutil.copy(os.path.join(a, f), b)
-    resumed = train("keep_b", 2, "--resume", "latest")
+    resumed = train("keep_b" + tag, 2, "--resume", "latest")
     same = resumed.returncode == 0 and open(os.path.join(a, "epoch_0002.onnx"), "rb").read() == \
         open(os.path.join(b, "epoch_0002.onnx"), "rb").read()
     if not same:
         failures.append(f"choices kept: the resumed run does not end in the uninterrupted run's bytes "
                         f"(exit {resumed.returncode}: {resumed.stderr.strip()[-200:]})")
-    print(f"  choices kept in the state, resumed run bitwise equal: {same}  {'ok' if same else 'FAILED'}")
+    print(f"  choices kept in the state{' (--amp bf16)' if amp else ''}, resumed run bitwise equal: {same}  "
+          f"{'ok' if same else 'FAILED'}")
 
 
 def prepare_case(args, make_module, name, shape, seed):
@@ -293,6 +297,10 @@ def main():
 
     check_small_maps(args, failures)
     check_choices_kept(args, failures, model_path)
+    if "avx512_bf16" in open("/proc/cpuinfo").read() or "amx_bf16" in open("/proc/cpuinfo").read():
+        check_choices_kept(args, failures, model_path, amp=True)
+    else:
+        print("  choices kept under --amp bf16: skipped (this CPU has no bfloat16 instructions)")
     convs = [f"conv{i}" for i in range(1, 7)]
     check_forced(args, failures, "taps", TapShapes, "tap_shapes",
                  [(c, "fwd", "taps") for c in convs] + [(c, "bwd_weights", "taps") for c in convs]
