@@ -26,7 +26,7 @@
 // copies) and compute in float32. The products may run in bfloat16 too (`bf16_products`:
 // V, U, dM rounded to bfloat16 after their float32 transforms, GemmBf16 accumulating in
 // float32; F(2x2, 3x3) only: F(4x4, 3x3)'s transforms amplify that rounding to 15-30x the
-// distance of PyTorch's autocast from float64, against 2.3-3.5x for F(2x2, 3x3), measured
+// distance of PyTorch's autocast from float64, against up to 3.5x for F(2x2, 3x3), measured
 // in conv_sgemm_test); the sums over tiles and threads stay float32.
 // Takes 2D 3x3 convolutions with stride 1, dilation 1, pads 1 (outputs the size of the
 // inputs), ungrouped; activations channels-last or channel-blocked (nChw8c, nChw16c) are

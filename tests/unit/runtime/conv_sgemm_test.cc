@@ -257,7 +257,7 @@ std::vector<uint16_t> ToBf16Layout(const std::vector<float>& plain, const Shape&
 // inputs (distance d_autocast, about 2^-9 of the scale: one rounding of each input). F(2x2,
 // 3x3)'s tiles are sums of up to 4 inputs with coefficients +-1, its weights sums of up to
 // 9 taps times 1/4, so their rounding is of the same size again and its output transform
-// adds up to 9 products: measured 2.3-3.5 x d_autocast, bound 4 x. (F(4x4, 3x3)'s transforms
+// adds up to 9 products: measured up to 3.5 x d_autocast, bound 4 x. (F(4x4, 3x3)'s transforms
 // scale by up to 8 and 1/24: 15-30 x, which is why WinogradConv does not offer it.)
 void CheckBf16(const Case& k, int tile, bool bf16_products, double factor) {
   SCOPED_TRACE("n" + std::to_string(k.n) + " c" + std::to_string(k.c) + " o" + std::to_string(k.o) + " map " +
