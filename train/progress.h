@@ -64,6 +64,10 @@ class ProgressReporter {
             const std::string& extra_json = "");
   void EndEpoch(const EpochSummary& s);
   void Message(const std::string& line);  // a plain line (clears the bar first)
+  // Writes the metrics lines out now. Step lines are written every quarter second; the
+  // trainer flushes before it saves state, so that every step a resume will not train again
+  // is on disk even if the process is then killed.
+  void FlushMetrics();
 
  private:
   void Bar(int64_t step, double running_loss);
@@ -77,7 +81,7 @@ class ProgressReporter {
   int64_t steps_ = 0;
   double lr_ = 0;
   int64_t images_ = 0;
-  std::chrono::steady_clock::time_point epoch_start_, last_print_, run_start_;
+  std::chrono::steady_clock::time_point epoch_start_, last_print_, last_step_, run_start_, last_flush_;
   bool bar_shown_ = false;
   int world_size_ = 1;
 };

@@ -68,6 +68,13 @@ std::vector<int64_t> DistributedSampler::NextBatch() {
   return batch;
 }
 
+DistributedSampler::IndexView DistributedSampler::UpcomingBatch() const {
+  if (order_epoch_ != state_.epoch) return {};
+  const int64_t begin = state_.position * options_.batch_size;
+  const int64_t end = std::min(static_cast<int64_t>(order_.size()), begin + options_.batch_size);
+  return end > begin ? IndexView{order_.data() + begin, end - begin} : IndexView{};
+}
+
 void DistributedSampler::Restore(const SamplerState& state) {
   OT_CHECK(state.epoch >= 0 && state.position >= 0 && state.position <= BatchesPerEpoch(),
            "sampler state (epoch %lld, batch %lld) does not fit this run's %lld batches per epoch; was the "
