@@ -40,7 +40,7 @@ std::vector<int64_t> DistributedSampler::EpochOrder(int64_t epoch) const {
   mine.reserve(static_cast<size_t>(samples_per_rank_));
   // Padded position p holds all[p % n]: padding repeats the first indices (cyclically when
   // the world is larger than the data set).
-  for (int64_t p = options_.rank; p < samples_per_rank_ * w; p += w) mine.push_back(all[static_cast<size_t>(p % n)]);
+  for (int64_t p = options_.rank; p < samples_per_rank_ * w; p += w) mine.push_back(all[static_cast<size_t>(p < n ? p : p % n)]);
   return mine;
 }
 
