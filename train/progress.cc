@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,36 @@ std::string Clock(double seconds) {
   return s >= 3600 ? StrFormat("%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : StrFormat("%d:%02d", s / 60, s % 60);
 }
 }  // namespace
+
+void AppendJsonField(std::string* out, const char* key, double value, int digits, bool fixed, bool first) {
+  char buf[400];  // a double in fixed notation has at most 309 digits before the point
+  char* p = buf;
+  if (!first) *p++ = ',';
+  *p++ = '"';
+  for (const char* k = key; *k && p < buf + 48; ++k) *p++ = *k;
+  *p++ = '"';
+  *p++ = ':';
+  const std::to_chars_result r = std::isfinite(value)
+      ? std::to_chars(p, buf + sizeof(buf), value, fixed ? std::chars_format::fixed : std::chars_format::general, digits)
+      : std::to_chars_result{p, std::errc()};
+  if (r.ec != std::errc() || !std::isfinite(value)) {  // JSON has no inf or nan: null
+    out->append(buf, static_cast<size_t>(p - buf)).append("null");
+    return;
+  }
+  out->append(buf, static_cast<size_t>(r.ptr - buf));
+}
+
+void AppendJsonField(std::string* out, const char* key, int64_t value, bool first) {
+  char buf[80];
+  char* p = buf;
+  if (!first) *p++ = ',';
+  *p++ = '"';
+  for (const char* k = key; *k && p < buf + 48; ++k) *p++ = *k;
+  *p++ = '"';
+  *p++ = ':';
+  p = std::to_chars(p, buf + sizeof(buf), value).ptr;
+  out->append(buf, static_cast<size_t>(p - buf));
+}
 
 ProgressReporter::ProgressReporter(std::string tag, const std::string& metrics_path, bool quiet,
                                    bool output_is_terminal)
@@ -55,21 +86,19 @@ void ProgressReporter::Step(int64_t step, int64_t global_step, double step_loss,
   const double loop_ms = 1e3 * std::chrono::duration<double>(now - last_step_).count();
   last_step_ = now;
   if (metrics_) {
-    // One formatting pass into a stack buffer (a step of a small model takes tens of
-    // microseconds, and this line is written every step); a longer line goes the general way.
-    static constexpr const char* kFormat =
-        "{\"type\":\"step\",\"epoch\":%d,\"step\":%lld,\"global_step\":%lld,\"loss\":%.6g,\"lr\":%.6g,"
-        "\"img_per_s\":%.1f,\"time\":%.3f,\"loop_ms\":%.3f%s}\n";
-    const double rate = elapsed > 0 ? static_cast<double>(images_ * world_size_) / elapsed : 0.0;
-    const double time = std::chrono::duration<double>(now - run_start_).count();
-    char line[512];
-    const int n = std::snprintf(line, sizeof(line), kFormat, epoch_, (long long)step, (long long)global_step, step_loss,
-                                lr_, rate, time, loop_ms, extra_json.c_str());
-    if (n >= 0 && n < static_cast<int>(sizeof(line)))
-      metrics_->write(line, n);
-    else
-      *metrics_ << StrFormat(kFormat, epoch_, (long long)step, (long long)global_step, step_loss, lr_, rate, time,
-                             loop_ms, extra_json.c_str());
+    line_.assign("{\"type\":\"step\"");
+    AppendJsonField(&line_, "epoch", int64_t{epoch_});
+    AppendJsonField(&line_, "step", step);
+    AppendJsonField(&line_, "global_step", global_step);
+    AppendJsonField(&line_, "loss", step_loss, 6, false);
+    AppendJsonField(&line_, "lr", lr_, 6, false);
+    AppendJsonField(&line_, "img_per_s", elapsed > 0 ? static_cast<double>(images_ * world_size_) / elapsed : 0.0, 1,
+                    true);
+    AppendJsonField(&line_, "time", std::chrono::duration<double>(now - run_start_).count(), 3, true);
+    AppendJsonField(&line_, "loop_ms", loop_ms, 3, true);
+    line_ += extra_json;
+    line_ += "}\n";
+    metrics_->write(line_.data(), static_cast<std::streamsize>(line_.size()));
     // Written out every quarter second, and whenever the run saves its state (FlushMetrics):
     // a worker killed without warning loses at most the lines of steps after its last saved
     // state, which its resumed run trains and records again.

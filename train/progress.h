@@ -44,6 +44,13 @@ struct EpochSummary {
   double miou = -1, test_miou = -1;
 };
 
+// `,"key":value` appended to `out` (no comma before the first field of an object: `first`),
+// the value as printf's %.{digits}g (general) or %.{digits}f (fixed) would write it, by
+// std::to_chars: a metrics line is written every step, and printf's conversion of a double
+// costs about as much as a short step's tenth.
+void AppendJsonField(std::string* out, const char* key, double value, int digits, bool fixed, bool first = false);
+void AppendJsonField(std::string* out, const char* key, int64_t value, bool first = false);
+
 class ProgressReporter {
  public:
   // tag: "cpu0", "cuda0", or "" for none; metrics_path: "" for none. Throws ot::Error if the metrics file
@@ -77,6 +84,7 @@ class ProgressReporter {
   bool tty_ = false;
   bool quiet_ = false;
   std::unique_ptr<std::ofstream> metrics_;
+  std::string line_;  // the step line being written (its capacity kept from step to step)
   int epoch_ = 0;
   int64_t steps_ = 0;
   double lr_ = 0;

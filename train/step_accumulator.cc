@@ -5,6 +5,7 @@
 
 #include "graph/autodiff/autodiff.h"
 #include "graph/error.h"
+#include "train/progress.h"
 
 namespace ot {
 
@@ -88,9 +89,10 @@ StepOutcome StepAccumulator::Feed(Batch& batch, int64_t epoch, int64_t s, double
   group_loss_ = 0;
   group_n_ = 0;
   // Step time (forward, backward, update, allreduce waits) and the reducer's overlap counters.
-  out.json = StrFormat(",\"step_ms\":%.3f",
-                       1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()) +
-             mix_json + dp_.StepJson();
+  AppendJsonField(&out.json, "step_ms",
+                  1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(), 3, true);
+  out.json += mix_json;
+  out.json += dp_.StepJson();
   if (session_.loss_scaler().enabled())
     out.json += StrFormat(",\"loss_scale\":%.17g,\"skipped\":%s,\"skipped_steps\":%lld",
                           static_cast<double>(session_.loss_scaler().scale()), r.skipped ? "true" : "false",
