@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,36 @@ std::string Clock(double seconds) {
 }
 }  // namespace
 
+void AppendJsonField(std::string* out, const char* key, double value, int digits, bool fixed, bool first) {
+  char buf[400];  // a double in fixed notation has at most 309 digits before the point
+  char* p = buf;
+  if (!first) *p++ = ',';
+  *p++ = '"';
+  for (const char* k = key; *k && p < buf + 48; ++k) *p++ = *k;
+  *p++ = '"';
+  *p++ = ':';
+  const std::to_chars_result r = std::isfinite(value)
+      ? std::to_chars(p, buf + sizeof(buf), value, fixed ? std::chars_format::fixed : std::chars_format::general, digits)
+      : std::to_chars_result{p, std::errc()};
+  if (r.ec != std::errc() || !std::isfinite(value)) {  // JSON has no inf or nan: null
+    out->append(buf, static_cast<size_t>(p - buf)).append("null");
+    return;
+  }
+  out->append(buf, static_cast<size_t>(r.ptr - buf));
+}
+
+void AppendJsonField(std::string* out, const char* key, int64_t value, bool first) {
+  char buf[80];
+  char* p = buf;
+  if (!first) *p++ = ',';
+  *p++ = '"';
+  for (const char* k = key; *k && p < buf + 48; ++k) *p++ = *k;
+  *p++ = '"';
+  *p++ = ':';
+  p = std::to_chars(p, buf + sizeof(buf), value).ptr;
+  out->append(buf, static_cast<size_t>(p - buf));
+}
+
 ProgressReporter::ProgressReporter(std::string tag, const std::string& metrics_path, bool quiet,
                                    bool output_is_terminal)
     : tag_(std::move(tag)),
@@ -32,7 +63,7 @@ ProgressReporter::ProgressReporter(std::string tag, const std::string& metrics_p
     metrics_ = std::make_unique<std::ofstream>(metrics_path, std::ios::app);
     OT_CHECK(metrics_->good(), "cannot open the metrics file '%s' for writing", metrics_path.c_str());
   }
-  run_start_ = std::chrono::steady_clock::now();
+  run_start_ = last_flush_ = std::chrono::steady_clock::now();
 }
 
 ProgressReporter::~ProgressReporter() = default;
@@ -42,21 +73,40 @@ void ProgressReporter::StartEpoch(int epoch, int64_t steps, double lr) {
   steps_ = steps;
   lr_ = lr;
   images_ = 0;
-  epoch_start_ = last_print_ = std::chrono::steady_clock::now();
+  epoch_start_ = last_print_ = last_step_ = std::chrono::steady_clock::now();
 }
 
 void ProgressReporter::Step(int64_t step, int64_t global_step, double step_loss, double running_loss,
                             int64_t images, const std::string& extra_json) {
   images_ += images;
-  const double elapsed = Since(epoch_start_);
-  if (metrics_)
-    WriteJson(StrFormat("{\"type\":\"step\",\"epoch\":%d,\"step\":%lld,\"global_step\":%lld,\"loss\":%.6g,\"lr\":%.6g,"
-                        "\"img_per_s\":%.1f,\"time\":%.3f%s}",
-                        epoch_, (long long)step, (long long)global_step, step_loss, lr_,
-                        elapsed > 0 ? static_cast<double>(images_ * world_size_) / elapsed : 0.0, Since(run_start_), extra_json.c_str()));
+  const auto now = std::chrono::steady_clock::now();
+  const double elapsed = std::chrono::duration<double>(now - epoch_start_).count();
+  // The loop's wall time per step: since the previous step's record (the epoch's start for
+  // its first step): the step, making its batch, scoring and reporting, all together.
+  const double loop_ms = 1e3 * std::chrono::duration<double>(now - last_step_).count();
+  last_step_ = now;
+  if (metrics_) {
+    line_.assign("{\"type\":\"step\"");
+    AppendJsonField(&line_, "epoch", int64_t{epoch_});
+    AppendJsonField(&line_, "step", step);
+    AppendJsonField(&line_, "global_step", global_step);
+    AppendJsonField(&line_, "loss", step_loss, 6, false);
+    AppendJsonField(&line_, "lr", lr_, 6, false);
+    AppendJsonField(&line_, "img_per_s", elapsed > 0 ? static_cast<double>(images_ * world_size_) / elapsed : 0.0, 1,
+                    true);
+    AppendJsonField(&line_, "time", std::chrono::duration<double>(now - run_start_).count(), 3, true);
+    AppendJsonField(&line_, "loop_ms", loop_ms, 3, true);
+    line_ += extra_json;
+    line_ += "}\n";
+    metrics_->write(line_.data(), static_cast<std::streamsize>(line_.size()));
+    // Written out every quarter second, and whenever the run saves its state (FlushMetrics):
+    // a worker killed without warning loses at most the lines of steps after its last saved
+    // state, which its resumed run trains and records again.
+    if (std::chrono::duration<double>(now - last_flush_).count() >= 0.25) FlushMetrics();
+  }
   if (quiet_) return;
   const bool last = step + 1 == steps_;
-  const double since_print = Since(last_print_);
+  const double since_print = std::chrono::duration<double>(now - last_print_).count();
   if (tty_ ? (since_print >= 0.2 || last) : (since_print >= 10.0 && !last)) {
     Bar(step, running_loss);
     last_print_ = std::chrono::steady_clock::now();
@@ -137,7 +187,13 @@ void ProgressReporter::Message(const std::string& line) {
 
 void ProgressReporter::WriteJson(const std::string& json) {
   *metrics_ << json << '\n';
+  FlushMetrics();
+}
+
+void ProgressReporter::FlushMetrics() {
+  if (!metrics_) return;
   metrics_->flush();
+  last_flush_ = std::chrono::steady_clock::now();
 }
 
 }  // namespace ot

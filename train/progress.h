@@ -44,6 +44,13 @@ struct EpochSummary {
   double miou = -1, test_miou = -1;
 };
 
+// `,"key":value` appended to `out` (no comma before the first field of an object: `first`),
+// the value as printf's %.{digits}g (general) or %.{digits}f (fixed) would write it, by
+// std::to_chars: a metrics line is written every step, and printf's conversion of a double
+// costs about as much as a short step's tenth.
+void AppendJsonField(std::string* out, const char* key, double value, int digits, bool fixed, bool first = false);
+void AppendJsonField(std::string* out, const char* key, int64_t value, bool first = false);
+
 class ProgressReporter {
  public:
   // tag: "cpu0", "cuda0", or "" for none; metrics_path: "" for none. Throws ot::Error if the metrics file
@@ -64,6 +71,10 @@ class ProgressReporter {
             const std::string& extra_json = "");
   void EndEpoch(const EpochSummary& s);
   void Message(const std::string& line);  // a plain line (clears the bar first)
+  // Writes the metrics lines out now. Step lines are written every quarter second; the
+  // trainer flushes before it saves state, so that every step a resume will not train again
+  // is on disk even if the process is then killed.
+  void FlushMetrics();
 
  private:
   void Bar(int64_t step, double running_loss);
@@ -73,11 +84,12 @@ class ProgressReporter {
   bool tty_ = false;
   bool quiet_ = false;
   std::unique_ptr<std::ofstream> metrics_;
+  std::string line_;  // the step line being written (its capacity kept from step to step)
   int epoch_ = 0;
   int64_t steps_ = 0;
   double lr_ = 0;
   int64_t images_ = 0;
-  std::chrono::steady_clock::time_point epoch_start_, last_print_, run_start_;
+  std::chrono::steady_clock::time_point epoch_start_, last_print_, last_step_, run_start_, last_flush_;
   bool bar_shown_ = false;
   int world_size_ = 1;
 };

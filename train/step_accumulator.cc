@@ -5,6 +5,7 @@
 
 #include "graph/autodiff/autodiff.h"
 #include "graph/error.h"
+#include "train/progress.h"
 
 namespace ot {
 
@@ -44,7 +45,8 @@ Tensor Input(const HostTensor& h, Device device) {
 
 }  // namespace
 
-StepOutcome StepAccumulator::Feed(Batch& batch, int64_t epoch, int64_t s, double lr, TaskFigures* tally) {
+StepOutcome StepAccumulator::Feed(Batch& batch, int64_t epoch, int64_t s, double lr, TaskFigures* tally,
+                                  const std::function<void()>& between_kernels) {
   if (s % accumulate_ == 0) start_ = std::chrono::steady_clock::now();
   std::map<std::string, Tensor> extra;  // the further inputs; Mixup/CutMix: the paired labels and lambda
   for (const auto& [name, t] : batch.extra) extra.emplace(name, Input(t, device_));
@@ -59,8 +61,15 @@ StepOutcome StepAccumulator::Feed(Batch& batch, int64_t epoch, int64_t s, double
   CheckLabelsFit(session_.graph(), batch.labels.dtype, batch.labels.dims);
   const bool last = (s + 1) % accumulate_ == 0;  // the step's last micro-batch: allreduce and update
   const Tensor x = Input(batch.images, device_), y = Input(batch.labels, device_);
-  const StepResult r = last ? session_.Step(x, y, static_cast<float>(lr), dp_.Hooks(), extra)
-                            : session_.MicroStep(x, y, extra);
+  RunOptions hooks = last ? dp_.Hooks() : RunOptions{};
+  if (between_kernels) {
+    hooks.before_node = [&between_kernels, reducer = std::move(hooks.before_node)](const Node& node) {
+      between_kernels();
+      if (reducer) reducer(node);
+    };
+  }
+  const StepResult r = last ? session_.Step(x, y, static_cast<float>(lr), hooks, extra)
+                            : session_.MicroStep(x, y, extra, hooks);
   if (last) dp_.FinishStep();
   if (!std::isfinite(r.loss)) NonFiniteLoss(r.loss, batch, epoch, s / accumulate_);
   const int64_t n = batch.labels.NumElements();
@@ -80,9 +89,10 @@ StepOutcome StepAccumulator::Feed(Batch& batch, int64_t epoch, int64_t s, double
   group_loss_ = 0;
   group_n_ = 0;
   // Step time (forward, backward, update, allreduce waits) and the reducer's overlap counters.
-  out.json = StrFormat(",\"step_ms\":%.3f",
-                       1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()) +
-             mix_json + dp_.StepJson();
+  AppendJsonField(&out.json, "step_ms",
+                  1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(), 3, true);
+  out.json += mix_json;
+  out.json += dp_.StepJson();
   if (session_.loss_scaler().enabled())
     out.json += StrFormat(",\"loss_scale\":%.17g,\"skipped\":%s,\"skipped_steps\":%lld",
                           static_cast<double>(session_.loss_scaler().scale()), r.skipped ? "true" : "false",

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "runtime/core/device.h"
@@ -33,7 +34,10 @@ class StepAccumulator {
   // Trains on the epoch's batch number `s` (its micro-batch s % accumulate); `lr` is the
   // rate of the step it completes. Adds the batch's loss and scores to `tally`. Throws
   // ot::Error when the loss is not finite (naming a sample whose input is not, if any).
-  StepOutcome Feed(Batch& batch, int64_t epoch, int64_t s, double lr, TaskFigures* tally);
+  // `between_kernels`, if set, runs before each of the step's kernels (the loader's prefetch
+  // of the next batch: work that waits on memory, done while the step computes).
+  StepOutcome Feed(Batch& batch, int64_t epoch, int64_t s, double lr, TaskFigures* tally,
+                   const std::function<void()>& between_kernels = {});
 
  private:
   TrainingSession& session_;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <thread>
 
 #include <unistd.h>
@@ -283,6 +284,10 @@ EpochEnd Trainer::RunEpoch(int64_t epoch) {
     if (MakeBatchesOnCaller(data_.train, threads, cores)) lo.on_caller_threads = threads;
   }
   BatchLoader loader(data_.train, *sampler_, lo);
+  // Batches made on the step's threads: the rows of the next one are asked for between the
+  // step's kernels, a few at a time, and arrive while the step computes.
+  std::function<void()> prefetch;
+  if (lo.on_caller_threads > 0) prefetch = [&loader] { loader.PrefetchUpcoming(); };
   TaskFigures mine = EmptyFigures(spec_), prior = EmptyFigures(spec_);  // this rank's; the job's before a resume
   if (epoch == sampler_->State().epoch && resumed_tally_.loss_count > 0) prior.Add(resumed_tally_);
   resumed_tally_ = {};
@@ -290,7 +295,7 @@ EpochEnd Trainer::RunEpoch(int64_t epoch) {
   bool stop = false;
   for (int64_t s = first; s < last && loader.Next(&batch); ++s) {
     if ((s + 1) % accumulate == 0) progress_->SetLr(lr = lr_at(session_->steps_done()));
-    const StepOutcome step = steps_->Feed(batch, epoch, s, lr, &mine);
+    const StepOutcome step = steps_->Feed(batch, epoch, s, lr, &mine, prefetch);
     if (!step.stepped) continue;
     result_.allreduce_wait_seconds += dp_.last_wait_seconds();
     result_.step_losses.push_back(step.loss);
@@ -340,6 +345,7 @@ TaskFigures Trainer::JobFigures(const TaskFigures& mine, const TaskFigures& prio
 // 0 writes). Returns its path.
 std::string Trainer::SaveSnapshot(int64_t epoch, const SamplerState& next, const TaskFigures& mine,
                                   const TaskFigures& prior) {
+  progress_->FlushMetrics();  // the steps this state covers are on disk before it is
   const TaskFigures job = JobFigures(mine, prior);
   const std::vector<std::string> choices = dp_.GatherText(session_->SaveAlgorithmChoices());
   if (dp_.lead())
@@ -432,6 +438,7 @@ void Trainer::Evaluate(EpochSummary* summary) {
 
 // An interrupted run says where it stopped, what it saved and how to go on.
 void Trainer::ReportInterrupt(int64_t epoch, int64_t step, const std::string& saved) {
+  progress_->FlushMetrics();
   result_.interrupted = true;
   result_.global_step = session_->steps_done();
   dp_.Barrier();  // the state is on disk before anyone exits

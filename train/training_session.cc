@@ -129,7 +129,7 @@ StepResult TrainingSession::Step(const Tensor& input, const Tensor& labels, floa
 }
 
 StepResult TrainingSession::MicroStep(const Tensor& input, const Tensor& labels,
-                                       const std::map<std::string, Tensor>& extra) {
+                                       const std::map<std::string, Tensor>& extra, const RunOptions& options) {
   OT_CHECK(micro_ != nullptr, "MicroStep needs a session made with accumulate > 1");
   if (!micro_ran_last_) SyncState(*train_, *micro_);
   micro_ran_last_ = true;
@@ -142,7 +142,7 @@ StepResult TrainingSession::MicroStep(const Tensor& input, const Tensor& labels,
   if (scaler_.enabled())  // the micro-batches' gradients are scaled as the step's last one is
     feeds[kLossScaleInput] = Tensor::FromHost(HostTensor::FromVector<float>({scaler_.scale()}, {}), dev);
   feeds.insert(extra.begin(), extra.end());
-  std::vector<Tensor> out = micro_->Run(feeds, {tg_.loss, logits_name_});
+  std::vector<Tensor> out = micro_->Run(feeds, {tg_.loss, logits_name_}, options);
   StepResult r;
   r.loss = out[0].ToHost().Data<float>()[0];
   r.logits = out[1];

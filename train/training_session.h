@@ -74,7 +74,9 @@ class TrainingSession {
                   const std::map<std::string, Tensor>& extra = {});
   // With accumulation: forward and backward of one micro-batch, its gradients added to the
   // accumulators; no update, the step counter stays. Needs no gradient communication.
-  StepResult MicroStep(const Tensor& input, const Tensor& labels, const std::map<std::string, Tensor>& extra = {});
+  // `options`: the executor's hooks, as for Step.
+  StepResult MicroStep(const Tensor& input, const Tensor& labels, const std::map<std::string, Tensor>& extra = {},
+                       const RunOptions& options = {});
   // Forward in evaluation mode (BatchNorm running statistics, no Dropout) with the
   // current weights; returns the logits.
   // `extra` feeds the model's further inputs by name.

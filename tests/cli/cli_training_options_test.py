@@ -108,6 +108,9 @@ def main():
         steps = [r for r in ours if r["type"] == "step"]
         if not check(f"{name}: {len(ref64)} steps in the metrics", len(steps) == len(ref64), f"{len(steps)}"):
             return
+        # loop_ms, the loop's wall per step (since the previous step row), covers the step call.
+        check(f"{name}: each step row's loop_ms covers its step_ms",
+              all(r["loop_ms"] >= r["step_ms"] - 0.002 for r in steps), f"{[(r['loop_ms'], r['step_ms']) for r in steps][:4]}")
         our_lrs = [r["lr"] for r in steps]
         check(f"{name}: learning rate of each step as torch's scheduler",
               np.allclose(our_lrs, lrs, rtol=1e-5, atol=0), f"{our_lrs} vs {lrs}")

@@ -2,7 +2,10 @@
 // buffers hold exactly what a fresh batch would, also where the batch size changes (an epoch's
 // short last batch, then full ones again) and for queues of any depth; the one-pass gather and
 // normalisation (ImageDataset::ImagesInto) gives the values of x / 255 normalised, bit for bit,
-// on one thread or several; batches made on the caller's thread (no loader thread) are the same.
+// on one thread or several, with the vector path's values equal to the scalar formula's for every
+// byte value; batches made on the caller's thread (no loader thread) are the same, also when
+// the next batch's rows are prefetched between them; the sampler's upcoming batch is the one
+// its next NextBatch returns.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -47,6 +50,62 @@ TEST(BatchRecyclingTest, OnePassImagesAreTheNormalisedBytes) {
   EXPECT_EQ(ds.Normalize(ds.RawImages(idx)).bytes, out.bytes);
 }
 
+// Every byte value, in planes of 784 (Fashion-MNIST: 98 vectors of 8) and 35 (4 vectors and
+// a tail of 3): the vectorised conversion gives x * scale - shift rounded as the scalar
+// product and difference are (no fused multiply-add), bit for bit.
+TEST(BatchRecyclingTest, VectorNormalisationIsTheScalarFormulaForEveryByte) {
+  for (const auto& [h, w] : std::vector<std::pair<int64_t, int64_t>>{{28, 28}, {5, 7}}) {
+    ImageDataset ds;
+    ds.name = "bytes";
+    ds.count = 4;
+    ds.channels = 1;
+    ds.height = h;
+    ds.width = w;
+    ds.classes = 2;
+    ds.mean = {0.2860f};
+    ds.stddev = {0.3530f};
+    const int64_t item = h * w;
+    for (int64_t i = 0; i < ds.count * item; ++i) ds.pixels.push_back(static_cast<uint8_t>((i * 7 + i / 256) % 256));
+    ds.labels = {0, 1, 0, 1};
+    const std::vector<int64_t> idx = {3, 0, 2, 1};
+    HostTensor out;
+    ds.ImagesInto(idx, &out);
+    const float scale = 1.f / (255.f * ds.stddev[0]), shift = ds.mean[0] / ds.stddev[0];
+    for (size_t i = 0; i < idx.size(); ++i)
+      for (int64_t p = 0; p < item; ++p) {
+        volatile float product = static_cast<float>(ds.pixels[idx[i] * item + p]) * scale;  // rounded here
+        const float want = product - shift;
+        ASSERT_EQ(out.Data<float>()[static_cast<int64_t>(i) * item + p], want) << h << "x" << w << " " << i << " " << p;
+      }
+  }
+}
+
+TEST(BatchRecyclingTest, UpcomingBatchIsTheNextBatch) {
+  SamplerOptions so;
+  so.dataset_size = 23;
+  so.batch_size = 5;  // 5 batches an epoch, the last of 3 samples
+  so.shuffle = true;
+  so.seed = 9;
+  DistributedSampler s(so);
+  EXPECT_EQ(s.UpcomingBatch().count, 0) << "no order is made before the first batch";
+  for (int64_t k = 0; k < 12; ++k) {
+    const DistributedSampler::IndexView up = s.UpcomingBatch();
+    const SamplerState before = s.State();
+    const std::vector<int64_t> next = s.NextBatch();
+    if (up.count == 0) {  // only where the epoch's order is not made yet: its first batch
+      EXPECT_EQ(before.position, 0) << k;
+      continue;
+    }
+    EXPECT_EQ(std::vector<int64_t>(up.data, up.data + up.count), next) << "batch " << k;
+  }
+  s.Restore(SamplerState{1, 3});
+  const std::vector<int64_t> order = s.EpochOrder(1);
+  s.NextBatch();  // makes epoch 1's order
+  const DistributedSampler::IndexView up = s.UpcomingBatch();
+  EXPECT_EQ(std::vector<int64_t>(up.data, up.data + up.count), std::vector<int64_t>(order.begin() + 20, order.end()));
+  EXPECT_EQ(s.State().position, 4) << "UpcomingBatch leaves the state as it is";
+}
+
 TEST(BatchRecyclingTest, ThreadsShareTheSamplesWithTheSameValues) {
   const ImageDataset ds = Synthetic(50);
   std::vector<int64_t> idx;
@@ -83,6 +142,7 @@ TEST(BatchRecyclingTest, RefilledBatchesAreFreshBatches) {
     std::set<const uint8_t*> buffers;
     int64_t served = 0;
     while (loader.Next(&b)) {
+      for (int i = 0; i < 20; ++i) loader.PrefetchUpcoming();  // as the trainer does between kernels
       SCOPED_TRACE(StrFormat("queue depth %lld, on-caller threads %d%s", (long long)depth, on_caller,
                              augment ? ", augmented" : ""));
       const SamplerState at = direct.State();

@@ -387,6 +387,24 @@ TEST(RandomTest, FixedBitsAndUniformRange) {
   EXPECT_EQ(StreamSeed(1, 2, 3), StreamSeed(1, 2, 3));
 }
 
+// UniformBelow's draws are the plain rejection rule's (2^64 mod n computed for every draw),
+// also for ranges where draws are often rejected (n just above 2^63: about half of them), so
+// shuffles, and with them every run's batch order, stay what they were.
+TEST(DataRandom, UniformBelowIsThePlainRejectionRule) {
+  auto plain = [](std::mt19937_64& rng, uint64_t n) {
+    const uint64_t excess = (UINT64_MAX % n + 1) % n;
+    uint64_t x = rng();
+    while (x > UINT64_MAX - excess) x = rng();
+    return x % n;
+  };
+  for (const uint64_t n : {uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{10}, uint64_t{60000}, uint64_t{1} << 32,
+                           (uint64_t{1} << 63) + 1, (uint64_t{1} << 63) + 12345, UINT64_MAX - 1, UINT64_MAX}) {
+    std::mt19937_64 a(7), b(7);
+    for (int i = 0; i < 2000; ++i) ASSERT_EQ(UniformBelow(a, n), plain(b, n)) << "n " << n << " draw " << i;
+    EXPECT_EQ(a(), b()) << "n " << n << ": the same draws were taken from the stream";
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Sampler
 

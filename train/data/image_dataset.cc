@@ -3,6 +3,9 @@
 #include "train/data/image_dataset.h"
 
 #include <sys/stat.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -35,6 +38,35 @@ std::string FindIdx(const std::string& dir, const std::string& stem) {
   if (Exists(plain)) return plain;
   throw Error("data file '" + gz + "' (or '" + plain + "') is missing" +
               (dir == kFashionMnistDir ? "; install Debian's dataset-fashion-mnist package" : ""));
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// Eight pixels a step: zero-extended to int32, converted, multiplied, shifted. Compiled for
+// AVX2 without FMA, so the compiler cannot fuse the product and the difference.
+__attribute__((target("avx2"))) void NormalizePlaneAvx2(const uint8_t* src, float* out, int64_t n, float scale,
+                                                        float shift) {
+  const __m256 sc = _mm256_set1_ps(scale), sh = _mm256_set1_ps(shift);
+  int64_t p = 0;
+  for (; p + 8 <= n; p += 8) {
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + p)));
+    _mm256_storeu_ps(out + p, _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(v), sc), sh));
+  }
+  for (; p < n; ++p) out[p] = src[p] * scale - shift;
+}
+
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+#endif
+
+// out[p] = src[p] * scale - shift for p < n: a product, then a difference, each rounded to
+// float (no fused multiply-add), so the vector path gives the scalar loop's values bit for bit.
+void NormalizePlane(const uint8_t* src, float* out, int64_t n, float scale, float shift) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (HasAvx2()) return NormalizePlaneAvx2(src, out, n, scale, shift);
+#endif
+  for (int64_t p = 0; p < n; ++p) out[p] = src[p] * scale - shift;
 }
 
 // kind is "fashion-mnist" or "mnist".
@@ -529,9 +561,7 @@ void ImageDataset::NormalizeSample(const uint8_t* src, float* out) const {
   const int64_t plane = height * width;
   for (int64_t c = 0; c < channels; ++c) {
     const float scale = 1.f / (255.f * stddev[c]), shift = mean[c] / stddev[c];
-    const uint8_t* s = src + c * plane;
-    float* o = out + c * plane;
-    for (int64_t p = 0; p < plane; ++p) o[p] = s[p] * scale - shift;
+    NormalizePlane(src + c * plane, out + c * plane, plane, scale, shift);
   }
 }
 
@@ -591,6 +621,17 @@ void ImageDataset::ImagesInto(const std::vector<int64_t>& indices, HostTensor* o
       }
       NormalizeSample(pixels.data() + indices[i] * item, o + i * item);
     }
+  }
+}
+
+void ImageDataset::PrefetchImages(const int64_t* indices, int64_t n) const {
+  if (source) return;
+  constexpr int64_t kLine = 64;
+  const int64_t item = ImageBytes();
+  for (int64_t i = 0; i < n; ++i) {
+    if (indices[i] < 0 || indices[i] >= count) continue;  // ImagesInto reports it
+    const uint8_t* row = pixels.data() + indices[i] * item;
+    for (int64_t b = 0; b < item; b += kLine) __builtin_prefetch(row + b);
   }
 }
 

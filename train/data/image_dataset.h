@@ -74,6 +74,10 @@ struct ImageDataset {
   // that many OpenMP threads (the calling thread's team: the loader's on-caller mode).
   void ImagesInto(const std::vector<int64_t>& indices, HostTensor* out, int threads = 1) const;
   void NormalizeInto(const HostTensor& raw, HostTensor* out) const;
+  // Asks the memory system for the bytes of samples indices[0..n) (no effect on data sets
+  // that make their samples on demand): issued before a step, the rows of the next batch
+  // arrive while it runs, and ImagesInto then finds them in the cache.
+  void PrefetchImages(const int64_t* indices, int64_t n) const;
   // int64 labels [n, label_dims...] (those of epoch 0 where the source makes them), float32
   // for float targets.
   HostTensor Labels(const std::vector<int64_t>& indices) const;

@@ -100,10 +100,22 @@ void BatchLoader::Run() {
   ready_.notify_all();
 }
 
+void BatchLoader::PrefetchUpcoming() {
+  const int64_t per_call = std::max<int64_t>(1, options_.prefetch_call_bytes / std::max<int64_t>(dataset_.ImageBytes(), 1));
+  const int64_t n = std::min(per_call, upcoming_.count - prefetched_);
+  if (n <= 0) return;
+  dataset_.PrefetchImages(upcoming_.data + prefetched_, n);
+  prefetched_ += n;
+}
+
 bool BatchLoader::Next(Batch* batch) {
   if (options_.on_caller_threads > 0) {  // made here, in the buffers of the batch given back
     if (sampler_.State().epoch >= options_.end_epoch) return false;
     MakeNext(batch);
+    upcoming_ = sampler_.State().epoch < options_.end_epoch && !dataset_.source ? sampler_.UpcomingBatch()
+                                                                                : DistributedSampler::IndexView{};
+    upcoming_.count = std::min(upcoming_.count, options_.prefetch_bytes / std::max<int64_t>(dataset_.ImageBytes(), 1));
+    prefetched_ = 0;
     return true;
   }
   std::unique_lock<std::mutex> lock(mu_);

@@ -56,6 +56,12 @@ struct BatchLoaderOptions {
   // threads take every core: a loader thread would then run on a core an OpenMP thread
   // spins on, and a barrier waits a scheduler slice for the thread it displaced.
   int on_caller_threads = 0;
+  // On the caller's threads: how much of the batch after the one Next returned
+  // PrefetchUpcoming may ask the memory system for (its first rows, in bytes), and how much
+  // each call asks for (at least one sample): about the cache-line fills a core keeps in
+  // flight (a few dozen); more prefetches at once stall the core until lines arrive.
+  int64_t prefetch_bytes = int64_t{1} << 20;
+  int64_t prefetch_call_bytes = 2048;
 };
 
 // Whether batches of `dataset` are best made on the step's own threads (BatchLoaderOptions::
@@ -84,6 +90,12 @@ class BatchLoader {
   // goes back to the loader, which makes a later batch in its buffers: views of it (the
   // step's input tensors) must not outlive the call.
   bool Next(Batch* batch);
+  // Batches made on the caller's threads: asks the memory system for the rows of a few more
+  // samples (prefetch_call_bytes) of the batch after the one Next returned; nothing in the
+  // other mode, or once prefetch_bytes of them are asked for. Called between the step's
+  // kernels, the rows arrive while the step computes, and the next Next gathers them from
+  // the cache.
+  void PrefetchUpcoming();
 
  private:
   void Run();
@@ -106,6 +118,10 @@ class BatchLoader {
   bool stop_ = false;      // the destructor asks the thread to end
   std::exception_ptr error_;
   std::thread thread_;
+  // On the caller's threads: the batch after the one Next returned, and how many of its
+  // samples PrefetchUpcoming has asked for.
+  DistributedSampler::IndexView upcoming_;
+  int64_t prefetched_ = 0;
 };
 
 }  // namespace ot

@@ -40,7 +40,7 @@ std::vector<int64_t> DistributedSampler::EpochOrder(int64_t epoch) const {
   mine.reserve(static_cast<size_t>(samples_per_rank_));
   // Padded position p holds all[p % n]: padding repeats the first indices (cyclically when
   // the world is larger than the data set).
-  for (int64_t p = options_.rank; p < samples_per_rank_ * w; p += w) mine.push_back(all[static_cast<size_t>(p % n)]);
+  for (int64_t p = options_.rank; p < samples_per_rank_ * w; p += w) mine.push_back(all[static_cast<size_t>(p < n ? p : p % n)]);
   return mine;
 }
 
@@ -66,6 +66,13 @@ std::vector<int64_t> DistributedSampler::NextBatch() {
   std::vector<int64_t> batch = BatchOf(order_, state_.position);
   if (++state_.position == BatchesPerEpoch()) state_ = SamplerState{state_.epoch + 1, 0};
   return batch;
+}
+
+DistributedSampler::IndexView DistributedSampler::UpcomingBatch() const {
+  if (order_epoch_ != state_.epoch) return {};
+  const int64_t begin = state_.position * options_.batch_size;
+  const int64_t end = std::min(static_cast<int64_t>(order_.size()), begin + options_.batch_size);
+  return end > begin ? IndexView{order_.data() + begin, end - begin} : IndexView{};
 }
 
 void DistributedSampler::Restore(const SamplerState& state) {

@@ -50,6 +50,14 @@ class DistributedSampler {
 
   // The next batch of indices; moves the state on (into the next epoch after the last batch).
   std::vector<int64_t> NextBatch();
+  // The samples the next NextBatch returns, as a view of the epoch's order, the state left
+  // as it is; empty where that epoch's order is not made yet (before its first batch). The
+  // view lasts until the next NextBatch or Restore.
+  struct IndexView {
+    const int64_t* data = nullptr;
+    int64_t count = 0;
+  };
+  IndexView UpcomingBatch() const;
   SamplerState State() const { return state_; }
   // Continues from a saved state. A position equal to BatchesPerEpoch() means the next
   // epoch's start. Throws ot::Error for a state this sampler cannot have.

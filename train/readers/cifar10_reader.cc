@@ -7,6 +7,7 @@
 
 #include "graph/error.h"
 #include "graph/file_util.h"
+#include "train/readers/huge_pages.h"
 
 namespace ot {
 
@@ -56,7 +57,7 @@ ImageDataset ReadCifar10(const std::string& dir, const std::string& split, int64
   ds.width = 32;
   ds.classes = 10;
   ds.count = records_per_file * static_cast<int64_t>(files.size());
-  ds.pixels.reserve(static_cast<size_t>(ds.count * kCifar10ImageBytes));
+  ReserveOnHugePages(&ds.pixels, static_cast<size_t>(ds.count * kCifar10ImageBytes));
   ds.labels.reserve(static_cast<size_t>(ds.count));
   for (const std::string& f : files) AppendCifarFile(f, records_per_file, ds);
   ds.mean = {0.4914f, 0.4822f, 0.4465f};

@@ -5,6 +5,7 @@
 
 #include "graph/error.h"
 #include "graph/file_util.h"
+#include "train/readers/huge_pages.h"
 
 namespace ot {
 
@@ -60,6 +61,7 @@ IdxArray ParseIdxBytes(const std::string& file_bytes, const std::string& where) 
   OT_CHECK(bytes.size() == header + count,
            "%s has the wrong size: the header promises %llu data bytes (%zu in all), the file has %zu",
            where.c_str(), (unsigned long long)count, header + count, bytes.size());
+  ReserveOnHugePages(&out.data, count);  // image rows are read at random by shuffled batches
   out.data.assign(bytes.begin() + static_cast<long>(header), bytes.end());
   return out;
 }
