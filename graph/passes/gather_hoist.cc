@@ -137,6 +137,13 @@ class GatherHoist {
       (*gathered_axis)[0] = axis;
       return true;
     }
+    if (p.op_type == "Transpose") {
+      if (p.inputs.size() != 1 || p.outputs.size() != 1 || Rank(p.inputs[0]) != r) return false;
+      const std::vector<int64_t> perm = PermOf(p, r);
+      if (static_cast<int>(perm.size()) != r) return false;
+      (*gathered_axis)[0] = static_cast<int>(perm[static_cast<size_t>(axis)]);
+      return true;
+    }
     if (p.op_type == "MatMul") {
       if (p.inputs.size() != 2 || p.outputs.size() != 1 || Rank(p.inputs[1]) != 2 || Rank(p.inputs[0]) != r || r < 2 ||
           axis > r - 2)
@@ -145,6 +152,14 @@ class GatherHoist {
       return true;
     }
     return false;
+  }
+
+  // A Transpose's permutation of rank r (reversed axes when the attribute is absent).
+  static std::vector<int64_t> PermOf(const Node& t, int r) {
+    std::vector<int64_t> perm = t.GetInts("perm");
+    if (perm.empty())
+      for (int d = r - 1; d >= 0; --d) perm.push_back(d);
+    return perm;
   }
 
   // The Gather of `value` at `axis` with `gather`'s indices: an existing one, else a new node
@@ -186,6 +201,14 @@ class GatherHoist {
       Node& p = g_.nodes[pi];
       for (size_t k = 0; k < p.inputs.size(); ++k)
         if (gathered_axis[k] >= 0) p.inputs[k] = GatherOf(p.inputs[k], gathered_axis[k], gather, index_rank, &added);
+      if (p.op_type == "Transpose" && index_rank == 0) {
+        // The gathered axis goes from the output; the input axes after it shift down by one.
+        const int64_t from = gathered_axis[0];
+        std::vector<int64_t> perm;
+        for (int64_t d : PermOf(p, r))
+          if (d != from) perm.push_back(d > from ? d - 1 : d);
+        p.SetInts("perm", perm);
+      }
       g_.value_info.erase(p.outputs[0]);
       ranks_.erase(p.outputs[0]);
       p.outputs[0] = gather.outputs[0];

@@ -15,7 +15,9 @@
 //     one that lies wholly in the axes after it (a bias [E], a scalar) is read as it is;
 //   - LayerNormalization normalising only axes after a (its mean and inverse deviation
 //     unread);
-//   - MatMul(X, W) with W a matrix (rank 2) and a one of X's leading axes or its rows.
+//   - MatMul(X, W) with W a matrix (rank 2) and a one of X's leading axes or its rows;
+//   - Transpose (the Gather then picks the input axis that becomes a; ViT's attention
+//     output, sequence-first [T, n, E] turned back into [n, T, E]).
 // The indices must be a constant whose values are all 0 or all -1: the first (last) position
 // of a broadcast operand whose axis has size 1 is its only one, so an operand that
 // broadcasts along the axis is gathered as exactly as one that has it in full (for any other
