@@ -11,7 +11,10 @@ namespace ot {
 
 ExecutorOptions ExecutorOptionsFromEnvironment() {
   ExecutorOptions options;
-  if (std::getenv("ONNXTRAIN_PROFILE") != nullptr) options.profile = options.print_profile = true;
+  if (const char* profile = std::getenv("ONNXTRAIN_PROFILE")) {
+    options.profile = options.print_profile = true;
+    options.profile_cpu_clock = std::string(profile) == "cpu";
+  }
   options.profile_all_nodes = std::getenv("ONNXTRAIN_PROFILE_NODES") != nullptr;
   if (const char* serial = std::getenv("ONNXTRAIN_SERIAL_BELOW_BYTES"))
     options.serial_below_bytes = static_cast<size_t>(std::strtoull(serial, nullptr, 10));

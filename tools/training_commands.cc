@@ -135,6 +135,7 @@ int CmdGrad(const std::vector<std::string>& argv) {
     FuseBatchNormRelu(tg.model);
     FuseAddRelu(tg.model);
     FuseBatchNormClip(tg.model);
+    FuseSliceGradSums(tg.model);
   }
   const AmpMode amp = g.amp == AmpMode::kOff ? g.amp : CheckedAmpMode(AmpModeName(g.amp), opts.device);
   InsertAmpCasts(tg.model, amp);

@@ -51,6 +51,7 @@ TrainingGraph PlanTrainingGraph(const Model& forward, const TrainingConfig& conf
   if (config.fuse_relu && config.executor.device.type == DeviceType::kCPU) {
     FuseMatMulBias(tg.model);
     SimplifyWeightTransposes(tg.model);
+    FuseSliceGradSums(tg.model);
   }
   return tg;
 }

@@ -11,6 +11,7 @@
 #include "graph/error.h"
 #include "graph/autodiff/gradient_registry.h"
 #include "graph/passes/fusion.h"
+#include "graph/passes/gather_hoist.h"
 #include "graph/passes/param_patterns.h"
 #include "graph/passes/rank_inference.h"
 
@@ -686,6 +687,7 @@ TrainingGraph BuildTrainingGraph(const Model& forward, const AutodiffOptions& op
 
   RemoveInertDropout(m);
   if (options.fuse) {
+    HoistPositionGathers(m);  // before the fusions: it moves the ops as exported
     FuseDecomposedOps(m, options.fuse_attention);
     FuseSilu(m);
   }

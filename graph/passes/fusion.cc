@@ -414,13 +414,14 @@ class Fuser {
   }
 
   // The readers of v: one `op` node (returned, -1 if none or several) and Shape nodes (into *shapes).
-  long OneReaderBesidesShapes(const std::string& v, const char* op, std::vector<size_t>* shapes) const {
+  long OneReaderBesidesShapes(const std::string& v, const char* op, std::vector<size_t>* shapes,
+                              const char* domain = "") const {
     auto it = readers_.find(v);
     if (graph_outputs_.count(v) || it == readers_.end()) return -1;
     long r = -1;
     for (size_t k : it->second) {
       if (removed_.count(k)) return -1;
-      if (IsOp(g_.nodes[k], op) && r < 0) r = static_cast<long>(k);
+      if (IsOp(g_.nodes[k], op, domain) && r < 0) r = static_cast<long>(k);
       else if (IsOp(g_.nodes[k], "Shape")) shapes->push_back(k);
       else return -1;
     }
@@ -436,6 +437,9 @@ class Fuser {
   // Gemm(A, W) -> P [; Reshape(P, s) -> Y]; Add(Y, bias) -> Z (graph/passes/fusion.h's
   // FoldTransposedWeights writes Linear layers so) becomes Gemm(A, W, bias) -> P [; Reshape(P, s)]
   // -> Z: the bias as Gemm's C ([N], broadcast over the rows), W an initializer or a Cast of one.
+  // Where FuseAddRelu has made the Add an AddRelu (a feed-forward layer's linear1 and ReLU),
+  // the Gemm becomes org.onnxtrain Gemm with relu=1: oneDNN applies the ReLU after the bias as
+  // it writes the rows, and ReluGrad reads Z as before.
   bool FuseGemmBias(size_t i) {
     Node& gemm = g_.nodes[i];
     if (gemm.inputs.size() != 2 || gemm.inputs[0].empty() || gemm.inputs[1].empty() || !gemm.HasOutput(0) ||
@@ -457,10 +461,20 @@ class Fuser {
     } else {
       shapes_p.clear();
     }
-    const long add = OneReaderBesidesShapes(y, "Add", &shapes_y);
+    long add = OneReaderBesidesShapes(y, "Add", &shapes_y);
+    bool relu = false;
+    if (add < 0) {
+      shapes_y.clear();
+      add = OneReaderBesidesShapes(y, "AddRelu", &shapes_y, kGradDomain);
+      relu = add >= 0;
+    }
     if (add < 0) return false;
     const std::string bias = BiasOf(g_.nodes[add], y, n);
     if (bias.empty()) return false;
+    if (relu) {
+      gemm.domain = kGradDomain;
+      gemm.SetInt("relu", 1);
+    }
     const std::string z = g_.nodes[add].outputs[0];
     for (size_t k : shapes_y) g_.nodes[k].inputs[0] = z;  // Y and Z have one shape
     g_.value_info.erase(y);

@@ -102,6 +102,17 @@ int FuseAddRelu(Model& training_model);
 // which the CPU kernel adds as a oneDNN post-op. Returns the number of both rewrites.
 int FuseMatMulBias(Model& training_model);
 
+// Sum(SliceGrad(dY_0, ...), SliceGrad(dY_1, ...), ...) -> dX, every SliceGrad read by the Sum
+// alone and all of one shape (their data_shape inputs are Shapes of one value), becomes
+// org.onnxtrain SliceGradSum(data_shape, dY_0, starts_0, ends_0, axes_0, steps_0, dY_1, ...):
+// the gradient of the q, k and v slices of a packed in-projection (nn.MultiheadAttention),
+// which otherwise zero-fills three [T, n, 3E] buffers and adds them. The CPU kernel copies
+// each dY to its place when the slices tile the output exactly (checked on the run's slice
+// bounds, which PyTorch's exports compute from shapes at run time), else adds them into
+// zeros; the sum is the same either way. Forward opsets from 10 (slices as inputs). CPU
+// kernel only, as above; returns the number of Sums fused.
+int FuseSliceGradSums(Model& training_model);
+
 // The weight transposes of PyTorch's Linear (MatMul(X, Transpose(W, [1, 0]))) in the
 // training graph: MatMul's gradient TransposeLastTwo(Transpose(W)) becomes an Identity of W
 // (a view, no copy), and the weight gradient Transpose(Gemm(A, B, transA=1)) becomes

@@ -1,8 +1,9 @@
 // CPU kernels of the gradient-domain partners of the indexing ops: GatherGrad,
 // GatherElementsGrad (also TopK's gradient) and GatherNDGrad scatter-add dY into zeros
 // (duplicate and negative indices add up); SliceGrad writes dY back at the sliced
-// positions; TileGrad sums dY over the repeats. Float32 loops: no library routine
-// scatters with accumulation.
+// positions; SliceGradSum writes several slices' dY into one output (the q, k and v
+// gradients of a packed in-projection); TileGrad sums dY over the repeats. Float32 loops:
+// no library routine scatters with accumulation.
 #include <array>
 #include <cstring>
 
@@ -148,6 +149,86 @@ class SliceGradKernel final : public OpKernel {
   ShapeInputValues shape_inputs_;
 };
 
+// SliceGradSum(data_shape, dY_0, starts_0, ends_0, axes_0, steps_0, dY_1, ...): the sum of
+// the SliceGrads of each group of five (graph/passes/fusion.h FuseSliceGradSums). Where the
+// slices, all with step 1, tile the output exactly (q, k and v of one [T, n, 3E] product:
+// checked in Prepare on the run's bounds, which Compute holds to), each dY is copied to its
+// place and nothing is zeroed or added; otherwise zeros with every dY added at its slice.
+class SliceGradSumKernel final : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Prepare(KernelContext& ctx) override {
+    const int groups = (ctx.NumInputs() - 1) / 5;
+    if (groups < 1 || ctx.NumInputs() != 1 + 5 * groups) Fail("takes data_shape and groups of five inputs");
+    data_shape_ = shape_inputs_.Read(ctx, 0);
+    const int opset = static_cast<int>(node_.GetInt("forward_opset", 13));
+    if (opset < 10) Unsupported("forward opset " + std::to_string(opset) + " (slices given as attributes)");
+    views_.clear();
+    for (int k = 0; k < groups; ++k) {
+      const Tensor& dy = ctx.Input(1 + 5 * k);
+      if (dy.dtype() != DType::kFloat32) Unsupported("data type " + DTypeName(dy.dtype()));
+      views_.push_back(SliceView(node_, opset, ctx, shape_inputs_, data_shape_, 2 + 5 * k));
+      if (views_.back().shape != dy.shape())
+        Fail("gradient " + std::to_string(k) + " is " + ShapeString(dy.shape()) + ", its slice " +
+             ShapeString(views_.back().shape));
+    }
+    tiled_ = TileExactly();
+    ctx.SetOutput(0, DType::kFloat32, data_shape_);
+  }
+  void Compute(KernelContext& ctx) override {
+    shape_inputs_.Check(ctx);
+    Tensor& out = ctx.Output(0);
+    if (!tiled_) std::memset(out.raw(), 0, out.nbytes());
+    for (size_t k = 0; k < views_.size(); ++k) {
+      const StridedView& v = views_[k];
+      const float* dy = ctx.Input(1 + 5 * static_cast<int>(k)).data<float>();
+      float* dx = out.data<float>() + v.offset;
+      const StrideSet<2> strides = {v.strides, RowMajorStrides(v.shape)};
+      ForEachRow<2>(v.shape, strides, [&](const std::array<int64_t, 2>& at, int64_t len, const std::array<int64_t, 2>& step) {
+        if (tiled_) {
+          for (int64_t i = 0; i < len; ++i) dx[at[0] + i * step[0]] = dy[at[1] + i * step[1]];
+        } else {
+          for (int64_t i = 0; i < len; ++i) dx[at[0] + i * step[0]] += dy[at[1] + i * step[1]];
+        }
+      });
+    }
+  }
+
+ private:
+  // Whether the slices are boxes (step 1 on every axis) that cover the output once: pairwise
+  // disjoint, their sizes adding up to the output's.
+  bool TileExactly() const {
+    const std::vector<int64_t> dense = RowMajorStrides(data_shape_);
+    std::vector<std::vector<int64_t>> lo;
+    int64_t covered = 0;
+    for (const StridedView& v : views_) {
+      if (v.strides != dense) return false;
+      std::vector<int64_t> corner(data_shape_.size());
+      int64_t rest = v.offset;
+      for (size_t d = 0; d < data_shape_.size(); ++d) {
+        corner[d] = dense[d] > 0 ? rest / dense[d] : 0;
+        rest -= corner[d] * dense[d];
+      }
+      lo.push_back(corner);
+      covered += NumElements(v.shape);
+    }
+    if (covered != NumElements(data_shape_)) return false;
+    for (size_t a = 0; a < views_.size(); ++a)
+      for (size_t b = a + 1; b < views_.size(); ++b) {
+        bool overlap = true;
+        for (size_t d = 0; d < data_shape_.size() && overlap; ++d)
+          overlap = lo[a][d] < lo[b][d] + views_[b].shape[d] && lo[b][d] < lo[a][d] + views_[a].shape[d];
+        if (overlap && NumElements(views_[a].shape) > 0 && NumElements(views_[b].shape) > 0) return false;
+      }
+    return true;
+  }
+
+  Shape data_shape_;
+  std::vector<StridedView> views_;
+  bool tiled_ = false;
+  ShapeInputValues shape_inputs_;
+};
+
 // TileGrad(dY, data_shape): dY seen as [r0, d0, r1, d1, ...] summed over the r axes.
 class TileGradKernel final : public OpKernel {
  public:
@@ -186,6 +267,7 @@ OT_REGISTER_KERNEL(kGradDomain, "GatherGrad", 1, kLatestOpset, DeviceType::kCPU,
 OT_REGISTER_KERNEL(kGradDomain, "GatherElementsGrad", 1, kLatestOpset, DeviceType::kCPU, GatherElementsGradKernel);
 OT_REGISTER_KERNEL(kGradDomain, "GatherNDGrad", 1, kLatestOpset, DeviceType::kCPU, GatherNDGradKernel);
 OT_REGISTER_KERNEL(kGradDomain, "SliceGrad", 1, kLatestOpset, DeviceType::kCPU, SliceGradKernel);
+OT_REGISTER_KERNEL(kGradDomain, "SliceGradSum", 1, kLatestOpset, DeviceType::kCPU, SliceGradSumKernel);
 OT_REGISTER_KERNEL(kGradDomain, "TileGrad", 1, kLatestOpset, DeviceType::kCPU, TileGradKernel);
 
 }  // namespace

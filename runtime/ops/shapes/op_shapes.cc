@@ -62,17 +62,18 @@ StridedView TransposeView(const Node& node, const Shape& x) {
   return v;
 }
 
-StridedView SliceView(const Node& node, int opset, const KernelContext& ctx, ShapeInputValues& inputs, const Shape& x) {
+StridedView SliceView(const Node& node, int opset, const KernelContext& ctx, ShapeInputValues& inputs, const Shape& x,
+                      int first_input) {
   std::vector<int64_t> starts, ends, axes, steps;
   if (opset < 10) {
     starts = node.GetInts("starts");
     ends = node.GetInts("ends");
     axes = node.GetInts("axes");
   } else {
-    starts = inputs.Read(ctx, 1);
-    ends = inputs.Read(ctx, 2);
-    axes = inputs.Read(ctx, 3);
-    steps = inputs.Read(ctx, 4);
+    starts = inputs.Read(ctx, first_input);
+    ends = inputs.Read(ctx, first_input + 1);
+    axes = inputs.Read(ctx, first_input + 2);
+    steps = inputs.Read(ctx, first_input + 3);
   }
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));

@@ -33,8 +33,10 @@ struct StridedView {
 // Transpose by the node's `perm` (reversed axes when absent); the view's shape is the output.
 StridedView TransposeView(const Node& node, const Shape& x);
 // Slice: starts, ends, axes (attributes before opset 10) and steps (inputs from opset 10,
-// read through `inputs`); the view's shape is the output.
-StridedView SliceView(const Node& node, int opset, const KernelContext& ctx, ShapeInputValues& inputs, const Shape& x);
+// read through `inputs` at `first_input` and the three after it: Slice's 1-4); the view's
+// shape is the output.
+StridedView SliceView(const Node& node, int opset, const KernelContext& ctx, ShapeInputValues& inputs, const Shape& x,
+                      int first_input = 1);
 // Tile by the repeats in input 1: the output seen as [r0, d0, r1, d1, ...] reads the input
 // with strides [0, s0, 0, s1, ...]. Sets `out` to the output shape.
 StridedView TileView(const Node& node, const KernelContext& ctx, ShapeInputValues& inputs, const Shape& x, Shape* out);

@@ -732,6 +732,29 @@ TEST(TrainingFusion, MatMulBiasFusesLinearLayersAndTrainsAsUnfused) {
     ExpectSameLossAndGradients(gemm, plain, 1e-6);
     ExpectGradientsMatchFiniteDifferences(gemm, {}, 1e-3f);
   }
+  for (int64_t batch : {1, 3}) {
+    SCOPED_TRACE("Linear and ReLU (a feed-forward layer's linear1), batch " + std::to_string(batch));
+    ModelBuilder b;
+    b.Param("x", {batch, 3, 4}, -1.f, 1.f).Param("w", {5, 4}, -0.5f, 0.5f).Param("bias", {5}, -0.5f, 0.5f);
+    b.Op("Transpose", {"w"}, "wt").SetInts("perm", {1, 0});
+    b.Op("MatMul", {"x", "wt"}, "xw");
+    b.Op("Add", {"xw", "bias"}, "lin");
+    b.Op("Relu", {"lin"}, "y");
+    const Model m = WithLoss(b, "y", {batch, 3, 5});
+    const TrainingGraph plain = Train(m, false);
+    TrainingGraph fused = Train(m, true);
+    EXPECT_EQ(FuseAddRelu(fused.model), 1);
+    EXPECT_EQ(FuseMatMulBias(fused.model), 1);
+    EXPECT_EQ(Count(fused.model, "AddRelu", kGradDomain), 0);
+    EXPECT_EQ(Count(fused.model, "Relu"), 0);
+    ASSERT_EQ(Count(fused.model, "Gemm", kGradDomain), 1);
+    for (const auto& n : fused.model.graph.nodes)
+      if (n.op_type == "Gemm" && n.domain == kGradDomain) {
+        EXPECT_EQ(n.GetInt("relu", 0), 1);
+      }
+    ExpectSameLossAndGradients(fused, plain, 1e-6);
+    ExpectGradientsMatchFiniteDifferences(fused, {}, 1e-3f);
+  }
   {
     SCOPED_TRACE("product read twice");
     ModelBuilder b;

@@ -144,6 +144,20 @@ TEST(Gemm, ModelShapesMatchReference) {
   CheckGemm<float>(GemmCase{true, false, {}, 1.f, 0.f}, 16, 0, 4, rng);        // K == 0
 }
 
+// Products of 2^22 multiply-adds and more without C run on dnnl_sgemm (matmul.cc): every
+// transpose, alpha, and a C of beta 0 (not read), against the double loop; with C they
+// stay on the primitive.
+TEST(Gemm, LargeProductsWithoutCMatchReference) {
+  std::mt19937 rng(13);
+  const int64_t M = 260, K = 130, N = 131;  // 4.4 million multiply-adds
+  for (bool trans_a : {false, true})
+    for (bool trans_b : {false, true}) {
+      CheckGemm<float>(GemmCase{trans_a, trans_b, {-1}, 1.f, 1.f}, M, K, N, rng);
+      CheckGemm<float>(GemmCase{trans_a, trans_b, {N}, 0.5f, 0.f}, M, K, N, rng);
+      CheckGemm<float>(GemmCase{trans_a, trans_b, {N}, 1.f, 1.f}, M, K, N, rng);
+    }
+}
+
 TEST(Gemm, BroadcastAttributeOfOldOpsetsIsHonoured) {
   Node node = MakeNode("Gemm", {"a", "b", "c"}, {"y"});
   std::mt19937 rng(3);
