@@ -52,6 +52,8 @@ TrainingGraph PlanTrainingGraph(const Model& forward, const TrainingConfig& conf
     FuseMatMulBias(tg.model);
     SimplifyWeightTransposes(tg.model);
   }
+  if (config.amp == AmpMode::kBFloat16 && config.executor.device.type == DeviceType::kCPU)
+    UseBFloat16Attention(tg.model);
   return tg;
 }
 

@@ -94,4 +94,14 @@ AmpCounts InsertAmpCasts(Model& m, AmpMode mode) {
   return counts;
 }
 
+int UseBFloat16Attention(Model& m) {
+  int marked = 0;
+  for (Node& n : m.graph.nodes)
+    if (n.domain == kGradDomain && (n.op_type == "Attention" || n.op_type == "AttentionGrad")) {
+      n.SetInt("bf16_products", 1);
+      ++marked;
+    }
+  return marked;
+}
+
 }  // namespace ot

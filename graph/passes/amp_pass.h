@@ -32,4 +32,11 @@ struct AmpCounts {
 // float32. Operands known to be of another type are left alone.
 AmpCounts InsertAmpCasts(Model& m, AmpMode mode);
 
+// --amp bf16 on the CPU: the fused attention (org.onnxtrain Attention and AttentionGrad,
+// graph/passes/fusion.h) computes its products in bfloat16 with float32 sums, as autocast's
+// scaled_dot_product_attention does, by the attribute bf16_products = 1; its inputs and
+// outputs, the softmax and its statistics stay float32, so no Cast is added (and the CUDA
+// runtime, which this is not run for, sees no new type). Returns the nodes marked.
+int UseBFloat16Attention(Model& m);
+
 }  // namespace ot

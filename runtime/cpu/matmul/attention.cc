@@ -17,6 +17,8 @@
 //     by graph/passes/fusion.h), it takes the flash path below instead: tiles, no row max or sum;
 //     given also the forward's probabilities (output 5, kept where q_len and total_len are at
 //     most one tile, 128), it reads them instead of recomputing Q.K^T and the exponentials.
+//   Under --amp bf16 (attribute bf16_products) the flash path's products take bfloat16
+//     operands with float32 sums (bf16_gemm.h); everything else stays float32.
 #include <dnnl.h>
 
 #include <algorithm>
@@ -31,6 +33,7 @@
 #include "runtime/ops/shapes/attention_shapes.h"
 #include "runtime/core/kernel_registry.h"
 #include "runtime/cpu/elementwise/vector_loops.h"  // OT_VECTOR_CLONES
+#include "runtime/cpu/matmul/bf16_gemm.h"
 
 namespace ot {
 namespace cpu {
@@ -218,13 +221,23 @@ void UnpackRows(const float* src, int64_t rows, int64_t size, float* dst, int64_
 struct FlashScratch {
   std::vector<float> s, dp, acc, row_max, row_sum, delta;
   std::vector<float> q, k, v, dy, dq, dk, dv;  // packed heads (Packed), grown on first use
-  FlashScratch(const AttentionGeometry& g, bool backward)
+  bool bf16 = false;                           // the tiles' products in bfloat16 (BFloat16Products)
+  BFloat16GemmScratch pairs;
+  FlashScratch(const AttentionGeometry& g, bool backward, bool bf16_products)
       : s(static_cast<size_t>(kQueryTile * kKeyTile)),
         dp(backward ? static_cast<size_t>(kQueryTile * kKeyTile) : 0),
         acc(static_cast<size_t>(kQueryTile * g.v_head_size)),
         row_max(static_cast<size_t>(kQueryTile)),
         row_sum(static_cast<size_t>(kQueryTile)),
-        delta(backward ? static_cast<size_t>(g.q_len) : 0) {}
+        delta(backward ? static_cast<size_t>(g.q_len) : 0),
+        bf16(bf16_products) {}
+
+  // A product of the tile loops: sgemm, or bfloat16 operands with float32 sums.
+  void Product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+    if (bf16) BFloat16Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pairs);
+    else Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
 };
 
 // Y and the row logsumexp (lse: [q_len]) of query head h of batch b.
@@ -255,7 +268,7 @@ void FlashForward(const AttentionGeometry& g, const AttentionOperands& op, int64
     const int64_t end = VisibleKeys(g, i0 + rows);
     for (int64_t j0 = 0; j0 < end; j0 += kKeyTile) {
       const int64_t cols = std::min(kKeyTile, end - j0);
-      Gemm(false, true, rows, cols, g.head_size, g.scale, q.p + i0 * q.ld, q.ld, k.p + j0 * k.ld, k.ld, 0.f, s, cols);
+      w.Product(false, true, rows, cols, g.head_size, g.scale, q.p + i0 * q.ld, q.ld, k.p + j0 * k.ld, k.ld, 0.f, s, cols);
       AddBias(g, op, b, h, i0, rows, j0, cols, s, cols);
       for (int64_t r = 0; r < rows; ++r) {
         float* row = s + r * cols;
@@ -273,7 +286,7 @@ void FlashForward(const AttentionGeometry& g, const AttentionOperands& op, int64
         sum[r] += tile_sum;
         mx[r] = m;
       }
-      if (!probs) Gemm(false, false, rows, dv, cols, 1.f, s, cols, v.p + j0 * v.ld, v.ld, 1.f, acc, dv);
+      if (!probs) w.Product(false, false, rows, dv, cols, 1.f, s, cols, v.p + j0 * v.ld, v.ld, 1.f, acc, dv);
     }
     if (probs) {  // one tile of keys (KeepsProbabilities): P = s / sum, Y = P.V, P kept
       const int64_t tt = g.total_len;
@@ -284,7 +297,7 @@ void FlashForward(const AttentionGeometry& g, const AttentionOperands& op, int64
         std::fill(pr + end, pr + tt, 0.f);  // keys no row of this tile sees (causal)
         lse[i0 + r] = mx[r] + std::log(sum[r]);
       }
-      Gemm(false, false, rows, dv, end, 1.f, probs + i0 * tt, tt, v.p, v.ld, 0.f, acc, dv);  // Y's rows, packed
+      w.Product(false, false, rows, dv, end, 1.f, probs + i0 * tt, tt, v.p, v.ld, 0.f, acc, dv);  // Y's rows, packed
       UnpackRows(acc, rows, dv, y_bh + i0 * g.y.pos, g.y.pos, false);
       continue;
     }
@@ -354,12 +367,12 @@ void FlashBackward(const AttentionGeometry& g, const AttentionOperands& op, int6
         p = f.probs + ((b * g.q_heads + h) * g.q_len + i0) * g.total_len + j0;
         ldp = g.total_len;
       } else {
-        Gemm(false, true, rows, cols, d, g.scale, q.p + i0 * q.ld, q.ld, k.p + j0 * k.ld, k.ld, 0.f, s, cols);
+        w.Product(false, true, rows, cols, d, g.scale, q.p + i0 * q.ld, q.ld, k.p + j0 * k.ld, k.ld, 0.f, s, cols);
         AddBias(g, op, b, h, i0, rows, j0, cols, s, cols);
         for (int64_t r = 0; r < rows; ++r) ExpShift(s + r * cols, cols, lse[i0 + r]);
       }
-      Gemm(true, false, cols, dv, rows, 1.f, p, ldp, dy.p + i0 * dy.ld, dy.ld, 1.f, dvp + j0 * ldv, ldv);
-      Gemm(false, true, rows, cols, dv, 1.f, dy.p + i0 * dy.ld, dy.ld, v.p + j0 * v.ld, v.ld, 0.f, dp, cols);
+      w.Product(true, false, cols, dv, rows, 1.f, p, ldp, dy.p + i0 * dy.ld, dy.ld, 1.f, dvp + j0 * ldv, ldv);
+      w.Product(false, true, rows, cols, dv, 1.f, dy.p + i0 * dy.ld, dy.ld, v.p + j0 * v.ld, v.ld, 0.f, dp, cols);
       for (int64_t r = 0; r < rows; ++r) {
         const float dl = delta[i0 + r];
         const float* pr = p + r * ldp;
@@ -369,8 +382,8 @@ void FlashBackward(const AttentionGeometry& g, const AttentionOperands& op, int6
           std::memcpy(dscores + (i0 + r) * score_cols + j0, dr,
                       sizeof(float) * static_cast<size_t>(std::min(cols, score_cols - j0)));
       }
-      Gemm(false, false, rows, d, cols, g.scale, dp, cols, k.p + j0 * k.ld, k.ld, 1.f, dqp + i0 * ldq, ldq);
-      Gemm(true, false, cols, d, rows, g.scale, dp, cols, q.p + i0 * q.ld, q.ld, 1.f, dkp + j0 * ldk, ldk);
+      w.Product(false, false, rows, d, cols, g.scale, dp, cols, k.p + j0 * k.ld, k.ld, 1.f, dqp + i0 * ldq, ldq);
+      w.Product(true, false, cols, d, rows, g.scale, dp, cols, q.p + i0 * q.ld, q.ld, 1.f, dkp + j0 * ldk, ldk);
     }
   }
   if (dqp != dq_out) UnpackRows(dqp, g.q_len, d, dq_out, g.q.pos, false);
@@ -398,9 +411,15 @@ AttentionGeometry Plan(const Node& node, const KernelContext& ctx, bool grad) {
                        ctx.OptionalInput(5), ctx.OptionalInput(6));
 }
 
+// Attribute bf16_products = 1 (org.onnxtrain Attention and AttentionGrad, set by --amp bf16 on
+// the CPU: graph/passes/amp_pass.h UseBFloat16Attention): the flash path's products in
+// bfloat16 with float32 sums (bf16_gemm.h) where the CPU has avx512_bf16, float32 elsewhere.
+// Inputs, outputs, the softmax statistics and the kept probabilities stay float32.
+bool BFloat16Products(const Node& node) { return node.GetInt("bf16_products", 0) != 0 && HasBFloat16Gemm(); }
+
 class AttentionKernel final : public OpKernel {
  public:
-  using OpKernel::OpKernel;
+  explicit AttentionKernel(const KernelInfo& info) : OpKernel(info), bf16_(BFloat16Products(node_)) {}
 
   void Prepare(KernelContext& ctx) override {
     g_ = Plan(node_, ctx, false);
@@ -473,7 +492,7 @@ class AttentionKernel final : public OpKernel {
       float* probs = keep_probs_ ? ctx.Output(5).data<float>() : nullptr;
 #pragma omp parallel
       {
-        FlashScratch w(g, false);
+        FlashScratch w(g, false, bf16_);
 #pragma omp for schedule(static)
         for (int64_t task = 0; task < tasks; ++task)
           FlashForward(g, op, task / g.q_heads, task % g.q_heads, y, lse + task * g.q_len,
@@ -500,11 +519,12 @@ class AttentionKernel final : public OpKernel {
  private:
   AttentionGeometry g_;
   bool keep_probs_ = false;
+  bool bf16_ = false;
 };
 
 class AttentionGradKernel final : public OpKernel {
  public:
-  using OpKernel::OpKernel;
+  explicit AttentionGradKernel(const KernelInfo& info) : OpKernel(info), bf16_(BFloat16Products(node_)) {}
 
   void Prepare(KernelContext& ctx) override {
     g_ = Plan(node_, ctx, true);
@@ -560,7 +580,7 @@ class AttentionGradKernel final : public OpKernel {
       }
 #pragma omp parallel
       {
-        FlashScratch w(g, true);
+        FlashScratch w(g, true, bf16_);
 #pragma omp for schedule(static)
         for (int64_t task = 0; task < tasks; ++task) {
           const int64_t b = task / g.kv_heads, kvh = task % g.kv_heads;
@@ -630,6 +650,7 @@ class AttentionGradKernel final : public OpKernel {
 
  private:
   AttentionGeometry g_;
+  bool bf16_ = false;
 };
 OT_REGISTER_CPU_KERNEL("Attention", 23, kLatestOpset, AttentionKernel);
 OT_REGISTER_KERNEL(kGradDomain, "Attention", 1, kLatestOpset, DeviceType::kCPU, AttentionKernel);  // graph/passes/fusion.h
