@@ -300,7 +300,8 @@ TEST(Attention, BFloat16ProductsMatchDoubleSumsOfRoundedOperands) {
   if (!cpu::HasBFloat16Gemm()) GTEST_SKIP() << "no avx512_bf16 (or ONEDNN_MAX_CPU_ISA below it)";
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  const int64_t sizes[][3] = {{1, 1, 1}, {5, 3, 7}, {4, 16, 2}, {19, 33, 1}, {65, 65, 64}, {65, 64, 65}, {130, 17, 129}};
+  const int64_t sizes[][3] = {{1, 1, 1},    {5, 3, 7},    {4, 16, 2},    {19, 33, 1},
+                              {65, 65, 64}, {65, 64, 65}, {130, 17, 129}};
   cpu::BFloat16GemmScratch w;
   for (const auto& mnk : sizes)
     for (int t = 0; t < 4; ++t) {
