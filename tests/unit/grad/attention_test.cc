@@ -477,7 +477,7 @@ std::map<std::string, HostTensor> LossAndGradients(const TrainingGraph& tg) {
 // error is at most 2u of scale * sum |q| |k| (S, "scores"), a relative change of at most twice
 // that in P: C = 4 + 4 S. The float32 kernel is held to 1e-5 of the same magnitudes, and the
 // bfloat16 one must differ from it (the products did run in bfloat16). Without avx512_bf16 the
-// attribute changes nothing.
+// attribute changes nothing (ONEDNN_MAX_CPU_ISA=AVX512_CORE checks that path on a CPU that has it).
 TEST(Attention, FlashKernelWithBFloat16ProductsMatchesFloat64) {
   for (int64_t t : {1, 5, 19, 65, 150, 300})
     for (int64_t heads : {1, 3})
