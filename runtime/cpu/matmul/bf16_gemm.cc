@@ -61,10 +61,27 @@ OT_BF16_TARGET void PackKColumns(const float* src, int64_t ld, int64_t k, int64_
   }
 }
 
+// Pairs along k where k runs along the rows of src, kept by row: out[c * pairs + p] (the
+// conversion of a row is already in pair order: a straight copy).
+OT_BF16_TARGET void PackRowsAsPairs(const float* src, int64_t ld, int64_t k, int64_t cols, uint32_t* out) {
+  const int64_t pairs = (k + 1) / 2;
+  for (int64_t c = 0; c < cols; ++c) {
+    const float* s = src + c * ld;
+    uint32_t* o = out + c * pairs;
+    for (int64_t kk = 0; kk < k; kk += 32) {
+      const __m512 x0 = _mm512_maskz_loadu_ps(FirstLanes(k - kk), s + kk);
+      const __m512 x1 = _mm512_maskz_loadu_ps(FirstLanes(k - kk - 16), s + kk + 16);
+      _mm512_mask_storeu_epi32(o + kk / 2, FirstLanes(pairs - kk / 2),
+                               reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0)));
+    }
+  }
+}
+
 // Rows [0, R) x vectors [0, V) of 16 columns: C = alpha sum_p A_p B_p + beta C, for the
 // first `cols` columns (the packed B has V * 16 readable columns).
+// A's pair p of row r is ap[p * a_ps + r * a_rs].
 template <int R, int V>
-OT_BF16_TARGET void Tile(const uint32_t* ap, int64_t a_ld, const uint32_t* bp, int64_t b_ld, int64_t pairs, float alpha,
+OT_BF16_TARGET void Tile(const uint32_t* ap, int64_t a_rs, int64_t a_ps, const uint32_t* bp, int64_t b_ld, int64_t pairs, float alpha,
                          float beta, float* c, int64_t ldc, int64_t cols) {
   __m512 acc[R][V];
   for (int r = 0; r < R; ++r)
@@ -73,7 +90,7 @@ OT_BF16_TARGET void Tile(const uint32_t* ap, int64_t a_ld, const uint32_t* bp, i
     __m512bh b[V];
     for (int v = 0; v < V; ++v) b[v] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(bp + p * b_ld + 16 * v));
     for (int r = 0; r < R; ++r) {
-      const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(ap[p * a_ld + r])));
+      const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(ap[p * a_ps + r * a_rs])));
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, b[v]);
     }
   }
@@ -89,16 +106,17 @@ OT_BF16_TARGET void Tile(const uint32_t* ap, int64_t a_ld, const uint32_t* bp, i
 }
 
 template <int R>
-OT_BF16_TARGET void RowTiles(const uint32_t* ap, int64_t a_ld, const uint32_t* bp, int64_t b_ld, int64_t pairs,
-                             int64_t n, float alpha, float beta, float* c, int64_t ldc) {
+OT_BF16_TARGET void RowTiles(const uint32_t* ap, int64_t a_rs, int64_t a_ps, const uint32_t* bp, int64_t b_ld,
+                             int64_t pairs, int64_t n, float alpha, float beta, float* c, int64_t ldc) {
   for (int64_t j0 = 0; j0 < n;) {
     const int64_t left = n - j0;
     const uint32_t* b = bp + j0;
+    float* cj = c + j0;
     switch (left > 48 ? 4 : (left + 15) / 16) {
-      case 4: Tile<R, 4>(ap, a_ld, b, b_ld, pairs, alpha, beta, c + j0, ldc, left); j0 += 64; break;
-      case 3: Tile<R, 3>(ap, a_ld, b, b_ld, pairs, alpha, beta, c + j0, ldc, left); j0 = n; break;
-      case 2: Tile<R, 2>(ap, a_ld, b, b_ld, pairs, alpha, beta, c + j0, ldc, left); j0 = n; break;
-      default: Tile<R, 1>(ap, a_ld, b, b_ld, pairs, alpha, beta, c + j0, ldc, left); j0 = n; break;
+      case 4: Tile<R, 4>(ap, a_rs, a_ps, b, b_ld, pairs, alpha, beta, cj, ldc, left); j0 += 64; break;
+      case 3: Tile<R, 3>(ap, a_rs, a_ps, b, b_ld, pairs, alpha, beta, cj, ldc, left); j0 = n; break;
+      case 2: Tile<R, 2>(ap, a_rs, a_ps, b, b_ld, pairs, alpha, beta, cj, ldc, left); j0 = n; break;
+      default: Tile<R, 1>(ap, a_rs, a_ps, b, b_ld, pairs, alpha, beta, cj, ldc, left); j0 = n; break;
     }
   }
 }
@@ -122,19 +140,26 @@ void BFloat16Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
   const int64_t pairs = (k + 1) / 2, padded_n = (n + 15) / 16 * 16;
   if (w.a.size() < static_cast<size_t>(pairs * m)) w.a.resize(static_cast<size_t>(pairs * m));
   if (w.b.size() < static_cast<size_t>(pairs * padded_n)) w.b.resize(static_cast<size_t>(pairs * padded_n));
-  // A(i, kk) is a[kk * lda + i] when transposed, else a[i * lda + kk]; B(kk, j) likewise.
-  if (ta) PackKRows(a, lda, k, m, w.a.data(), m);
-  else PackKColumns(a, lda, k, m, w.a.data(), m);
+  // A(i, kk) is a[kk * lda + i] when transposed, else a[i * lda + kk]; B(kk, j) likewise. A's
+  // pairs are kept by pair ([k / 2][m]) when transposed, by row ([m][k / 2]) otherwise: both
+  // straight conversions. B's are always by pair, 16 columns to a vector.
+  int64_t a_rs = pairs, a_ps = 1;
+  if (ta) {
+    PackKRows(a, lda, k, m, w.a.data(), m);
+    a_rs = 1, a_ps = m;
+  } else {
+    PackRowsAsPairs(a, lda, k, m, w.a.data());
+  }
   if (tb) PackKColumns(b, ldb, k, n, w.b.data(), padded_n);
   else PackKRows(b, ldb, k, n, w.b.data(), padded_n);
   for (int64_t i0 = 0; i0 < m; i0 += 4) {
-    const uint32_t* ap = w.a.data() + i0;
+    const uint32_t* ap = w.a.data() + i0 * a_rs;
     float* ci = c + i0 * ldc;
     switch (std::min<int64_t>(4, m - i0)) {
-      case 4: RowTiles<4>(ap, m, w.b.data(), padded_n, pairs, n, alpha, beta, ci, ldc); break;
-      case 3: RowTiles<3>(ap, m, w.b.data(), padded_n, pairs, n, alpha, beta, ci, ldc); break;
-      case 2: RowTiles<2>(ap, m, w.b.data(), padded_n, pairs, n, alpha, beta, ci, ldc); break;
-      default: RowTiles<1>(ap, m, w.b.data(), padded_n, pairs, n, alpha, beta, ci, ldc); break;
+      case 4: RowTiles<4>(ap, a_rs, a_ps, w.b.data(), padded_n, pairs, n, alpha, beta, ci, ldc); break;
+      case 3: RowTiles<3>(ap, a_rs, a_ps, w.b.data(), padded_n, pairs, n, alpha, beta, ci, ldc); break;
+      case 2: RowTiles<2>(ap, a_rs, a_ps, w.b.data(), padded_n, pairs, n, alpha, beta, ci, ldc); break;
+      default: RowTiles<1>(ap, a_rs, a_ps, w.b.data(), padded_n, pairs, n, alpha, beta, ci, ldc); break;
     }
   }
 }

@@ -20,7 +20,7 @@ bool HasBFloat16Gemm();
 
 // The packed operands, kept between calls so that a tile loop allocates once.
 struct BFloat16GemmScratch {
-  std::vector<uint32_t> a, b;  // bfloat16 pairs along k: [k / 2][m] and [k / 2][n rounded up to 16]
+  std::vector<uint32_t> a, b;  // bfloat16 pairs along k: A's [k / 2][m] or [m][k / 2], B's [k / 2][n rounded to 16]
 };
 
 // Row-major float32 operands, leading dimensions in elements; beta 0 does not read C.
