@@ -52,8 +52,10 @@ TrainingGraph PlanTrainingGraph(const Model& forward, const TrainingConfig& conf
     FuseMatMulBias(tg.model);
     SimplifyWeightTransposes(tg.model);
   }
-  if (config.amp == AmpMode::kBFloat16 && config.executor.device.type == DeviceType::kCPU)
+  if (config.amp == AmpMode::kBFloat16 && config.executor.device.type == DeviceType::kCPU) {
     UseBFloat16Attention(tg.model);
+    FoldBFloat16CastsIntoActivations(tg.model);
+  }
   return tg;
 }
 

@@ -39,4 +39,15 @@ AmpCounts InsertAmpCasts(Model& m, AmpMode mode);
 // runtime, which this is not run for, sees no new type). Returns the nodes marked.
 int UseBFloat16Attention(Model& m);
 
+// --amp bf16 on the CPU: a Cast to bfloat16 whose input is the only use of a fused GELU or
+// SiLU's output (org.onnxtrain Gelu, Silu; graph/passes/fusion.h), directly or through one
+// Reshape or Flatten read by nothing else (Shape nodes aside: they read no element), goes into
+// the activation: it writes bfloat16 (attribute to = BFLOAT16, rounded as the Cast rounds) and
+// the Reshape, if any, reshapes that. The
+// activation's gradient reads its input, not its output, so nothing needs the float32 value.
+// Saves the Cast's pass over the float32 activation and half of the activation's writes
+// (the ViT's [2080, 768] GELU outputs). Run after InsertAmpCasts; `export` (device-
+// independent) keeps the Casts. Returns the Casts folded.
+int FoldBFloat16CastsIntoActivations(Model& m);
+
 }  // namespace ot

@@ -164,5 +164,14 @@ void BFloat16Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
   }
 }
 
+OT_BF16_TARGET void ConvertToBFloat16(const float* in, uint16_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 32) {
+    const __m512 x0 = _mm512_maskz_loadu_ps(FirstLanes(n - i), in + i);
+    const __m512 x1 = _mm512_maskz_loadu_ps(FirstLanes(n - i - 16), in + i + 16);
+    const __mmask32 m = n - i >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint64_t{1} << (n - i)) - 1);
+    _mm512_mask_storeu_epi16(out + i, m, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0)));
+  }
+}
+
 }  // namespace cpu
 }  // namespace ot

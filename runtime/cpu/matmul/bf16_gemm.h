@@ -28,5 +28,10 @@ struct BFloat16GemmScratch {
 void BFloat16Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                   const float* b, int64_t ldb, float beta, float* c, int64_t ldc, BFloat16GemmScratch& w);
 
+// out[i] = in[i] rounded to bfloat16 (nearest even, subnormals to zero: vcvtne2ps2bf16, what
+// oneDNN's Cast runs on these CPUs), for kernels that write the Cast of their result. Requires
+// HasBFloat16Gemm().
+void ConvertToBFloat16(const float* in, uint16_t* out, int64_t n);
+
 }  // namespace cpu
 }  // namespace ot
