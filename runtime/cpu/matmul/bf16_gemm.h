@@ -5,6 +5,7 @@
 // two terms of k at a time. Made for tiles of at most a few hundred rows and columns: each call
 // packs both operands (one pass over them) and there is no cache blocking. PyTorch's CPU
 // flash attention under autocast computes the same way (bfloat16 operands, float32 sums).
+// Also the float32 -> bfloat16 rounding of kernels that write a Cast's result themselves.
 #pragma once
 
 #include <cstdint>
