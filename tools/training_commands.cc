@@ -143,6 +143,10 @@ int CmdGrad(const std::vector<std::string>& argv) {
     RoundFloat16ProductOutputs(tg.model);
     if (opts.device.type == DeviceType::kCPU) EmulateFloat16Products(tg.model);
   }
+  if (amp == AmpMode::kBFloat16 && opts.device.type == DeviceType::kCPU) {
+    UseBFloat16Attention(tg.model);
+    FoldBFloat16CastsIntoActivations(tg.model);
+  }
   Executor exec(tg.model, opts);
   std::map<std::string, Tensor> feeds = ReadFeeds(args.GetAll("input"), opts.device);
   if (!tg.labels.empty()) {

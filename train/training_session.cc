@@ -53,6 +53,10 @@ TrainingGraph PlanTrainingGraph(const Model& forward, const TrainingConfig& conf
     SimplifyWeightTransposes(tg.model);
     FuseSliceGradSums(tg.model);
   }
+  if (config.amp == AmpMode::kBFloat16 && config.executor.device.type == DeviceType::kCPU) {
+    UseBFloat16Attention(tg.model);
+    FoldBFloat16CastsIntoActivations(tg.model);
+  }
   return tg;
 }
 

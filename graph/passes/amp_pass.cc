@@ -94,4 +94,67 @@ AmpCounts InsertAmpCasts(Model& m, AmpMode mode) {
   return counts;
 }
 
+int UseBFloat16Attention(Model& m) {
+  int marked = 0;
+  for (Node& n : m.graph.nodes)
+    if (n.domain == kGradDomain && (n.op_type == "Attention" || n.op_type == "AttentionGrad")) {
+      n.SetInt("bf16_products", 1);
+      ++marked;
+    }
+  return marked;
+}
+
+int FoldBFloat16CastsIntoActivations(Model& m) {
+  Graph& g = m.graph;
+  std::map<std::string, int> readers;
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const bool shape_only = g.nodes[i].domain.empty() && g.nodes[i].op_type == "Shape";  // reads no element
+    for (const auto& in : g.nodes[i].inputs)
+      if (!in.empty() && !shape_only) ++readers[in];
+    for (const auto& out : g.nodes[i].outputs)
+      if (!out.empty()) producer[out] = i;
+  }
+  for (const auto& v : g.outputs) readers[v.name] += 2;  // a fetched value stays as it is
+  auto only_reader = [&](const std::string& v) { return readers[v] == 1; };
+  auto made_by = [&](const std::string& v) -> Node* {
+    auto it = producer.find(v);
+    return it == producer.end() ? nullptr : &g.nodes[it->second];
+  };
+  const int64_t bf16 = static_cast<int64_t>(DType::kBFloat16);
+  std::vector<bool> folded(g.nodes.size(), false);
+  int count = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& cast = g.nodes[i];
+    if (!cast.domain.empty() || cast.op_type != "Cast" || cast.GetInt("to", 0) != bf16 || cast.inputs.empty()) continue;
+    const std::string& v = cast.inputs[0];
+    if (!only_reader(v)) continue;
+    Node* reshape = made_by(v);  // a Reshape or Flatten between, or the activation itself
+    Node* act = reshape;
+    if (reshape && reshape->domain.empty() && (reshape->op_type == "Reshape" || reshape->op_type == "Flatten")) {
+      if (!only_reader(reshape->inputs[0])) continue;
+      act = made_by(reshape->inputs[0]);
+    } else {
+      reshape = nullptr;
+    }
+    if (!act || act->domain != kGradDomain || (act->op_type != "Gelu" && act->op_type != "Silu") ||
+        act->outputs.size() != 1 || act->HasAttr("to"))
+      continue;
+    act->SetInt("to", bf16);
+    auto typed = g.value_info.find(act->outputs[0]);
+    if (typed != g.value_info.end()) typed->second.dtype = DType::kBFloat16;
+    Node& last = reshape ? *reshape : *act;
+    g.value_info.erase(last.outputs[0]);
+    last.outputs[0] = cast.outputs[0];  // the Cast's bfloat16 value, its value_info as it was
+    folded[i] = true;
+    ++count;
+  }
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!folded[i]) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  return count;
+}
+
 }  // namespace ot

@@ -32,4 +32,22 @@ struct AmpCounts {
 // float32. Operands known to be of another type are left alone.
 AmpCounts InsertAmpCasts(Model& m, AmpMode mode);
 
+// --amp bf16 on the CPU: the fused attention (org.onnxtrain Attention and AttentionGrad,
+// graph/passes/fusion.h) computes its products in bfloat16 with float32 sums, as autocast's
+// scaled_dot_product_attention does, by the attribute bf16_products = 1; its inputs and
+// outputs, the softmax and its statistics stay float32, so no Cast is added (and the CUDA
+// runtime, which this is not run for, sees no new type). Returns the nodes marked.
+int UseBFloat16Attention(Model& m);
+
+// --amp bf16 on the CPU: a Cast to bfloat16 whose input is the only use of a fused GELU or
+// SiLU's output (org.onnxtrain Gelu, Silu; graph/passes/fusion.h), directly or through one
+// Reshape or Flatten read by nothing else (Shape nodes aside: they read no element), goes into
+// the activation: it writes bfloat16 (attribute to = BFLOAT16, rounded as the Cast rounds) and
+// the Reshape, if any, reshapes that. The
+// activation's gradient reads its input, not its output, so nothing needs the float32 value.
+// Saves the Cast's pass over the float32 activation and half of the activation's writes
+// (the ViT's [2080, 768] GELU outputs). Run after InsertAmpCasts; `export` (device-
+// independent) keeps the Casts. Returns the Casts folded.
+int FoldBFloat16CastsIntoActivations(Model& m);
+
 }  // namespace ot

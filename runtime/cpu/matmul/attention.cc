@@ -17,6 +17,8 @@
 //     by graph/passes/fusion.h), it takes the flash path below instead: tiles, no row max or sum;
 //     given also the forward's probabilities (output 5, kept where q_len and total_len are at
 //     most one tile, 128), it reads them instead of recomputing Q.K^T and the exponentials.
+//   Under --amp bf16 (attribute bf16_products) the flash path's products take bfloat16
+//     operands with float32 sums (bf16_gemm.h); everything else stays float32.
 #include <dnnl.h>
 
 #include <algorithm>
@@ -31,6 +33,7 @@
 #include "runtime/ops/shapes/attention_shapes.h"
 #include "runtime/core/kernel_registry.h"
 #include "runtime/cpu/elementwise/vector_loops.h"  // OT_VECTOR_CLONES
+#include "runtime/cpu/matmul/bf16_gemm.h"
 
 namespace ot {
 namespace cpu {
@@ -184,15 +187,57 @@ int64_t VisibleKeys(const AttentionGeometry& g, int64_t i1) {
   return g.causal ? std::clamp<int64_t>(i1 + g.past_len, 0, g.total_len) : g.total_len;
 }
 
+// A head's rows as the products read them: `ld` floats from one position to the next.
+struct HeadRows {
+  const float* p;
+  int64_t ld;
+};
+
+// The rows of one head of a 3D or sequence-first input lie a whole [batch x heads x size]
+// row apart (ViT's q, k and v: 24 KiB), every row in another page and, at multiples of
+// 4 KiB, in the same L1 sets: sgemm ran its 65 x 65 x 64 products at half the rate it has on
+// packed rows (14 against 7 us a product, one Zen 4 core). So a head whose rows are not
+// adjacent is copied into `buf` first: the products read each row several times, the copy once.
+HeadRows Packed(const float* src, int64_t ld, int64_t rows, int64_t size, std::vector<float>& buf) {
+  if (ld == size || rows <= 1) return {src, ld};
+  buf.resize(static_cast<size_t>(rows * size));
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(buf.data() + r * size, src + r * ld, sizeof(float) * static_cast<size_t>(size));
+  return {buf.data(), size};
+}
+
+// Adds (or, with add false, copies) packed rows [rows x size] into rows `ld` floats apart.
+void UnpackRows(const float* src, int64_t rows, int64_t size, float* dst, int64_t ld, bool add) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* out = dst + r * ld;
+    const float* in = src + r * size;
+    if (add)
+      for (int64_t c = 0; c < size; ++c) out[c] += in[c];
+    else
+      std::memcpy(out, in, sizeof(float) * static_cast<size_t>(size));
+  }
+}
+
 struct FlashScratch {
   std::vector<float> s, dp, acc, row_max, row_sum, delta;
-  FlashScratch(const AttentionGeometry& g, bool backward)
+  std::vector<float> q, k, v, dy, dq, dk, dv;  // packed heads (Packed), grown on first use
+  bool bf16 = false;                           // the tiles' products in bfloat16 (BFloat16Products)
+  BFloat16GemmScratch pairs;
+  FlashScratch(const AttentionGeometry& g, bool backward, bool bf16_products)
       : s(static_cast<size_t>(kQueryTile * kKeyTile)),
         dp(backward ? static_cast<size_t>(kQueryTile * kKeyTile) : 0),
         acc(static_cast<size_t>(kQueryTile * g.v_head_size)),
         row_max(static_cast<size_t>(kQueryTile)),
         row_sum(static_cast<size_t>(kQueryTile)),
-        delta(backward ? static_cast<size_t>(g.q_len) : 0) {}
+        delta(backward ? static_cast<size_t>(g.q_len) : 0),
+        bf16(bf16_products) {}
+
+  // A product of the tile loops: sgemm, or bfloat16 operands with float32 sums.
+  void Product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+    if (bf16) BFloat16Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pairs);
+    else Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
 };
 
 // Y and the row logsumexp (lse: [q_len]) of query head h of batch b.
@@ -207,9 +252,9 @@ bool KeepsProbabilities(const AttentionGeometry& g) { return g.q_len <= kQueryTi
 void FlashForward(const AttentionGeometry& g, const AttentionOperands& op, int64_t b, int64_t h, float* y, float* lse,
                   float* probs, FlashScratch& w) {
   const int64_t kvh = h / g.GroupSize(), dv = g.v_head_size;
-  const float* q = op.q + b * g.q.batch + h * g.q.head;
-  const float* k = op.k + b * op.ks.batch + kvh * op.ks.head;
-  const float* v = op.v + b * op.vs.batch + kvh * op.vs.head;
+  const HeadRows q = Packed(op.q + b * g.q.batch + h * g.q.head, g.q.pos, g.q_len, g.head_size, w.q);
+  const HeadRows k = Packed(op.k + b * op.ks.batch + kvh * op.ks.head, op.ks.pos, g.total_len, g.head_size, w.k);
+  const HeadRows v = Packed(op.v + b * op.vs.batch + kvh * op.vs.head, op.vs.pos, g.total_len, dv, w.v);
   float* y_bh = y + b * g.y.batch + h * g.y.head;
   float* s = w.s.data();
   float* acc = w.acc.data();
@@ -223,8 +268,7 @@ void FlashForward(const AttentionGeometry& g, const AttentionOperands& op, int64
     const int64_t end = VisibleKeys(g, i0 + rows);
     for (int64_t j0 = 0; j0 < end; j0 += kKeyTile) {
       const int64_t cols = std::min(kKeyTile, end - j0);
-      Gemm(false, true, rows, cols, g.head_size, g.scale, q + i0 * g.q.pos, g.q.pos, k + j0 * op.ks.pos, op.ks.pos, 0.f,
-           s, cols);
+      w.Product(false, true, rows, cols, g.head_size, g.scale, q.p + i0 * q.ld, q.ld, k.p + j0 * k.ld, k.ld, 0.f, s, cols);
       AddBias(g, op, b, h, i0, rows, j0, cols, s, cols);
       for (int64_t r = 0; r < rows; ++r) {
         float* row = s + r * cols;
@@ -242,7 +286,7 @@ void FlashForward(const AttentionGeometry& g, const AttentionOperands& op, int64
         sum[r] += tile_sum;
         mx[r] = m;
       }
-      if (!probs) Gemm(false, false, rows, dv, cols, 1.f, s, cols, v + j0 * op.vs.pos, op.vs.pos, 1.f, acc, dv);
+      if (!probs) w.Product(false, false, rows, dv, cols, 1.f, s, cols, v.p + j0 * v.ld, v.ld, 1.f, acc, dv);
     }
     if (probs) {  // one tile of keys (KeepsProbabilities): P = s / sum, Y = P.V, P kept
       const int64_t tt = g.total_len;
@@ -253,7 +297,8 @@ void FlashForward(const AttentionGeometry& g, const AttentionOperands& op, int64
         std::fill(pr + end, pr + tt, 0.f);  // keys no row of this tile sees (causal)
         lse[i0 + r] = mx[r] + std::log(sum[r]);
       }
-      Gemm(false, false, rows, dv, end, 1.f, probs + i0 * tt, tt, v, op.vs.pos, 0.f, y_bh + i0 * g.y.pos, g.y.pos);
+      w.Product(false, false, rows, dv, end, 1.f, probs + i0 * tt, tt, v.p, v.ld, 0.f, acc, dv);  // Y's rows, packed
+      UnpackRows(acc, rows, dv, y_bh + i0 * g.y.pos, g.y.pos, false);
       continue;
     }
     for (int64_t r = 0; r < rows; ++r) {  // a row masked everywhere: 0 / 0 = NaN, as the softmax gives
@@ -280,13 +325,27 @@ struct FlashGradient {
 void FlashBackward(const AttentionGeometry& g, const AttentionOperands& op, int64_t b, int64_t h,
                    const FlashGradient& f, FlashScratch& w) {
   const int64_t kvh = h / g.GroupSize(), dv = g.v_head_size, d = g.head_size;
-  const float* q = op.q + b * g.q.batch + h * g.q.head;
-  const float* k = op.k + b * op.ks.batch + kvh * op.ks.head;
-  const float* v = op.v + b * op.vs.batch + kvh * op.vs.head;
-  const float* dy = f.dy + b * g.y.batch + h * g.y.head;
+  const HeadRows q = Packed(op.q + b * g.q.batch + h * g.q.head, g.q.pos, g.q_len, d, w.q);
+  const HeadRows k = Packed(op.k + b * op.ks.batch + kvh * op.ks.head, op.ks.pos, g.total_len, d, w.k);
+  const HeadRows v = Packed(op.v + b * op.vs.batch + kvh * op.vs.head, op.vs.pos, g.total_len, dv, w.v);
+  const float* dy_rows = f.dy + b * g.y.batch + h * g.y.head;
+  const HeadRows dy = Packed(dy_rows, g.y.pos, g.q_len, dv, w.dy);
   const float* y = f.y + b * g.y.batch + h * g.y.head;
   const float* lse = f.lse + (b * g.q_heads + h) * g.q_len;
-  float* dq = f.dq + b * g.q.batch + h * g.q.head;
+  // dQ, dK and dV accumulate in packed rows where their heads' rows are not adjacent
+  // (Packed's reason), and are written out (dQ) or added to the group's sums (dK, dV) at the end.
+  float* dq_out = f.dq + b * g.q.batch + h * g.q.head;
+  auto accumulator = [](float* out, int64_t ld, int64_t rows, int64_t size, std::vector<float>& buf) -> float* {
+    if (ld == size || rows <= 1) return out;
+    buf.assign(static_cast<size_t>(rows * size), 0.f);
+    return buf.data();
+  };
+  float* dqp = accumulator(dq_out, g.q.pos, g.q_len, d, w.dq);
+  float* dkp = accumulator(f.dk_bh, g.k.pos, g.total_len, d, w.dk);
+  float* dvp = accumulator(f.dv_bh, g.v.pos, g.total_len, dv, w.dv);
+  const int64_t ldq = dqp == dq_out ? g.q.pos : d;
+  const int64_t ldk = dkp == f.dk_bh ? g.k.pos : d;
+  const int64_t ldv = dvp == f.dv_bh ? g.v.pos : dv;
   const int64_t score_cols = g.has_mask ? g.mask_len : g.total_len;
   float* dscores = f.dscores ? f.dscores + (b * g.q_heads + h) * g.q_len * score_cols : nullptr;
   if (dscores) std::fill(dscores, dscores + g.q_len * score_cols, 0.f);  // tiles skipped under is_causal
@@ -294,8 +353,8 @@ void FlashBackward(const AttentionGeometry& g, const AttentionOperands& op, int6
   float* dp = w.dp.data();
   float* delta = w.delta.data();
   for (int64_t i = 0; i < g.q_len; ++i) {
-    delta[i] = Dot(dy + i * g.y.pos, y + i * g.y.pos, dv);
-    std::fill(dq + i * g.q.pos, dq + i * g.q.pos + d, 0.f);
+    delta[i] = Dot(dy_rows + i * g.y.pos, y + i * g.y.pos, dv);
+    std::fill(dqp + i * ldq, dqp + i * ldq + d, 0.f);
   }
   for (int64_t i0 = 0; i0 < g.q_len; i0 += kQueryTile) {
     const int64_t rows = std::min(kQueryTile, g.q_len - i0);
@@ -308,12 +367,12 @@ void FlashBackward(const AttentionGeometry& g, const AttentionOperands& op, int6
         p = f.probs + ((b * g.q_heads + h) * g.q_len + i0) * g.total_len + j0;
         ldp = g.total_len;
       } else {
-        Gemm(false, true, rows, cols, d, g.scale, q + i0 * g.q.pos, g.q.pos, k + j0 * op.ks.pos, op.ks.pos, 0.f, s, cols);
+        w.Product(false, true, rows, cols, d, g.scale, q.p + i0 * q.ld, q.ld, k.p + j0 * k.ld, k.ld, 0.f, s, cols);
         AddBias(g, op, b, h, i0, rows, j0, cols, s, cols);
         for (int64_t r = 0; r < rows; ++r) ExpShift(s + r * cols, cols, lse[i0 + r]);
       }
-      Gemm(true, false, cols, dv, rows, 1.f, p, ldp, dy + i0 * g.y.pos, g.y.pos, 1.f, f.dv_bh + j0 * g.v.pos, g.v.pos);
-      Gemm(false, true, rows, cols, dv, 1.f, dy + i0 * g.y.pos, g.y.pos, v + j0 * op.vs.pos, op.vs.pos, 0.f, dp, cols);
+      w.Product(true, false, cols, dv, rows, 1.f, p, ldp, dy.p + i0 * dy.ld, dy.ld, 1.f, dvp + j0 * ldv, ldv);
+      w.Product(false, true, rows, cols, dv, 1.f, dy.p + i0 * dy.ld, dy.ld, v.p + j0 * v.ld, v.ld, 0.f, dp, cols);
       for (int64_t r = 0; r < rows; ++r) {
         const float dl = delta[i0 + r];
         const float* pr = p + r * ldp;
@@ -323,10 +382,13 @@ void FlashBackward(const AttentionGeometry& g, const AttentionOperands& op, int6
           std::memcpy(dscores + (i0 + r) * score_cols + j0, dr,
                       sizeof(float) * static_cast<size_t>(std::min(cols, score_cols - j0)));
       }
-      Gemm(false, false, rows, d, cols, g.scale, dp, cols, k + j0 * op.ks.pos, op.ks.pos, 1.f, dq + i0 * g.q.pos, g.q.pos);
-      Gemm(true, false, cols, d, rows, g.scale, dp, cols, q + i0 * g.q.pos, g.q.pos, 1.f, f.dk_bh + j0 * g.k.pos, g.k.pos);
+      w.Product(false, false, rows, d, cols, g.scale, dp, cols, k.p + j0 * k.ld, k.ld, 1.f, dqp + i0 * ldq, ldq);
+      w.Product(true, false, cols, d, rows, g.scale, dp, cols, q.p + i0 * q.ld, q.ld, 1.f, dkp + j0 * ldk, ldk);
     }
   }
+  if (dqp != dq_out) UnpackRows(dqp, g.q_len, d, dq_out, g.q.pos, false);
+  if (dkp != f.dk_bh) UnpackRows(dkp, g.kv_len, d, f.dk_bh, g.k.pos, true);
+  if (dvp != f.dv_bh) UnpackRows(dvp, g.kv_len, dv, f.dv_bh, g.v.pos, true);
 }
 
 // Copies a [batch, heads, length, size] view (3D or 4D input) into rows [offset, offset +
@@ -349,9 +411,15 @@ AttentionGeometry Plan(const Node& node, const KernelContext& ctx, bool grad) {
                        ctx.OptionalInput(5), ctx.OptionalInput(6));
 }
 
+// Attribute bf16_products = 1 (org.onnxtrain Attention and AttentionGrad, set by --amp bf16 on
+// the CPU: graph/passes/amp_pass.h UseBFloat16Attention): the flash path's products in
+// bfloat16 with float32 sums (bf16_gemm.h) where the CPU has avx512_bf16, float32 elsewhere.
+// Inputs, outputs, the softmax statistics and the kept probabilities stay float32.
+bool BFloat16Products(const Node& node) { return node.GetInt("bf16_products", 0) != 0 && HasBFloat16Gemm(); }
+
 class AttentionKernel final : public OpKernel {
  public:
-  using OpKernel::OpKernel;
+  explicit AttentionKernel(const KernelInfo& info) : OpKernel(info), bf16_(BFloat16Products(node_)) {}
 
   void Prepare(KernelContext& ctx) override {
     g_ = Plan(node_, ctx, false);
@@ -424,7 +492,7 @@ class AttentionKernel final : public OpKernel {
       float* probs = keep_probs_ ? ctx.Output(5).data<float>() : nullptr;
 #pragma omp parallel
       {
-        FlashScratch w(g, false);
+        FlashScratch w(g, false, bf16_);
 #pragma omp for schedule(static)
         for (int64_t task = 0; task < tasks; ++task)
           FlashForward(g, op, task / g.q_heads, task % g.q_heads, y, lse + task * g.q_len,
@@ -451,11 +519,12 @@ class AttentionKernel final : public OpKernel {
  private:
   AttentionGeometry g_;
   bool keep_probs_ = false;
+  bool bf16_ = false;
 };
 
 class AttentionGradKernel final : public OpKernel {
  public:
-  using OpKernel::OpKernel;
+  explicit AttentionGradKernel(const KernelInfo& info) : OpKernel(info), bf16_(BFloat16Products(node_)) {}
 
   void Prepare(KernelContext& ctx) override {
     g_ = Plan(node_, ctx, true);
@@ -511,7 +580,7 @@ class AttentionGradKernel final : public OpKernel {
       }
 #pragma omp parallel
       {
-        FlashScratch w(g, true);
+        FlashScratch w(g, true, bf16_);
 #pragma omp for schedule(static)
         for (int64_t task = 0; task < tasks; ++task) {
           const int64_t b = task / g.kv_heads, kvh = task % g.kv_heads;
@@ -581,6 +650,7 @@ class AttentionGradKernel final : public OpKernel {
 
  private:
   AttentionGeometry g_;
+  bool bf16_ = false;
 };
 OT_REGISTER_CPU_KERNEL("Attention", 23, kLatestOpset, AttentionKernel);
 OT_REGISTER_KERNEL(kGradDomain, "Attention", 1, kLatestOpset, DeviceType::kCPU, AttentionKernel);  // graph/passes/fusion.h

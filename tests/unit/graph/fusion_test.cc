@@ -12,6 +12,7 @@
 #include <string>
 
 #include "graph/autodiff/autodiff.h"
+#include "graph/passes/amp_pass.h"
 #include "graph/passes/fusion.h"
 #include "graph/autodiff/gradient_registry.h"
 #include "graph/passes/rank_inference.h"
@@ -375,6 +376,53 @@ TEST(Fusion, AttentionFormsOfBothExportersFuseAndTrainAsUnfused) {
           EXPECT_EQ(kept[0].numel() > 0, t <= 128);
         }
     }
+}
+
+// --amp bf16 on the CPU: the Cast to bfloat16 of a fused GELU's output (2D: read by the Linear's
+// Gemm directly; 3D: through the Flatten of its Gemm form) goes into the Gelu, which writes
+// bfloat16 rounded as the Cast rounds: loss and gradients bitwise those of the graph with the
+// Cast. A GELU output read by another node as well keeps its Cast.
+TEST(Fusion, BFloat16CastOfGeluOutputFoldsIntoTheGelu) {
+  for (int form = 0; form < 3; ++form) {
+    SCOPED_TRACE(form == 0 ? "2D" : form == 1 ? "3D" : "read twice");
+    ModelBuilder b;
+    const std::vector<int64_t> x_dims = form == 0 ? std::vector<int64_t>{6, 8} : std::vector<int64_t>{3, 4, 8};
+    b.Param("x", x_dims, -3.f, 3.f).Param("w", {5, 8}, -1.f, 1.f);
+    TorchGelu(b, "x", "g");
+    b.Op("Transpose", {"w"}, "wt").SetInts("perm", {1, 0});  // a Linear layer as torch exports it
+    b.Op("MatMul", {"g", "wt"}, "y");
+    std::vector<int64_t> y_dims = x_dims;
+    y_dims.back() = 5;
+    std::string out = "y";
+    if (form == 2) {
+      b.Op("ReduceSum", {"g"}, "gs").SetInt("keepdims", 1);  // [1, 1, 1]: g read twice
+      b.Op("Add", {"y", "gs"}, "y2");
+      out = "y2";
+    }
+    const TrainingGraph plain = Train(WithLoss(b, out, y_dims), true);
+    ASSERT_EQ(Count(plain.model, "Gelu", kGradDomain), 1);
+    TrainingGraph cast = plain;
+    InsertAmpCasts(cast.model, AmpMode::kBFloat16);
+    TrainingGraph folded = cast;
+    const int n = FoldBFloat16CastsIntoActivations(folded.model);
+    EXPECT_EQ(n, form == 2 ? 0 : 1);
+    EXPECT_EQ(Count(folded.model, "Cast"), Count(cast.model, "Cast") - n);
+    for (const auto& node : folded.model.graph.nodes) {
+      if (node.op_type == "Gelu") {
+        EXPECT_EQ(node.HasAttr("to"), n == 1);
+      }
+    }
+    std::vector<std::string> fetch = {cast.loss};
+    fetch.insert(fetch.end(), cast.grads.begin(), cast.grads.end());
+    Executor a(cast.model), c(folded.model);
+    const std::vector<Tensor> want = a.Run({}, fetch), got = c.Run({}, fetch);
+    for (size_t i = 0; i < want.size(); ++i) {
+      const HostTensor tw = want[i].ToHost(), tg = got[i].ToHost();
+      ASSERT_EQ(tw.dims, tg.dims) << fetch[i];
+      for (int64_t k = 0; k < tw.NumElements(); ++k)
+        EXPECT_EQ(tw.Data<float>()[k], tg.Data<float>()[k]) << fetch[i] << "[" << k << "]";
+    }
+  }
 }
 
 // Near misses stay as they are: Softmax over another axis, scores read elsewhere, a scale
