@@ -5,6 +5,7 @@
 #include <set>
 
 #include "graph/error.h"
+#include "graph/exports/merged_initializers.h"
 
 namespace ot {
 
@@ -127,19 +128,11 @@ bool FoldedByRewriter(const Node& n) {
 // last dotted name of the node's pkg.torch.onnx.name_scopes ("['', 'layer1', ..., 'layer1.0.bn1',
 // '_native_batch_norm_legit_functional_1']"); "" when the metadata does not say.
 std::string FoldedModuleName(const Node& conv) {
-  auto it = conv.metadata.find("pkg.torch.onnx.name_scopes");
-  if (it == conv.metadata.end()) return "";
   std::string best;
-  const std::string& s = it->second;
-  for (size_t open = s.find('\''); open != std::string::npos; open = s.find('\'', open + 1)) {
-    const size_t close = s.find('\'', open + 1);
-    if (close == std::string::npos) break;
-    const std::string scope = s.substr(open + 1, close - open - 1);
+  for (const std::string& scope : NameScopes(conv))
     if (!scope.empty() && scope.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") ==
                               std::string::npos && !StartsWith(scope, "_native_batch_norm"))
       best = scope;
-    open = close;
-  }
   return best;
 }
 

@@ -11,11 +11,17 @@ PyTorch 2.x venv of scripts/install-torch2.sh), through the CLI:
   the run says so, and the weights sit in model.onnx.data beside the model.
 - The exporter's folded scalar constants (a ReLU6's bounds) stay constants: unchanged in the
   checkpoint, bitwise.
+- The default optimize=True also merges small initializers with equal bytes (onnx_ir's
+  DeduplicateInitializersPass): a fresh transformer's LayerNorm weights and biases, the layers
+  nn.TransformerEncoder deep-copies. Trained as exported they would be one tied tensor; onnx-train
+  gives each module its own again under PyTorch's names: `grad` matches PyTorch float64 on
+  every one of them, the run says so, and after training the copies differ.
 
     /var/cache/onnx-train/torch2/bin/python tests/zoo/torch2_exports_test.py --onnx-train build/tools/onnx-train \
         --workdir /tmp/t2x
 """
 import contextlib
+import copy
 import io
 import os
 import shutil
@@ -25,7 +31,7 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))  # the shared helpers
-from ot_cli import test_args, test_parser  # noqa: E402
+from ot_cli import last_error_line, read_tensor, test_args, test_parser, write_tensor  # noqa: E402
 from check_tally import Checks  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -82,6 +88,81 @@ class ClipNet(nn.Module):
 
     def forward(self, x):
         return self.fc(torch.flatten(nn.functional.relu6(self.conv(x) * 4.0), 1))
+
+
+class OwnLayerNorm(nn.Module):
+    """nanoGPT's LayerNorm: the module's own ones and zeros, F.layer_norm."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width))
+        self.bias = nn.Parameter(torch.zeros(width))
+
+    def forward(self, x):
+        return nn.functional.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
+class FreshEncoder(nn.Module):
+    """Two deep-copied encoder layers and three kinds of normalisation, all at their initial values."""
+
+    def __init__(self, width=16):
+        super().__init__()
+        self.embed = nn.Linear(12, width)
+        layer = nn.TransformerEncoderLayer(width, 2, 32, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.norm = OwnLayerNorm(width)
+        self.ln = nn.LayerNorm(width)
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x):
+        return self.head(self.ln(self.norm(self.encoder(self.embed(x)))).mean(1))
+
+
+def check_merged_parameters(args, check):
+    torch.manual_seed(0)
+    module = FreshEncoder()
+    model = os.path.join(args.workdir, "fresh_encoder.onnx")
+    export(module, (8, 12), model)
+    params = dict(module.named_parameters())
+    exported = weights_of(model)
+    # Gone by merging (equal bytes), not by folding (out_proj.bias, the weights: val_<n>).
+    merged = sorted(n for n in params if n not in exported and ("norm" in n or n.startswith("ln.") or
+                                                                n.endswith(("in_proj_bias", "linear1.bias", "linear2.bias"))))
+    check("the exporter merged equal parameters (the case this checks)", len(merged) >= 8,
+          f"{len(merged)} names gone, e.g. {merged[:3]}")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 8, 12)).astype(np.float32)
+    y = rng.integers(0, 10, size=3).astype(np.int64)
+    write_tensor(x, "input", os.path.join(args.workdir, "fe_x.pb"))
+    write_tensor(y, "labels", os.path.join(args.workdir, "fe_y.pb"))
+    out = os.path.join(args.workdir, "fe_grads")
+    proc = subprocess.run([args.onnx_train, "grad", model, "--threads", "2", "--input", "input=" + os.path.join(
+        args.workdir, "fe_x.pb"), "--input", "labels=" + os.path.join(args.workdir, "fe_y.pb"), "-o", out],
+        capture_output=True, text=True)
+    if proc.returncode != 0:
+        check("grad of the optimize=True export", False, last_error_line(proc))
+        return
+    ours = dict(read_tensor(os.path.join(out, f)) for f in os.listdir(out))
+    ref = copy.deepcopy(module).double()
+    loss = nn.functional.cross_entropy(ref(torch.from_numpy(x).double()), torch.from_numpy(y))
+    loss.backward()
+    grads = {n: p.grad.numpy() for n, p in ref.named_parameters()}
+    worst = max((float(np.linalg.norm(ours[n] - grads[n]) / max(np.linalg.norm(grads[n]), 1e-12)), n)
+                for n in merged if n in ours) if any(n in ours for n in merged) else (float("inf"), "none")
+    check("every merged parameter has its own gradient under its PyTorch name",
+          all(n in ours for n in merged), str([n for n in merged if n not in ours][:4]))
+    check("those gradients match PyTorch float64 (relative by norm, 1e-5)", worst[0] <= 1e-5, f"worst {worst}")
+    try:
+        w, log = train(args, model, "fresh-encoder", [])
+    except RuntimeError as e:
+        check("the optimize=True transformer trains", False, str(e))
+        return
+    check("the run says which parameters it took apart", "had merged" in log,
+          str([ln for ln in log.splitlines() if "merged" in ln][:1]))
+    pairs = [("encoder.layers.0.norm1.weight", "encoder.layers.1.norm1.weight"),
+             ("encoder.layers.0.norm1.bias", "encoder.layers.0.norm2.bias"), ("norm.weight", "ln.weight")]
+    check("after training, parameters that started equal differ (trained apart, not tied)",
+          all(a in w and b in w and not np.array_equal(w[a], w[b]) for a, b in pairs), str(pairs))
 
 
 def main():
@@ -151,6 +232,7 @@ def main():
         check("the exporter's scalar constants are untouched", bool(scalars) and all(np.array_equal(w[n], start_w[n])
                                                                               for n in scalars), str(scalars))
         check("the parameters trained", not np.array_equal(w["conv.weight"], start_w["conv.weight"]))
+    check_merged_parameters(args, check)
     return check.finish(f"torch2_exports_test ({time.time() - start:.0f} s)")
 
 

@@ -7,6 +7,7 @@
 #include "graph/exports/batch_dim.h"
 #include "graph/exports/batch_norm_form.h"
 #include "graph/exports/class_head.h"
+#include "graph/exports/merged_initializers.h"
 #include "graph/error.h"
 #include "runtime/executor/executor.h"
 #include "train/data/image_folder.h"
@@ -100,6 +101,8 @@ PreparedModel PrepareExportedModel(const Model& model, const ExportedModelOption
   }
   if (o.num_classes > 0) p.notes.push_back(ReplaceClassifier(p.model, o.num_classes, o.seed));
   if (o.training) {
+    const std::string merged = SeparateMergedInitializers(p.model).Describe();
+    if (!merged.empty()) p.notes.push_back(merged);
     BatchNormFormReport r = o.frozen_bn ? FreezeBatchNorm(p.model) : UseTrainingFormBatchNorm(p.model);
     p.freeze = r.frozen_statistics;
     const std::string line = r.Describe();

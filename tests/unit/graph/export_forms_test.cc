@@ -4,7 +4,8 @@
 // made state again; folded BatchNorm is restored after its convolution; a frozen
 // BatchNormalization computes what ONNX's inference BatchNormalization computes (the oneDNN
 // kernel and a double-precision formula written here); Reshape targets holding the batch are
-// rewritten; class-score heads (graph/class_head) are found and their classifier replaced.
+// rewritten; class-score heads (graph/class_head) are found and their classifier replaced;
+// parameters the dynamo exporter merged for their equal values are taken apart again.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "graph/autodiff/autodiff.h"
 #include "graph/exports/batch_norm_form.h"
 #include "graph/exports/class_head.h"
+#include "graph/exports/merged_initializers.h"
 #include "graph/error.h"
 #include "runtime/executor/executor.h"
 #include "tests/common/test_util.h"
@@ -365,6 +367,106 @@ TEST(ClassHead, ClassifierIsReplacedWithAFreshLayer) {
     EXPECT_NE(std::string(e.what()).find("found no classifier layer for the output 'prob'"), std::string::npos)
         << e.what();
   }
+}
+
+// SeparateMergedInitializers (graph/exports/merged_initializers.h): a node run by module M
+// (as the dynamo exporter records it) reading initializer P.
+Node& ScopedAdd(Model& m, const std::string& module, const std::string& in, const std::string& param,
+                const std::string& out, const std::string& fx_param = "") {
+  Node n;
+  n.op_type = "Add";
+  n.name = "add_" + out;
+  n.inputs = {in, param};
+  n.outputs = {out};
+  std::string scopes = "['', ";
+  std::string path;
+  for (size_t start = 0; !module.empty() && start <= module.size();) {
+    const size_t dot = module.find('.', start);
+    path = module.substr(0, dot);
+    scopes += "'" + path + "', ";
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  n.metadata["pkg.torch.onnx.name_scopes"] = scopes + "'add']";
+  if (!fx_param.empty())
+    n.metadata["pkg.torch.onnx.fx_node"] = "%add : [num_users=1] = call_function[target=torch.ops.aten.linear.default]"
+                                           "(args = (%x, %p_" + fx_param + "), kwargs = {})";
+  m.graph.nodes.push_back(n);
+  return m.graph.nodes.back();
+}
+
+Model MergedModel(int64_t elements) {
+  Model m;
+  m.producer_name = "pytorch";
+  m.opsets[""] = 18;
+  m.graph.inputs.push_back(Value("x", {Dim{elements, ""}}));
+  HostTensor ones(DType::kFloat32, {elements}, "layers.0.norm1.weight");
+  for (int64_t i = 0; i < elements; ++i) ones.Data<float>()[i] = 1.f;
+  m.graph.initializers.push_back(ones);
+  return m;
+}
+
+TEST(MergedInitializers, EachModuleGetsItsOwnCopyUnderItsName) {
+  Model m = MergedModel(16);
+  ScopedAdd(m, "layers.0.norm1", "x", "layers.0.norm1.weight", "a");
+  ScopedAdd(m, "layers.0.norm1", "a", "layers.0.norm1.weight", "b");  // the owner reads it twice: one copy
+  ScopedAdd(m, "layers.0.norm2", "b", "layers.0.norm1.weight", "c");
+  ScopedAdd(m, "layers.1.norm1", "c", "layers.0.norm1.weight", "d");
+  // nn.MultiheadAttention-like: the parent reads its submodule's parameter itself.
+  m.graph.initializers.push_back(HostTensor(DType::kFloat32, {16}, "layers.0.attn.out_proj.bias"));
+  ScopedAdd(m, "layers.0.attn", "d", "layers.0.attn.out_proj.bias", "e");
+  ScopedAdd(m, "layers.1.attn", "e", "layers.0.attn.out_proj.bias", "f");
+  m.graph.outputs.push_back(Value("f", {Dim{16, ""}}));
+  const MergedInitializersReport r = SeparateMergedInitializers(m);
+  EXPECT_EQ(r.merged, 2);
+  EXPECT_EQ(r.restored, (std::vector<std::string>{"layers.0.norm2.weight", "layers.1.norm1.weight",
+                                                  "layers.1.attn.out_proj.bias"}));
+  EXPECT_EQ(m.graph.nodes[0].inputs[1], "layers.0.norm1.weight");
+  EXPECT_EQ(m.graph.nodes[1].inputs[1], "layers.0.norm1.weight");
+  EXPECT_EQ(m.graph.nodes[2].inputs[1], "layers.0.norm2.weight");
+  EXPECT_EQ(m.graph.nodes[3].inputs[1], "layers.1.norm1.weight");
+  EXPECT_EQ(m.graph.nodes[5].inputs[1], "layers.1.attn.out_proj.bias");
+  const HostTensor* copy = m.graph.FindInitializer("layers.1.norm1.weight");
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ(copy->dims, Ints{16});
+  EXPECT_EQ(copy->Data<float>()[15], 1.f);
+  EXPECT_NE(r.Describe().find("had merged 2 small parameter tensors"), std::string::npos) << r.Describe();
+}
+
+TEST(MergedInitializers, NamesFromTheExportersFxNodeWhenThePathsDiffer) {
+  // A zero bias merged across roles: linear2.bias kept, read by an attention module for its
+  // out_proj.bias (the FX node names the parameter it read).
+  Model m = MergedModel(16);
+  m.graph.initializers[0].name = "layers.0.linear2.bias";
+  m.graph.initializers.push_back(HostTensor(DType::kFloat32, {16, 16}, "layers.0.attn.out_proj.weight"));
+  ScopedAdd(m, "layers.0.linear2", "x", "layers.0.linear2.bias", "a");
+  ScopedAdd(m, "layers.0.attn", "a", "layers.0.linear2.bias", "b", "layers_0_attn_out_proj_bias");
+  SeparateMergedInitializers(m);
+  EXPECT_EQ(m.graph.nodes[1].inputs[1], "layers.0.attn.out_proj.bias");
+}
+
+TEST(MergedInitializers, LeavesTiesItCannotTellApart) {
+  // Over 1024 elements (an embedding tied to the output layer): the exporter does not merge those.
+  Model big = MergedModel(1025);
+  ScopedAdd(big, "layers.0.norm1", "x", "layers.0.norm1.weight", "a");
+  ScopedAdd(big, "layers.1.norm1", "a", "layers.0.norm1.weight", "b");
+  EXPECT_EQ(SeparateMergedInitializers(big).merged, 0);
+  // A parameter of the model itself, read inside its layers (passed down): stays shared.
+  Model root = MergedModel(16);
+  root.graph.initializers[0].name = "pos";
+  ScopedAdd(root, "layers.0", "x", "pos", "a");
+  ScopedAdd(root, "layers.1", "a", "pos", "b");
+  EXPECT_EQ(SeparateMergedInitializers(root).merged, 0);
+  // No module recorded (another exporter), or not PyTorch's: nothing to go by.
+  Model plain = MergedModel(16);
+  ScopedAdd(plain, "layers.0.norm1", "x", "layers.0.norm1.weight", "a");
+  ScopedAdd(plain, "layers.1.norm1", "a", "layers.0.norm1.weight", "b").metadata.clear();
+  EXPECT_EQ(SeparateMergedInitializers(plain).merged, 0);
+  Model other = MergedModel(16);
+  other.producer_name = "tf2onnx";
+  ScopedAdd(other, "layers.0.norm1", "x", "layers.0.norm1.weight", "a");
+  ScopedAdd(other, "layers.1.norm1", "a", "layers.0.norm1.weight", "b");
+  EXPECT_EQ(SeparateMergedInitializers(other).merged, 0);
 }
 
 }  // namespace
