@@ -3,12 +3,15 @@
 // numpy-broadcast elementwise maps built on that walk.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "graph/error.h"
+
+#include "runtime/cpu/elementwise/vector_loops.h"
 
 #include "runtime/ops/checks/kernel_util.h"
 
@@ -71,6 +74,55 @@ void ForEachRow(Shape shape, StrideSet<N> strides, RowFn&& row) {
   }
 }
 
+// ForEachRow restricted to the elements [begin, end) of the row-major walk of `shape`
+// (already coalesced): the first and last runs may be partial. Splitting [0, n) into ranges
+// visits every element once, with the same offsets as ForEachRow.
+template <size_t N, typename RowFn>
+void ForEachRowInRange(const Shape& shape, const StrideSet<N>& strides, int64_t begin, int64_t end, RowFn&& row) {
+  std::array<int64_t, N> offsets{}, inner{};
+  if (begin >= end) return;
+  if (shape.empty()) {  // a scalar: one run of one element
+    row(offsets, int64_t{1}, inner);
+    return;
+  }
+  const size_t last = shape.size() - 1;
+  const int64_t len = shape[last];
+  for (size_t k = 0; k < N; ++k) inner[k] = strides[k][last];
+  // The position of `begin`: its run's outer index and the element within the run.
+  std::vector<int64_t> index(last, 0);
+  int64_t run = begin / len, first = begin % len;
+  for (size_t d = last; d-- > 0;) {
+    index[d] = run % shape[d];
+    run /= shape[d];
+    for (size_t k = 0; k < N; ++k) offsets[k] += index[d] * strides[k][d];
+  }
+  for (int64_t at = begin; at < end;) {
+    const int64_t count = std::min(len - first, end - at);
+    std::array<int64_t, N> start = offsets;
+    for (size_t k = 0; k < N; ++k) start[k] += first * inner[k];
+    row(start, count, inner);
+    at += count;
+    first = 0;
+    for (size_t d = last; d-- > 0;) {  // odometer over the outer dimensions
+      for (size_t k = 0; k < N; ++k) offsets[k] += strides[k][d];
+      if (++index[d] < shape[d]) break;
+      for (size_t k = 0; k < N; ++k) offsets[k] -= strides[k][d] * shape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// ForEachRow with the walk's elements split into one contiguous range per OpenMP thread
+// when there are at least `parallel_from` of them (else one range on the calling thread).
+// For maps that write each output element once: the result is that of ForEachRow, bitwise.
+template <size_t N, typename RowFn>
+void ForEachRowParallel(Shape shape, StrideSet<N> strides, int64_t parallel_from, RowFn&& row) {
+  const int64_t n = NumElements(shape);
+  if (n == 0) return;
+  CoalesceDims(shape, strides);
+  ForEachChunk(n, parallel_from, [&](int64_t begin, int64_t end) { ForEachRowInRange<N>(shape, strides, begin, end, row); });
+}
+
 // out[i] = fn(a[ia], b[ib]) over `out_shape`, with a and b numpy-broadcast to it.
 template <typename A, typename B, typename Out, typename Fn>
 void BroadcastMap(const A* a, const Shape& a_shape, const B* b, const Shape& b_shape, Out* out, const Shape& out_shape,
@@ -112,7 +164,9 @@ template <typename Fn> void DispatchBySize(size_t esize, Fn&& fn) {
 }
 
 // dst (dense, row-major over out_shape) = src viewed through src_strides from src_offset
-// (all in elements), for elements of `esize` bytes (transpose_concat.cc).
+// (all in elements), for elements of `esize` bytes (transpose_concat.cc); split among the
+// OpenMP threads from kParallelCopyElements elements.
+constexpr int64_t kParallelCopyElements = 1 << 16;
 void StridedCopy(const void* src, const std::vector<int64_t>& src_strides, int64_t src_offset, void* dst,
                  const Shape& out_shape, size_t esize);
 

@@ -184,7 +184,10 @@ class SliceGradSumKernel final : public OpKernel {
       const float* dy = ctx.Input(1 + 5 * static_cast<int>(k)).data<float>();
       float* dx = out.data<float>() + v.offset;
       const StrideSet<2> strides = {v.strides, RowMajorStrides(v.shape)};
-      ForEachRow<2>(v.shape, strides, [&](const std::array<int64_t, 2>& at, int64_t len, const std::array<int64_t, 2>& step) {
+      // Each dY writes its slice's elements once (a slice's positions are distinct), so its
+      // walk splits among the threads; the dYs stay in order, for the sums where slices overlap.
+      ForEachRowParallel<2>(v.shape, strides, kParallelCopyElements,
+                            [&](const std::array<int64_t, 2>& at, int64_t len, const std::array<int64_t, 2>& step) {
         if (tiled_) {
           for (int64_t i = 0; i < len; ++i) dx[at[0] + i * step[0]] = dy[at[1] + i * step[1]];
         } else {

@@ -27,7 +27,8 @@ void StridedCopy(const void* src, const std::vector<int64_t>& src_strides, int64
   DispatchBySize(esize, [&](auto tag) {
     using E = decltype(tag);
     StrideSet<2> strides = {src_strides, RowMajorStrides(out_shape)};
-    ForEachRow<2>(out_shape, strides, [&](const std::array<int64_t, 2>& at, int64_t len, const std::array<int64_t, 2>& step) {
+    ForEachRowParallel<2>(out_shape, strides, kParallelCopyElements,
+                          [&](const std::array<int64_t, 2>& at, int64_t len, const std::array<int64_t, 2>& step) {
       const E* s = reinterpret_cast<const E*>(in) + src_offset + at[0];
       E* d = reinterpret_cast<E*>(out) + at[1];
       if (step[0] == 1) {
