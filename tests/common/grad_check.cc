@@ -1,6 +1,7 @@
 // Finite-difference gradient check shared by the gradient tests.
 #include "tests/common/grad_check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -57,6 +58,27 @@ TrainingGraph TrainWithWeightedSumLoss(ModelBuilder& b, const std::string& y, st
   opts.freeze = std::move(freeze);
   opts.freeze.push_back("loss_w");
   return BuildTrainingGraph(b.Build(), opts);
+}
+
+void ExpectSameLossAndGradients(const TrainingGraph& a, const TrainingGraph& b, double rtol) {
+  ASSERT_EQ(a.params, b.params);
+  std::vector<std::string> fa = {a.loss}, fb = {b.loss};
+  fa.insert(fa.end(), a.grads.begin(), a.grads.end());
+  fb.insert(fb.end(), b.grads.begin(), b.grads.end());
+  Executor ea(a.model), eb(b.model);
+  const std::vector<Tensor> ya = ea.Run({}, fa), yb = eb.Run({}, fb);
+  for (size_t i = 0; i < ya.size(); ++i) {
+    const HostTensor ta = ya[i].ToHost(), tb = yb[i].ToHost();
+    ASSERT_EQ(ta.dims, tb.dims) << fa[i];
+    double scale = 0;
+    for (int64_t k = 0; k < tb.NumElements(); ++k) scale = std::max(scale, std::fabs(double(tb.Data<float>()[k])));
+    for (int64_t k = 0; k < ta.NumElements(); ++k) {
+      if (rtol == 0)
+        ASSERT_EQ(ta.Data<float>()[k], tb.Data<float>()[k]) << fa[i] << "[" << k << "]";
+      else
+        ASSERT_NEAR(ta.Data<float>()[k], tb.Data<float>()[k], rtol * (1 + scale)) << fa[i] << "[" << k << "]";
+    }
+  }
 }
 
 }  // namespace testing

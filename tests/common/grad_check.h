@@ -77,6 +77,12 @@ class ModelBuilder {
 void ExpectGradientsMatchFiniteDifferences(const TrainingGraph& tg, const std::map<std::string, Tensor>& feeds,
                                            float eps = 2e-3f, double tol = 2e-2);
 
+// Two training graphs of one function (fused and unfused, rewritten and not): the same
+// parameters, and a's loss and gradients equal to b's within rtol x (1 + the largest
+// magnitude of b's tensor); rtol 0 asks for bitwise equality (the same operations in the
+// same order).
+void ExpectSameLossAndGradients(const TrainingGraph& a, const TrainingGraph& b, double rtol);
+
 // Ends the model in loss = ReduceSum(y * w) over all axes (a scalar graph output "loss"),
 // w a fixed random constant "loss_w" of y's shape (so every element of y's gradient
 // differs); freeze "loss_w" when training.

@@ -23,6 +23,7 @@ namespace ot {
 namespace {
 
 using testing::ExpectGradientsMatchFiniteDifferences;
+using testing::ExpectSameLossAndGradients;
 using testing::ModelBuilder;
 
 void Scalar(ModelBuilder& b, const std::string& name, float v) {
@@ -92,20 +93,7 @@ int Count(const Model& m, const std::string& op, const std::string& domain = "")
 // rounding.
 void ExpectSameAsUnfused(const Model& m, const TrainingGraph& fused) {
   const TrainingGraph plain = Train(m, false);
-  ASSERT_EQ(plain.params, fused.params);
-  Executor a(fused.model), b(plain.model);
-  std::vector<std::string> fetch = {fused.loss};
-  fetch.insert(fetch.end(), fused.grads.begin(), fused.grads.end());
-  std::vector<std::string> fetch_plain = {plain.loss};
-  fetch_plain.insert(fetch_plain.end(), plain.grads.begin(), plain.grads.end());
-  const std::vector<Tensor> ya = a.Run({}, fetch), yb = b.Run({}, fetch_plain);
-  for (size_t i = 0; i < ya.size(); ++i) {
-    const HostTensor ta = ya[i].ToHost(), tb = yb[i].ToHost();
-    ASSERT_EQ(ta.dims, tb.dims) << fetch[i];
-    for (int64_t k = 0; k < ta.NumElements(); ++k)
-      EXPECT_NEAR(ta.Data<float>()[k], tb.Data<float>()[k], 2e-5 * (1 + std::fabs(tb.Data<float>()[k])))
-          << fetch[i] << "[" << k << "]";
-  }
+  ExpectSameLossAndGradients(fused, plain, 2e-5);
 }
 
 TEST(Fusion, TorchLayerNormAndBothGeluFormsFuseAndMatchFiniteDifferences) {
@@ -496,24 +484,6 @@ Model ConvBnReluModel(int64_t n, int64_t c, int64_t h, int64_t w, int blocks, bo
     cur = p + "relu";
   }
   return WithLoss(b, cur, {n, c, h, w});
-}
-
-// Loss and gradients of two training graphs, in the order of a's fetches.
-void ExpectSameLossAndGradients(const TrainingGraph& a, const TrainingGraph& b, double rtol) {
-  ASSERT_EQ(a.params, b.params);
-  std::vector<std::string> fa = {a.loss}, fb = {b.loss};
-  fa.insert(fa.end(), a.grads.begin(), a.grads.end());
-  fb.insert(fb.end(), b.grads.begin(), b.grads.end());
-  Executor ea(a.model), eb(b.model);
-  const std::vector<Tensor> ya = ea.Run({}, fa), yb = eb.Run({}, fb);
-  for (size_t i = 0; i < ya.size(); ++i) {
-    const HostTensor ta = ya[i].ToHost(), tb = yb[i].ToHost();
-    ASSERT_EQ(ta.dims, tb.dims) << fa[i];
-    double scale = 0;
-    for (int64_t k = 0; k < tb.NumElements(); ++k) scale = std::max(scale, std::fabs(double(tb.Data<float>()[k])));
-    for (int64_t k = 0; k < ta.NumElements(); ++k)
-      ASSERT_NEAR(ta.Data<float>()[k], tb.Data<float>()[k], rtol * (1 + scale)) << fa[i] << "[" << k << "]";
-  }
 }
 
 // BatchNormTraining + Relu and ReluGrad + BatchNormalizationGrad become one node each; the

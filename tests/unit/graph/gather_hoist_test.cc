@@ -18,6 +18,7 @@ namespace ot {
 namespace {
 
 using testing::ExpectGradientsMatchFiniteDifferences;
+using testing::ExpectSameLossAndGradients;
 using testing::ModelBuilder;
 
 void Scalar(ModelBuilder& b, const std::string& name, float v) {
@@ -101,19 +102,7 @@ const Node* ProducerOf(const Model& m, const std::string& value) {
 // Loss and gradients of the hoisted training graph against the unhoisted one's.
 void ExpectSameAsUnhoisted(const Model& m, const TrainingGraph& hoisted) {
   const TrainingGraph plain = Train(m, false);
-  ASSERT_EQ(plain.params, hoisted.params);
-  Executor a(hoisted.model), b(plain.model);
-  std::vector<std::string> fa = {hoisted.loss}, fb = {plain.loss};
-  fa.insert(fa.end(), hoisted.grads.begin(), hoisted.grads.end());
-  fb.insert(fb.end(), plain.grads.begin(), plain.grads.end());
-  const std::vector<Tensor> ya = a.Run({}, fa), yb = b.Run({}, fb);
-  for (size_t i = 0; i < ya.size(); ++i) {
-    const HostTensor ta = ya[i].ToHost(), tb = yb[i].ToHost();
-    ASSERT_EQ(ta.dims, tb.dims) << fa[i];
-    for (int64_t k = 0; k < ta.NumElements(); ++k)
-      EXPECT_NEAR(ta.Data<float>()[k], tb.Data<float>()[k], 2e-5 * (1 + std::fabs(tb.Data<float>()[k])))
-          << fa[i] << "[" << k << "]";
-  }
+  ExpectSameLossAndGradients(hoisted, plain, 2e-5);
 }
 
 TEST(GatherHoist, FirstAndLastPositionMoveAboveTheBlockAndTrainAsBefore) {
