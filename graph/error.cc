@@ -19,4 +19,10 @@ std::string StrFormat(const char* fmt, ...) {
   return out;
 }
 
+std::string FirstNames(const std::vector<std::string>& names, size_t shown) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < shown; ++i) out += (i ? ", " : "") + names[i];
+  return names.size() > shown ? out + ", ..." : out;
+}
+
 }  // namespace ot

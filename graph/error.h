@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace ot {
 
@@ -22,6 +23,9 @@ class UnsupportedError : public Error {
 
 // Formats like printf into a std::string.
 std::string StrFormat(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// The first `shown` names joined by ", ", and ", ..." when there are more: for messages.
+std::string FirstNames(const std::vector<std::string>& names, size_t shown = 3);
 
 }  // namespace ot
 

@@ -123,13 +123,11 @@ std::vector<std::string> NameScopes(const Node& node) {
 
 std::string MergedInitializersReport::Describe() const {
   if (merged == 0) return "";
-  std::string names;
-  for (size_t i = 0; i < restored.size() && i < 3; ++i) names += (i ? ", " : "") + restored[i];
   return StrFormat("PyTorch's dynamo exporter (optimize=True) had merged %d small parameter tensor%s with equal values "
                    "that different modules own (a fresh model's LayerNorm weights and biases, layers made by "
-                   "copy.deepcopy); each module trains its own again: %zu restored under their module's names (%s%s). "
+                   "copy.deepcopy); each module trains its own again: %zu restored under their module's names (%s). "
                    "Export with optimize=False to keep every parameter as it is",
-                   merged, merged == 1 ? "" : "s", restored.size(), names.c_str(), restored.size() > 3 ? ", ..." : "");
+                   merged, merged == 1 ? "" : "s", restored.size(), FirstNames(restored).c_str());
 }
 
 MergedInitializersReport SeparateMergedInitializers(Model& model) {

@@ -47,13 +47,11 @@ std::string FoldedParametersNote(const Model& model) {
         t.name.find_first_not_of("0123456789", 4) == std::string::npos && t.name.size() > 4)
       folded.push_back(t.name);
   if (folded.empty()) return "";
-  std::string names;
-  for (size_t i = 0; i < folded.size() && i < 3; ++i) names += (i ? ", " : "") + folded[i];
-  return StrFormat("%zu parameter tensor%s (%s%s) %s transformed by PyTorch's dynamo exporter into new "
+  return StrFormat("%zu parameter tensor%s (%s) %s transformed by PyTorch's dynamo exporter into new "
                    "initializers (e.g. a Linear weight transposed); %s, but the checkpoint's %s will not load back "
                    "into the PyTorch module by name: export with torch.onnx.export(..., optimize=False) to keep "
                    "every parameter's name",
-                   folded.size(), folded.size() == 1 ? "" : "s", names.c_str(), folded.size() > 3 ? ", ..." : "",
+                   folded.size(), folded.size() == 1 ? "" : "s", FirstNames(folded).c_str(),
                    folded.size() == 1 ? "was" : "were", folded.size() == 1 ? "it trains" : "they train",
                    folded.size() == 1 ? "copy" : "copies");
 }
