@@ -281,7 +281,13 @@ EpochEnd Trainer::RunEpoch(int64_t epoch) {
     const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
                                       std::max(1, o_.launch.local_size));
     const int threads = o_.threads > 0 ? o_.threads : cores;
-    if (MakeBatchesOnCaller(data_.train, threads, cores)) lo.on_caller_threads = threads;
+    // A batch's feeds: float32 images and the labels (int64 class indices or float32 values).
+    const int64_t label_bytes = data_.train.float_labels.empty() ? 8 : 4;
+    int64_t label_elements = 1;
+    for (int64_t d : data_.train.label_dims) label_elements *= d;
+    const int64_t feed_bytes = o_.batch * (data_.train.ImageBytes() * 4 + label_elements * label_bytes);
+    const int step_threads = session_->StepThreadsFor(static_cast<size_t>(std::max<int64_t>(feed_bytes, 0)));
+    if (MakeBatchesOnCaller(data_.train, threads, cores, step_threads)) lo.on_caller_threads = threads;
   }
   BatchLoader loader(data_.train, *sampler_, lo);
   // Batches made on the step's threads: the rows of the next one are asked for between the

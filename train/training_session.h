@@ -96,6 +96,9 @@ class TrainingSession {
   int sync_batch_norm_nodes() const { return sync_batch_norm_nodes_; }
   // Memory plan of the last training step (arena bytes for intermediate values).
   PlanStats LastPlanStats() const { return train_->LastPlanStats(); }
+  // CPU: the threads a training step on feeds of `feed_bytes` runs its kernels on
+  // (Executor::PlanThreadsFor); 0 off the CPU.
+  int StepThreadsFor(size_t feed_bytes) const { return train_->PlanThreadsFor(feed_bytes); }
   // The random stream of the training graph's random ops (Dropout), for checkpoints.
   std::string RngState() const;
   void SetRngState(const std::string& state);

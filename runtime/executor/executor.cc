@@ -709,6 +709,13 @@ std::map<std::string, Tensor> Executor::FeedsOnDevice(const std::map<std::string
   return out;
 }
 
+int Executor::PlanThreadsFor(size_t feed_bytes) const {
+  if (options_.device.type != DeviceType::kCPU) return 0;
+  size_t bytes = feed_bytes;
+  for (const Tensor& t : state_) bytes += t.defined() ? t.nbytes() : 0;
+  return bytes < options_.serial_below_bytes ? 1 : BackendFor(DeviceType::kCPU).Threads();
+}
+
 std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& given_feeds,
                                   const std::vector<std::string>& fetches, const RunOptions& options) {
   const std::map<std::string, Tensor> feeds = FeedsOnDevice(given_feeds);
@@ -739,11 +746,10 @@ std::vector<Tensor> Executor::Run(const std::map<std::string, Tensor>& given_fee
   int plan_threads = 0;
   if (it != plans_.end()) {
     plan_threads = it->second->threads;
-  } else if (options_.device.type == DeviceType::kCPU) {
+  } else {
     size_t bytes = 0;
     for (const auto& [name, t] : feeds) bytes += t.nbytes();
-    for (const Tensor& t : state_) bytes += t.defined() ? t.nbytes() : 0;
-    plan_threads = bytes < options_.serial_below_bytes ? 1 : BackendFor(DeviceType::kCPU).Threads();
+    plan_threads = PlanThreadsFor(bytes);
   }
   ThreadsFor threads_for(plan_threads);
   std::vector<Tensor> traced;

@@ -115,6 +115,10 @@ class Executor {
   Tensor* FindState(const std::string& name);
   const std::vector<std::string>& OutputNames() const { return output_names_; }
   PlanStats LastPlanStats() const { return last_stats_; }
+  // CPU: the threads a new plan's kernels would run on for feeds of `feed_bytes` in all (one
+  // below ExecutorOptions::serial_below_bytes with the state, else the backend's); 0 off the
+  // CPU. A caller that keeps a core free for other work (the trainer's batch making) asks it.
+  int PlanThreadsFor(size_t feed_bytes) const;
   size_t NumPlans() const { return plans_.size(); }
   // What the kernels chose at plan time (OpKernel::PlanNote), one line per such node and
   // plan: "plan N: node 'name' (OpType): note".

@@ -162,5 +162,20 @@ TEST(BatchRecyclingTest, RefilledBatchesAreFreshBatches) {
   }
 }
 
+// Where batches are made: on the step's threads when they take every core, on a loader
+// thread when a core is left over (fewer threads than cores, or a step that runs its kernels
+// on one thread on a machine of several cores), and always on the loader thread for data
+// that a SampleSource decodes.
+TEST(BatchRecyclingTest, BatchesAreMadeWhereACoreIsFree) {
+  const ImageDataset ds = Synthetic(10);
+  EXPECT_TRUE(MakeBatchesOnCaller(ds, 2, 2));
+  EXPECT_TRUE(MakeBatchesOnCaller(ds, 2, 2, 2));     // the step's kernels take both cores
+  EXPECT_FALSE(MakeBatchesOnCaller(ds, 2, 2, 1));    // a one-thread step leaves a core idle
+  EXPECT_TRUE(MakeBatchesOnCaller(ds, 1, 1, 1));     // one core: nothing to overlap with
+  EXPECT_FALSE(MakeBatchesOnCaller(ds, 1, 2, 1));    // fewer threads than cores
+  EXPECT_TRUE(MakeBatchesOnCaller(ds, 4, 2, 4));
+  EXPECT_TRUE(MakeBatchesOnCaller(ds, 4, 2, 0));     // not a CPU step
+}
+
 }  // namespace
 }  // namespace ot

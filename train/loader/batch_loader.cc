@@ -43,8 +43,8 @@ int64_t QueueDepthFor(int64_t batch_bytes) {
   return std::clamp<int64_t>(kQueueBytes / std::max<int64_t>(batch_bytes, 1), 2, 64);
 }
 
-bool MakeBatchesOnCaller(const ImageDataset& dataset, int threads, int cores) {
-  return !dataset.source && threads >= cores;
+bool MakeBatchesOnCaller(const ImageDataset& dataset, int threads, int cores, int step_threads) {
+  return !dataset.source && threads >= cores && !(step_threads == 1 && cores > 1);
 }
 
 BatchLoader::BatchLoader(const ImageDataset& dataset, DistributedSampler sampler, const BatchLoaderOptions& options)

@@ -109,6 +109,7 @@ TEST(Executor, SmallRunsTakeOneThread) {
   for (int64_t rows : {int64_t{8}, int64_t{1} << 16}) {  // 128 bytes, 1 MiB
     const Tensor x = Tensor::Empty(DType::kFloat32, {rows, 4});
     const int want = rows == 8 ? 1 : 2;
+    EXPECT_EQ(exec.PlanThreadsFor(x.nbytes()), want) << rows << " rows, asked before the run";
     for (int run = 0; run < 2; ++run) {  // planning, then replay
       std::vector<int> seen;
       RunOptions ro;
@@ -122,6 +123,7 @@ TEST(Executor, SmallRunsTakeOneThread) {
   }
   options.serial_below_bytes = 0;
   Executor never(ChainModel(), options);
+  EXPECT_EQ(never.PlanThreadsFor(128), 2);
   never.Run({{"x", Tensor::Empty(DType::kFloat32, {8, 4})}});
   EXPECT_EQ(never.LastPlanStats().threads, 2);
 }
