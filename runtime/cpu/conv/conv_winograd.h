@@ -18,8 +18,8 @@
 // 2x2 pixels, F(2x2, 3x3)'s third point a side always meets padding: 3 points a side
 // (9 products) do there.
 // The input gradient is the same convolution of dy with the kernel flipped and
-// transposed; the weight gradient accumulates dU[xi] = V[xi]^T . (A dy A^T)[xi] over the
-// tiles and folds it back with G^T dU G.
+// transposed; the weight gradient accumulates dU[xi] = (A dy A^T)[xi]^T . V[xi] ([O][C]) over
+// the tiles and folds it back with G^T dU G, written straight in the plain layout.
 //
 // Under --amp bf16 the inputs x, w and dy come as bfloat16 (layouts.x and layouts.dy say so):
 // the transforms read them as they are (widening each value as they load it, no float32
@@ -99,7 +99,7 @@ class WinogradConv final : public SgemmConv {
   // U[xi][C][O] of w (plain [O, C, 3, 3]), or, `flipped`, U[xi][O][C] of the input
   // gradient's kernels; in a scratch buffer.
   Operand TransformWeights(const void* w, bool flipped) const;
-  // dw (plain) of dU[xi][C][O].
+  // dw (plain [O, C, 3, 3]) of dU[xi][O][C].
   void FoldWeightGradient(const float* du, float* dw) const;
 
   int64_t m_ = 2, t_ = 4;  // output tile m x m, input tile t x t
@@ -109,7 +109,7 @@ class WinogradConv final : public SgemmConv {
   Reorder x_in_, y_out_, dy_in_, dx_out_;  // where the activations' layouts are not the transforms' own
   Reorder dy_wide_;                        // a bfloat16 dy to float32 for the bias gradient
   MapLayout x_map_{}, y_map_{}, dy_map_{}, dx_map_{};
-  Reorder w_forward_, w_backward_, dw_out_;  // plain to [3, 3, C, O] and [3, 3, O, C]; [3, 3, C, O] to plain
+  Reorder w_forward_, w_backward_;  // plain to [3, 3, C, O] and [3, 3, O, C]
 };
 
 }  // namespace cpu
