@@ -323,6 +323,58 @@ TEST(Cast, Float16RoundsToNearestEvenFromDouble) {
   EXPECT_NE(CastToHalf(NAN) & 0x03ff, 0);
 }
 
+// float32 -> bfloat16 (--amp bf16's casts): nearest even, a NaN stays a NaN, infinities
+// kept, zeros zero; subnormal inputs flush to zero of their sign where the CPU converts with
+// vcvtne2ps2bf16 (our own pass there, oneDNN's reorder elsewhere, which may keep them). A
+// tensor of 200,003 elements: split over the threads, with a partial vector at the end.
+TEST(Cast, Float32ToBFloat16RoundsToNearestEven) {
+  const int64_t n = 200003;  // 800 KB: above the executor's one-thread bound
+  HostTensor x(DType::kFloat32, {n});
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1e4f, 1e4f);
+  float* v = x.Data<float>();
+  for (int64_t i = 0; i < n; ++i) v[i] = u(rng);
+  const float specials[] = {1.f,  1.f + std::ldexp(1.f, -8),      1.f + 3 * std::ldexp(1.f, -8),
+                            -0.f, 1.f + std::ldexp(1.f, -8) + std::ldexp(1.f, -20), INFINITY,
+                            -INFINITY, NAN, std::ldexp(1.f, -130), -std::ldexp(1.f, -140), 3.3895314e38f};
+  for (size_t i = 0; i < std::size(specials); ++i) v[n - 1 - static_cast<int64_t>(i)] = specials[i];
+  HostTensor y = RunNode("Cast", {x}, 1, [](Node& node) { node.SetInt("to", static_cast<int64_t>(DType::kBFloat16)); })[0];
+  ASSERT_EQ(y.dtype, DType::kBFloat16);
+  const uint16_t* bits = y.Data<uint16_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = v[i];
+    if (std::isnan(d)) {
+      EXPECT_EQ(bits[i] & 0x7f80, 0x7f80) << i;
+      EXPECT_NE(bits[i] & 0x007f, 0) << i;
+      continue;
+    }
+    uint32_t f;
+    std::memcpy(&f, &v[i], sizeof f);
+    if (d == 0) {  // a zero (oneDNN's reorder without avx512_bf16 writes -0 as +0)
+      EXPECT_EQ(bits[i] & 0x7fff, 0) << i;
+      continue;
+    }
+    if ((f & 0x7f800000u) == 0 && (f & 0x7fffffu) != 0) {  // subnormal: zero of its sign, or rounded
+      EXPECT_TRUE(bits[i] == ((f >> 16) & 0x8000u) || bits[i] == (f >> 16)) << i;
+      continue;
+    }
+    // The two bfloat16 neighbours of d and the one nearer (ties: the even one), in double.
+    const uint16_t low = static_cast<uint16_t>(f >> 16), high = static_cast<uint16_t>(low + 1);
+    auto value = [](uint16_t b) {
+      const uint32_t w = static_cast<uint32_t>(b) << 16;
+      float r;
+      std::memcpy(&r, &w, sizeof r);
+      return static_cast<double>(r);
+    };
+    uint16_t want = low;
+    if ((f & 0xffffu) != 0 && !std::isinf(d)) {
+      const double dl = std::fabs(d - value(low)), dh = std::fabs(value(high) - d);
+      want = dh < dl || (dh == dl && (high & 1) == 0) ? high : low;
+    }
+    ASSERT_EQ(bits[i], want) << "element " << i << " = " << v[i];
+  }
+}
+
 TEST(Cast, IntegerAndBoolConversions) {
   HostTensor x = Floats({-1.5f, 0.f, 2.7f, 3e10f}, {4});
   auto to = [](DType t) { return [t](Node& n) { n.SetInt("to", static_cast<int64_t>(t)); }; };
