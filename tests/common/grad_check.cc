@@ -60,6 +60,13 @@ TrainingGraph TrainWithWeightedSumLoss(ModelBuilder& b, const std::string& y, st
   return BuildTrainingGraph(b.Build(), opts);
 }
 
+TrainingGraph TrainFrozenLossWeights(const Model& m, bool fuse) {
+  AutodiffOptions opts;
+  opts.freeze = {"loss_w"};
+  opts.fuse = fuse;
+  return BuildTrainingGraph(m, opts);
+}
+
 void ExpectSameLossAndGradients(const TrainingGraph& a, const TrainingGraph& b, double rtol) {
   ASSERT_EQ(a.params, b.params);
   std::vector<std::string> fa = {a.loss}, fb = {b.loss};

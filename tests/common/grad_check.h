@@ -45,6 +45,21 @@ class ModelBuilder {
     m_.graph.initializers.push_back(t);
     return *this;
   }
+  // A float32 scalar as a Constant node's output.
+  ModelBuilder& ScalarConstant(const std::string& name, float v) {
+    Op("Constant", {}, name).SetTensor("value", HostTensor::FromVector<float>({v}, {}));
+    return *this;
+  }
+  // torch.onnx's GELU of x as y: Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5).
+  ModelBuilder& TorchGelu(const std::string& x, const std::string& y) {
+    ScalarConstant(y + "/sqrt2", 1.4142135f).ScalarConstant(y + "/one", 1.f).ScalarConstant(y + "/half", 0.5f);
+    Op("Div", {x, y + "/sqrt2"}, y + "/div");
+    Op("Erf", {y + "/div"}, y + "/erf");
+    Op("Add", {y + "/erf", y + "/one"}, y + "/add");
+    Op("Mul", {x, y + "/add"}, y + "/mul");
+    Op("Mul", {y + "/mul", y + "/half"}, y);
+    return *this;
+  }
   Node& Op(const std::string& op, std::vector<std::string> ins, std::string out) {
     Node n;
     n.name = op + "_" + std::to_string(m_.graph.nodes.size());
@@ -91,6 +106,8 @@ void AddWeightedSumLoss(ModelBuilder& b, const std::string& y, std::vector<int64
 // AddWeightedSumLoss, then the training graph.
 TrainingGraph TrainWithWeightedSumLoss(ModelBuilder& b, const std::string& y, std::vector<int64_t> dims,
                                        std::vector<std::string> freeze = {});
+// The training graph of a model that ends in AddWeightedSumLoss ("loss_w" frozen), fused or not.
+TrainingGraph TrainFrozenLossWeights(const Model& m, bool fuse = true);
 
 }  // namespace testing
 }  // namespace ot

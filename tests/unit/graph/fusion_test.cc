@@ -26,27 +26,11 @@ using testing::ExpectGradientsMatchFiniteDifferences;
 using testing::ExpectSameLossAndGradients;
 using testing::ModelBuilder;
 
-void Scalar(ModelBuilder& b, const std::string& name, float v) {
-  b.Op("Constant", {}, name).SetTensor("value", HostTensor::FromVector<float>({v}, {}));
-}
-
-// torch.onnx's GELU: Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5).
-void TorchGelu(ModelBuilder& b, const std::string& x, const std::string& y) {
-  Scalar(b, y + "/sqrt2", 1.4142135f);
-  Scalar(b, y + "/one", 1.f);
-  Scalar(b, y + "/half", 0.5f);
-  b.Op("Div", {x, y + "/sqrt2"}, y + "/div");
-  b.Op("Erf", {y + "/div"}, y + "/erf");
-  b.Op("Add", {y + "/erf", y + "/one"}, y + "/add");
-  b.Op("Mul", {x, y + "/add"}, y + "/mul");
-  b.Op("Mul", {y + "/mul", y + "/half"}, y);
-}
-
 // x * 0.5 * (1 + erf(x * (1 / sqrt2))), as hand-written GELUs export.
 void HalfFirstGelu(ModelBuilder& b, const std::string& x, const std::string& y) {
-  Scalar(b, y + "/rsqrt2", 0.70710678f);
-  Scalar(b, y + "/one", 1.f);
-  Scalar(b, y + "/half", 0.5f);
+  b.ScalarConstant(y + "/rsqrt2", 0.70710678f);
+  b.ScalarConstant(y + "/one", 1.f);
+  b.ScalarConstant(y + "/half", 0.5f);
   b.Op("Mul", {y + "/half", x}, y + "/h");
   b.Op("Mul", {x, y + "/rsqrt2"}, y + "/scaled");
   b.Op("Erf", {y + "/scaled"}, y + "/erf");
@@ -57,8 +41,8 @@ void HalfFirstGelu(ModelBuilder& b, const std::string& x, const std::string& y) 
 // torch.onnx's layer_norm before opset 17, over the last `axes` axes.
 void TorchLayerNorm(ModelBuilder& b, const std::string& x, const std::string& y, std::vector<int64_t> axes,
                     const std::string& gamma, const std::string& beta) {
-  Scalar(b, y + "/two", 2.f);
-  Scalar(b, y + "/eps", 1e-5f);
+  b.ScalarConstant(y + "/two", 2.f);
+  b.ScalarConstant(y + "/eps", 1e-5f);
   b.Op("ReduceMean", {x}, y + "/mean").SetInts("axes", axes);
   b.Op("Sub", {x, y + "/mean"}, y + "/d");
   b.Op("Pow", {y + "/d", y + "/two"}, y + "/sq");
@@ -76,12 +60,7 @@ Model WithLoss(ModelBuilder& b, const std::string& y, std::vector<int64_t> dims)
   return b.Build();
 }
 
-TrainingGraph Train(const Model& m, bool fuse) {
-  AutodiffOptions opts;
-  opts.freeze = {"loss_w"};
-  opts.fuse = fuse;
-  return BuildTrainingGraph(m, opts);
-}
+TrainingGraph Train(const Model& m, bool fuse) { return testing::TrainFrozenLossWeights(m, fuse); }
 
 int Count(const Model& m, const std::string& op, const std::string& domain = "") {
   int n = 0;
@@ -104,7 +83,7 @@ TEST(Fusion, TorchLayerNormAndBothGeluFormsFuseAndMatchFiniteDifferences) {
     b.Param("gamma", axes.size() == 1 ? std::vector<int64_t>{8} : std::vector<int64_t>{3, 8}, 0.5f, 1.5f);
     b.Param("beta", {8}, -0.5f, 0.5f);
     TorchLayerNorm(b, "x", "ln", axes, "gamma", "beta");
-    TorchGelu(b, "ln", "g1");
+    b.TorchGelu("ln", "g1");
     HalfFirstGelu(b, "g1", "g2");
     const Model m = WithLoss(b, "g2", {2, 3, 8});
     const TrainingGraph tg = Train(m, true);
@@ -136,7 +115,7 @@ TEST(Fusion, PatternsWithOtherReadersOrOtherConstantsAreLeftAlone) {
     SCOPED_TRACE("erf output also read by another node");
     ModelBuilder b;
     b.Param("x", {3, 5}, -2.f, 2.f);
-    TorchGelu(b, "x", "g");
+    b.TorchGelu("x", "g");
     b.Op("Add", {"g", "g/erf"}, "y");
     const TrainingGraph tg = Train(WithLoss(b, "y", {3, 5}), true);
     EXPECT_EQ(Count(tg.model, "Gelu", kGradDomain), 0);
@@ -146,9 +125,9 @@ TEST(Fusion, PatternsWithOtherReadersOrOtherConstantsAreLeftAlone) {
     SCOPED_TRACE("Div by 2 is not GELU");
     ModelBuilder b;
     b.Param("x", {3, 5}, -2.f, 2.f);
-    Scalar(b, "two", 2.f);
-    Scalar(b, "one", 1.f);
-    Scalar(b, "half", 0.5f);
+    b.ScalarConstant("two", 2.f);
+    b.ScalarConstant("one", 1.f);
+    b.ScalarConstant("half", 0.5f);
     b.Op("Div", {"x", "two"}, "d");
     b.Op("Erf", {"d"}, "e");
     b.Op("Add", {"e", "one"}, "a");
@@ -211,7 +190,7 @@ std::string MaskScores(ModelBuilder& b, const std::string& s, AttnMask mask, int
       m.Data<uint8_t>()[0] = 1;
       if (t > 2) m.Data<uint8_t>()[t + 1] = 0;  // not causal: a bool mask input
       b.Op("Constant", {}, "keep").SetTensor("value", m);
-      Scalar(b, "neg_inf", -std::numeric_limits<float>::infinity());
+      b.ScalarConstant("neg_inf", -std::numeric_limits<float>::infinity());
       b.Op("Where", {"keep", s, "neg_inf"}, "masked");
       return "masked";
     }
@@ -223,7 +202,7 @@ std::string MaskScores(ModelBuilder& b, const std::string& s, AttnMask mask, int
 Model HandWrittenAttention(int64_t t, AttnMask mask, int64_t softmax_axis = -1) {
   ModelBuilder b;
   b.Param("q", {2, 3, t, 8}, -1.f, 1.f).Param("k", {2, 3, t, 8}, -1.f, 1.f).Param("v", {2, 3, t, 8}, -1.f, 1.f);
-  Scalar(b, "sqrt_d", std::sqrt(8.f));
+  b.ScalarConstant("sqrt_d", std::sqrt(8.f));
   b.Op("Transpose", {"k"}, "kt").SetInts("perm", {0, 1, 3, 2});
   b.Op("MatMul", {"q", "kt"}, "qk");
   b.Op("Div", {"qk", "sqrt_d"}, "scores");
@@ -247,7 +226,7 @@ Model LegacyMultiheadAttention(int64_t t, AttnMask mask, bool sequence_first) {
     b.Param("q", {6, t, 4}, -1.f, 1.f).Param("v", {6, t, 4}, -1.f, 1.f);
   }
   b.Param("k", {t, 6, 4}, -1.f, 1.f);
-  Scalar(b, "sqrt_d", 2.f);
+  b.ScalarConstant("sqrt_d", 2.f);
   b.Op("Constant", {}, "one_i").SetTensor("value", HostTensor::FromVector<int64_t>({1}, {}));
   b.Op("Cast", {"one_i"}, "one").SetInt("to", 1);
   b.Op("Div", {"q", "sqrt_d"}, "qs");
@@ -278,7 +257,7 @@ Model LegacySequenceFirst(int64_t t, AttnMask mask) { return LegacyMultiheadAtte
 Model DynamoAttention(int64_t t, AttnMask mask) {
   ModelBuilder b;
   b.Param("q", {2, 2, t, 8}, -1.f, 1.f).Param("kt", {2, 2, 8, t}, -1.f, 1.f).Param("v", {2, 2, t, 8}, -1.f, 1.f);
-  Scalar(b, "root_scale", std::sqrt(1.f / std::sqrt(8.f)));
+  b.ScalarConstant("root_scale", std::sqrt(1.f / std::sqrt(8.f)));
   b.Op("Mul", {"q", "root_scale"}, "qs");
   b.Op("Mul", {"kt", "root_scale"}, "kts");
   b.Op("MatMul", {"qs", "kts"}, "scores");
@@ -376,7 +355,7 @@ TEST(Fusion, BFloat16CastOfGeluOutputFoldsIntoTheGelu) {
     ModelBuilder b;
     const std::vector<int64_t> x_dims = form == 0 ? std::vector<int64_t>{6, 8} : std::vector<int64_t>{3, 4, 8};
     b.Param("x", x_dims, -3.f, 3.f).Param("w", {5, 8}, -1.f, 1.f);
-    TorchGelu(b, "x", "g");
+    b.TorchGelu("x", "g");
     b.Op("Transpose", {"w"}, "wt").SetInts("perm", {1, 0});  // a Linear layer as torch exports it
     b.Op("MatMul", {"g", "wt"}, "y");
     std::vector<int64_t> y_dims = x_dims;
@@ -438,7 +417,7 @@ TEST(Fusion, AttentionNearMissesAreLeftAlone) {
     ModelBuilder b;
     b.Param("q", {2, 5, 4}, -1.f, 1.f).Param("kt", {2, 4, 5}, -1.f, 1.f).Param("v", {2, 5, 4}, -1.f, 1.f);
     b.Param("bias", {5, 5}, -1.f, 1.f);
-    Scalar(b, "two", 2.f);
+    b.ScalarConstant("two", 2.f);
     b.Op("MatMul", {"q", "kt"}, "s");
     b.Op("Add", {"s", "bias"}, "sb");
     b.Op("Div", {"sb", "two"}, "sd");
@@ -453,7 +432,7 @@ TEST(Fusion, AttentionNearMissesAreLeftAlone) {
     ModelBuilder b;
     b.Param("q", {2, 5, 4}, -1.f, 1.f).Param("kt", {2, 4, 5}, -1.f, 1.f).Param("v", {2, 5, 4}, -1.f, 1.f);
     b.Op("Constant", {}, "keep").SetTensor("value", CausalMask(5, true));
-    Scalar(b, "fill", -1e4f);
+    b.ScalarConstant("fill", -1e4f);
     b.Op("MatMul", {"q", "kt"}, "s");
     b.Op("Where", {"keep", "s", "fill"}, "sm");
     b.Op("Softmax", {"sm"}, "p").SetInt("axis", -1);
@@ -549,8 +528,8 @@ TEST(TrainingFusion, BatchNormClipFusesAndTrainsAsUnfused) {
     b.Param("scale", {k.c}, 0.5f, 1.5f).Param("bias", {k.c}, -0.3f, 0.3f);
     b.Param("mean", {k.c}, -0.2f, 0.2f).Param("var", {k.c}, 0.5f, 1.5f);
     b.Op("BatchNormalization", {cur, "scale", "bias", "mean", "var"}, "bn");
-    Scalar(b, "lo", k.lo);
-    Scalar(b, "hi", k.hi);
+    b.ScalarConstant("lo", k.lo);
+    b.ScalarConstant("hi", k.hi);
     b.Op("Clip", {"bn", "lo", "hi"}, "clip");
     b.Param("w2", {k.c, k.c, 1, 1}, -0.5f, 0.5f);
     b.Op("Conv", {"clip", "w2"}, "y");
@@ -573,11 +552,11 @@ TEST(TrainingFusion, BatchNormClipFusesAndTrainsAsUnfused) {
     b.Param("x", {2, 4, 3, 3}, -1.f, 1.f).Param("scale", {4}, 0.5f, 1.5f).Param("bias", {4}, -0.3f, 0.3f);
     b.Param("mean", {4}, -0.2f, 0.2f).Param("var", {4}, 0.5f, 1.5f);
     b.Op("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, "bn");
-    Scalar(b, "lo", 0.1f);
-    Scalar(b, "hi", 6.f);
+    b.ScalarConstant("lo", 0.1f);
+    b.ScalarConstant("hi", 6.f);
     b.Op("Clip", {"bn", "lo", "hi"}, "c1");
     b.Op("BatchNormalization", {"c1", "scale", "bias", "mean", "var"}, "bn2");
-    Scalar(b, "zero", 0.f);
+    b.ScalarConstant("zero", 0.f);
     b.Op("Clip", {"bn2", "zero", "hi"}, "c2");
     b.Op("Add", {"c2", "bn2"}, "y");
     const TrainingGraph plain = Train(WithLoss(b, "y", {2, 4, 3, 3}), false);

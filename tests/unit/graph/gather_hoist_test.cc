@@ -21,10 +21,6 @@ using testing::ExpectGradientsMatchFiniteDifferences;
 using testing::ExpectSameLossAndGradients;
 using testing::ModelBuilder;
 
-void Scalar(ModelBuilder& b, const std::string& name, float v) {
-  b.Op("Constant", {}, name).SetTensor("value", HostTensor::FromVector<float>({v}, {}));
-}
-
 struct BlockOptions {
   int64_t batch = 2;
   int64_t index = 0;           // the position the head reads
@@ -54,14 +50,7 @@ Model TransformerTail(const BlockOptions& o, std::vector<int64_t>* picked_dims) 
   b.Op("LayerNormalization", {in, "g1", "b1"}, "ln1").SetInt("axis", -1);
   b.Op("MatMul", {"ln1", "w1"}, "h0");
   b.Op("Add", {"c1", "h0"}, "h1");
-  Scalar(b, "sqrt2", 1.4142135f);
-  Scalar(b, "one", 1.f);
-  Scalar(b, "half", 0.5f);
-  b.Op("Div", {"h1", "sqrt2"}, "g/div");
-  b.Op("Erf", {"g/div"}, "g/erf");
-  b.Op("Add", {"g/erf", "one"}, "g/add");
-  b.Op("Mul", {"h1", "g/add"}, "g/mul");
-  b.Op("Mul", {"g/mul", "half"}, "hidden");
+  b.TorchGelu("h1", "hidden");
   b.Op("MatMul", {"hidden", "w2"}, "o0");
   b.Op("Add", {"o0", "c2"}, "o1");
   b.Op("Add", {in, "o1"}, "res");
@@ -85,12 +74,7 @@ Model TransformerTail(const BlockOptions& o, std::vector<int64_t>* picked_dims) 
   return b.Build();
 }
 
-TrainingGraph Train(const Model& m, bool fuse) {
-  AutodiffOptions opts;
-  opts.freeze = {"loss_w"};
-  opts.fuse = fuse;
-  return BuildTrainingGraph(m, opts);
-}
+TrainingGraph Train(const Model& m, bool fuse) { return testing::TrainFrozenLossWeights(m, fuse); }
 
 const Node* ProducerOf(const Model& m, const std::string& value) {
   for (const auto& n : m.graph.nodes)

@@ -37,9 +37,7 @@ TrainingGraph GroupedDepthwiseModel(int64_t kernel, int64_t stride) {
   b.Op("Mul", {"y", "loss_w"}, "weighted");
   b.Op("ReduceSum", {"weighted"}, "loss").SetInt("keepdims", 0);
   b.Output("loss", {});
-  AutodiffOptions opts;
-  opts.freeze = {"loss_w"};
-  return BuildTrainingGraph(b.Build(), opts);
+  return testing::TrainFrozenLossWeights(b.Build());
 }
 
 TEST(ConvLayouts, GroupedEightPerGroupAndDepthwiseFiveByFive) {
@@ -79,9 +77,7 @@ TrainingGraph DepthwiseModel(const DepthwiseCase& c) {
   const std::vector<int64_t> ydims{3, c.channels, (c.h + 2 * pad - reach - 1) / c.stride + 1,
                                    (c.w + 2 * pad - reach - 1) / c.stride + 1};
   testing::AddWeightedSumLoss(b, "y", ydims);
-  AutodiffOptions opts;
-  opts.freeze = {"loss_w"};
-  return BuildTrainingGraph(b.Build(), opts);
+  return testing::TrainFrozenLossWeights(b.Build());
 }
 
 TEST(ConvLayouts, DepthwiseWeightGradientOnMapsWithinTheWindow) {
