@@ -150,9 +150,9 @@ TEST(GatherHoist, OtherPositionsValuesReadElsewhereAndMixingOpsStopIt) {
     EXPECT_EQ(HoistPositionGathers(hoisted), 7);
     for (const auto& n : hoisted.graph.nodes)
       if (n.op_type == "Gather") {
-            EXPECT_TRUE(n.inputs[0] == "x" || n.inputs[0] == "cls" || n.inputs[0] == "seq" || n.inputs[0] == "hidden")
-                << n.inputs[0];
-          }
+        EXPECT_TRUE(n.inputs[0] == "x" || n.inputs[0] == "cls" || n.inputs[0] == "seq" || n.inputs[0] == "hidden")
+            << n.inputs[0];
+      }
     const TrainingGraph tg = Train(m, true);
     ExpectGradientsMatchFiniteDifferences(tg, {}, 6e-3f);  // a larger loss: float32 noise over eps
     ExpectSameAsUnhoisted(m, tg);
@@ -167,8 +167,8 @@ TEST(GatherHoist, OtherPositionsValuesReadElsewhereAndMixingOpsStopIt) {
     EXPECT_EQ(HoistPositionGathers(hoisted), 15);
     for (const auto& n : hoisted.graph.nodes)
       if (n.op_type == "Gather") {
-            EXPECT_TRUE(n.inputs[0] == "mixed" || n.inputs[0] == "cls" || n.inputs[0] == "seq") << n.inputs[0];
-          }
+        EXPECT_TRUE(n.inputs[0] == "mixed" || n.inputs[0] == "cls" || n.inputs[0] == "seq") << n.inputs[0];
+      }
     const TrainingGraph tg = Train(m, true);
     ExpectGradientsMatchFiniteDifferences(tg, {}, 3e-3f);
     ExpectSameAsUnhoisted(m, tg);
